@@ -1,0 +1,31 @@
+/* lq_json.h -- small helpers over cJSON for typed access with file-named errors. */
+#ifndef LQ_JSON_H
+#define LQ_JSON_H
+
+#include "lq_base.h"
+
+#include <cjson/cJSON.h>
+
+/* Parse a JSON text; LQ_ERR_JSON "<label>: invalid JSON near byte N". Depth is bounded. */
+lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
+                        lq_err *err);
+/* Read and parse a file (size limit max_bytes). */
+lq_status lq_json_load_file(const char *path, int64_t max_bytes, cJSON **out, lq_err *err);
+
+/* Typed getters. `required`: missing -> LQ_ERR_CONFIG_MISSING_KEY; wrong type or not an
+ * integer/in range -> LQ_ERR_CONFIG_VALUE; messages "<label>: key \"k\" ...". When not required
+ * and missing, *out keeps its prior value (the default) and LQ_OK is returned. */
+lq_status lq_json_get_i64(const cJSON *obj, const char *key, int required, int64_t lo, int64_t hi,
+                          int64_t *out, const char *label, lq_err *err);
+lq_status lq_json_get_f64(const cJSON *obj, const char *key, int required, double *out,
+                          const char *label, lq_err *err);
+lq_status lq_json_get_bool(const cJSON *obj, const char *key, int required, int *out,
+                           const char *label, lq_err *err);
+lq_status lq_json_get_str(const cJSON *obj, const char *key, int required, char *buf, size_t cap,
+                          const char *label, lq_err *err);
+
+/* Serialize with 2-space indentation and a trailing newline and write atomically
+ * (tmp + rename) to path. */
+lq_status lq_json_write_file(const cJSON *obj, const char *path, lq_err *err);
+
+#endif

@@ -1,0 +1,80 @@
+/* lq_st.h -- safetensors reader (mmap, single file, sharded index, from memory) and streaming
+ * writer (sharding with index json, __metadata__).
+ *
+ * Validation (each rule its own status, see llmquant.h 20-39): 8-byte little-endian header
+ * length; header <= 100 MB and inside the file; UTF-8 JSON object; every entry has dtype, shape,
+ * data_offsets; dtype known; prod(shape) * size == end - begin (checked arithmetic); offsets
+ * contiguous from 0 in sorted order; last end == data length (no gap, no trailing bytes); names
+ * unique (within a file and across shards). */
+#ifndef LQ_ST_H
+#define LQ_ST_H
+
+#include "lq_base.h"
+#include "lq_dtype.h"
+
+#define LQ_ST_MAX_DIMS     8
+#define LQ_ST_MAX_HEADER   (100ll * 1000 * 1000)
+
+typedef struct lq_st_tensor {
+    const char *name;
+    lq_dtype    dtype;
+    int         ndim;
+    int64_t     shape[LQ_ST_MAX_DIMS];
+    int64_t     numel;
+    int64_t     nbytes;
+    const void *data;  /* into the mapping; NOT necessarily aligned to the element size */
+    int         shard; /* index of the file it came from */
+} lq_st_tensor;
+
+typedef struct lq_st lq_st; /* one file or a set of shards */
+
+/* One .safetensors file, memory-mapped read-only. */
+lq_status lq_st_open(const char *path, lq_st **out, lq_err *err);
+/* Parse a buffer (not copied; must outlive the handle). label names it in messages. */
+lq_status lq_st_open_memory(const void *buf, size_t len, const char *label, lq_st **out,
+                            lq_err *err);
+/* A model directory: model.safetensors.index.json (sharded) if present, else model.safetensors,
+ * else the single *.safetensors file in dir. LQ_ERR_NOT_FOUND if none. */
+lq_status lq_st_open_dir(const char *dir, lq_st **out, lq_err *err);
+void      lq_st_close(lq_st *st);
+
+int64_t             lq_st_count(const lq_st *st);
+const lq_st_tensor *lq_st_get(const lq_st *st, int64_t i);
+const lq_st_tensor *lq_st_find(const lq_st *st, const char *name);
+/* Path of the file a tensor lives in (for messages). */
+const char *lq_st_file_of(const lq_st *st, const lq_st_tensor *t);
+/* String value of __metadata__[key] (of the first shard), or NULL. */
+const char *lq_st_metadata(const lq_st *st, const char *key);
+/* Total bytes of tensor data over all shards. */
+int64_t lq_st_data_bytes(const lq_st *st);
+
+/* Find `name`, check it is a float tensor of exactly `ndim` dims with the given shape (pass
+ * expect_shape NULL to skip), convert to float32 into dst (numel floats). NaN/Inf ->
+ * LQ_ERR_WEIGHT_NONFINITE naming file and tensor; missing -> LQ_ERR_ST_MISSING_TENSOR; wrong
+ * dtype -> LQ_ERR_WEIGHT_DTYPE; wrong shape -> LQ_ERR_WEIGHT_SHAPE. */
+lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int64_t *expect_shape,
+                         float *dst, lq_err *err);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streaming writer. Tensor data goes to disk as it is added (memory stays bounded); headers are
+ * written at finish. Output is byte-identical to Python safetensors' save_file for the same
+ * tensors and metadata (same ordering, header padded with spaces to a multiple of 8).
+ * Files: "<dir>/model.safetensors" when everything fits one shard, else
+ * "<dir>/model-0000i-of-0000N.safetensors" + "<dir>/model.safetensors.index.json". */
+typedef struct lq_st_writer lq_st_writer;
+
+lq_status lq_st_writer_create(const char *dir, int64_t max_shard_bytes /* 0 = one file */,
+                              lq_st_writer **out, lq_err *err);
+lq_status lq_st_writer_set_metadata(lq_st_writer *w, const char *key, const char *value,
+                                    lq_err *err);
+/* Copies `data` (nbytes = numel * dtype size) out immediately. */
+lq_status lq_st_writer_add(lq_st_writer *w, const char *name, lq_dtype dtype, int ndim,
+                           const int64_t *shape, const void *data, lq_err *err);
+/* Convenience: float32 source stored as dtype (F32/F16/BF16). */
+lq_status lq_st_writer_add_f32(lq_st_writer *w, const char *name, lq_dtype dtype, int ndim,
+                               const int64_t *shape, const float *data, lq_err *err);
+lq_status lq_st_writer_finish(lq_st_writer *w, lq_err *err);
+/* Frees; removes temporary files if finish was not reached. */
+void lq_st_writer_free(lq_st_writer *w);
+
+#endif

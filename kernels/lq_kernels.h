@@ -1,0 +1,83 @@
+/* lq_kernels.h -- per-format kernels (scalar reference, optimized CPU, CUDA), packing from the
+ * neutral unpacked representation, and the format-traits table. Kernels key on format only.
+ * Public entry points (lq_qlinear_*) in llmquant.h dispatch through the table. */
+#ifndef LQ_KERNELS_H
+#define LQ_KERNELS_H
+
+#include "lq_base.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Owning container for a host lq_qlinear (what a quantization method produces).
+ * --------------------------------------------------------------------------------------- */
+#define LQ_QBUF_MAX_ARRAYS 12
+typedef struct lq_qbuf {
+    lq_qlinear q;                       /* points into mem[] */
+    void      *mem[LQ_QBUF_MAX_ARRAYS]; /* owned allocations */
+    int        nmem;
+} lq_qbuf;
+/* Allocate an owned zeroed array of bytes and register it; NULL on failure. */
+void *lq_qbuf_alloc(lq_qbuf *b, size_t bytes);
+void  lq_qbuf_free(lq_qbuf *b);
+
+/* ---------------------------------------------------------------------------------------
+ * Packing: the neutral representation a method decides -> on-disk layout in an lq_qbuf.
+ *   q      uint8 [n, k]  integer codes 0..2^bits-1 (row-major like W)
+ *   zeros  int32 [G, n]  integer zero points (the real zero, v1's "-1" is applied here)
+ *   scales float [G, n]  (stored as fp16)
+ *   g_idx  int32 [k]     group of each input column (NULL = c / group_size)
+ *   bias   float [n] or NULL
+ * --------------------------------------------------------------------------------------- */
+lq_status lq_pack_gptq(int bits, int64_t n, int64_t k, int64_t group_size, const uint8_t *q,
+                       const int32_t *zeros, const float *scales, const int32_t *g_idx,
+                       const float *bias, lq_qbuf *out, lq_err *err);
+lq_status lq_pack_awq(int64_t n, int64_t k, int64_t group_size, const uint8_t *q,
+                      const int32_t *zeros, const float *scales, const float *bias, lq_qbuf *out,
+                      lq_err *err);
+/* codes uint8 [n*k] 0..15 (NF4 table index), absmax float [nblocks]; double_quant compresses
+ * absmax with the 8-bit dynamic map in blocks of nested_blocksize (bitsandbytes semantics). */
+lq_status lq_pack_nf4(int64_t n, int64_t k, int64_t blocksize, const uint8_t *codes,
+                      const float *absmax, int double_quant, int nested_blocksize,
+                      const float *bias, lq_qbuf *out, lq_err *err);
+/* cb int8 [n, k], scb float [n], outlier columns idx [n_outlier] with fp16 weights taken from
+ * w_outlier float [n, n_outlier]. */
+lq_status lq_pack_int8(int64_t n, int64_t k, const int8_t *cb, const float *scb,
+                       const int32_t *outlier_idx, int64_t n_outlier, const float *w_outlier,
+                       float threshold, const float *bias, lq_qbuf *out, lq_err *err);
+
+/* Code tables (exact bitsandbytes values). */
+extern const float lq_nf4_table[16];
+/* bitsandbytes create_dynamic_map(signed=True) 256-entry code (for double quant). */
+void lq_dynamic_map_8bit(float out[256]);
+
+/* ---------------------------------------------------------------------------------------
+ * Format traits: one row per lq_format. NULL function = unsupported (tests print SKIP).
+ * --------------------------------------------------------------------------------------- */
+typedef struct lq_format_traits {
+    const char *name; /* "dense", "gptq", "awq", "nf4", "int8" */
+    lq_status (*check)(const lq_qlinear *w, lq_err *err);
+    size_t (*bytes)(const lq_qlinear *w); /* sum of array sizes */
+
+    /* scalar references: plain loops, no SIMD/threads; the oracle for everything else */
+    void (*dequant_ref)(const lq_qlinear *w, float *out /* [n, k] */);
+    void (*gemm_ref)(const lq_qlinear *w, const float *x /* [m, k] */, int64_t m,
+                     float *y /* [m, n] */);
+
+    /* optimized CPU */
+    lq_status (*dequant_cpu)(const lq_qlinear *w, float *out, int nthreads);
+    size_t (*ws_cpu)(const lq_qlinear *w, int64_t m);
+    lq_status (*gemm_cpu)(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                          size_t ws_size, int nthreads);
+
+    /* CUDA (NULL in a build without CUDA): fp16 activations, device pointers, no allocation,
+     * no synchronization. Defined in kernels/cuda/. */
+    lq_status (*dequant_cuda)(const lq_qlinear *w, void *out_f16 /* [n, k] */, void *stream);
+    size_t (*ws_cuda)(const lq_qlinear *w, int64_t m);
+    lq_status (*gemm_cuda)(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16, int64_t m,
+                           void *y_f16, void *ws, size_t ws_size, void *stream);
+
+    double tol_nmse; /* NMSE bound of optimized kernels vs _ref on random inputs */
+} lq_format_traits;
+
+const lq_format_traits *lq_format_traits_get(lq_format f);
+
+#endif
