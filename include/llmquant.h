@@ -281,7 +281,8 @@ typedef struct lq_param_info {
     int         type;    /* lq_param_type */
     const char *def;     /* default as text ("" = unset) */
     double      min, max;/* numeric bounds (inclusive) */
-    const char *methods; /* comma list of methods it applies to, "*" = all, "ppl" = evaluation */
+    const char *methods; /* comma list of commands it applies to ("gptq,awq", "ppl", "*") */
+    const char *choices; /* LQ_PT_STR: "|"-separated allowed values, or NULL = free text */
     const char *help;    /* one line */
 } lq_param_info;
 

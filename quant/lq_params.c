@@ -1,0 +1,260 @@
+/* The one table of options. The CLI derives its flags from it ("--group-size" <-> group_size),
+ * the job API validates against it, and `--help` prints it. Add a row to add an option. */
+#include "lq_base.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lq_params_get.h"
+
+#define Q "rtn,gptq,awq"
+#define CAL "gptq,awq,int8"
+#define ALLQ "rtn,gptq,awq,nf4,int8"
+static const lq_param_info k_params[] = {
+    /* name, type, default, min, max, applies to, choices, help */
+    {"bits", LQ_PT_INT, "4", 2, 8, Q, NULL, "code width in bits (GPTQ/RTN: 2,3,4,8; AWQ: 4)"},
+    {"group_size", LQ_PT_INT, "128", -1, 1 << 30, Q, NULL,
+     "input channels per quantization group; -1 = per output channel"},
+    {"sym", LQ_PT_BOOL, "true", 0, 1, "rtn,gptq", NULL, "symmetric codes (zero point at 2^(bits-1))"},
+    {"desc_act", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
+     "act-order: quantize columns by decreasing Hessian diagonal (writes g_idx)"},
+    {"static_groups", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
+     "compute group parameters up front from the unquantized weights"},
+    {"damp", LQ_PT_FLOAT, "0.01", 0, 1, "gptq", NULL,
+     "Hessian damping as a fraction of the mean diagonal"},
+    {"damp_retries", LQ_PT_INT, "8", 0, 64, "gptq", NULL,
+     "times to increase damping when Cholesky fails before giving up"},
+    {"block_size", LQ_PT_INT, "128", 1, 1 << 20, "gptq", NULL, "columns per lazy-update block"},
+    {"true_sequential", LQ_PT_BOOL, "true", 0, 1, "gptq", NULL,
+     "quantize q/k/v -> o -> gate/up -> down, re-running the layer between sub-groups"},
+    {"awq_grid", LQ_PT_INT, "20", 1, 1000, "awq", NULL, "scale-search grid points"},
+    {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "awq", NULL,
+     "AutoAWQ duo scaling (activation and weight statistics)"},
+    {"awq_clip", LQ_PT_BOOL, "true", 0, 1, "awq", NULL, "search per-group clipping ranges"},
+    {"blocksize", LQ_PT_INT, "64", 32, 4096, "nf4", NULL,
+     "NF4 block size (32, 64, ..., 4096)"},
+    {"double_quant", LQ_PT_BOOL, "true", 0, 1, "nf4", NULL,
+     "quantize the absmax statistics again (8-bit, blocks of 256)"},
+    {"threshold", LQ_PT_FLOAT, "6.0", 0, 1e6, "int8", NULL,
+     "LLM.int8 outlier threshold on |activation|"},
+    {"calib", LQ_PT_STR, "", 0, 0, CAL, NULL,
+     "calibration text (.txt, .jsonl, .jsonl.zst, .txt.zst)"},
+    {"nsamples", LQ_PT_INT, "128", 1, 1 << 20, CAL, NULL, "calibration windows"},
+    {"seqlen", LQ_PT_INT, "2048", 2, 1 << 20, CAL, NULL,
+     "tokens per calibration window (shortened to the model's context)"},
+    {"seed", LQ_PT_INT, "0", 0, 4294967295.0, CAL, NULL, "seed for window sampling"},
+    {"max_memory", LQ_PT_SIZE, "", 0, 1e18, CAL, NULL,
+     "memory budget; activations spill to disk (zstd) above it"},
+    {"tokenizer", LQ_PT_STR, "", 0, 0, "*", NULL,
+     "tokenizer file (tokenizer.json, tokenizer.model, llama2.c tok*.bin) if not in MODEL_DIR"},
+    {"device", LQ_PT_STR, "auto", 0, 0, "*", "auto|cpu|cuda", "where to compute"},
+    {"threads", LQ_PT_INT, "0", 0, 4096, "*", NULL, "CPU threads (0 = all cores)"},
+    {"out_dtype", LQ_PT_STR, "float16", 0, 0, ALLQ, "float16|bfloat16",
+     "dtype of scales and unquantized tensors in the output"},
+    {"max_shard_size", LQ_PT_SIZE, "5G", 1, 1e18, ALLQ, NULL, "output safetensors shard size"},
+    {"force", LQ_PT_BOOL, "false", 0, 1, ALLQ, NULL, "replace an existing output directory"},
+    {"check_ppl", LQ_PT_STR, "", 0, 0, ALLQ, NULL,
+     "after conversion, compare original vs quantized perplexity on this text file"},
+    {"max_ppl_increase", LQ_PT_FLOAT, "", 0, 1e9, ALLQ, NULL,
+     "with check_ppl: fail (exit code LQ_ERR_PPL_BOUND) if ppl rises more than this percent"},
+    {"ctx", LQ_PT_INT, "0", 0, 1 << 24, "ppl,inspect," ALLQ, NULL,
+     "perplexity window / inspect context (0 = min(2048, max_position_embeddings))"},
+    {"protocol", LQ_PT_STR, "gptq", 0, 0, "ppl," ALLQ, "gptq|llamacpp",
+     "perplexity protocol: gptq (BOS once, full windows) or llamacpp (BOS per chunk, 2nd half)"},
+    {"batch", LQ_PT_INT, "1", 1, 1 << 20, "inspect", NULL, "batch size for KV-cache estimates"},
+};
+#undef Q
+#undef CAL
+#undef ALLQ
+
+#define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
+
+int lq_param_count(void) {
+    return N_PARAMS;
+}
+
+const lq_param_info *lq_param_get_info(int i) {
+    return (i >= 0 && i < N_PARAMS) ? &k_params[i] : NULL;
+}
+
+static int param_index(const char *name) {
+    for (int i = 0; i < N_PARAMS; i++)
+        if (strcmp(k_params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+const lq_param_info *lq_param_find(const char *name) {
+    int i = name ? param_index(name) : -1;
+    return i < 0 ? NULL : &k_params[i];
+}
+
+struct lq_params {
+    char *val[N_PARAMS]; /* NULL = unset (default applies) */
+};
+
+lq_params *lq_params_create(void) {
+    return calloc(1, sizeof(lq_params));
+}
+
+void lq_params_free(lq_params *p) {
+    if (!p)
+        return;
+    for (int i = 0; i < N_PARAMS; i++)
+        free(p->val[i]);
+    free(p);
+}
+
+/* Parses "512", "1.5G", "64MiB" as bytes. */
+static int parse_size(const char *s, double *out) {
+    char  *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v) || v < 0)
+        return 0;
+    while (*end == ' ')
+        end++;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 0:
+        break;
+    case 'K':
+        mul = 1024.0;
+        break;
+    case 'M':
+        mul = 1024.0 * 1024;
+        break;
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        break;
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        break;
+    default:
+        return 0;
+    }
+    if (*end) {
+        end++;
+        if (strcmp(end, "") != 0 && strcasecmp(end, "B") != 0 && strcasecmp(end, "iB") != 0)
+            return 0;
+    }
+    *out = v * mul;
+    return 1;
+}
+
+static int parse_bool(const char *s, int *out) {
+    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
+        *out = 1;
+    else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+             !strcasecmp(s, "off"))
+        *out = 0;
+    else
+        return 0;
+    return 1;
+}
+
+static int in_choices(const char *choices, const char *v) {
+    size_t vl = strlen(v);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t      cl  = bar ? (size_t)(bar - c) : strlen(c);
+        if (cl == vl && strncmp(c, v, vl) == 0)
+            return 1;
+        if (!bar)
+            break;
+        c = bar + 1;
+    }
+    return 0;
+}
+
+lq_status lq_params_set(lq_params *p, const char *name, const char *value, lq_err *err) {
+    if (!p || !name || !value)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_params_set: NULL argument");
+    int i = param_index(name);
+    if (i < 0)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "unknown option \"%s\"", name);
+    const lq_param_info *pi = &k_params[i];
+    double               v  = 0;
+    char                *end;
+    int                  b;
+    switch (pi->type) {
+    case LQ_PT_INT:
+        errno = 0;
+        v     = (double)strtoll(value, &end, 10);
+        if (errno || end == value || *end)
+            return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s: \"%s\" is not an integer", name,
+                           value);
+        break;
+    case LQ_PT_FLOAT:
+        v = strtod(value, &end);
+        if (end == value || *end || !isfinite(v))
+            return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s: \"%s\" is not a number", name,
+                           value);
+        break;
+    case LQ_PT_BOOL:
+        if (!parse_bool(value, &b))
+            return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s: \"%s\" is not true/false", name,
+                           value);
+        break;
+    case LQ_PT_SIZE:
+        if (!parse_size(value, &v))
+            return lq_fail(err, LQ_ERR_INVALID_ARG,
+                           "option %s: \"%s\" is not a size (e.g. 512M, 8G)", name, value);
+        break;
+    default:
+        if (pi->choices && !in_choices(pi->choices, value))
+            return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s: \"%s\" is not one of %s", name,
+                           value, pi->choices);
+        break;
+    }
+    if ((pi->type == LQ_PT_INT || pi->type == LQ_PT_FLOAT || pi->type == LQ_PT_SIZE) &&
+        (v < pi->min || v > pi->max))
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s: %s is outside [%g, %g]", name, value,
+                       pi->min, pi->max);
+    char *copy = strdup(value);
+    if (!copy)
+        return lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+    free(p->val[i]);
+    p->val[i] = copy;
+    return LQ_OK;
+}
+
+const char *lq_params_get(const lq_params *p, const char *name) {
+    int i = name ? param_index(name) : -1;
+    if (i < 0)
+        return NULL;
+    if (p && p->val[i])
+        return p->val[i];
+    return k_params[i].def;
+}
+
+int64_t lq_params_i64(const lq_params *p, const char *name) {
+    const char *v = lq_params_get(p, name);
+    return (v && *v) ? (int64_t)strtoll(v, NULL, 10) : 0;
+}
+
+double lq_params_f64(const lq_params *p, const char *name) {
+    const char *v = lq_params_get(p, name);
+    return (v && *v) ? strtod(v, NULL) : 0.0;
+}
+
+int lq_params_bool(const lq_params *p, const char *name) {
+    const char *v = lq_params_get(p, name);
+    int         b = 0;
+    return (v && parse_bool(v, &b)) ? b : 0;
+}
+
+int64_t lq_params_size(const lq_params *p, const char *name) {
+    const char *v = lq_params_get(p, name);
+    double      d = 0;
+    return (v && *v && parse_size(v, &d)) ? (int64_t)d : 0;
+}
+
+int lq_params_is_set(const lq_params *p, const char *name) {
+    int i = name ? param_index(name) : -1;
+    return p && i >= 0 && p->val[i] != NULL;
+}
