@@ -1,0 +1,155 @@
+#include "lq_json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
+                        lq_err *err) {
+    *out             = NULL;
+    const char *end  = NULL;
+    /* cJSON bounds nesting itself (CJSON_NESTING_LIMIT, 1000), so hostile input cannot
+     * overflow the stack. */
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        long off = end ? (long)(end - text) : -1;
+        LQ_FAIL(err, LQ_ERR_JSON, "%s: invalid JSON near byte %ld", label, off);
+    }
+    *out = root;
+    return LQ_OK;
+}
+
+lq_status lq_json_load_file(const char *path, int64_t max_bytes, cJSON **out, lq_err *err) {
+    char   *buf = NULL;
+    int64_t len = 0;
+    LQ_TRY(lq_read_file(path, max_bytes, &buf, &len, err));
+    lq_status st = lq_json_parse(buf, (size_t)len, path, out, err);
+    free(buf);
+    return st;
+}
+
+static const cJSON *get(const cJSON *obj, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return (v && !cJSON_IsNull(v)) ? v : NULL;
+}
+
+lq_status lq_json_get_i64(const cJSON *obj, const char *key, int required, int64_t lo, int64_t hi,
+                          int64_t *out, const char *label, lq_err *err) {
+    const cJSON *v = get(obj, key);
+    if (!v) {
+        if (required)
+            LQ_FAIL(err, LQ_ERR_CONFIG_MISSING_KEY, "%s: missing key \"%s\"", label, key);
+        return LQ_OK;
+    }
+    if (!cJSON_IsNumber(v))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" must be an integer", label, key);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" = %g is not an integer in [%lld, %lld]",
+                label, key, d, (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return LQ_OK;
+}
+
+lq_status lq_json_get_f64(const cJSON *obj, const char *key, int required, double *out,
+                          const char *label, lq_err *err) {
+    const cJSON *v = get(obj, key);
+    if (!v) {
+        if (required)
+            LQ_FAIL(err, LQ_ERR_CONFIG_MISSING_KEY, "%s: missing key \"%s\"", label, key);
+        return LQ_OK;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" must be a finite number", label, key);
+    *out = v->valuedouble;
+    return LQ_OK;
+}
+
+lq_status lq_json_get_bool(const cJSON *obj, const char *key, int required, int *out,
+                           const char *label, lq_err *err) {
+    const cJSON *v = get(obj, key);
+    if (!v) {
+        if (required)
+            LQ_FAIL(err, LQ_ERR_CONFIG_MISSING_KEY, "%s: missing key \"%s\"", label, key);
+        return LQ_OK;
+    }
+    if (!cJSON_IsBool(v))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" must be true or false", label, key);
+    *out = cJSON_IsTrue(v);
+    return LQ_OK;
+}
+
+lq_status lq_json_get_str(const cJSON *obj, const char *key, int required, char *buf, size_t cap,
+                          const char *label, lq_err *err) {
+    const cJSON *v = get(obj, key);
+    if (!v) {
+        if (required)
+            LQ_FAIL(err, LQ_ERR_CONFIG_MISSING_KEY, "%s: missing key \"%s\"", label, key);
+        return LQ_OK;
+    }
+    if (!cJSON_IsString(v))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" must be a string", label, key);
+    if (strlen(v->valuestring) >= cap)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" is too long", label, key);
+    strcpy(buf, v->valuestring);
+    return LQ_OK;
+}
+
+lq_status lq_json_write_file(const cJSON *obj, const char *path, lq_err *err) {
+    char *text = cJSON_Print(obj);
+    if (!text)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory serializing JSON", path);
+    /* cJSON_Print indents with tabs and puts a tab after ':'; HF files (json.dumps indent=2)
+     * use two spaces per level and ": ". */
+    size_t n = strlen(text), tabs = 0;
+    for (size_t i = 0; i < n; i++)
+        tabs += text[i] == '\t';
+    char *out = malloc(n + tabs + 2);
+    if (!out) {
+        free(text);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory serializing JSON", path);
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] == '\t' && i > 0 && text[i - 1] == ':') {
+            out[o++] = ' ';
+        } else if (text[i] == '\t') {
+            out[o++] = ' ';
+            out[o++] = ' ';
+        } else {
+            out[o++] = text[i];
+        }
+    }
+    out[o++] = '\n';
+    free(text);
+
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        free(out);
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", path);
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int e = errno;
+        free(out);
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: %s", tmp, strerror(e));
+    }
+    size_t w  = fwrite(out, 1, o, f);
+    int    e1 = (w != o) ? errno : 0;
+    int    e2 = fclose(f) != 0 ? errno : 0;
+    free(out);
+    if (w != o || e2) {
+        unlink(tmp);
+        int e = e1 ? e1 : (e2 ? e2 : EIO);
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: write failed: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: rename failed: %s", path, strerror(e));
+    }
+    return LQ_OK;
+}

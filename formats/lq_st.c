@@ -1,0 +1,557 @@
+/* safetensors reader: one parser for files (mmap), buffers (fuzzing) and shard sets.
+ * Every validation rule has its own status so bad files are diagnosable from the exit code. */
+#include "lq_st.h"
+
+#include "lq_json.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct st_file {
+    char          *path;
+    void          *map; /* NULL for memory buffers */
+    size_t         map_size;
+    const uint8_t *data; /* first byte after the header */
+    int64_t        data_len;
+} st_file;
+
+typedef struct meta_kv {
+    char *key, *val;
+} meta_kv;
+
+struct lq_st {
+    st_file      *files;
+    int           nfiles;
+    lq_st_tensor *t; /* sorted by name for lq_st_find */
+    int64_t       n, cap;
+    meta_kv      *meta;
+    int           nmeta;
+};
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp(((const lq_st_tensor *)a)->name, ((const lq_st_tensor *)b)->name);
+}
+
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+static int utf8_valid(const uint8_t *s, int64_t n) {
+    int64_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int      len;
+        uint32_t cp;
+        if ((c & 0xe0) == 0xc0) {
+            len = 2;
+            cp  = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3;
+            cp  = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4;
+            cp  = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (i + len > n)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* Integer JSON number in [0, 2^53]. */
+static int json_uint(const cJSON *v, int64_t *out) {
+    if (!cJSON_IsNumber(v))
+        return 0;
+    double d = v->valuedouble;
+    if (!(d >= 0) || d > 9007199254740992.0 || d != floor(d))
+        return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
+typedef struct entry {
+    int64_t begin, end;
+    int64_t idx; /* index into st->t */
+} entry;
+
+static int cmp_entry(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : (x->end > y->end);
+}
+
+static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *err) {
+    if (!cJSON_IsObject(m))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ is not an object", label);
+    int cnt = cJSON_GetArraySize(m);
+    st->meta = calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *st->meta);
+    if (!st->meta)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, m) {
+        if (!cJSON_IsString(kv))
+            LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ value of \"%s\" is not a string",
+                    label, kv->string);
+        st->meta[st->nmeta].key = strdup(kv->string);
+        st->meta[st->nmeta].val = strdup(kv->valuestring);
+        st->nmeta++;
+        if (!st->meta[st->nmeta - 1].key || !st->meta[st->nmeta - 1].val)
+            LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    }
+    return LQ_OK;
+}
+
+/* Parse one file image into st (appending tensors tagged with `shard`). */
+static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t len,
+                             lq_err *err) {
+    const char *label = ss->files[shard].path;
+    if (len < 8)
+        LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: %zu bytes, shorter than the 8-byte header length",
+                label, len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | buf[i];
+    if (hlen == 0 || hlen > (uint64_t)LQ_ST_MAX_HEADER)
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_SIZE, "%s: header length %llu outside 1..%lld bytes", label,
+                (unsigned long long)hlen, (long long)LQ_ST_MAX_HEADER);
+    if (hlen > len - 8)
+        LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: header of %llu bytes runs past the end of the file",
+                label, (unsigned long long)hlen);
+    const uint8_t *hdr = buf + 8;
+    if (!utf8_valid(hdr, (int64_t)hlen))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_UTF8, "%s: header is not valid UTF-8", label);
+    /* HF pads the header with trailing spaces; cJSON accepts trailing whitespace. */
+    const char *end  = NULL;
+    cJSON      *root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
+    if (!root)
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not valid JSON (near byte %ld)", label,
+                end ? (long)(end - (const char *)hdr) : -1L);
+    lq_status st = LQ_OK;
+    entry    *ent = NULL;
+    if (!cJSON_IsObject(root))
+        LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not a JSON object", label);
+    int64_t data_len           = (int64_t)(len - 8 - hlen);
+    ss->files[shard].data      = hdr + hlen;
+    ss->files[shard].data_len  = data_len;
+    int count = cJSON_GetArraySize(root);
+    ent       = calloc((size_t)count + 1, sizeof *ent);
+    if (!ent)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    int          nent = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        const char *name = item->string;
+        if (strcmp(name, "__metadata__") == 0) {
+            if (shard == 0 && !ss->meta) {
+                st = add_meta(ss, item, label, err);
+                if (st)
+                    goto done;
+            } else if (!cJSON_IsObject(item)) {
+                LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ is not an object",
+                             label);
+            }
+            continue;
+        }
+        if (!cJSON_IsObject(item))
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: entry \"%s\" is not an object", label,
+                         name);
+        const cJSON *dt  = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+        const cJSON *shp = cJSON_GetObjectItemCaseSensitive(item, "shape");
+        const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+        if (!cJSON_IsString(dt) || !cJSON_IsArray(shp) || !cJSON_IsArray(off) ||
+            cJSON_GetArraySize(off) != 2)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
+                         "%s: tensor \"%s\" needs dtype (string), shape (array) and data_offsets "
+                         "(2 integers)",
+                         label, name);
+        int dtype = lq_dtype_from_name(dt->valuestring, strlen(dt->valuestring));
+        if (dtype < 0)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_DTYPE, "%s: tensor \"%s\" has unknown dtype \"%s\"", label,
+                         name, dt->valuestring);
+        int ndim = cJSON_GetArraySize(shp);
+        if (ndim > LQ_ST_MAX_DIMS)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE, "%s: tensor \"%s\" has %d dims (max %d)", label,
+                         name, ndim, LQ_ST_MAX_DIMS);
+        if (ss->n == ss->cap) {
+            int64_t       nc = ss->cap ? ss->cap * 2 : 64;
+            lq_st_tensor *nt = realloc(ss->t, (size_t)nc * sizeof *nt);
+            if (!nt)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+            ss->t   = nt;
+            ss->cap = nc;
+        }
+        lq_st_tensor *t = &ss->t[ss->n];
+        memset(t, 0, sizeof *t);
+        t->dtype  = (lq_dtype)dtype;
+        t->ndim   = ndim;
+        t->shard  = shard;
+        int64_t numel = 1;
+        for (int d = 0; d < ndim; d++) {
+            if (!json_uint(cJSON_GetArrayItem(shp, d), &t->shape[d]))
+                LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
+                             "%s: tensor \"%s\" shape[%d] is not a non-negative integer", label,
+                             name, d);
+            if (!lq_mul_i64(numel, t->shape[d], &numel))
+                LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE, "%s: tensor \"%s\" element count overflows",
+                             label, name);
+        }
+        int64_t b, e, nbytes;
+        if (!json_uint(cJSON_GetArrayItem(off, 0), &b) || !json_uint(cJSON_GetArrayItem(off, 1), &e))
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
+                         "%s: tensor \"%s\" data_offsets are not non-negative integers", label,
+                         name);
+        if (e < b)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS, "%s: tensor \"%s\" data_offsets end %lld < begin %lld",
+                         label, name, (long long)e, (long long)b);
+        if (!lq_mul_i64(numel, lq_dtype_size(t->dtype), &nbytes) || nbytes != e - b)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE,
+                         "%s: tensor \"%s\" shape x %s needs %lld bytes but data_offsets span %lld",
+                         label, name, lq_dtype_name(t->dtype), (long long)nbytes,
+                         (long long)(e - b));
+        t->numel  = numel;
+        t->nbytes = nbytes;
+        t->name   = strdup(name);
+        if (!t->name)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+        ent[nent].begin = b;
+        ent[nent].end   = e;
+        ent[nent].idx   = ss->n;
+        nent++;
+        ss->n++;
+    }
+    qsort(ent, (size_t)nent, sizeof *ent, cmp_entry);
+    int64_t pos = 0;
+    for (int i = 0; i < nent; i++) {
+        const lq_st_tensor *t = &ss->t[ent[i].idx];
+        if (ent[i].begin != pos)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS,
+                         "%s: tensor \"%s\" starts at %lld, expected %lld (offsets must be "
+                         "contiguous from 0)",
+                         label, t->name, (long long)ent[i].begin, (long long)pos);
+        if (ent[i].end > data_len)
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_BOUNDS,
+                         "%s: tensor \"%s\" ends at byte %lld past the %lld data bytes in the file",
+                         label, t->name, (long long)ent[i].end, (long long)data_len);
+        pos = ent[i].end;
+    }
+    if (pos != data_len)
+        LQ_FAIL_GOTO(err, LQ_ERR_ST_BOUNDS, "%s: %lld trailing bytes after the last tensor", label,
+                     (long long)(data_len - pos));
+    for (int i = 0; i < nent; i++)
+        ss->t[ent[i].idx].data = ss->files[shard].data + ent[i].begin;
+done:
+    free(ent);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* Sort by name, reject duplicates (within a header -- cJSON keeps repeated keys -- or across
+ * shards). */
+static lq_status finalize(lq_st *st, lq_err *err) {
+    if (st->n > 1)
+        qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_tensor_name);
+    for (int64_t i = 1; i < st->n; i++)
+        if (strcmp(st->t[i].name, st->t[i - 1].name) == 0)
+            LQ_FAIL(err, LQ_ERR_ST_DUPLICATE, "%s: tensor \"%s\" appears twice%s%s",
+                    st->files[st->t[i].shard].path, st->t[i].name,
+                    st->t[i].shard != st->t[i - 1].shard ? " (also in " : "",
+                    st->t[i].shard != st->t[i - 1].shard ? st->files[st->t[i - 1].shard].path
+                                                         : "");
+    return LQ_OK;
+}
+
+void lq_st_close(lq_st *st) {
+    if (!st)
+        return;
+    for (int i = 0; i < st->nfiles; i++) {
+        if (st->files[i].map)
+            munmap(st->files[i].map, st->files[i].map_size);
+        free(st->files[i].path);
+    }
+    for (int64_t i = 0; i < st->n; i++)
+        free((void *)(uintptr_t)st->t[i].name);
+    for (int i = 0; i < st->nmeta; i++) {
+        free(st->meta[i].key);
+        free(st->meta[i].val);
+    }
+    free(st->meta);
+    free(st->files);
+    free(st->t);
+    free(st);
+}
+
+static lq_st *st_new(int nfiles) {
+    lq_st *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->files = calloc((size_t)nfiles, sizeof *st->files);
+    if (!st->files) {
+        free(st);
+        return NULL;
+    }
+    st->nfiles = nfiles;
+    return st;
+}
+
+lq_status lq_st_open_memory(const void *buf, size_t len, const char *label, lq_st **out,
+                            lq_err *err) {
+    *out      = NULL;
+    lq_st *st = st_new(1);
+    if (!st || !(st->files[0].path = strdup(label ? label : "<memory>"))) {
+        lq_st_close(st);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    }
+    lq_status s = parse_image(st, 0, buf, len, err);
+    if (s == LQ_OK)
+        s = finalize(st, err);
+    if (s != LQ_OK) {
+        lq_st_close(st);
+        return s;
+    }
+    *out = st;
+    return LQ_OK;
+}
+
+static lq_status map_file(st_file *f, lq_err *err) {
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", f->path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        LQ_FAIL(err, LQ_ERR_IO, "%s: not a regular file", f->path);
+    }
+    f->map_size = (size_t)sb.st_size;
+    if (f->map_size == 0) {
+        close(fd);
+        LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: file is empty", f->path);
+    }
+    void *m = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int   e = errno;
+    close(fd);
+    if (m == MAP_FAILED)
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: mmap failed: %s", f->path, strerror(e));
+    f->map = m;
+    return LQ_OK;
+}
+
+lq_status lq_st_open(const char *path, lq_st **out, lq_err *err) {
+    *out      = NULL;
+    lq_st *st = st_new(1);
+    if (!st || !(st->files[0].path = strdup(path))) {
+        lq_st_close(st);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    }
+    lq_status s = map_file(&st->files[0], err);
+    if (s == LQ_OK)
+        s = parse_image(st, 0, st->files[0].map, st->files[0].map_size, err);
+    if (s == LQ_OK)
+        s = finalize(st, err);
+    if (s != LQ_OK) {
+        lq_st_close(st);
+        return s;
+    }
+    *out = st;
+    return LQ_OK;
+}
+
+static lq_status open_index(const char *dir, const char *index_path, lq_st **out, lq_err *err) {
+    cJSON *root = NULL;
+    LQ_TRY(lq_json_load_file(index_path, 256 << 20, &root, err));
+    if (err && err->code == LQ_ERR_JSON)
+        err->code = LQ_ERR_ST_INDEX;
+    lq_status    s   = LQ_OK;
+    lq_st       *st  = NULL;
+    char       **fns = NULL;
+    int          nf  = 0;
+    const cJSON *wm  = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(wm) || cJSON_GetArraySize(wm) == 0) {
+        s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: no \"weight_map\" object", index_path);
+        goto done;
+    }
+    int cnt = cJSON_GetArraySize(wm);
+    fns     = calloc((size_t)cnt, sizeof *fns);
+    if (!fns) {
+        s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, wm) {
+        if (!cJSON_IsString(kv) || strchr(kv->valuestring, '/') || kv->valuestring[0] == '.') {
+            s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: weight_map[\"%s\"] is not a plain file name",
+                        index_path, kv->string);
+            goto done;
+        }
+        int found = 0;
+        for (int i = 0; i < nf && !found; i++)
+            found = strcmp(fns[i], kv->valuestring) == 0;
+        if (!found)
+            fns[nf++] = kv->valuestring;
+    }
+    st = st_new(nf);
+    if (!st) {
+        s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nf; i++) {
+        char p[4200];
+        if (!lq_path_join(p, sizeof p, dir, fns[i]) || !(st->files[i].path = strdup(p))) {
+            s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if (!lq_file_exists(p)) {
+            s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: shard \"%s\" named in the index is missing",
+                        index_path, fns[i]);
+            goto done;
+        }
+        if ((s = map_file(&st->files[i], err)) != LQ_OK ||
+            (s = parse_image(st, i, st->files[i].map, st->files[i].map_size, err)) != LQ_OK)
+            goto done;
+    }
+    if ((s = finalize(st, err)) != LQ_OK)
+        goto done;
+    cJSON_ArrayForEach(kv, wm) {
+        const lq_st_tensor *t = lq_st_find(st, kv->string);
+        if (!t || strcmp(st->files[t->shard].path + strlen(st->files[t->shard].path) -
+                             strlen(kv->valuestring),
+                         kv->valuestring) != 0) {
+            s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: tensor \"%s\" is not in shard \"%s\"",
+                        index_path, kv->string, kv->valuestring);
+            goto done;
+        }
+    }
+done:
+    free(fns);
+    cJSON_Delete(root);
+    if (s != LQ_OK) {
+        lq_st_close(st);
+        st = NULL;
+    }
+    *out = st;
+    return s;
+}
+
+lq_status lq_st_open_dir(const char *dir, lq_st **out, lq_err *err) {
+    *out = NULL;
+    char p[4200];
+    if (!lq_dir_exists(dir))
+        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: model directory not found", dir);
+    if (lq_path_join(p, sizeof p, dir, "model.safetensors.index.json") && lq_file_exists(p))
+        return open_index(dir, p, out, err);
+    if (lq_path_join(p, sizeof p, dir, "model.safetensors") && lq_file_exists(p))
+        return lq_st_open(p, out, err);
+    /* A lone *.safetensors with another name. */
+    char found[4200] = "";
+    int  count       = 0;
+    DIR *d           = opendir(dir);
+    if (!d)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l > 12 && strcmp(de->d_name + l - 12, ".safetensors") == 0) {
+            count++;
+            lq_path_join(found, sizeof found, dir, de->d_name);
+        }
+    }
+    closedir(d);
+    if (count == 1)
+        return lq_st_open(found, out, err);
+    if (count > 1)
+        LQ_FAIL(err, LQ_ERR_ST_INDEX,
+                "%s: %d .safetensors files but no model.safetensors.index.json", dir, count);
+    LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: no model.safetensors (or index) in model directory", dir);
+}
+
+int64_t lq_st_count(const lq_st *st) {
+    return st ? st->n : 0;
+}
+
+const lq_st_tensor *lq_st_get(const lq_st *st, int64_t i) {
+    return (st && i >= 0 && i < st->n) ? &st->t[i] : NULL;
+}
+
+const lq_st_tensor *lq_st_find(const lq_st *st, const char *name) {
+    if (!st || !name || st->n == 0)
+        return NULL;
+    lq_st_tensor key;
+    key.name = name;
+    return bsearch(&key, st->t, (size_t)st->n, sizeof *st->t, cmp_tensor_name);
+}
+
+const char *lq_st_file_of(const lq_st *st, const lq_st_tensor *t) {
+    return (st && t && t->shard >= 0 && t->shard < st->nfiles) ? st->files[t->shard].path : "?";
+}
+
+const char *lq_st_metadata(const lq_st *st, const char *key) {
+    for (int i = 0; st && i < st->nmeta; i++)
+        if (strcmp(st->meta[i].key, key) == 0)
+            return st->meta[i].val;
+    return NULL;
+}
+
+int64_t lq_st_data_bytes(const lq_st *st) {
+    int64_t s = 0;
+    for (int64_t i = 0; st && i < st->n; i++)
+        s += st->t[i].nbytes;
+    return s;
+}
+
+lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int64_t *expect_shape,
+                         float *dst, lq_err *err) {
+    const lq_st_tensor *t = lq_st_find(st, name);
+    if (!t)
+        LQ_FAIL(err, LQ_ERR_ST_MISSING_TENSOR, "%s: tensor \"%s\" not found",
+                st && st->nfiles ? st->files[0].path : "?", name);
+    const char *file = lq_st_file_of(st, t);
+    if (!lq_dtype_is_float(t->dtype))
+        LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" has dtype %s, expected F16/BF16/F32",
+                file, name, lq_dtype_name(t->dtype));
+    if (expect_shape) {
+        int ok = t->ndim == ndim;
+        for (int d = 0; ok && d < ndim; d++)
+            ok = t->shape[d] == expect_shape[d];
+        if (!ok) {
+            char got[128] = "", want[128] = "";
+            for (int d = 0; d < t->ndim; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
+                         (long long)t->shape[d]);
+            for (int d = 0; d < ndim; d++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? "," : "",
+                         (long long)expect_shape[d]);
+            LQ_FAIL(err, LQ_ERR_WEIGHT_SHAPE, "%s: tensor \"%s\" has shape [%s], expected [%s]",
+                    file, name, got, want);
+        }
+    }
+    int64_t bad = lq_convert_to_f32(t->dtype, t->data, t->numel, dst);
+    if (bad > 0) {
+        int64_t first = 0;
+        while (first < t->numel && isfinite(dst[first]))
+            first++;
+        LQ_FAIL(err, LQ_ERR_WEIGHT_NONFINITE,
+                "%s: tensor \"%s\" has %lld NaN/Inf values (first at flat index %lld)", file, name,
+                (long long)bad, (long long)first);
+    }
+    return LQ_OK;
+}
