@@ -4,11 +4,116 @@
 
 #include "lq_json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const k_supported[] = {"llama", "mistral", "qwen2"};
+
+/* RoPE as transformers resolves it: the parameters dict is "rope_scaling" (transformers < 5)
+ * or "rope_parameters" (>= 5, which also moves rope_theta inside); rope_theta comes from that
+ * dict, else the top level, else 10000; the type from "rope_type", else "type", else default. */
+static lq_status parse_rope(const cJSON *root, const char *label, lq_model_config *cfg,
+                            lq_err *err) {
+    cfg->rope_type   = LQ_ROPE_DEFAULT;
+    cfg->rope_factor = 1.0;
+    cfg->rope_theta  = 10000.0;
+    LQ_TRY(lq_json_get_f64(root, "rope_theta", 0, &cfg->rope_theta, label, err));
+    const char  *key = "rope_scaling";
+    const cJSON *rs  = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!rs || cJSON_IsNull(rs)) {
+        key = "rope_parameters";
+        rs  = cJSON_GetObjectItemCaseSensitive(root, key);
+    }
+    if (rs && !cJSON_IsNull(rs)) {
+        if (!cJSON_IsObject(rs))
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be an object or null", label, key);
+        char type[32] = "";
+        LQ_TRY(lq_json_get_str(rs, "rope_type", 0, type, sizeof type, label, err));
+        if (!type[0])
+            LQ_TRY(lq_json_get_str(rs, "type", 0, type, sizeof type, label, err));
+        if (!type[0]) { /* {"full_attention": {...}, ...}: per-layer-type RoPE, not Llama's */
+            const cJSON *kv;
+            cJSON_ArrayForEach(kv, rs) {
+                if (cJSON_IsObject(kv))
+                    LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                            "%s: per-layer %s (\"%s\") is not supported", label, key, kv->string);
+            }
+        }
+        LQ_TRY(lq_json_get_f64(rs, "rope_theta", 0, &cfg->rope_theta, label, err));
+        if (!strcmp(type, "default") || !type[0]) {
+            cfg->rope_type = LQ_ROPE_DEFAULT;
+        } else if (!strcmp(type, "linear")) {
+            cfg->rope_type = LQ_ROPE_LINEAR;
+            LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
+        } else if (!strcmp(type, "llama3")) {
+            cfg->rope_type = LQ_ROPE_LLAMA3;
+            LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
+            LQ_TRY(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label,
+                                   err));
+            LQ_TRY(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label,
+                                   err));
+            /* transformers defaults it to max_position_embeddings before validating */
+            cfg->rope_original_max_pos = cfg->max_position_embeddings;
+            LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, (int64_t)1 << 40,
+                                   &cfg->rope_original_max_pos, label, err));
+            if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
+                LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                        "%s: %s high_freq_factor must exceed low_freq_factor", label, key);
+        } else {
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: %s type \"%s\" is not supported (default, linear, llama3)", label, key,
+                    type);
+        }
+        if (cfg->rope_factor <= 0)
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s factor must be > 0", label, key);
+    }
+    if (cfg->rope_theta <= 0)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: rope_theta must be > 0", label);
+    return LQ_OK;
+}
+
+/* Sliding-window attention as the transformers config classes define it. Mistral: every layer
+ * uses sliding_window (class default 4096 when the key is absent, none when null). Qwen2: only
+ * with use_sliding_window, and then only layers >= max_window_layers -- a per-layer mix we do
+ * not model, so it is refused rather than run as full attention. Llama: no sliding window. */
+static lq_status parse_sliding_window(const cJSON *root, const char *label, lq_model_config *cfg,
+                                      lq_err *err) {
+    cfg->sliding_window = 0;
+    const cJSON *sw     = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (!strcmp(cfg->model_type, "mistral")) {
+        if (!sw)
+            cfg->sliding_window = 4096;
+        else if (!cJSON_IsNull(sw))
+            LQ_TRY(lq_json_get_i64(root, "sliding_window", 0, 1, (int64_t)1 << 40,
+                                   &cfg->sliding_window, label, err));
+    } else if (!strcmp(cfg->model_type, "qwen2")) {
+        int use = 0;
+        LQ_TRY(lq_json_get_bool(root, "use_sliding_window", 0, &use, label, err));
+        if (use && sw && !cJSON_IsNull(sw)) {
+            int64_t     max_window = 28;
+            const cJSON *lt        = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+            int          sliding   = 0;
+            if (cJSON_IsArray(lt)) {
+                const cJSON *e;
+                cJSON_ArrayForEach(e, lt) {
+                    sliding |= cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+                }
+            } else {
+                LQ_TRY(lq_json_get_i64(root, "max_window_layers", 0, 0, (int64_t)1 << 20,
+                                       &max_window, label, err));
+                sliding = max_window < cfg->num_layers;
+            }
+            if (sliding)
+                LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                        "%s: model_type \"qwen2\" with use_sliding_window on some layers is not "
+                        "supported",
+                        label);
+        }
+    }
+    return LQ_OK;
+}
 
 lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_model_config *cfg,
                           lq_err *err) {
@@ -56,27 +161,32 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     LQ_TRY_GOTO(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 20, &cfg->num_kv_heads,
                                 label, err));
     LQ_TRY_GOTO(lq_json_get_i64(root, "vocab_size", 1, 1, BIG, &cfg->vocab_size, label, err));
-    cfg->max_position_embeddings = 2048;
+    /* the config classes' defaults, for the rare file that omits the key */
+    cfg->max_position_embeddings = !strcmp(cfg->model_type, "mistral") ? 4096 * 32
+                                   : !strcmp(cfg->model_type, "qwen2") ? 32768
+                                                                       : 2048;
     LQ_TRY_GOTO(lq_json_get_i64(root, "max_position_embeddings", 0, 1, BIG,
                                 &cfg->max_position_embeddings, label, err));
     cfg->rms_norm_eps = 1e-6;
     LQ_TRY_GOTO(lq_json_get_f64(root, "rms_norm_eps", 0, &cfg->rms_norm_eps, label, err));
-    cfg->rope_theta = 10000.0;
-    LQ_TRY_GOTO(lq_json_get_f64(root, "rope_theta", 0, &cfg->rope_theta, label, err));
-    if (cfg->rms_norm_eps <= 0 || cfg->rope_theta <= 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rms_norm_eps and rope_theta must be > 0",
-                     label);
+    if (cfg->rms_norm_eps <= 0)
+        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rms_norm_eps must be > 0", label);
 
-    if (cfg->hidden_size % cfg->num_heads != 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                     "%s: hidden_size %lld is not divisible by num_attention_heads %lld", label,
-                     (long long)cfg->hidden_size, (long long)cfg->num_heads);
     if (cfg->num_heads % cfg->num_kv_heads != 0)
         LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
                      "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld",
                      label, (long long)cfg->num_heads, (long long)cfg->num_kv_heads);
-    cfg->head_dim = cfg->hidden_size / cfg->num_heads;
+    /* transformers: head_dim = config.head_dim if given, else hidden_size // heads; q_proj maps
+     * hidden_size -> heads * head_dim, so divisibility only matters for the derived value. */
+    cfg->head_dim = 0;
     LQ_TRY_GOTO(lq_json_get_i64(root, "head_dim", 0, 2, 1 << 16, &cfg->head_dim, label, err));
+    if (cfg->head_dim == 0) {
+        if (cfg->hidden_size % cfg->num_heads != 0)
+            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
+                         "%s: hidden_size %lld is not divisible by num_attention_heads %lld",
+                         label, (long long)cfg->hidden_size, (long long)cfg->num_heads);
+        cfg->head_dim = cfg->hidden_size / cfg->num_heads;
+    }
     if (cfg->head_dim % 2 != 0)
         LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: head_dim %lld must be even for RoPE", label,
                      (long long)cfg->head_dim);
@@ -87,20 +197,27 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
     if (strcmp(cfg->model_type, "qwen2") == 0)
         cfg->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
-    cfg->bos_token_id = -1;
-    cfg->eos_token_id = -1;
+    /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none);
+     * null: none (-1). */
+    int has_ids       = strcmp(cfg->model_type, "qwen2") != 0;
+    cfg->bos_token_id = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") || !has_ids ? -1 : 1;
+    cfg->eos_token_id = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") || !has_ids ? -1 : 2;
     LQ_TRY_GOTO(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-    if (cJSON_IsArray(eos) && cJSON_GetArraySize(eos) > 0 &&
-        cJSON_IsNumber(cJSON_GetArrayItem(eos, 0)))
-        cfg->eos_token_id = (int64_t)cJSON_GetArrayItem(eos, 0)->valuedouble;
-    else
+    if (cJSON_IsArray(eos)) { /* Llama 3.x lists several; the first is the primary one */
+        const cJSON *e0 = cJSON_GetArrayItem(eos, 0);
+        double       d  = e0 && cJSON_IsNumber(e0) ? e0->valuedouble : -2;
+        if (!(d >= -1 && d <= (double)BIG) || d != floor(d))
+            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
+                         "%s: key \"eos_token_id\" must be an integer or a non-empty list of "
+                         "integers",
+                         label);
+        cfg->eos_token_id = (int64_t)d;
+    } else {
         LQ_TRY_GOTO(lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label,
                                     err));
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-    if (cJSON_IsNumber(sw))
-        LQ_TRY_GOTO(lq_json_get_i64(root, "sliding_window", 0, 0, BIG, &cfg->sliding_window,
-                                    label, err));
+    }
+    LQ_TRY_GOTO(parse_sliding_window(root, label, cfg, err));
 
     char act[32] = "silu";
     LQ_TRY_GOTO(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));
@@ -108,42 +225,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH, "%s: hidden_act \"%s\" is not supported (silu)",
                      label, act);
 
-    cfg->rope_type = LQ_ROPE_DEFAULT;
-    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (rs && !cJSON_IsNull(rs)) {
-        if (!cJSON_IsObject(rs))
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rope_scaling must be an object or null",
-                         label);
-        char type[32] = "";
-        LQ_TRY_GOTO(lq_json_get_str(rs, "rope_type", 0, type, sizeof type, label, err));
-        if (!type[0])
-            LQ_TRY_GOTO(lq_json_get_str(rs, "type", 0, type, sizeof type, label, err));
-        cfg->rope_factor = 1.0;
-        LQ_TRY_GOTO(lq_json_get_f64(rs, "factor", 0, &cfg->rope_factor, label, err));
-        if (!strcmp(type, "default") || !type[0]) {
-            cfg->rope_type = LQ_ROPE_DEFAULT;
-        } else if (!strcmp(type, "linear")) {
-            cfg->rope_type = LQ_ROPE_LINEAR;
-        } else if (!strcmp(type, "llama3")) {
-            cfg->rope_type = LQ_ROPE_LLAMA3;
-            LQ_TRY_GOTO(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor,
-                                        label, err));
-            LQ_TRY_GOTO(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor,
-                                        label, err));
-            LQ_TRY_GOTO(lq_json_get_i64(rs, "original_max_position_embeddings", 1, 1, BIG,
-                                        &cfg->rope_original_max_pos, label, err));
-            if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
-                LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                             "%s: rope_scaling high_freq_factor must exceed low_freq_factor",
-                             label);
-        } else {
-            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                         "%s: rope_scaling type \"%s\" is not supported (linear, llama3)", label,
-                         type);
-        }
-        if (cfg->rope_factor <= 0)
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rope_scaling factor must be > 0", label);
-    }
+    LQ_TRY_GOTO(parse_rope(root, label, cfg, err));
     cfg->quantized = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "quantization_config"));
 done:
     cJSON_Delete(root);

@@ -1,5 +1,6 @@
 #include "lq_dtype.h"
 
+#include <float.h>
 #include <math.h>
 
 static const struct {
@@ -58,6 +59,10 @@ int64_t lq_convert_to_f32(lq_dtype t, const void *src, int64_t n, float *dst) {
         for (int64_t i = 0; i < n; i++) {
             double d;
             memcpy(&d, s + 8 * i, 8);
+            /* C leaves out-of-range double->float undefined; spell out IEEE nearest-even:
+             * FLT_MAX up to half an ulp above it, Inf from the tie on. */
+            if (fabs(d) > FLT_MAX)
+                d = fabs(d) < FLT_MAX + 0x1p103 ? copysign(FLT_MAX, d) : copysign(INFINITY, d);
             dst[i] = (float)d;
         }
         break;

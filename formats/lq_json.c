@@ -7,16 +7,53 @@
 #include <string.h>
 #include <unistd.h>
 
+bool lq_json_depth_exceeds(const char *text, size_t len, int max_depth) {
+    int  depth     = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped character cannot close the string */
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max_depth)
+                return true;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return false;
+}
+
+bool lq_json_only_space(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r')
+            return false;
+    return true;
+}
+
 lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
                         lq_err *err) {
-    *out             = NULL;
+    *out = NULL;
+    /* cJSON recurses per level (its own cap is 1000); files we read nest < 10 levels, so a
+     * tighter bound turns hostile input into a clean error long before the stack matters. */
+    if (lq_json_depth_exceeds(text, len, LQ_JSON_MAX_DEPTH))
+        LQ_FAIL(err, LQ_ERR_JSON, "%s: JSON nests deeper than %d levels", label,
+                LQ_JSON_MAX_DEPTH);
     const char *end  = NULL;
-    /* cJSON bounds nesting itself (CJSON_NESTING_LIMIT, 1000), so hostile input cannot
-     * overflow the stack. */
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON      *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         long off = end ? (long)(end - text) : -1;
         LQ_FAIL(err, LQ_ERR_JSON, "%s: invalid JSON near byte %ld", label, off);
+    }
+    if (!lq_json_only_space(end, len - (size_t)(end - text))) {
+        cJSON_Delete(root);
+        LQ_FAIL(err, LQ_ERR_JSON, "%s: unexpected data after the JSON value at byte %ld", label,
+                (long)(end - text));
     }
     *out = root;
     return LQ_OK;

@@ -6,7 +6,18 @@
 
 #include <cjson/cJSON.h>
 
-/* Parse a JSON text; LQ_ERR_JSON "<label>: invalid JSON near byte N". Depth is bounded. */
+#define LQ_JSON_MAX_DEPTH 128
+
+/* True when brackets outside strings nest deeper than max_depth (a linear pre-scan; the text
+ * need not be valid JSON). */
+bool lq_json_depth_exceeds(const char *text, size_t len, int max_depth);
+
+/* True when p[0..n) is JSON whitespace only. */
+bool lq_json_only_space(const char *p, size_t n);
+
+/* Parse a JSON text; LQ_ERR_JSON "<label>: invalid JSON near byte N". Nesting deeper than
+ * LQ_JSON_MAX_DEPTH is refused (LQ_ERR_JSON) before cJSON recurses; so is anything but
+ * whitespace after the value. */
 lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
                         lq_err *err);
 /* Read and parse a file (size limit max_bytes). */

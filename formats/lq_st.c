@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Depth allowed in a header: 3 is what safetensors writes; a little slack for metadata-free
+ * extensions, nothing more. */
+#define LQ_ST_MAX_NESTING 8
+
 typedef struct st_file {
     char          *path;
     void          *map; /* NULL for memory buffers */
@@ -101,18 +105,25 @@ static int cmp_entry(const void *a, const void *b) {
     return x->end < y->end ? -1 : (x->end > y->end);
 }
 
-static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *err) {
+static lq_status check_meta(const cJSON *m, const char *label, lq_err *err) {
     if (!cJSON_IsObject(m))
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ is not an object", label);
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, m) {
+        if (!cJSON_IsString(kv))
+            LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ value of \"%s\" is not a string",
+                    label, kv->string);
+    }
+    return LQ_OK;
+}
+
+static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *err) {
     int cnt = cJSON_GetArraySize(m);
     st->meta = calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *st->meta);
     if (!st->meta)
         LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
     const cJSON *kv;
     cJSON_ArrayForEach(kv, m) {
-        if (!cJSON_IsString(kv))
-            LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ value of \"%s\" is not a string",
-                    label, kv->string);
         st->meta[st->nmeta].key = strdup(kv->string);
         st->meta[st->nmeta].val = strdup(kv->valuestring);
         st->nmeta++;
@@ -141,12 +152,28 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
     const uint8_t *hdr = buf + 8;
     if (!utf8_valid(hdr, (int64_t)hlen))
         LQ_FAIL(err, LQ_ERR_ST_HEADER_UTF8, "%s: header is not valid UTF-8", label);
-    /* HF pads the header with trailing spaces; cJSON accepts trailing whitespace. */
+    /* A valid header nests 3 deep ({name: {shape: [..]}}); refusing deeper input before
+     * cJSON's recursive descent keeps hostile headers from costing stack. */
+    if (lq_json_depth_exceeds((const char *)hdr, (size_t)hlen, LQ_ST_MAX_NESTING))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header JSON nests deeper than %d levels", label,
+                LQ_ST_MAX_NESTING);
+    /* cJSON takes raw control characters inside strings, which serde_json (the reference
+     * parser) refuses; a NUL would also silently cut a tensor name short. */
+    for (uint64_t i = 0; i < hlen; i++)
+        if (hdr[i] < 0x20 && hdr[i] != ' ' && hdr[i] != '\t' && hdr[i] != '\n' && hdr[i] != '\r')
+            LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header has control byte 0x%02x at byte %llu",
+                    label, hdr[i], (unsigned long long)i);
     const char *end  = NULL;
     cJSON      *root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
     if (!root)
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not valid JSON (near byte %ld)", label,
                 end ? (long)(end - (const char *)hdr) : -1L);
+    /* cJSON stops after the first value; only the padding (spaces) may follow it. */
+    if (!lq_json_only_space(end, (size_t)((const char *)hdr + hlen - end))) {
+        cJSON_Delete(root);
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header has data after the JSON object (byte %ld)",
+                label, (long)(end - (const char *)hdr));
+    }
     lq_status st = LQ_OK;
     entry    *ent = NULL;
     if (!cJSON_IsObject(root))
@@ -163,14 +190,10 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
     cJSON_ArrayForEach(item, root) {
         const char *name = item->string;
         if (strcmp(name, "__metadata__") == 0) {
-            if (shard == 0 && !ss->meta) {
-                st = add_meta(ss, item, label, err);
-                if (st)
-                    goto done;
-            } else if (!cJSON_IsObject(item)) {
-                LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: __metadata__ is not an object",
-                             label);
-            }
+            /* Validated in every shard; lq_st_metadata reports the first shard's. */
+            LQ_TRY_GOTO(check_meta(item, label, err));
+            if (shard == 0 && !ss->meta)
+                LQ_TRY_GOTO(add_meta(ss, item, label, err));
             continue;
         }
         if (!cJSON_IsObject(item))
@@ -191,8 +214,8 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
                          name, dt->valuestring);
         int ndim = cJSON_GetArraySize(shp);
         if (ndim > LQ_ST_MAX_DIMS)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE, "%s: tensor \"%s\" has %d dims (max %d)", label,
-                         name, ndim, LQ_ST_MAX_DIMS);
+            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED, "%s: tensor \"%s\" has %d dims (this build "
+                         "handles up to %d)", label, name, ndim, LQ_ST_MAX_DIMS);
         if (ss->n == ss->cap) {
             int64_t       nc = ss->cap ? ss->cap * 2 : 64;
             lq_st_tensor *nt = realloc(ss->t, (size_t)nc * sizeof *nt);
@@ -376,48 +399,63 @@ lq_status lq_st_open(const char *path, lq_st **out, lq_err *err) {
     return LQ_OK;
 }
 
+/* A shard file name from weight_map must stay inside the model directory. */
+static int plain_file_name(const char *s) {
+    return s[0] != '\0' && s[0] != '.' && !strchr(s, '/') && !strchr(s, '\\');
+}
+
 static lq_status open_index(const char *dir, const char *index_path, lq_st **out, lq_err *err) {
-    cJSON *root = NULL;
-    LQ_TRY(lq_json_load_file(index_path, 256 << 20, &root, err));
-    if (err && err->code == LQ_ERR_JSON)
-        err->code = LQ_ERR_ST_INDEX;
-    lq_status    s   = LQ_OK;
-    lq_st       *st  = NULL;
-    char       **fns = NULL;
-    int          nf  = 0;
-    const cJSON *wm  = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    *out        = NULL;
+    cJSON    *root = NULL;
+    lq_status s    = lq_json_load_file(index_path, 256 << 20, &root, err);
+    if (s == LQ_ERR_JSON) /* the index itself is the bad part of the checkpoint */
+        s = err ? (err->code = LQ_ERR_ST_INDEX) : LQ_ERR_ST_INDEX;
+    if (s != LQ_OK)
+        return s;
+    lq_st       *st       = NULL;
+    const char **fns      = NULL;
+    int         *shard_of = NULL; /* weight_map entry -> index into fns */
+    int          nf       = 0;
+    const cJSON *wm       = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(wm) || cJSON_GetArraySize(wm) == 0) {
         s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: no \"weight_map\" object", index_path);
         goto done;
     }
-    int cnt = cJSON_GetArraySize(wm);
-    fns     = calloc((size_t)cnt, sizeof *fns);
-    if (!fns) {
-        s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+    int cnt  = cJSON_GetArraySize(wm);
+    fns      = calloc((size_t)cnt, sizeof *fns);
+    shard_of = calloc((size_t)cnt, sizeof *shard_of);
+    if (!fns || !shard_of) {
+        s = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", index_path);
         goto done;
     }
     const cJSON *kv;
+    int          k = 0;
     cJSON_ArrayForEach(kv, wm) {
-        if (!cJSON_IsString(kv) || strchr(kv->valuestring, '/') || kv->valuestring[0] == '.') {
+        if (!cJSON_IsString(kv) || !plain_file_name(kv->valuestring)) {
             s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: weight_map[\"%s\"] is not a plain file name",
                         index_path, kv->string);
             goto done;
         }
-        int found = 0;
-        for (int i = 0; i < nf && !found; i++)
-            found = strcmp(fns[i], kv->valuestring) == 0;
-        if (!found)
+        int f = 0;
+        while (f < nf && strcmp(fns[f], kv->valuestring) != 0)
+            f++;
+        if (f == nf)
             fns[nf++] = kv->valuestring;
+        shard_of[k++] = f;
     }
     st = st_new(nf);
     if (!st) {
-        s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+        s = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", index_path);
         goto done;
     }
     for (int i = 0; i < nf; i++) {
         char p[4200];
-        if (!lq_path_join(p, sizeof p, dir, fns[i]) || !(st->files[i].path = strdup(p))) {
-            s = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+        if (!lq_path_join(p, sizeof p, dir, fns[i])) {
+            s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: shard path \"%s\" too long", index_path, fns[i]);
+            goto done;
+        }
+        if (!(st->files[i].path = strdup(p))) {
+            s = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", index_path);
             goto done;
         }
         if (!lq_file_exists(p)) {
@@ -431,18 +469,19 @@ static lq_status open_index(const char *dir, const char *index_path, lq_st **out
     }
     if ((s = finalize(st, err)) != LQ_OK)
         goto done;
+    k = 0;
     cJSON_ArrayForEach(kv, wm) {
         const lq_st_tensor *t = lq_st_find(st, kv->string);
-        if (!t || strcmp(st->files[t->shard].path + strlen(st->files[t->shard].path) -
-                             strlen(kv->valuestring),
-                         kv->valuestring) != 0) {
+        if (!t || t->shard != shard_of[k]) {
             s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: tensor \"%s\" is not in shard \"%s\"",
                         index_path, kv->string, kv->valuestring);
             goto done;
         }
+        k++;
     }
 done:
     free(fns);
+    free(shard_of);
     cJSON_Delete(root);
     if (s != LQ_OK) {
         lq_st_close(st);

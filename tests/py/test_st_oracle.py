@@ -75,4 +75,81 @@ with tempfile.TemporaryDirectory() as d:
     back = tload(os.path.join(d, "model.safetensors"))
     for k, v in tt.items():
         assert back[k].dtype == v.dtype and back[k].shape == v.shape and bool((back[k] == v).all()), k
+
+# Sharded writing: the same dict sharded by huggingface_hub (what transformers' save_pretrained
+# calls), each shard saved by safetensors, the index as transformers 4 writes it.
+try:
+    from huggingface_hub import split_torch_state_dict_into_shards
+except ImportError:
+    print("SKIP: huggingface_hub absent, sharded comparison not run")
+    sys.exit(77)
+import json  # noqa: E402
+
+spec = [("model.embed_tokens.weight", torch.bfloat16, (64, 16)),
+        ("model.layers.0.self_attn.q_proj.weight", torch.float16, (16, 16)),
+        ("model.layers.0.self_attn.q_proj.bias", torch.float32, (16,)),
+        ("model.layers.0.mlp.qweight", torch.int32, (4, 40)),
+        ("model.layers.0.mlp.scales", torch.float16, (2, 40)),
+        ("model.layers.0.mlp.g_idx", torch.int32, (16,)),
+        ("model.layers.1.big", torch.float32, (40, 40)),
+        ("model.layers.1.codes", torch.uint8, (300,)),
+        ("model.norm.weight", torch.float32, (16,)),
+        ("lm_head.weight", torch.bfloat16, (64, 16)),
+        ("z.empty", torch.float32, (0,))]
+sd = {}
+for i, (name, dt, shape) in enumerate(spec):
+    j = torch.arange(int(np.prod(shape)), dtype=torch.int64)
+    if dt == torch.int32:
+        v = ((5 * j + i) % 23 - 11).to(dt)
+    elif dt == torch.uint8:
+        v = ((5 * j + i) % 256).to(dt)
+    else:
+        v = (((5 * j + i) % 23 - 11).to(torch.float64) / 8).to(dt)
+    sd[name] = v.reshape(shape)
+
+from safetensors.torch import save_file  # noqa: E402
+
+for max_shard, arg in ((4096, "4096"), (10**12, "0"), (3000, "3000")):
+    with tempfile.TemporaryDirectory() as ours_d, tempfile.TemporaryDirectory() as ref_d:
+        subprocess.run([exe, "--write-oracle-sharded", ours_d, arg], check=True)
+        split = split_torch_state_dict_into_shards(sd, filename_pattern="model{suffix}.safetensors",
+                                                   max_shard_size=max_shard)
+        for fn, names in split.filename_to_tensors.items():
+            save_file({n: sd[n] for n in names}, os.path.join(ref_d, fn), metadata={"format": "pt"})
+        if split.is_sharded:
+            index = {"metadata": split.metadata, "weight_map": split.tensor_to_filename}
+            with open(os.path.join(ref_d, "model.safetensors.index.json"), "w") as f:
+                f.write(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        a, b = sorted(os.listdir(ours_d)), sorted(os.listdir(ref_d))
+        if a != b:
+            print(f"FAIL max_shard={max_shard}: files {a} vs reference {b}")
+            sys.exit(1)
+        for fn in a:
+            x = open(os.path.join(ours_d, fn), "rb").read()
+            y = open(os.path.join(ref_d, fn), "rb").read()
+            if x != y:
+                print(f"FAIL max_shard={max_shard}: {fn} differs ({len(x)} vs {len(y)} bytes)")
+                print(x[:300])
+                print(y[:300])
+                sys.exit(1)
+        print(f"max_shard={max_shard}: {len(a)} files byte-identical to huggingface_hub + safetensors")
+
+# Every malformed file of tests/data/bad is refused by Python safetensors as well ("limit_"
+# files are valid safetensors beyond our own limits).
+from safetensors import safe_open  # noqa: E402
+
+bad_dir = os.path.join(os.environ.get("LQ_TEST_DATA", ""), "bad")
+if os.path.isdir(bad_dir):
+    n = 0
+    for fn in sorted(os.listdir(bad_dir)):
+        if not fn.endswith(".safetensors") or fn.startswith("limit_"):
+            continue
+        try:
+            with safe_open(os.path.join(bad_dir, fn), "np") as h:
+                list(h.keys())
+            print(f"FAIL: Python safetensors accepts {fn}, which we reject")
+            sys.exit(1)
+        except Exception:
+            n += 1
+    print(f"{n} bad files: Python safetensors rejects each too")
 print("PASS")

@@ -43,6 +43,22 @@ cases = {
     "trailing_bytes.LQ_ERR_ST_BOUNDS": st(ok, b"\0" * 12),
     "duplicate_name.LQ_ERR_ST_DUPLICATE": st(None, b"\0" * 8, raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
                                                                      b'"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'),
+    # additions: rules the reference parser (serde_json) enforces that cJSON alone would not
+    "header_trailing_garbage.LQ_ERR_ST_HEADER_JSON": st(None, b"\0" * 8,
+        raw_header=b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}xx      '),
+    "header_control_byte.LQ_ERR_ST_HEADER_JSON": st(None, b"\0" * 8,
+        raw_header=b'{"a\x01":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'),
+    "header_deep_nesting.LQ_ERR_ST_HEADER_JSON": st(None, raw_header=b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"),
+    "metadata_not_object.LQ_ERR_ST_HEADER_JSON": st({"__metadata__": ["format", "pt"], **ok}, b"\0" * 8),
+    "entry_not_object.LQ_ERR_ST_HEADER_JSON": st({"a": [1, 2]}),
+    "offsets_three.LQ_ERR_ST_HEADER_JSON": st({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8, 8]}}, b"\0" * 8),
+    "offsets_fraction.LQ_ERR_ST_HEADER_JSON": st({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8.5]}}, b"\0" * 8),
+    "shape_not_array.LQ_ERR_ST_HEADER_JSON": st({"a": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}}, b"\0" * 8),
+    # valid for Python safetensors, beyond our LQ_ST_MAX_DIMS: "limit_" cases are ours alone
+    "limit_nine_dims.LQ_ERR_UNSUPPORTED": st({"a": {"dtype": "U8", "shape": [1] * 9, "data_offsets": [0, 1]}}, b"\0"),
+    "dtype_lowercase.LQ_ERR_ST_DTYPE": st({"a": {"dtype": "f32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8),
+    "offsets_past_eof.LQ_ERR_ST_BOUNDS": st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                             "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 4),
 }
 for name, data in cases.items():
     with open(os.path.join(out, name + ".safetensors"), "wb") as f:
@@ -58,6 +74,12 @@ shard_cases = {
     "shard_duplicate.LQ_ERR_ST_DUPLICATE": ({"x": "a.safetensors"}, {"a.safetensors": good_a, "b.safetensors": dup_b}),
     "shard_no_weight_map.LQ_ERR_ST_INDEX": (None, {"a.safetensors": good_a}),
     "shard_path_escape.LQ_ERR_ST_INDEX": ({"x": "../a.safetensors"}, {"a.safetensors": good_a}),
+    "shard_wrong_file.LQ_ERR_ST_INDEX": ({"x": "b.safetensors", "y": "a.safetensors"},
+                                         {"a.safetensors": good_a, "b.safetensors": good_b}),
+    "shard_empty_name.LQ_ERR_ST_INDEX": ({"x": ""}, {"a.safetensors": good_a}),
+    "shard_bad_shard.LQ_ERR_ST_OFFSETS": ({"x": "a.safetensors"}, {"a.safetensors": st(
+        {"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8)}),
+    "shard_index_not_json.LQ_ERR_ST_INDEX": ("not json", {"a.safetensors": good_a}),
 }
 for name, (wm, files) in shard_cases.items():
     d = os.path.join(out, name)
@@ -71,7 +93,10 @@ for name, (wm, files) in shard_cases.items():
     if name.startswith("shard_duplicate"):
         idx["weight_map"] = {"x": "a.safetensors", "y": "b.safetensors"}
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
-        json.dump(idx, f)
+        if wm == "not json":
+            f.write('{"metadata": {"total_size": 8}, "weight_map": {"x": "a.safetensors"')
+        else:
+            json.dump(idx, f)
 
 # config.json cases (each a directory with config.json).
 base = {
@@ -88,6 +113,17 @@ cfg_cases = {
     "cfg_negative.LQ_ERR_CONFIG_VALUE": {**base, "vocab_size": -1},
     "cfg_rope_yarn.LQ_ERR_UNSUPPORTED_ARCH": {**base, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
     "cfg_gelu.LQ_ERR_UNSUPPORTED_ARCH": {**base, "hidden_act": "gelu"},
+    "cfg_rope_dynamic.LQ_ERR_UNSUPPORTED_ARCH": {**base, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+    "cfg_llama3_no_low_freq.LQ_ERR_CONFIG_MISSING_KEY": {**base, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}},
+    "cfg_rope_not_object.LQ_ERR_CONFIG_VALUE": {**base, "rope_scaling": "linear"},
+    "cfg_eos_strings.LQ_ERR_CONFIG_VALUE": {**base, "eos_token_id": ["</s>"]},
+    "cfg_head_dim_odd.LQ_ERR_CONFIG_VALUE": {**base, "head_dim": 7},
+    "cfg_kv_zero.LQ_ERR_CONFIG_VALUE": {**base, "num_key_value_heads": 0},
+    "cfg_layers_float.LQ_ERR_CONFIG_VALUE": {**base, "num_hidden_layers": 5.5},
+    "cfg_tie_string.LQ_ERR_CONFIG_VALUE": {**base, "tie_word_embeddings": "true"},
+    "cfg_arch_seqcls.LQ_ERR_UNSUPPORTED_ARCH": {**base, "architectures": ["LlamaForSequenceClassification"]},
+    "cfg_no_model_type.LQ_ERR_CONFIG_MISSING_KEY": {k: v for k, v in base.items() if k != "model_type"},
 }
 for name, cfg in cfg_cases.items():
     d = os.path.join(out, name)
@@ -98,3 +134,10 @@ d = os.path.join(out, "cfg_not_json.LQ_ERR_JSON")
 os.makedirs(d, exist_ok=True)
 with open(os.path.join(d, "config.json"), "w") as f:
     f.write('{"model_type": "llama", ')
+for name, text in {"cfg_trailing_data.LQ_ERR_JSON": json.dumps(base) + "\n}",
+                   "cfg_deep_nesting.LQ_ERR_JSON": '{"a":' + "[" * 4000 + "]" * 4000 + "}",
+                   "cfg_top_array.LQ_ERR_CONFIG_VALUE": "[1, 2]"}.items():
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        f.write(text)

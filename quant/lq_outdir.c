@@ -1,0 +1,212 @@
+#include "lq_outdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lq_remove_tree(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(sb.st_mode))
+        return unlink(path);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *de;
+    int            rc = 0;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", path, de->d_name) >= (int)sizeof p) {
+            rc = -1;
+            continue;
+        }
+        rc |= lq_remove_tree(p);
+    }
+    closedir(d);
+    return rmdir(path) | rc;
+}
+
+static void split_parent(const char *path, char *parent, size_t pcap, const char **base) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(parent, pcap, ".");
+        *base = path;
+    } else if (slash == path) {
+        snprintf(parent, pcap, "/");
+        *base = slash + 1;
+    } else {
+        snprintf(parent, pcap, "%.*s", (int)(slash - path), path);
+        *base = slash + 1;
+    }
+}
+
+/* ".<base>.lqtmp-<pid>" siblings whose pid is gone are leftovers of a killed run. */
+static void remove_stale(const char *parent, const char *base) {
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, ".%s.lqtmp-", base);
+    size_t         pl = strlen(prefix);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, pl) != 0)
+            continue;
+        long pid = strtol(de->d_name + pl, NULL, 10);
+        if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", parent, de->d_name);
+            lq_remove_tree(p);
+        }
+    }
+    closedir(d);
+}
+
+lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_err *err) {
+    memset(o, 0, sizeof *o);
+    size_t n = strlen(final_path);
+    while (n > 1 && final_path[n - 1] == '/')
+        n--;
+    if (n == 0 || n >= sizeof o->final_path - 64)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "output path \"%s\" is empty or too long", final_path);
+    memcpy(o->final_path, final_path, n);
+    o->final_path[n] = 0;
+    char        parent[4096];
+    const char *base;
+    split_parent(o->final_path, parent, sizeof parent, &base);
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output must name a directory", final_path);
+    if (!lq_dir_exists(parent))
+        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: parent directory %s does not exist", o->final_path,
+                parent);
+    struct stat sb;
+    if (lstat(o->final_path, &sb) == 0 && !force)
+        LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)",
+                o->final_path);
+    remove_stale(parent, base);
+    snprintf(o->tmp_path, sizeof o->tmp_path, "%s/.%s.lqtmp-%ld", parent, base, (long)getpid());
+    lq_remove_tree(o->tmp_path);
+    if (mkdir(o->tmp_path, 0755) != 0)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: cannot create output: %s", o->final_path,
+                strerror(errno));
+    return LQ_OK;
+}
+
+lq_status lq_outdir_path(const lq_outdir *o, const char *name, char *buf, size_t cap,
+                         lq_err *err) {
+    if (!lq_path_join(buf, cap, o->tmp_path, name))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s/%s: path too long", o->final_path, name);
+    return LQ_OK;
+}
+
+static int fsync_path(const char *p) {
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+lq_status lq_outdir_commit(lq_outdir *o, lq_err *err) {
+    DIR *d = opendir(o->tmp_path);
+    if (!d)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", o->tmp_path, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", o->tmp_path, de->d_name);
+        if (fsync_path(p) != 0 && errno != EINVAL) {
+            int e = errno;
+            closedir(d);
+            LQ_FAIL(err, lq_status_from_errno(e), "%s: fsync failed: %s", p, strerror(e));
+        }
+    }
+    closedir(d);
+    fsync_path(o->tmp_path);
+    struct stat sb;
+    if (lstat(o->final_path, &sb) == 0) {
+        /* --force: move the old one aside first so the swap leaves one or the other. */
+        char old[4200];
+        snprintf(old, sizeof old, "%s.lqold-%ld", o->tmp_path, (long)getpid());
+        if (rename(o->final_path, old) != 0)
+            LQ_FAIL(err, lq_status_from_errno(errno), "%s: cannot replace: %s", o->final_path,
+                    strerror(errno));
+        if (rename(o->tmp_path, o->final_path) != 0) {
+            int e = errno;
+            rename(old, o->final_path);
+            LQ_FAIL(err, lq_status_from_errno(e), "%s: rename failed: %s", o->final_path,
+                    strerror(e));
+        }
+        lq_remove_tree(old);
+    } else if (rename(o->tmp_path, o->final_path) != 0) {
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: rename failed: %s", o->final_path,
+                strerror(errno));
+    }
+    char        parent[4096];
+    const char *base;
+    split_parent(o->final_path, parent, sizeof parent, &base);
+    fsync_path(parent);
+    o->committed = 1;
+    return LQ_OK;
+}
+
+void lq_outdir_abort(lq_outdir *o) {
+    if (o && !o->committed && o->tmp_path[0])
+        lq_remove_tree(o->tmp_path);
+}
+
+lq_status lq_copy_file(const char *src, const char *dst, lq_err *err) {
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", src, strerror(errno));
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: %s", dst, strerror(e));
+    }
+    char      buf[1 << 16];
+    lq_status st = LQ_OK;
+    for (;;) {
+        ssize_t k = read(in, buf, sizeof buf);
+        if (k == 0)
+            break;
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            st = lq_fail(err, LQ_ERR_IO, "%s: read failed: %s", src, strerror(errno));
+            break;
+        }
+        for (ssize_t off = 0; off < k;) {
+            ssize_t w = write(out, buf + off, (size_t)(k - off));
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                st = lq_fail(err, lq_status_from_errno(errno), "%s: write failed: %s", dst,
+                             strerror(errno));
+                break;
+            }
+            off += w;
+        }
+        if (st)
+            break;
+    }
+    close(in);
+    if (close(out) != 0 && st == LQ_OK)
+        st = lq_fail(err, lq_status_from_errno(errno), "%s: %s", dst, strerror(errno));
+    if (st)
+        unlink(dst);
+    return st;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets with clang (-DLQ_FUZZ=ON, library instrumented for coverage +
+# ASan/UBSan) into build-fuzz/ and run each target for N seconds (default 60), one at a time on
+# one core.
+#   scripts/fuzz.sh [seconds-per-target] [target...]      (targets: tests/fuzz/fuzz_<target>.c)
+# New inputs accumulate in build-fuzz/corpus/<target>/ (seeded from tests/fuzz/corpus/<target>/,
+# which stays read-only); crashes land in tests/fuzz/artifacts/<target>-crash-*. Once a crash is
+# fixed, copy the reproducer into tests/fuzz/corpus/<target>/ so ctest (fuzz_replay_<target>)
+# replays it forever. Exit status: 1 if any target found a crash.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+secs=${1:-60}
+shift || true
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DLQ_FUZZ=ON -DLQ_CUDA=OFF \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLQ_BUILD_BENCH=OFF >/dev/null
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in tests/fuzz/fuzz_*.c; do t=$(basename "$f" .c); targets+=("${t#fuzz_}"); done
+fi
+cmake --build build-fuzz -j2 --target $(printf 'fuzz_%s ' "${targets[@]}")
+art="$root/tests/fuzz/artifacts"
+mkdir -p "$art"
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "build-fuzz/corpus/$t"
+  dict=()
+  [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
+  echo "== fuzz_$t for ${secs}s"
+  set +e
+  ./build-fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
+      -timeout=10 -print_final_stats=1 "${dict[@]}" -artifact_prefix="$art/$t-" \
+      "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"build-fuzz/fuzz_$t.log" 2>&1
+  rc=$?
+  set -e
+  grep -E "^#[0-9]+.*DONE|ERROR|SUMMARY|stat::number_of_executed_units|stat::peak_rss|artifact" \
+      "build-fuzz/fuzz_$t.log" || true
+  if [ $rc -ne 0 ]; then
+    echo "fuzz_$t: FAILED (rc $rc), log build-fuzz/fuzz_$t.log"
+    status=1
+  fi
+done
+exit $status

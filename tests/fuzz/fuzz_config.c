@@ -1,0 +1,48 @@
+/* Fuzz config.json parsing (depth pre-scan, cJSON, typed getters, validation) and the lq_json
+ * getters on arbitrary values. Accepted configs must satisfy what the model code assumes. */
+#include "lq_config.h"
+#include "lq_json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    lq_model_config cfg;
+    lq_err          err = {0};
+    lq_status       s   = lq_config_parse((const char *)data, size, "fuzz", &cfg, &err);
+    if (s == LQ_OK) {
+        if (cfg.hidden_size < 1 || cfg.num_heads < 1 || cfg.num_kv_heads < 1 ||
+            cfg.num_heads % cfg.num_kv_heads || cfg.head_dim < 2 || cfg.head_dim % 2 ||
+            cfg.rope_type < LQ_ROPE_DEFAULT || cfg.rope_type > LQ_ROPE_LLAMA3 ||
+            !(cfg.rope_theta > 0) || !(cfg.rms_norm_eps > 0) || cfg.sliding_window < 0 ||
+            memchr(cfg.model_type, 0, sizeof cfg.model_type) == NULL)
+            abort();
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+
+    cJSON *root = NULL;
+    if (lq_json_parse((const char *)data, size, "fuzz", &root, &err) != LQ_OK)
+        return 0;
+    const cJSON *kv;
+    cJSON_ArrayForEach(kv, root) {
+        if (!kv->string)
+            continue; /* array element */
+        int64_t i = 7;
+        double  d = 0;
+        int     b = 0;
+        char    buf[8];
+        if (lq_json_get_i64(root, kv->string, 1, -5, 1000, &i, "fuzz", &err) == LQ_OK &&
+            (i < -5 || i > 1000))
+            abort();
+        (void)lq_json_get_f64(root, kv->string, 1, &d, "fuzz", &err);
+        (void)lq_json_get_bool(root, kv->string, 0, &b, "fuzz", &err);
+        if (lq_json_get_str(root, kv->string, 1, buf, sizeof buf, "fuzz", &err) == LQ_OK &&
+            memchr(buf, 0, sizeof buf) == NULL)
+            abort();
+    }
+    cJSON_Delete(root);
+    return 0;
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Our config.json reader agrees with transformers' own config classes on every field the
+forward pass needs, over real configs and variants of each supported family. Skips (exit 77)
+without transformers."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    from transformers import AutoConfig
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+build, shared, data = (os.environ.get(k) for k in ("LQ_BUILD", "LQ_SHARED", "LQ_TEST_DATA"))
+if not build or not data:
+    print("SKIP: LQ_BUILD / LQ_TEST_DATA not set")
+    sys.exit(77)
+exe = os.path.join(build, "tests", "test_config")
+
+base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 688, "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 1000}
+variants = {
+    "llama_min": base,
+    "llama_gqa_bias": {**base, "num_key_value_heads": 2, "attention_bias": True, "mlp_bias": True,
+                       "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": True,
+                       "bos_token_id": 128000, "eos_token_id": [128001, 128009]},
+    "llama31": {**base, "num_key_value_heads": 4, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+                "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 8192, "rope_type": "llama3"}},
+    "llama3_no_orig": {**base, "max_position_embeddings": 4096,
+                       "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "rope_type": "llama3"}},
+    "llama_linear_legacy_type": {**base, "rope_scaling": {"type": "linear", "factor": 4.0}},
+    "llama_head_dim": {**base, "hidden_size": 200, "head_dim": 32},
+    "llama_v5_rope_parameters": {**base, "rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                             "rope_theta": 250000.0}},
+    "llama_sliding_ignored": {**base, "sliding_window": 64},
+    "mistral": {**base, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                "num_key_value_heads": 2, "sliding_window": 128, "rope_theta": 1e6},
+    "mistral_default_window": {**base, "architectures": ["MistralForCausalLM"], "model_type": "mistral"},
+    "mistral_no_window": {**base, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                          "sliding_window": None, "head_dim": 64},
+    "qwen2": {**base, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "num_key_value_heads": 2,
+              "sliding_window": 32768, "use_sliding_window": False, "max_window_layers": 21,
+              "rope_theta": 1e6, "rms_norm_eps": 1e-6, "tie_word_embeddings": True},
+}
+
+
+def ours(d):
+    out = subprocess.run([exe, "--dump", d], check=True, capture_output=True, text=True).stdout
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def theirs(d):
+    c = AutoConfig.from_pretrained(d)
+    rp = getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {}
+    rtype = rp.get("rope_type", rp.get("type", "default"))
+    theta = rp.get("rope_theta", getattr(c, "rope_theta", None))
+    eos = c.eos_token_id[0] if isinstance(c.eos_token_id, list) else c.eos_token_id
+    sw = getattr(c, "sliding_window", None) if c.model_type in ("mistral", "qwen2") else None
+    if c.model_type == "qwen2" and "sliding_attention" not in (getattr(c, "layer_types", None) or []):
+        sw = None
+    want = {"status": "LQ_OK", "model_type": c.model_type, "hidden_size": c.hidden_size,
+            "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
+            "num_attention_heads": c.num_attention_heads, "num_key_value_heads": c.num_key_value_heads,
+            "head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+            "vocab_size": c.vocab_size, "max_position_embeddings": c.max_position_embeddings,
+            "rms_norm_eps": float(c.rms_norm_eps), "rope_theta": float(theta), "rope_type": rtype,
+            "tie_word_embeddings": int(bool(c.tie_word_embeddings)),
+            "attention_bias": int(bool(getattr(c, "attention_bias", False))) if c.model_type == "llama" else 0,
+            "qkv_bias": int(c.model_type == "qwen2"),
+            "mlp_bias": int(bool(getattr(c, "mlp_bias", False))) if c.model_type == "llama" else 0,
+            "sliding_window": sw or 0, "bos_token_id": -1 if c.bos_token_id is None else c.bos_token_id,
+            "eos_token_id": -1 if eos is None else eos}
+    if rtype != "default":
+        want["factor"] = float(rp["factor"])
+    if rtype == "llama3":
+        want["low_freq_factor"] = float(rp["low_freq_factor"])
+        want["high_freq_factor"] = float(rp["high_freq_factor"])
+        want["original_max_position_embeddings"] = rp["original_max_position_embeddings"]
+    return want
+
+
+fails = 0
+with tempfile.TemporaryDirectory() as tmp:
+    dirs = {}
+    for name, cfg in variants.items():
+        d = os.path.join(tmp, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        dirs[name] = d
+    dirs["hf_tiny_sharded (written by transformers)"] = os.path.join(data, "st", "hf_tiny_sharded")
+    if shared and os.path.isdir(os.path.join(shared, "models", "stories260K")):
+        dirs["stories260K"] = os.path.join(shared, "models", "stories260K")
+    for name, d in dirs.items():
+        got, want = ours(d), theirs(d)
+        for k, v in want.items():
+            g = got.get(k)
+            same = g is not None and (float(g) == v if isinstance(v, float) else g == str(v))
+            if not same:
+                print(f"FAIL {name}: {k} ours={g} transformers={v}")
+                fails += 1
+        extra = set(got) - set(want)
+        if extra:
+            print(f"FAIL {name}: fields only we report: {sorted(extra)}")
+            fails += 1
+    print(f"{len(dirs)} configs compared with transformers")
+sys.exit(1 if fails else 0)
