@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
 #include <zstd.h>
 
@@ -333,6 +334,11 @@ lq_status lq_text_read_file(const char *path, int64_t max_bytes, lq_text *out, l
     FILE *f = fopen(path, "rb");
     if (!f)
         return lq_fail(err, lq_status_from_errno(errno), "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return lq_fail(err, LQ_ERR_IO, "%s: is a directory, not a text file", path);
+    }
     source src = {0};
     src.f      = f;
     src.buf    = malloc(READ_CHUNK);

@@ -164,7 +164,11 @@ static void draw(cli_ctx *c, const lq_progress *p) {
         double rem = p->eta_s;
         if (rem < 0 && p->step > 0 && p->elapsed_s > 0)
             rem = p->elapsed_s * (double)(p->total - p->step) / (double)p->step;
-        if (rem >= 0) {
+        if (last) { /* finished: how long it took says more than "ETA 0s" */
+            char d[24];
+            fmt_duration(p->elapsed_s, d, sizeof d);
+            snprintf(eta, sizeof eta, " in %s", d);
+        } else if (rem >= 0) {
             char d[24];
             fmt_duration(rem, d, sizeof d);
             snprintf(eta, sizeof eta, " ETA %s", d);

@@ -61,15 +61,14 @@ static void print_usage(FILE *f) {
 }
 
 static int print_version(void) {
-    int ndev = 0;
-    lq_cuda_device_count(&ndev);
+    /* Device probing is left to `--device`: the CUDA launchers may not be linked in yet. */
 #ifdef LQ_HAVE_CUDA
     const char *cuda = "yes";
 #else
     const char *cuda = "no";
 #endif
-    printf("llmquant %s (library %s, CUDA kernels: %s, CUDA devices: %d)\n", LQ_VERSION_STRING,
-           lq_version_string(), cuda, ndev);
+    printf("llmquant %s (library %s, CUDA kernels: %s)\n", LQ_VERSION_STRING, lq_version_string(),
+           cuda);
     return 0;
 }
 

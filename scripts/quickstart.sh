@@ -4,7 +4,18 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-SHARED=${LQ_SHARED:-../shared}
+SHARED=${LQ_SHARED:-}
+if [ -z "$SHARED" ]; then # ../shared, or a shared/ further up (git worktrees)
+    SHARED=../shared
+    d=$ROOT
+    while [ "$d" != / ]; do
+        d=$(dirname "$d")
+        if [ -d "$d/shared/models" ]; then
+            SHARED=$(realpath --relative-to="$ROOT" "$d/shared")
+            break
+        fi
+    done
+fi
 MODEL=$SHARED/models/stories260K
 if [ ! -f "$MODEL/config.json" ]; then
     echo "quickstart: $MODEL not found (set LQ_SHARED to the shared data directory)" >&2

@@ -126,6 +126,9 @@ static void test_txt_jsonl(void) {
     lq_err  e = {0};
     CHECK_EQ_INT(rd("does-not-exist.txt", 0, &t, &e), LQ_ERR_NOT_FOUND);
     CHECK(strstr(e.msg, "does-not-exist.txt") != NULL);
+    mkdir(g_tmp, 0777);
+    CHECK_EQ_INT(lq_text_read_file(g_tmp, 0, &t, &e), LQ_ERR_IO);
+    CHECK(strstr(e.msg, "is a directory") != NULL);
 
     CHECK_EQ_INT(lq_text_flags_from_path("x.jsonl.zst"), LQ_TEXT_JSONL | LQ_TEXT_ZSTD);
     CHECK_EQ_INT(lq_text_flags_from_path("x.txt.zst"), LQ_TEXT_ZSTD);
