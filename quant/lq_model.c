@@ -1,0 +1,610 @@
+/* Llama-family model: opening and validating a checkpoint directory, loading layers (dense
+ * float32 copies or quantized descriptors), RoPE tables, and the Linear forward.
+ *
+ * Validation happens entirely in lq_model_open, before any layer is loaded: every tensor the
+ * config implies must be present, of a float dtype (or a valid quantized layout), of the shape
+ * config.json implies and free of NaN/Inf, so a bad checkpoint fails in seconds instead of after
+ * an hour of calibration. Layers are then loaded one at a time as copies (never views into the
+ * mapping: AWQ folds its scales into the loaded weights in place). */
+#include "lq_model.h"
+
+#include "lq_dtype.h"
+#include "lq_format_io.h"
+#include "lq_json.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_lin_names[LQ_LIN_COUNT] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
+};
+
+const char *lq_lin_name(lq_lin_id id) {
+    return ((int)id >= 0 && id < LQ_LIN_COUNT) ? k_lin_names[id] : "?";
+}
+
+void lq_lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k) {
+    const int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim,
+                  kvd = c->num_kv_heads * c->head_dim, ff = c->intermediate_size;
+    switch (id) {
+    case LQ_LIN_Q: *n = qd, *k = d; break;
+    case LQ_LIN_K:
+    case LQ_LIN_V: *n = kvd, *k = d; break;
+    case LQ_LIN_O: *n = d, *k = qd; break;
+    case LQ_LIN_GATE:
+    case LQ_LIN_UP: *n = ff, *k = d; break;
+    default: *n = d, *k = ff; break;
+    }
+}
+
+int lq_lin_has_bias(const lq_model_config *c, lq_lin_id id) {
+    if (id <= LQ_LIN_V)
+        return c->qkv_bias || c->attention_bias;
+    if (id == LQ_LIN_O)
+        return c->attention_bias;
+    return c->mlp_bias;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Linear                                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+void lq_linear_free(lq_linear *l) {
+    if (!l)
+        return;
+    lq_qbuf_free(&l->buf);
+    free(l->bias);
+    l->bias = NULL;
+}
+
+float *lq_linear_dense_mut(lq_linear *l) {
+    if (l->buf.q.format != LQ_FMT_DENSE)
+        return NULL;
+    for (int i = 0; i < l->buf.nmem; i++)
+        if (l->buf.mem[i] == l->buf.q.dense)
+            return l->buf.mem[i];
+    return NULL;
+}
+
+size_t lq_linear_ws_size(const lq_linear *l, int64_t m) {
+    if (l->buf.q.format == LQ_FMT_DENSE)
+        return 0;
+    const lq_format_traits *t = lq_format_traits_get((lq_format)l->buf.q.format);
+    return t && t->ws_cpu ? t->ws_cpu(&l->buf.q, m) : 0;
+}
+
+lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
+                            size_t ws_size, int nthreads) {
+    const lq_qlinear *q = &l->buf.q;
+    const int64_t     n = q->n, k = q->k;
+    if (m <= 0)
+        return LQ_OK;
+    if (q->format == LQ_FMT_DENSE) {
+        if (!q->dense)
+            return LQ_ERR_INVALID_ARG;
+        if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+            return LQ_ERR_UNSUPPORTED; /* OpenBLAS takes int dimensions */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.f, x,
+                    (int)k, (const float *)q->dense, (int)k, 0.f, y, (int)n);
+        if (q->bias)
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t i = 0; i < n; i++)
+                    y[r * n + i] += lq_f16_to_f32(q->bias[i]);
+    } else {
+        const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
+        if (!t || !t->gemm_cpu)
+            return LQ_ERR_UNSUPPORTED;
+        LQ_TRY(t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads));
+    }
+    if (l->bias)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t i = 0; i < n; i++)
+                y[r * n + i] += l->bias[i];
+    return LQ_OK;
+}
+
+void lq_layer_free(lq_layer *l) {
+    if (!l)
+        return;
+    free(l->attn_norm);
+    free(l->mlp_norm);
+    for (int i = 0; i < LQ_LIN_COUNT; i++)
+        lq_linear_free(&l->lin[i]);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* RoPE tables, exactly as transformers' rope init functions compute them (float32 ops in     */
+/* the same order) so positions far out round like the reference.                             */
+/* ---------------------------------------------------------------------------------------- */
+static void rope_inv_freq(const lq_model_config *c, float *inv) {
+    const int64_t half = c->head_dim / 2;
+    for (int64_t j = 0; j < half; j++) {
+        const float e = (float)(2 * j) / (float)c->head_dim;
+        inv[j]        = 1.0f / (float)pow(c->rope_theta, (double)e);
+    }
+    if (c->rope_type == LQ_ROPE_LINEAR) {
+        for (int64_t j = 0; j < half; j++)
+            inv[j] = inv[j] / (float)c->rope_factor;
+    } else if (c->rope_type == LQ_ROPE_LLAMA3) {
+        /* _compute_llama3_parameters: low frequencies divided by factor, high ones kept, a
+         * smooth interpolation between the two wavelength bounds. */
+        const float factor = (float)c->rope_factor, lo = (float)c->rope_low_freq_factor,
+                    hi = (float)c->rope_high_freq_factor, old = (float)c->rope_original_max_pos;
+        const float lo_wavelen = (float)(c->rope_original_max_pos / c->rope_low_freq_factor);
+        const float hi_wavelen = (float)(c->rope_original_max_pos / c->rope_high_freq_factor);
+        const float two_pi     = (float)6.283185307179586;
+        for (int64_t j = 0; j < half; j++) {
+            /* torch evaluates scalar / tensor as tensor.reciprocal() * scalar */
+            const float wavelen = (1.0f / inv[j]) * two_pi;
+            float       f       = wavelen > lo_wavelen ? inv[j] / factor : inv[j];
+            if (!(wavelen < hi_wavelen) && !(wavelen > lo_wavelen)) {
+                const float smooth = ((1.0f / wavelen) * old - lo) / (hi - lo);
+                f                  = (1.0f - smooth) * f / factor + smooth * f;
+            }
+            inv[j] = f;
+        }
+    }
+}
+
+static lq_status rope_tables(lq_model *m, lq_err *err) {
+    const lq_model_config *c    = &m->cfg;
+    const int64_t          half = c->head_dim / 2, len = c->max_position_embeddings;
+    m->rope_len                 = len;
+    m->rope_cos                 = lq_malloc_n(len * half, sizeof(float));
+    m->rope_sin                 = lq_malloc_n(len * half, sizeof(float));
+    float *inv                  = lq_malloc_n(half, sizeof(float));
+    if (!m->rope_cos || !m->rope_sin || !inv) {
+        free(inv);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory for RoPE tables (%lld positions)", m->dir,
+                (long long)len);
+    }
+    rope_inv_freq(c, inv);
+#pragma omp parallel for schedule(static) if (len * half > 65536)
+    for (int64_t p = 0; p < len; p++)
+        for (int64_t j = 0; j < half; j++) {
+            const float a                = (float)p * inv[j]; /* one fp32 rounding, like HF */
+            m->rope_cos[p * half + j] = (float)cos((double)a);
+            m->rope_sin[p * half + j] = (float)sin((double)a);
+        }
+    free(inv);
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Validation                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    buf[0] = 0;
+    for (int d = 0; d < ndim; d++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", d ? "," : "",
+                 (long long)shape[d]);
+}
+
+static lq_status missing(const lq_model *m, const char *name, lq_err *err) {
+    return lq_fail(err, LQ_ERR_ST_MISSING_TENSOR, "%s: tensor \"%s\" not found", m->dir, name);
+}
+
+/* Count non-finite values of a float tensor by converting it in blocks (the conversion
+ * reports them); *first receives the flat index of the first one. -1: out of memory. */
+static int64_t count_nonfinite(const lq_st_tensor *t, int64_t *first) {
+    const int64_t blk = 1 << 16, nb = (t->numel + blk - 1) / blk;
+    const int64_t esz = lq_dtype_size(t->dtype);
+    int64_t       bad = 0, lo = INT64_MAX, oom = 0;
+#pragma omp parallel reduction(+ : bad, oom) reduction(min : lo) if (nb > 1)
+    {
+        float *buf = malloc((size_t)blk * sizeof(float));
+        oom += !buf;
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t off = b * blk, n = t->numel - off < blk ? t->numel - off : blk;
+            if (!buf)
+                continue;
+            const int64_t c =
+                lq_convert_to_f32(t->dtype, (const char *)t->data + off * esz, n, buf);
+            bad += c;
+            for (int64_t i = 0; c > 0 && i < n; i++)
+                if (!isfinite(buf[i])) {
+                    lo = off + i < lo ? off + i : lo;
+                    break;
+                }
+        }
+        free(buf);
+    }
+    *first = lo;
+    return oom ? -1 : bad;
+}
+
+/* A float tensor of exactly this shape, all finite. */
+static lq_status check_float(const lq_model *m, const char *name, int ndim, const int64_t *shape,
+                             lq_err *err) {
+    const lq_st_tensor *t = lq_st_find(m->st, name);
+    if (!t)
+        return missing(m, name, err);
+    const char *file = lq_st_file_of(m->st, t);
+    if (!lq_dtype_is_float(t->dtype))
+        LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" has dtype %s, expected F16/BF16/F32",
+                file, name, lq_dtype_name(t->dtype));
+    int ok = t->ndim == ndim;
+    for (int d = 0; ok && d < ndim; d++)
+        ok = t->shape[d] == shape[d];
+    if (!ok) {
+        char got[160], want[160];
+        shape_str(got, sizeof got, t->ndim, t->shape);
+        shape_str(want, sizeof want, ndim, shape);
+        LQ_FAIL(err, LQ_ERR_WEIGHT_SHAPE,
+                "%s: tensor \"%s\" has shape [%s], config.json implies [%s]", file, name, got,
+                want);
+    }
+    int64_t first, bad = count_nonfinite(t, &first);
+    if (bad < 0)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory checking tensor \"%s\"", file, name);
+    if (bad > 0)
+        LQ_FAIL(err, LQ_ERR_WEIGHT_NONFINITE,
+                "%s: tensor \"%s\" has %lld NaN/Inf values (first at flat index %lld)", file, name,
+                (long long)bad, (long long)first);
+    return LQ_OK;
+}
+
+/* A Linear stored densely: "<prefix>.weight" is a float tensor (also inside a quantized
+ * checkpoint, for modules the quantizer left alone). */
+static int stored_dense(const lq_model *m, const char *prefix) {
+    if (!m->qcfg)
+        return 1;
+    char name[512];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    const lq_st_tensor *t = lq_st_find(m->st, name);
+    return t && lq_dtype_is_float(t->dtype) && t->ndim == 2;
+}
+
+/* Validate a quantized linear: the format reader checks presence, dtypes, shapes and index
+ * data; dequantizing it checks that scales and friends produce finite weights. */
+static lq_status check_quantized(const lq_model *m, const char *prefix, int64_t n, int64_t k,
+                                 float **scratch, int64_t *scratch_n, lq_err *err) {
+    lq_qbuf   b  = {0};
+    lq_status st = lq_qlinear_read(m->st, prefix, m->qcfg, n, k, &b, err);
+    if (st != LQ_OK)
+        return st;
+    const lq_format_traits *t = lq_format_traits_get((lq_format)b.q.format);
+    if (!t || !t->dequant_cpu) {
+        lq_qbuf_free(&b);
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "%s: no CPU kernel for the %s format of %s", m->dir,
+                t ? t->name : "?", prefix);
+    }
+    if (*scratch_n < n * k) {
+        free(*scratch);
+        *scratch   = lq_malloc_n(n * k, sizeof(float));
+        *scratch_n = *scratch ? n * k : 0;
+        if (!*scratch) {
+            lq_qbuf_free(&b);
+            LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory checking %s", m->dir, prefix);
+        }
+    }
+    st = t->dequant_cpu(&b.q, *scratch, 0);
+    if (st != LQ_OK) {
+        lq_qbuf_free(&b);
+        return lq_fail(err, st, "%s: cannot dequantize %s", m->dir, prefix);
+    }
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n * k; i++)
+        if (!isfinite((*scratch)[i])) {
+            if (!bad++)
+                first = i;
+        }
+    lq_qbuf_free(&b);
+    if (bad)
+        LQ_FAIL(err, LQ_ERR_WEIGHT_NONFINITE,
+                "%s: quantized linear \"%s\" dequantizes to %lld NaN/Inf weights (first at flat "
+                "index %lld)",
+                m->dir, prefix, (long long)bad, (long long)first);
+    return LQ_OK;
+}
+
+static lq_status check_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k,
+                              int bias, float **scratch, int64_t *scratch_n, lq_err *err) {
+    char name[512];
+    if (stored_dense(m, prefix)) {
+        const int64_t shape[2] = {n, k};
+        snprintf(name, sizeof name, "%s.weight", prefix);
+        LQ_TRY(check_float(m, name, 2, shape, err));
+    } else {
+        LQ_TRY(check_quantized(m, prefix, n, k, scratch, scratch_n, err));
+    }
+    if (bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        LQ_TRY(check_float(m, name, 1, &n, err));
+    }
+    return LQ_OK;
+}
+
+static lq_status validate(const lq_model *m, lq_err *err) {
+    const lq_model_config *c = &m->cfg;
+    const int64_t          d = c->hidden_size, vd[2] = {c->vocab_size, d};
+    float                 *scratch   = NULL;
+    int64_t                scratch_n = 0;
+    lq_status              st        = LQ_OK;
+    char                   name[512], prefix[512];
+    LQ_TRY_GOTO(check_float(m, "model.embed_tokens.weight", 2, vd, err));
+    LQ_TRY_GOTO(check_float(m, "model.norm.weight", 1, &d, err));
+    if (!c->tie_word_embeddings)
+        LQ_TRY_GOTO(check_linear(m, "lm_head", c->vocab_size, d, 0, &scratch, &scratch_n, err));
+    for (int64_t i = 0; i < c->num_layers; i++) {
+        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
+        LQ_TRY_GOTO(check_float(m, name, 1, &d, err));
+        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
+                 (long long)i);
+        LQ_TRY_GOTO(check_float(m, name, 1, &d, err));
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            int64_t n, k;
+            lq_lin_shape(c, (lq_lin_id)l, &n, &k);
+            snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)i,
+                     k_lin_names[l]);
+            LQ_TRY_GOTO(check_linear(m, prefix, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &scratch,
+                                     &scratch_n, err));
+        }
+    }
+done:
+    free(scratch);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Loading                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+static lq_status read_vec(const lq_model *m, const char *name, int64_t n, float **out,
+                          lq_err *err) {
+    *out = lq_malloc_n(n, sizeof(float));
+    LQ_RETURN_IF(!*out, err, LQ_ERR_NOMEM, "%s: out of memory for %s", m->dir, name);
+    lq_status st = lq_st_read_f32(m->st, name, 1, &n, *out, err);
+    if (st != LQ_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k, int bias,
+                             lq_linear *out, lq_err *err) {
+    char      name[512];
+    lq_status st = LQ_OK;
+    memset(out, 0, sizeof *out);
+    if (stored_dense(m, prefix)) {
+        const int64_t shape[2] = {n, k};
+        float        *w        = lq_qbuf_alloc(&out->buf, (size_t)(n * k) * sizeof(float));
+        if (!w)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for %s (%lld x %lld)", m->dir,
+                         prefix, (long long)n, (long long)k);
+        snprintf(name, sizeof name, "%s.weight", prefix);
+        LQ_TRY_GOTO(lq_st_read_f32(m->st, name, 2, shape, w, err));
+        out->buf.q.format = LQ_FMT_DENSE;
+        out->buf.q.n      = n;
+        out->buf.q.k      = k;
+        out->buf.q.dense  = w;
+    } else {
+        LQ_TRY_GOTO(lq_qlinear_read(m->st, prefix, m->qcfg, n, k, &out->buf, err));
+        out->buf.q.bias = NULL; /* the float32 copy below replaces the reader's fp16 one */
+    }
+    if (bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        LQ_TRY_GOTO(read_vec(m, name, n, &out->bias, err));
+    }
+done:
+    if (st != LQ_OK)
+        lq_linear_free(out);
+    return st;
+}
+
+lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_err *err) {
+    const lq_model_config *c = &m->cfg;
+    lq_status              st = LQ_OK;
+    char                   name[512];
+    memset(out, 0, sizeof *out);
+    LQ_RETURN_IF(!m->st, err, LQ_ERR_INVALID_ARG, "lq_model_load_layer: model has no checkpoint");
+    LQ_RETURN_IF(i < 0 || i >= c->num_layers, err, LQ_ERR_INVALID_ARG,
+                 "%s: layer %lld out of range [0, %lld)", m->dir, (long long)i,
+                 (long long)c->num_layers);
+    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
+    LQ_TRY_GOTO(read_vec(m, name, c->hidden_size, &out->attn_norm, err));
+    snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)i);
+    LQ_TRY_GOTO(read_vec(m, name, c->hidden_size, &out->mlp_norm, err));
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(c, (lq_lin_id)l, &n, &k);
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
+        LQ_TRY_GOTO(load_linear(m, name, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &out->lin[l],
+                                err));
+    }
+done:
+    if (st != LQ_OK)
+        lq_layer_free(out);
+    return st;
+}
+
+lq_status lq_model_load_all(lq_model *m, lq_err *err) {
+    if (m->layers)
+        return LQ_OK;
+    lq_layer *ls = lq_calloc_n(m->cfg.num_layers, sizeof *ls);
+    LQ_RETURN_IF(!ls, err, LQ_ERR_NOMEM, "%s: out of memory", m->dir);
+    for (int64_t i = 0; i < m->cfg.num_layers; i++) {
+        lq_status st = lq_model_load_layer(m, i, &ls[i], err);
+        if (st != LQ_OK) {
+            for (int64_t j = 0; j < i; j++)
+                lq_layer_free(&ls[j]);
+            free(ls);
+            return st;
+        }
+    }
+    m->layers = ls;
+    return LQ_OK;
+}
+
+static lq_status load_config_json(lq_model *m, lq_err *err) {
+    char path[4200];
+    if (!lq_path_join(path, sizeof path, m->dir, "config.json"))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", m->dir);
+    LQ_TRY(lq_config_load(m->dir, &m->cfg, err));
+    if (!m->cfg.quantized)
+        return LQ_OK;
+    cJSON *root = NULL;
+    LQ_TRY(lq_json_load_file(path, 16 << 20, &root, err));
+    lq_qconfig *qc = calloc(1, sizeof *qc);
+    if (!qc) {
+        cJSON_Delete(root);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    lq_status st = lq_qconfig_parse(root, path, qc, err);
+    cJSON_Delete(root);
+    if (st != LQ_OK || qc->format == LQ_FMT_DENSE) {
+        lq_qconfig_free(qc);
+        free(qc);
+        return st;
+    }
+    m->qcfg   = qc;
+    m->format = qc->format;
+    return LQ_OK;
+}
+
+static lq_status alloc_base(lq_model *m, lq_err *err) {
+    const lq_model_config *c = &m->cfg;
+    m->embed      = lq_calloc_n(c->vocab_size * c->hidden_size, sizeof(float));
+    m->final_norm = lq_calloc_n(c->hidden_size, sizeof(float));
+    LQ_RETURN_IF(!m->embed || !m->final_norm, err, LQ_ERR_NOMEM,
+                 "%s: out of memory for embeddings (%lld x %lld)", m->dir,
+                 (long long)c->vocab_size, (long long)c->hidden_size);
+    return rope_tables(m, err);
+}
+
+/* Tied: the lm_head is a dense view of embed (lm_head.buf owns nothing). */
+static void tie_lm_head(lq_model *m) {
+    memset(&m->lm_head, 0, sizeof m->lm_head);
+    m->lm_head.buf.q.format = LQ_FMT_DENSE;
+    m->lm_head.buf.q.n      = m->cfg.vocab_size;
+    m->lm_head.buf.q.k      = m->cfg.hidden_size;
+    m->lm_head.buf.q.dense  = m->embed;
+}
+
+lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
+    *out = NULL;
+    LQ_RETURN_IF(!dir || !*dir, err, LQ_ERR_INVALID_ARG, "lq_model_open: no directory given");
+    lq_model *m = calloc(1, sizeof *m);
+    LQ_RETURN_IF(!m, err, LQ_ERR_NOMEM, "%s: out of memory", dir);
+    lq_status st = LQ_OK;
+    if (strlen(dir) >= sizeof m->dir)
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: path too long", dir);
+    strcpy(m->dir, dir);
+    m->format = LQ_FMT_DENSE;
+    LQ_TRY_GOTO(load_config_json(m, err));
+    LQ_TRY_GOTO(lq_st_open_dir(dir, &m->st, err));
+    LQ_TRY_GOTO(validate(m, err));
+    LQ_TRY_GOTO(alloc_base(m, err));
+    {
+        const lq_model_config *c     = &m->cfg;
+        const int64_t          vd[2] = {c->vocab_size, c->hidden_size};
+        LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, vd, m->embed, err));
+        LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.norm.weight", 1, &c->hidden_size, m->final_norm,
+                                   err));
+        if (c->tie_word_embeddings)
+            tie_lm_head(m);
+        else
+            LQ_TRY_GOTO(
+                load_linear(m, "lm_head", c->vocab_size, c->hidden_size, 0, &m->lm_head, err));
+    }
+done:
+    if (st != LQ_OK) {
+        lq_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LQ_OK;
+}
+
+lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *err) {
+    *out = NULL;
+    LQ_RETURN_IF(!cfg || cfg->hidden_size <= 0 || cfg->num_heads <= 0 || cfg->num_kv_heads <= 0 ||
+                     cfg->head_dim <= 0 || cfg->head_dim % 2 || cfg->vocab_size <= 0 ||
+                     cfg->num_heads % cfg->num_kv_heads || cfg->max_position_embeddings <= 0 ||
+                     cfg->intermediate_size <= 0 || cfg->num_layers < 0 ||
+                     !(cfg->rms_norm_eps > 0) || !(cfg->rope_theta > 0),
+                 err, LQ_ERR_INVALID_ARG, "lq_model_create: inconsistent config");
+    lq_model *m = calloc(1, sizeof *m);
+    LQ_RETURN_IF(!m, err, LQ_ERR_NOMEM, "lq_model_create: out of memory");
+    m->cfg    = *cfg;
+    m->format = LQ_FMT_DENSE;
+    strcpy(m->dir, "(in memory)");
+    lq_status st = alloc_base(m, err);
+    if (st == LQ_OK) {
+        for (int64_t i = 0; i < cfg->hidden_size; i++)
+            m->final_norm[i] = 1.f;
+        if (cfg->tie_word_embeddings) {
+            tie_lm_head(m);
+        } else {
+            float *w = lq_qbuf_alloc(&m->lm_head.buf,
+                                     (size_t)(cfg->vocab_size * cfg->hidden_size) * sizeof(float));
+            if (!w)
+                st = lq_fail(err, LQ_ERR_NOMEM, "lq_model_create: out of memory for lm_head");
+            m->lm_head.buf.q.format = LQ_FMT_DENSE;
+            m->lm_head.buf.q.n      = cfg->vocab_size;
+            m->lm_head.buf.q.k      = cfg->hidden_size;
+            m->lm_head.buf.q.dense  = w;
+        }
+    }
+    if (st != LQ_OK) {
+        lq_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LQ_OK;
+}
+
+lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err) {
+    memset(out, 0, sizeof *out);
+    const int64_t d = cfg->hidden_size;
+    out->attn_norm  = lq_malloc_n(d, sizeof(float));
+    out->mlp_norm   = lq_malloc_n(d, sizeof(float));
+    int ok          = out->attn_norm && out->mlp_norm;
+    for (int64_t i = 0; ok && i < d; i++)
+        out->attn_norm[i] = out->mlp_norm[i] = 1.f;
+    for (int l = 0; ok && l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+        lq_qlinear *q = &out->lin[l].buf.q;
+        q->format     = LQ_FMT_DENSE;
+        q->n          = n;
+        q->k          = k;
+        q->dense      = lq_qbuf_alloc(&out->lin[l].buf, (size_t)(n * k) * sizeof(float));
+        ok            = q->dense != NULL;
+        if (ok && lq_lin_has_bias(cfg, (lq_lin_id)l))
+            ok = (out->lin[l].bias = lq_calloc_n(n, sizeof(float))) != NULL;
+    }
+    if (!ok) {
+        lq_layer_free(out);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "lq_layer_alloc_dense: out of memory");
+    }
+    return LQ_OK;
+}
+
+void lq_model_free(lq_model *m) {
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int64_t i = 0; i < m->cfg.num_layers; i++)
+            lq_layer_free(&m->layers[i]);
+        free(m->layers);
+    }
+    lq_linear_free(&m->lm_head); /* tied: owns nothing */
+    free(m->embed);
+    free(m->final_norm);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    if (m->qcfg) {
+        lq_qconfig_free(m->qcfg);
+        free(m->qcfg);
+    }
+    lq_st_close(m->st);
+    free(m);
+}
