@@ -1,6 +1,7 @@
 /* The format-traits table (one row per lq_format), descriptor validation and byte counts, and the
  * code tables shared by every NF4 kernel. Kernels key on format only: everything per-format that
  * the rest of the library needs is reached through lq_format_traits_get. */
+#include "lq_format_io.h"
 #include "lq_kernels_impl.h"
 
 #include "cuda/lq_cuda.h"
@@ -270,8 +271,10 @@ size_t lq_bytes_int8(const lq_qlinear *w) {
         .dequant_ref = lq_dequant_##fmt_##_ref, .gemm_ref = lq_gemm_##fmt_##_ref,              \
         .dequant_cpu = lq_dequant_##fmt_##_cpu, .ws_cpu = lq_ws_##fmt_##_cpu,                  \
         .gemm_cpu = lq_gemm_##fmt_##_cpu, .dequant_cuda = lq_dequant_##fmt_##_cuda,            \
-        .ws_cuda = lq_ws_##fmt_##_cuda, .gemm_cuda = lq_gemm_##fmt_##_cuda, .tol_nmse = tol_,  \
-        .tol_nmse_cpu = tol_cpu_,                                                              \
+        .ws_cuda = lq_ws_##fmt_##_cuda, .gemm_cuda = lq_gemm_##fmt_##_cuda,                    \
+        .write_tensors = lq_write_##fmt_, .read_tensors = lq_read_##fmt_,                      \
+        .write_hf_config = lq_hfcfg_write_##fmt_, .parse_hf_config = lq_hfcfg_parse_##fmt_,    \
+        .tol_nmse = tol_, .tol_nmse_cpu = tol_cpu_,                                            \
     }
 
 static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
