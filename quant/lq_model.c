@@ -28,7 +28,7 @@ const char *lq_lin_name(lq_lin_id id) {
 
 /* out_features, in_features of each linear from the config. */
 static void lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k) {
-    int64_t d = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
+    int64_t d = c->hidden_size, hd = c->head_dim, NI = c->intermediate_size;
     switch (id) {
     case LQ_LIN_Q:
         *n = c->num_heads * hd, *k = d;
@@ -42,10 +42,10 @@ static void lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_
         break;
     case LQ_LIN_GATE:
     case LQ_LIN_UP:
-        *n = I, *k = d;
+        *n = NI, *k = d;
         break;
     default:
-        *n = d, *k = I;
+        *n = d, *k = NI;
         break;
     }
 }
@@ -237,7 +237,7 @@ static void rope_init(lq_model *m) {
         } else if (c->rope_type == LQ_ROPE_LLAMA3) {
             double lo_wl  = (double)c->rope_original_max_pos / c->rope_low_freq_factor;
             double hi_wl  = (double)c->rope_original_max_pos / c->rope_high_freq_factor;
-            double wl     = 2 * M_PI / f;
+            double wl     = 2 * 3.14159265358979323846 / f;
             if (wl > lo_wl) {
                 f /= c->rope_factor;
             } else if (wl >= hi_wl) {
@@ -401,7 +401,7 @@ lq_status lq_fwd_ws_create(const lq_model_config *c, int64_t max_tokens, int64_t
     lq_fwd_ws *w = calloc(1, sizeof *w);
     if (!w)
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-    int64_t T = max_tokens, d = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
+    int64_t T = max_tokens, d = c->hidden_size, hd = c->head_dim, NI = c->intermediate_size;
     int64_t qd = c->num_heads * hd, kvd = c->num_kv_heads * hd;
     int     oom   = 0;
     w->max_tokens = T;
@@ -414,8 +414,8 @@ lq_status lq_fwd_ws_create(const lq_model_config *c, int64_t max_tokens, int64_t
     w->v          = wsa(T * kvd, &oom);
     w->ao         = wsa(T * qd, &oom);
     w->tmp        = wsa(T * d, &oom);
-    w->g          = wsa(T * I, &oom);
-    w->u          = wsa(T * I, &oom);
+    w->g          = wsa(T * NI, &oom);
+    w->u          = wsa(T * NI, &oom);
     w->scores     = wsa((int64_t)w->nthreads * max_seq * max_seq, &oom);
     w->cos_t      = wsa(max_seq * (hd / 2), &oom);
     w->sin_t      = wsa(max_seq * (hd / 2), &oom);
@@ -577,18 +577,18 @@ static lq_status mlp_block(const lq_model *m, const lq_layer *L, const float *xn
                            float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user,
                            int stop_after, int *stopped, lq_err *err) {
     const lq_model_config *c = &m->cfg;
-    int64_t                I = c->intermediate_size;
+    int64_t                NI = c->intermediate_size;
     *stopped                 = 1;
     CAP(LQ_LIN_GATE, xn, T, c->hidden_size);
     CAP(LQ_LIN_UP, xn, T, c->hidden_size);
     LIN(LQ_LIN_GATE, xn, T, ws->g);
     LIN(LQ_LIN_UP, xn, T, ws->u);
-#pragma omp parallel for schedule(static) if (T * I > 65536)
-    for (int64_t i = 0; i < T * I; i++) {
+#pragma omp parallel for schedule(static) if (T * NI > 65536)
+    for (int64_t i = 0; i < T * NI; i++) {
         float g   = ws->g[i];
         ws->g[i]  = g / (1.0f + expf(-g)) * ws->u[i];
     }
-    CAP(LQ_LIN_DOWN, ws->g, T, I);
+    CAP(LQ_LIN_DOWN, ws->g, T, NI);
     LIN(LQ_LIN_DOWN, ws->g, T, out);
     *stopped = 0;
 next_chunk:
