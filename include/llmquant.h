@@ -289,6 +289,9 @@ typedef struct lq_param_info {
 LQ_API int                  lq_param_count(void);
 LQ_API const lq_param_info *lq_param_get_info(int i);
 LQ_API const lq_param_info *lq_param_find(const char *name);
+/* Whether option `info` applies to `command` (a method name, "ppl", "inspect", ...): its methods
+ * list names the command or is "*". */
+LQ_API int                  lq_param_applies(const lq_param_info *info, const char *command);
 
 typedef struct lq_params lq_params;
 LQ_API lq_params  *lq_params_create(void);

@@ -52,6 +52,11 @@ void lq_dynamic_map_8bit(float out[256]);
 /* ---------------------------------------------------------------------------------------
  * Format traits: one row per lq_format. NULL function = unsupported (tests print SKIP).
  * --------------------------------------------------------------------------------------- */
+struct lq_st;
+struct lq_st_writer;
+struct lq_qconfig;
+struct cJSON;
+
 typedef struct lq_format_traits {
     const char *name; /* "dense", "gptq", "awq", "nf4", "int8" */
     lq_status (*check)(const lq_qlinear *w, lq_err *err);
@@ -75,7 +80,20 @@ typedef struct lq_format_traits {
     lq_status (*gemm_cuda)(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16, int64_t m,
                            void *y_f16, void *ws, size_t ws_size, void *stream);
 
-    double tol_nmse; /* NMSE bound of optimized kernels vs _ref on random inputs */
+    /* format I/O (kernels/lq_format_io.h): tensors under Hugging Face names, and the
+     * quantization_config object; NULL = the format has no such thing */
+    lq_status (*write_tensors)(struct lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
+                               const struct lq_qconfig *cfg, lq_err *err);
+    lq_status (*read_tensors)(const struct lq_st *st, const char *prefix,
+                              const struct lq_qconfig *cfg, int64_t n, int64_t k, lq_qbuf *out,
+                              lq_err *err);
+    lq_status (*write_hf_config)(const struct lq_qconfig *cfg, struct cJSON *qc, lq_err *err);
+    lq_status (*parse_hf_config)(const struct cJSON *qc, const char *label,
+                                 struct lq_qconfig *cfg, lq_err *err);
+
+    double tol_nmse; /* NMSE bound of optimized kernels vs _ref on random inputs (all backends,
+                        CUDA's fp16 activations included) */
+    double tol_nmse_cpu; /* tighter bound for the float32 CPU kernels */
 } lq_format_traits;
 
 const lq_format_traits *lq_format_traits_get(lq_format f);

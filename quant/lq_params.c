@@ -18,7 +18,7 @@
 static const lq_param_info k_params[] = {
     /* name, type, default, min, max, applies to, choices, help */
     {"bits", LQ_PT_INT, "4", 2, 8, Q, NULL, "code width in bits (GPTQ/RTN: 2,3,4,8; AWQ: 4)"},
-    {"group_size", LQ_PT_INT, "128", -1, 1 << 30, Q, NULL,
+    {"group_size", LQ_PT_INT, "128", -1, 1 << 30, Q ",inspect", NULL,
      "input channels per quantization group; -1 = per output channel"},
     {"sym", LQ_PT_BOOL, "true", 0, 1, "rtn,gptq", NULL, "symmetric codes (zero point at 2^(bits-1))"},
     {"desc_act", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
@@ -94,6 +94,22 @@ const lq_param_info *lq_param_find(const char *name) {
     return i < 0 ? NULL : &k_params[i];
 }
 
+int lq_param_applies(const lq_param_info *info, const char *command) {
+    if (!info || !command || !*command)
+        return 0;
+    size_t cl = strlen(command);
+    for (const char *m = info->methods; m && *m;) {
+        const char *comma = strchr(m, ',');
+        size_t      ml    = comma ? (size_t)(comma - m) : strlen(m);
+        if ((ml == 1 && *m == '*') || (ml == cl && strncmp(m, command, cl) == 0))
+            return 1;
+        if (!comma)
+            break;
+        m = comma + 1;
+    }
+    return 0;
+}
+
 struct lq_params {
     char *val[N_PARAMS]; /* NULL = unset (default applies) */
 };
@@ -122,6 +138,11 @@ static int parse_size(const char *s, double *out) {
     switch (toupper((unsigned char)*end)) {
     case 0:
         break;
+    case 'B':
+        if (end[1])
+            return 0;
+        *out = v;
+        return 1;
     case 'K':
         mul = 1024.0;
         break;

@@ -1,0 +1,448 @@
+/* Calibration / evaluation text readers and window sampling (contract in lq_dataset.h). */
+#include "lq_dataset.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <utf8proc.h>
+#include <zstd.h>
+
+/* A 128 MiB window covers every zstd level up to 19 and --long=27; bigger windows would let a
+ * crafted file make us allocate gigabytes before producing a byte. */
+#define WINDOW_LOG_MAX 27
+#define READ_CHUNK     (128 * 1024)
+
+typedef struct reader {
+    const char *label;
+    unsigned    flags;
+    int64_t     max; /* cap on decoded text */
+
+    char   *out; /* decoded text */
+    int64_t len, cap;
+    int     full;      /* cap reached: stop consuming input */
+    int     truncated; /* something was cut off by the cap */
+
+    /* jsonl: the line being assembled */
+    char   *line;
+    int64_t line_len, line_cap;
+    int64_t lineno; /* number of the line being assembled (1-based) */
+    int64_t ndocs;
+} reader;
+
+static lq_status grow(char **buf, int64_t *cap, int64_t need, const reader *r, lq_err *err) {
+    if (need <= *cap)
+        return LQ_OK;
+    int64_t nc = *cap ? *cap : 4096;
+    while (nc < need)
+        nc = nc > INT64_MAX / 2 ? need : nc * 2;
+    char *p = realloc(*buf, (size_t)nc);
+    if (!p)
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory (%lld bytes of text)", r->label,
+                       (long long)nc);
+    *buf = p;
+    *cap = nc;
+    return LQ_OK;
+}
+
+/* Append to the decoded text, honouring the cap (+1 keeps room for the NUL). */
+static lq_status out_append(reader *r, const char *s, int64_t n, lq_err *err) {
+    if (r->full)
+        return LQ_OK;
+    if (n > r->max - r->len) {
+        n         = r->max - r->len;
+        r->full   = 1;
+        r->truncated = 1;
+    }
+    LQ_TRY(grow(&r->out, &r->cap, r->len + n + 1, r, err));
+    memcpy(r->out + r->len, s, (size_t)n);
+    r->len += n;
+    r->out[r->len] = 0;
+    return LQ_OK;
+}
+
+/* First invalid byte of s[n] as UTF-8 (strict: no overlongs, surrogates or > U+10FFFF, no
+ * truncated sequences), or -1 when valid. */
+static int64_t utf8_invalid_at(const char *s, int64_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    int64_t              i = 0;
+    while (i < n) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(u + i, n - i < 4 ? n - i : 4, &cp);
+        if (k <= 0)
+            return i;
+        i += k;
+    }
+    return -1;
+}
+
+static int is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int all_space(const char *s, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!is_space(s[i]))
+            return 0;
+    return 1;
+}
+
+static lq_status jsonl_line(reader *r, lq_err *err) {
+    char   *s = r->line;
+    int64_t n = r->line_len;
+    if (r->lineno == 1 && n >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) {
+        s += 3;
+        n -= 3;
+    }
+    if (all_space(s, n))
+        return LQ_OK;
+    int64_t bad = utf8_invalid_at(s, n);
+    if (bad >= 0)
+        return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: invalid UTF-8 at byte %lld of the line",
+                       r->label, (long long)r->lineno, (long long)bad + 1);
+    s[n] = 0;
+    /* Length n+1 with require_null_terminated: trailing garbage after the object is an error. */
+    cJSON *obj = cJSON_ParseWithLengthOpts(s, (size_t)n + 1, NULL, 1);
+    if (!obj)
+        return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: not valid JSON", r->label,
+                       (long long)r->lineno);
+    lq_status st = LQ_OK;
+    if (!cJSON_IsObject(obj)) {
+        st = lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: not a JSON object", r->label,
+                     (long long)r->lineno);
+        goto done;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "text");
+    if (!cJSON_IsString(t) || !t->valuestring) {
+        st = lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: no \"text\" string field", r->label,
+                     (long long)r->lineno);
+        goto done;
+    }
+    if (r->ndocs > 0)
+        LQ_TRY_GOTO(out_append(r, "\n\n", 2, err));
+    LQ_TRY_GOTO(out_append(r, t->valuestring, (int64_t)strlen(t->valuestring), err));
+    r->ndocs++;
+done:
+    cJSON_Delete(obj);
+    return st;
+}
+
+/* Consume decoded bytes (plain text, or jsonl split into lines). */
+static lq_status feed(reader *r, const char *s, int64_t n, lq_err *err) {
+    if (!(r->flags & LQ_TEXT_JSONL))
+        return out_append(r, s, n, err);
+    /* A JSON line can be up to 6x its text (\uXXXX escapes); anything longer cannot fit the
+     * cap and is refused rather than buffered without bound. */
+    int64_t line_max = r->max > (INT64_MAX - 65536) / 6 ? INT64_MAX / 2 : r->max * 6 + 65536;
+    while (n > 0 && !r->full) {
+        const char *nl   = memchr(s, '\n', (size_t)n);
+        int64_t     take = nl ? (int64_t)(nl - s) : n;
+        if (take > line_max - r->line_len)
+            return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: line longer than %lld bytes",
+                           r->label, (long long)r->lineno, (long long)line_max);
+        LQ_TRY(grow(&r->line, &r->line_cap, r->line_len + take + 1, r, err));
+        memcpy(r->line + r->line_len, s, (size_t)take);
+        r->line_len += take;
+        if (!nl)
+            break;
+        LQ_TRY(jsonl_line(r, err));
+        r->line_len = 0;
+        r->lineno++;
+        s += take + 1;
+        n -= take + 1;
+    }
+    return LQ_OK;
+}
+
+/* After the last input byte: last line without '\n', UTF-8 cut-back, validation. */
+static lq_status finish(reader *r, lq_text *out, lq_err *err) {
+    if ((r->flags & LQ_TEXT_JSONL) && !r->full && r->line_len > 0)
+        LQ_TRY(jsonl_line(r, err));
+    if (r->truncated && r->len > 0) {
+        /* Drop a character the cap cut in half. */
+        int64_t i = r->len - 1, back = 0;
+        while (i > 0 && back < 3 && ((unsigned char)r->out[i] & 0xC0) == 0x80) {
+            i--;
+            back++;
+        }
+        unsigned char lead = (unsigned char)r->out[i];
+        int need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (i + need > r->len)
+            r->len = i;
+    }
+    if (r->out)
+        r->out[r->len] = 0;
+    if (!(r->flags & LQ_TEXT_JSONL)) {
+        if (r->len >= 3 && !memcmp(r->out, "\xEF\xBB\xBF", 3)) {
+            memmove(r->out, r->out + 3, (size_t)(r->len - 3 + 1));
+            r->len -= 3;
+        }
+        int64_t bad = utf8_invalid_at(r->out, r->len);
+        if (bad >= 0) {
+            int64_t line = 1;
+            for (int64_t i = 0; i < bad; i++)
+                line += r->out[i] == '\n';
+            return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: invalid UTF-8 at byte %lld",
+                           r->label, (long long)line, (long long)bad);
+        }
+        r->ndocs = 1;
+    }
+    if (r->len == 0 || all_space(r->out, r->len))
+        return lq_fail(err, LQ_ERR_CALIB_EMPTY, "%s: no text (%s)", r->label,
+                       (r->flags & LQ_TEXT_JSONL) ? (r->ndocs ? "all documents are blank"
+                                                               : "no documents")
+                                                  : "empty or whitespace only");
+    out->data      = r->out;
+    out->len       = r->len;
+    out->ndocs     = r->ndocs;
+    out->truncated = r->truncated;
+    r->out         = NULL;
+    return LQ_OK;
+}
+
+static void reader_free(reader *r) {
+    free(r->out);
+    free(r->line);
+}
+
+/* Pulls input bytes: from memory or a FILE. */
+typedef struct source {
+    FILE                *f;
+    const unsigned char *mem;
+    size_t               mem_len, mem_pos;
+    char                *buf; /* READ_CHUNK for FILE */
+} source;
+
+static lq_status src_next(source *s, const char *label, const char **p, size_t *n, lq_err *err) {
+    if (!s->f) {
+        *p = (const char *)s->mem + s->mem_pos;
+        *n = s->mem_len - s->mem_pos;
+        s->mem_pos = s->mem_len;
+        return LQ_OK;
+    }
+    *n = fread(s->buf, 1, READ_CHUNK, s->f);
+    *p = s->buf;
+    if (*n == 0 && ferror(s->f))
+        return lq_fail(err, LQ_ERR_IO, "%s: read error", label);
+    return LQ_OK;
+}
+
+static int zstd_magic(const unsigned char *p, size_t n) {
+    return n >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD;
+}
+
+static lq_status read_zstd(reader *r, source *src, const char *first, size_t first_n,
+                           lq_err *err) {
+    ZSTD_DStream *d      = ZSTD_createDStream();
+    size_t        obn    = ZSTD_DStreamOutSize();
+    char         *ob     = malloc(obn);
+    lq_status     st     = LQ_OK;
+    size_t        last   = 1; /* "frame incomplete" until a frame ends: empty input is an error */
+    const char   *p      = first;
+    size_t        n      = first_n;
+    if (!d || !ob)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for zstd", r->label);
+    size_t z = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
+    if (ZSTD_isError(z))
+        LQ_FAIL_GOTO(err, LQ_ERR_INTERNAL, "%s: zstd: %s", r->label, ZSTD_getErrorName(z));
+    while (n > 0 && !r->full) {
+        ZSTD_inBuffer in = {p, n, 0};
+        while (in.pos < in.size && !r->full) {
+            ZSTD_outBuffer o   = {ob, obn, 0};
+            size_t         ret = ZSTD_decompressStream(d, &o, &in);
+            if (ZSTD_isError(ret))
+                LQ_FAIL_GOTO(err, LQ_ERR_ZSTD, "%s: corrupt zstd data: %s", r->label,
+                             ZSTD_getErrorName(ret));
+            LQ_TRY_GOTO(feed(r, ob, (int64_t)o.pos, err));
+            last = ret;
+        }
+        LQ_TRY_GOTO(src_next(src, r->label, &p, &n, err));
+    }
+    /* Input is exhausted; the decoder may still hold output of the last block. */
+    while (last != 0 && !r->full) {
+        ZSTD_inBuffer  in  = {NULL, 0, 0};
+        ZSTD_outBuffer o   = {ob, obn, 0};
+        size_t         ret = ZSTD_decompressStream(d, &o, &in);
+        if (ZSTD_isError(ret))
+            LQ_FAIL_GOTO(err, LQ_ERR_ZSTD, "%s: corrupt zstd data: %s", r->label,
+                         ZSTD_getErrorName(ret));
+        LQ_TRY_GOTO(feed(r, ob, (int64_t)o.pos, err));
+        last = ret;
+        if (o.pos == 0)
+            break;
+    }
+    if (last != 0 && !r->full)
+        LQ_FAIL_GOTO(err, LQ_ERR_ZSTD, "%s: zstd stream is truncated", r->label);
+done:
+    ZSTD_freeDStream(d);
+    free(ob);
+    return st;
+}
+
+static lq_status read_source(source *src, unsigned flags, const char *label, int64_t max_bytes,
+                             lq_text *out, lq_err *err) {
+    memset(out, 0, sizeof *out);
+    reader r = {0};
+    r.label  = label;
+    r.flags  = flags;
+    r.max    = max_bytes > 0 ? max_bytes : LQ_TEXT_DEFAULT_MAX_BYTES;
+    r.lineno = 1;
+    lq_status   st;
+    const char *p;
+    size_t      n;
+    LQ_TRY_GOTO(src_next(src, label, &p, &n, err));
+    if ((flags & LQ_TEXT_ZSTD) || zstd_magic((const unsigned char *)p, n)) {
+        r.flags |= LQ_TEXT_ZSTD;
+        LQ_TRY_GOTO(read_zstd(&r, src, p, n, err));
+    } else {
+        while (n > 0 && !r.full) {
+            LQ_TRY_GOTO(feed(&r, p, (int64_t)n, err));
+            LQ_TRY_GOTO(src_next(src, label, &p, &n, err));
+        }
+    }
+    st = finish(&r, out, err);
+done:
+    reader_free(&r);
+    return st;
+}
+
+static int ends_with(const char *s, size_t n, const char *suf) {
+    size_t k = strlen(suf);
+    return n >= k && !memcmp(s + n - k, suf, k);
+}
+
+unsigned lq_text_flags_from_path(const char *path) {
+    unsigned f = 0;
+    size_t   n = strlen(path);
+    if (ends_with(path, n, ".zst")) {
+        f |= LQ_TEXT_ZSTD;
+        n -= 4;
+    }
+    if (ends_with(path, n, ".jsonl") || ends_with(path, n, ".JSONL"))
+        f |= LQ_TEXT_JSONL;
+    return f;
+}
+
+lq_status lq_text_read_file(const char *path, int64_t max_bytes, lq_text *out, lq_err *err) {
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return lq_fail(err, lq_status_from_errno(errno), "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return lq_fail(err, LQ_ERR_IO, "%s: is a directory, not a text file", path);
+    }
+    source src = {0};
+    src.f      = f;
+    src.buf    = malloc(READ_CHUNK);
+    lq_status st;
+    if (!src.buf)
+        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+    else
+        st = read_source(&src, lq_text_flags_from_path(path), path, max_bytes, out, err);
+    free(src.buf);
+    fclose(f);
+    return st;
+}
+
+lq_status lq_text_read_memory(const void *buf, size_t len, unsigned flags, const char *label,
+                              int64_t max_bytes, lq_text *out, lq_err *err) {
+    if (!out)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_text_read_memory: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!buf && len)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_text_read_memory: NULL buffer");
+    source src  = {0};
+    src.mem     = buf;
+    src.mem_len = len;
+    return read_source(&src, flags, label ? label : "<memory>", max_bytes, out, err);
+}
+
+void lq_text_free(lq_text *t) {
+    if (!t)
+        return;
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+lq_status lq_windows_sample(const int32_t *tokens, int64_t ntok, int64_t nsamples, int64_t seqlen,
+                            int64_t max_pos, uint64_t seed, const char *label, lq_windows *out,
+                            lq_err *err) {
+    if (!out)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_windows_sample: NULL output");
+    memset(out, 0, sizeof *out);
+    if (!label)
+        label = "calibration text";
+    if (nsamples < 1 || seqlen < 1 || ntok < 0 || (ntok > 0 && !tokens))
+        return lq_fail(err, LQ_ERR_INVALID_ARG,
+                       "%s: bad window request (nsamples %lld, seqlen %lld, %lld tokens)", label,
+                       (long long)nsamples, (long long)seqlen, (long long)ntok);
+    if (max_pos > 0 && seqlen > max_pos)
+        seqlen = max_pos;
+    /* GPTQ draws randint(0, ntok - seqlen - 1): the last token is never a window's first
+     * input, so one window needs seqlen + 1 tokens. */
+    if (ntok < seqlen + 1)
+        return lq_fail(err, LQ_ERR_CALIB_EMPTY,
+                       "%s: %lld tokens, need at least %lld for one window of %lld tokens", label,
+                       (long long)ntok, (long long)seqlen + 1, (long long)seqlen);
+    int64_t total;
+    if (!lq_mul_i64(nsamples, seqlen, &total))
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "%s: %lld windows x %lld tokens overflows", label,
+                       (long long)nsamples, (long long)seqlen);
+    out->ids     = lq_malloc_n(total, sizeof(int32_t));
+    out->offsets = lq_malloc_n(nsamples, sizeof(int64_t));
+    if (!out->ids || !out->offsets) {
+        lq_windows_free(out);
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for %lld x %lld token windows",
+                       label, (long long)nsamples, (long long)seqlen);
+    }
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    for (int64_t i = 0; i < nsamples; i++) {
+        int64_t off     = (int64_t)lq_rng_below(&r, (uint64_t)(ntok - seqlen));
+        out->offsets[i] = off;
+        memcpy(out->ids + i * seqlen, tokens + off, (size_t)seqlen * sizeof(int32_t));
+    }
+    out->nsamples = nsamples;
+    out->seqlen   = seqlen;
+    return LQ_OK;
+}
+
+void lq_windows_free(lq_windows *w) {
+    if (!w)
+        return;
+    free(w->ids);
+    free(w->offsets);
+    memset(w, 0, sizeof *w);
+}
+
+lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, int64_t nsamples,
+                           int64_t seqlen, int64_t max_pos, uint64_t seed, int64_t max_bytes,
+                           lq_windows *out, lq_err *err) {
+    if (!out || !path || !enc)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_calib_windows: NULL argument");
+    memset(out, 0, sizeof *out);
+    lq_text   text = {0};
+    int32_t  *ids  = NULL;
+    int64_t   n    = 0;
+    lq_status st;
+    LQ_TRY_GOTO(lq_text_read_file(path, max_bytes, &text, err));
+    st = enc(enc_user, text.data, text.len, &ids, &n, err);
+    if (st != LQ_OK) {
+        lq_err_prefix(err, "%s", path);
+        goto done;
+    }
+    LQ_TRY_GOTO(lq_windows_sample(ids, n, nsamples, seqlen, max_pos, seed, path, out, err));
+done:
+    free(ids);
+    lq_text_free(&text);
+    return st;
+}

@@ -1,0 +1,190 @@
+/* Optimized CPU LLM.int8 (same semantics as ref/lq_ref_int8.c, bitsandbytes forward).
+ *
+ * A per-call prologue classifies the input columns (stored fp16 outlier / runtime outlier /
+ * int8), finds each row's absmax and quantizes the activations once.
+ * Small m: per output row, int8 x int8 -> int32 dot products (vectorized integer sums, exact),
+ * then the fp columns.
+ * Large m: int8 values are exact in float32, so the int32 product is an sgemm of the quantized
+ * activations with CB tiles converted to float (exact while |acc| < 2^24, i.e. unless k is huge
+ * and every product near 127^2; otherwise relative error 2^-24, far below the activation
+ * quantization error), followed by one sgemm over all fp columns. */
+#include "lq_kernels_impl.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define MR 256 /* activation rows per block of the large-m path */
+
+static size_t al64(size_t b) {
+    return (b + 63) & ~(size_t)63;
+}
+
+/* Workspace layout shared by both paths. */
+typedef struct int8_ws {
+    uint8_t *col;    /* [k] 0 int8, 1 stored, 2 runtime */
+    int32_t *fcols;  /* [k] stored columns (outlier_idx order) then runtime columns */
+    float   *rowmax; /* [m] */
+    void    *rest;
+} int8_ws;
+
+static size_t int8_ws_head(const lq_qlinear *w, int64_t m) {
+    return al64((size_t)w->k) + al64((size_t)w->k * 4) + al64((size_t)m * 4);
+}
+
+static int8_ws int8_ws_split(const lq_qlinear *w, int64_t m, void *ws) {
+    int8_ws s;
+    uint8_t *p = ws;
+    s.col      = p;
+    p += al64((size_t)w->k);
+    s.fcols = (int32_t *)(void *)p;
+    p += al64((size_t)w->k * 4);
+    s.rowmax = (float *)(void *)p;
+    p += al64((size_t)m * 4);
+    s.rest = p;
+    return s;
+}
+
+/* Column classes, fp column list, row absmax. Returns the number of fp columns. */
+static int64_t int8_prologue(const lq_qlinear *w, const float *x, int64_t m, int8_ws *s) {
+    const int64_t k   = w->k;
+    const float   thr = w->threshold;
+    memset(s->col, 0, (size_t)k);
+    int64_t nf = 0;
+    for (int64_t j = 0; j < w->n_outlier; j++) {
+        s->col[w->outlier_idx[j]] = 1;
+        s->fcols[nf++]            = w->outlier_idx[j];
+    }
+    if (thr > 0.f) {
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t c = 0; c < k; c++)
+                if (fabsf(x[r * k + c]) >= thr && s->col[c] == 0)
+                    s->col[c] = 2;
+        for (int64_t c = 0; c < k; c++)
+            if (s->col[c] == 2)
+                s->fcols[nf++] = (int32_t)c;
+    }
+    for (int64_t r = 0; r < m; r++) {
+        float rm = 0.f;
+        for (int64_t c = 0; c < k; c++) {
+            const float a = fabsf(x[r * k + c]);
+            if (s->col[c] != 1 && !(thr > 0.f && a >= thr) && a > rm)
+                rm = a;
+        }
+        s->rowmax[r] = rm;
+    }
+    return nf;
+}
+
+static void quant_row(const float *xr, int64_t k, const uint8_t *col, float rowmax, int8_t *q) {
+    const float inv = rowmax > 0.f ? 127.f / rowmax : 0.f;
+    for (int64_t c = 0; c < k; c++)
+        q[c] = col[c] ? 0 : lq_int8_quant_x(xr[c], inv);
+}
+
+/* fp weight of fp column t of output row i: stored columns come first in fcols. */
+static float fp_weight(const lq_qlinear *w, int64_t i, int64_t t, int32_t c) {
+    if (t < w->n_outlier)
+        return lq_f16_to_f32(w->outlier_w[i * w->n_outlier + t]);
+    return ((float)((const int8_t *)w->qweight)[i * w->k + c] * w->scb[i]) * LQ_INT8_VEC_DEQUANT;
+}
+
+LQ_CLONES static int32_t dot_i8(const int8_t *a, const int8_t *b, int64_t k) {
+    int32_t s = 0;
+    for (int64_t c = 0; c < k; c++)
+        s += (int32_t)a[c] * (int32_t)b[c];
+    return s;
+}
+
+lq_status lq_dequant_int8_cpu(const lq_qlinear *w, float *out, int nthreads) {
+    const int8_t *cb = w->qweight;
+    const int64_t k  = w->k;
+#pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
+    for (int64_t i = 0; i < w->n; i++) {
+        const float s = w->scb[i];
+        for (int64_t c = 0; c < k; c++)
+            out[i * k + c] = ((float)cb[i * k + c] * s) * LQ_INT8_VEC_DEQUANT;
+        for (int64_t j = 0; j < w->n_outlier; j++)
+            out[i * k + w->outlier_idx[j]] = lq_f16_to_f32(w->outlier_w[i * w->n_outlier + j]);
+    }
+    return LQ_OK;
+}
+
+size_t lq_ws_int8_cpu(const lq_qlinear *w, int64_t m) {
+    const size_t head = int8_ws_head(w, m);
+    if (m <= LQ_FUSED_M)
+        return head + al64((size_t)(m * w->k));
+    const int64_t mr = m < MR ? m : MR;
+    /* float activations [mr, k] + gathered fp activations [mr, k] + tile [nt, k] */
+    return head + (size_t)(2 * mr * w->k + lq_tile_rows(w) * w->k) * sizeof(float);
+}
+
+lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           size_t ws_size, int nthreads) {
+    if (!ws || ws_size < lq_ws_int8_cpu(w, m))
+        return LQ_ERR_INVALID_ARG;
+    const int64_t n = w->n, k = w->k;
+    const int8_t *cb = w->qweight;
+    const int     nt = lq_cpu_threads(nthreads);
+    int8_ws       s  = int8_ws_split(w, m, ws);
+    const int64_t nf = int8_prologue(w, x, m, &s);
+
+    if (m <= LQ_FUSED_M) {
+        int8_t *qx = s.rest;
+        for (int64_t r = 0; r < m; r++)
+            quant_row(x + r * k, k, s.col, s.rowmax[r], qx + r * k);
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i = 0; i < n; i++) {
+            const int8_t *wr = cb + i * k;
+            for (int64_t r = 0; r < m; r++) {
+                const float *xr = x + r * k;
+                float        v  = lq_int8_out(dot_i8(qx + r * k, wr, k), s.rowmax[r], w->scb[i]);
+                float        fp = 0.f;
+                for (int64_t t = w->n_outlier; t < nf; t++) /* runtime, then stored (as ref) */
+                    fp += xr[s.fcols[t]] * fp_weight(w, i, t, s.fcols[t]);
+                for (int64_t t = 0; t < w->n_outlier; t++)
+                    fp += xr[s.fcols[t]] * fp_weight(w, i, t, s.fcols[t]);
+                y[r * n + i] = v + fp;
+            }
+        }
+    } else {
+        if (!lq_blas_dims_ok(m, n, k))
+            return LQ_ERR_UNSUPPORTED;
+        const int64_t tr = lq_tile_rows(w), mrmax = m < MR ? m : MR;
+        float        *xq = s.rest, *xf = xq + mrmax * k, *tile = xf + mrmax * k;
+        for (int64_t r0 = 0; r0 < m; r0 += MR) {
+            const int64_t mr = r0 + MR < m ? MR : m - r0;
+#pragma omp parallel for schedule(static) num_threads(nt)
+            for (int64_t r = 0; r < mr; r++) {
+                const float *xr  = x + (r0 + r) * k;
+                const float  rm  = s.rowmax[r0 + r];
+                const float  inv = rm > 0.f ? 127.f / rm : 0.f;
+                for (int64_t c = 0; c < k; c++)
+                    xq[r * k + c] = s.col[c] ? 0.f : (float)lq_int8_quant_x(xr[c], inv);
+                for (int64_t t = 0; t < nf; t++)
+                    xf[r * nf + t] = xr[s.fcols[t]];
+            }
+            for (int64_t i0 = 0; i0 < n; i0 += tr) {
+                const int64_t nc = i0 + tr < n ? tr : n - i0;
+                float        *yt = y + r0 * n + i0;
+#pragma omp parallel for schedule(static) num_threads(nt)
+                for (int64_t e = 0; e < nc * k; e++)
+                    tile[e] = (float)cb[i0 * k + e];
+                lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f);
+                for (int64_t r = 0; r < mr; r++)
+                    for (int64_t j = 0; j < nc; j++)
+                        yt[r * n + j] =
+                            (yt[r * n + j] * (s.rowmax[r0 + r] * w->scb[i0 + j])) * LQ_INT8_MM_DEQUANT;
+                if (nf > 0) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+                    for (int64_t j = 0; j < nc; j++)
+                        for (int64_t t = 0; t < nf; t++)
+                            tile[j * nf + t] = fp_weight(w, i0 + j, t, s.fcols[t]);
+                    lq_sgemm_tile(xf, mr, nf, tile, nc, 0, yt, n, 1.f);
+                }
+            }
+        }
+    }
+    lq_add_bias_f16(w->bias, m, n, y);
+    return LQ_OK;
+}

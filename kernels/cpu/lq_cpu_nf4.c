@@ -1,0 +1,129 @@
+/* Optimized CPU NF4 (bitsandbytes).
+ *
+ * Codes are the flattened row-major [n, k] weight, two per byte, so each output column's weights
+ * are contiguous. A byte is decoded with one 8-byte load from a 256-entry table of value pairs
+ * (built per call from the descriptor's quant_map, 2 KiB, L1-resident) instead of two nibble
+ * lookups; the block's absmax is applied by a vector multiply over each run of the row that
+ * lies in one block. w = quant_map[code] * absmax is the same float product as the reference.
+ * Small m: decode a chunk of a row into L1 and dot it with the m activation rows.
+ * Large m: rows of W dequantized into a workspace tile, then sgemm. */
+#include "lq_kernels_impl.h"
+
+#include <omp.h>
+#include <string.h>
+
+#define CHUNK 512 /* elements of a row decoded at once (2 KiB) */
+
+typedef struct nf4_pairs {
+    float v[256][2]; /* byte b -> {map[b >> 4], map[b & 15]} (first element in the high nibble) */
+} nf4_pairs;
+
+static void nf4_pairs_init(const lq_qlinear *w, nf4_pairs *p) {
+    for (int b = 0; b < 256; b++) {
+        p->v[b][0] = w->quant_map[b >> 4];
+        p->v[b][1] = w->quant_map[b & 15];
+    }
+}
+
+LQ_CLONES static void scale_run(float *o, int64_t len, float a) {
+    for (int64_t t = 0; t < len; t++)
+        o[t] *= a;
+}
+
+/* out[c - c0] = map[code(i, c)] * absmax(block of (i, c)) for c in [c0, c1). */
+static void nf4_decode(const lq_qlinear *w, const nf4_pairs *p, int64_t i, int64_t c0,
+                       int64_t c1, float *out) {
+    const uint8_t *q  = w->qweight;
+    const int64_t  e0 = i * w->k + c0, e1 = i * w->k + c1;
+    int64_t        e  = e0;
+    if (e & 1) { /* odd start (odd k): low nibble of a shared byte */
+        out[0] = w->quant_map[q[e >> 1] & 15];
+        e++;
+    }
+    for (; e + 1 < e1; e += 2)
+        memcpy(out + (e - e0), p->v[q[e >> 1]], 2 * sizeof(float));
+    if (e < e1)
+        out[e - e0] = w->quant_map[q[e >> 1] >> 4];
+    /* blocks run over the flattened index: scale each run that shares one absmax */
+    const int64_t bs = w->group_size;
+    for (int64_t s = e0; s < e1;) {
+        const int64_t blk = s / bs;
+        const int64_t end = (blk + 1) * bs < e1 ? (blk + 1) * bs : e1;
+        scale_run(out + (s - e0), end - s, lq_nf4_absmax(w, blk));
+        s = end;
+    }
+}
+
+static void nf4_rows(const lq_qlinear *w, int64_t i0, int64_t i1, float *out, int nt) {
+    nf4_pairs p;
+    nf4_pairs_init(w, &p);
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t i = i0; i < i1; i++)
+        nf4_decode(w, &p, i, 0, w->k, out + (i - i0) * w->k);
+}
+
+lq_status lq_dequant_nf4_cpu(const lq_qlinear *w, float *out, int nthreads) {
+    nf4_rows(w, 0, w->n, out, lq_cpu_threads(nthreads));
+    return LQ_OK;
+}
+
+/* acc[r][l] += sum over lanes of x[r, c0 + t] * buf[t] (8 independent lanes: vectorizes without
+ * reassociating a single float sum). */
+LQ_CLONES static void dot_rows(const float *x, int64_t m, int64_t k, int64_t c0, const float *buf,
+                               int64_t len, float acc[LQ_FUSED_M][8]) {
+    const int64_t full = len - len % 8;
+    for (int64_t r = 0; r < m; r++) {
+        const float *xr = x + r * k + c0;
+        for (int64_t t = 0; t < full; t += 8)
+            for (int l = 0; l < 8; l++)
+                acc[r][l] += xr[t + l] * buf[t + l];
+        for (int64_t t = full; t < len; t++)
+            acc[r][t - full] += xr[t] * buf[t];
+    }
+}
+
+size_t lq_ws_nf4_cpu(const lq_qlinear *w, int64_t m) {
+    if (m <= LQ_FUSED_M)
+        return 0;
+    return (size_t)(lq_tile_rows(w) * w->k) * sizeof(float);
+}
+
+lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                          size_t ws_size, int nthreads) {
+    const int64_t n = w->n, k = w->k;
+    const int     nt = lq_cpu_threads(nthreads);
+    if (m <= LQ_FUSED_M) {
+        nf4_pairs p;
+        nf4_pairs_init(w, &p);
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i = 0; i < n; i++) {
+            float buf[CHUNK];
+            float acc[LQ_FUSED_M][8];
+            memset(acc, 0, sizeof acc);
+            for (int64_t c0 = 0; c0 < k; c0 += CHUNK) {
+                const int64_t len = c0 + CHUNK < k ? CHUNK : k - c0;
+                nf4_decode(w, &p, i, c0, c0 + len, buf);
+                dot_rows(x, m, k, c0, buf, len, acc);
+            }
+            for (int64_t r = 0; r < m; r++) {
+                float s = 0.f;
+                for (int l = 0; l < 8; l++)
+                    s += acc[r][l];
+                y[r * n + i] = s;
+            }
+        }
+    } else {
+        if (!ws || ws_size < lq_ws_nf4_cpu(w, m))
+            return LQ_ERR_INVALID_ARG;
+        if (!lq_blas_dims_ok(m, n, k))
+            return LQ_ERR_UNSUPPORTED;
+        const int64_t tr = lq_tile_rows(w);
+        for (int64_t i0 = 0; i0 < n; i0 += tr) {
+            const int64_t nc = i0 + tr < n ? tr : n - i0;
+            nf4_rows(w, i0, i0 + nc, ws, nt);
+            lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
+        }
+    }
+    lq_add_bias_f16(w->bias, m, n, y);
+    return LQ_OK;
+}

@@ -1,0 +1,333 @@
+/* lq_inspect: describe a model directory (original or quantized) as a JSON report.
+ *
+ * Quantized linears are recognised by module name (q/k/v/o/gate/up/down_proj, lm_head) whose
+ * "<module>.weight" is not a float tensor (GPTQ/AWQ qweight+scales+..., bitsandbytes uint8/int8
+ * weight + statistics). Their logical size n*k comes from config.json, so the parameter count of
+ * a quantized checkpoint equals that of its original, and bits/param = 8 * (all bytes of the
+ * module except bias) / (n*k) includes scales, zeros, g_idx and absmax overhead.
+ *
+ * Memory estimates use config.json shapes (so they are the same for an original and its
+ * quantized checkpoint): decoder-layer linears at the given precision, everything else
+ * (embeddings, lm_head, norms, biases) at fp16, as the reference tools store them:
+ *   int8: n*k + 4n (LLM.int8 int8 weight + float32 row absmax SCB)
+ *   int4: ceil(n*k/2) + G*n*2 + G*ceil(n/2) + 4k   (GPTQ qweight, fp16 scales, packed zeros,
+ *         int32 g_idx; G = ceil(k / group_size), group_size <= 0 -> per channel)
+ * KV cache: 2 (K and V) * layers * kv_heads * head_dim * ctx * batch * 2 bytes (fp16).
+ */
+#include "lq_base.h"
+#include "lq_config.h"
+#include "lq_json.h"
+#include "lq_params_get.h"
+#include "lq_st.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum role { R_Q, R_K, R_V, R_O, R_GATE, R_UP, R_DOWN, R_LM_HEAD, R_COUNT } role;
+static const char *const k_role_leaf[R_COUNT] = {"q_proj",  "k_proj", "v_proj",    "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj", "lm_head"};
+
+static void role_shape(const lq_model_config *c, role r, int64_t *n, int64_t *k) {
+    int64_t q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
+    switch (r) {
+    case R_Q:
+        *n = q, *k = c->hidden_size;
+        break;
+    case R_K:
+    case R_V:
+        *n = kv, *k = c->hidden_size;
+        break;
+    case R_O:
+        *n = c->hidden_size, *k = q;
+        break;
+    case R_GATE:
+    case R_UP:
+        *n = c->intermediate_size, *k = c->hidden_size;
+        break;
+    case R_DOWN:
+        *n = c->hidden_size, *k = c->intermediate_size;
+        break;
+    default:
+        *n = c->vocab_size, *k = c->hidden_size;
+        break;
+    }
+}
+
+/* Module prefix length and role of a tensor name ("model.layers.3.mlp.up_proj.qweight" ->
+ * length of "model.layers.3.mlp.up_proj", R_UP), or -1. */
+static int64_t module_of(const char *name, role *r) {
+    for (int i = 0; i < R_COUNT; i++) {
+        size_t      ll = strlen(k_role_leaf[i]);
+        const char *p  = name;
+        while ((p = strstr(p, k_role_leaf[i]))) {
+            if ((p == name || p[-1] == '.') && p[ll] == '.') {
+                *r = (role)i;
+                return (int64_t)(p - name) + (int64_t)ll;
+            }
+            p += ll;
+        }
+    }
+    return -1;
+}
+
+typedef struct module {
+    const char *name; /* points into a tensor name; length name_len */
+    int64_t     name_len;
+    role        r;
+    int64_t     n, k;
+    int64_t     bytes;       /* all tensors except bias */
+    int64_t     bias_numel;
+    int64_t     other_numel; /* numel of non-bias tensors (used when not quantized) */
+    int         float_weight;
+} module;
+
+typedef struct mod_list {
+    module *m;
+    int64_t n, cap;
+} mod_list;
+
+static module *mod_get(mod_list *l, const char *name, int64_t len, role r,
+                       const lq_model_config *c) {
+    /* Tensors are sorted by name, so a module's tensors are adjacent: check the last first. */
+    for (int64_t i = l->n - 1; i >= 0 && i >= l->n - 2; i--)
+        if (l->m[i].name_len == len && !strncmp(l->m[i].name, name, (size_t)len))
+            return &l->m[i];
+    for (int64_t i = 0; i < l->n - 2; i++)
+        if (l->m[i].name_len == len && !strncmp(l->m[i].name, name, (size_t)len))
+            return &l->m[i];
+    if (l->n == l->cap) {
+        int64_t nc = l->cap ? l->cap * 2 : 64;
+        module *p  = realloc(l->m, (size_t)nc * sizeof *p);
+        if (!p)
+            return NULL;
+        l->m   = p;
+        l->cap = nc;
+    }
+    module *m = &l->m[l->n++];
+    memset(m, 0, sizeof *m);
+    m->name     = name;
+    m->name_len = len;
+    m->r        = r;
+    role_shape(c, r, &m->n, &m->k);
+    return m;
+}
+
+static lq_status json_oom(lq_err *err, const char *dir) {
+    return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory building the report", dir);
+}
+
+/* cJSON numbers are doubles: exact for the byte and parameter counts we report (< 2^53). */
+static cJSON *num(cJSON *obj, const char *key, double v) {
+    return cJSON_AddNumberToObject(obj, key, v);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_json, lq_err *err) {
+    if (report_json)
+        *report_json = NULL;
+    if (!model_dir || !report_json)
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_inspect: model_dir and report_json are "
+                                                "required");
+    if (!lq_dir_exists(model_dir))
+        return lq_fail(err, LQ_ERR_NOT_FOUND, "%s: no such directory", model_dir);
+    char cfgpath[4096];
+    if (!lq_path_join(cfgpath, sizeof cfgpath, model_dir, "config.json"))
+        return lq_fail(err, LQ_ERR_INVALID_ARG, "%s: path too long", model_dir);
+    if (!lq_file_exists(cfgpath))
+        return lq_fail(err, LQ_ERR_NOT_FOUND,
+                       "%s: no config.json (not a Hugging Face model directory)", model_dir);
+
+    lq_model_config c;
+    lq_st          *sf      = NULL;
+    cJSON          *raw     = NULL;
+    cJSON          *root    = NULL;
+    cJSON          *tensors = NULL; /* attached to root last so the summary reads first */
+    mod_list        mods    = {0};
+    lq_status       st      = LQ_OK;
+    LQ_TRY_GOTO(lq_config_load(model_dir, &c, err));
+    LQ_TRY_GOTO(lq_json_load_file(cfgpath, 64ll << 20, &raw, err));
+    LQ_TRY_GOTO(lq_st_open_dir(model_dir, &sf, err));
+
+    root = cJSON_CreateObject();
+    if (!root)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+    cJSON_AddStringToObject(root, "model_dir", model_dir);
+    cJSON_AddStringToObject(root, "model_type", c.model_type);
+    cJSON_AddStringToObject(root, "architecture", c.architecture);
+    cJSON_AddStringToObject(root, "torch_dtype", c.torch_dtype);
+    num(root, "num_layers", (double)c.num_layers);
+    num(root, "hidden_size", (double)c.hidden_size);
+    num(root, "intermediate_size", (double)c.intermediate_size);
+    num(root, "num_heads", (double)c.num_heads);
+    num(root, "num_kv_heads", (double)c.num_kv_heads);
+    num(root, "head_dim", (double)c.head_dim);
+    num(root, "vocab_size", (double)c.vocab_size);
+    num(root, "max_position_embeddings", (double)c.max_position_embeddings);
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", c.tie_word_embeddings);
+    cJSON_AddBoolToObject(root, "quantized", c.quantized);
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
+    if (cJSON_IsObject(qc))
+        cJSON_AddItemToObject(root, "quantization_config", cJSON_Duplicate(qc, 1));
+    static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model",
+                                              "tokenizer.bin"};
+    cJSON *tok = cJSON_AddArrayToObject(root, "tokenizer_files");
+    for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++) {
+        char tp[4096];
+        if (lq_path_join(tp, sizeof tp, model_dir, k_tok_files[i]) && lq_file_exists(tp))
+            cJSON_AddItemToArray(tok, cJSON_CreateString(k_tok_files[i]));
+    }
+
+    /* Tensors, dtype totals, modules. */
+    int64_t nt           = lq_st_count(sf);
+    int64_t dt_count[LQ_DT_COUNT] = {0}, dt_bytes[LQ_DT_COUNT] = {0};
+    int64_t loose_params = 0; /* tensors outside linear modules */
+    cJSON  *files        = cJSON_AddArrayToObject(root, "files");
+    int     last_shard   = -1;
+    tensors              = cJSON_CreateArray();
+    if (!files || !tensors)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+    for (int64_t i = 0; i < nt; i++) {
+        const lq_st_tensor *t    = lq_st_get(sf, i);
+        const char         *path = lq_st_file_of(sf, t);
+        const char         *base = strrchr(path, '/');
+        base                     = base ? base + 1 : path;
+        if (t->shard != last_shard) {
+            int seen = 0;
+            for (cJSON *f = files->child; f; f = f->next)
+                seen |= strcmp(f->valuestring, base) == 0;
+            if (!seen)
+                cJSON_AddItemToArray(files, cJSON_CreateString(base));
+            last_shard = t->shard;
+        }
+        dt_count[t->dtype]++;
+        dt_bytes[t->dtype] += t->nbytes;
+
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+        cJSON_AddItemToArray(tensors, e);
+        cJSON_AddStringToObject(e, "name", t->name);
+        cJSON_AddStringToObject(e, "dtype", lq_dtype_name(t->dtype));
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < t->ndim; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        num(e, "bytes", (double)t->nbytes);
+        cJSON_AddStringToObject(e, "file", base);
+
+        role    r;
+        int64_t ml = module_of(t->name, &r);
+        if (ml < 0) {
+            loose_params += t->numel;
+            continue;
+        }
+        module *m = mod_get(&mods, t->name, ml, r, &c);
+        if (!m)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+        const char *leaf = t->name + ml + 1;
+        if (!strcmp(leaf, "bias")) {
+            m->bias_numel += t->numel;
+        } else {
+            m->bytes += t->nbytes;
+            m->other_numel += t->numel;
+            if (!strcmp(leaf, "weight") && lq_dtype_is_float(t->dtype))
+                m->float_weight = 1;
+        }
+    }
+
+    int64_t params = loose_params, q_params = 0, q_bytes = 0, q_count = 0;
+    for (int64_t i = 0; i < mods.n; i++) {
+        module *m = &mods.m[i];
+        params += m->bias_numel;
+        if (m->float_weight) {
+            params += m->other_numel;
+        } else {
+            params += m->n * m->k;
+            q_params += m->n * m->k;
+            q_bytes += m->bytes;
+            q_count++;
+        }
+    }
+    num(root, "num_tensors", (double)nt);
+    num(root, "tensor_bytes", (double)lq_st_data_bytes(sf));
+    cJSON *dts = cJSON_AddObjectToObject(root, "dtypes");
+    for (int d = 0; d < LQ_DT_COUNT; d++) {
+        if (!dt_count[d])
+            continue;
+        cJSON *o = cJSON_AddObjectToObject(dts, lq_dtype_name((lq_dtype)d));
+        num(o, "tensors", (double)dt_count[d]);
+        num(o, "bytes", (double)dt_bytes[d]);
+    }
+    num(root, "parameters", (double)params);
+    num(root, "linear_modules", (double)mods.n);
+    cJSON *ql = cJSON_AddObjectToObject(root, "quantized_linears");
+    num(ql, "count", (double)q_count);
+    num(ql, "parameters", (double)q_params);
+    num(ql, "bytes", (double)q_bytes);
+    if (q_params > 0)
+        num(ql, "bits_per_param", 8.0 * (double)q_bytes / (double)q_params);
+    else
+        cJSON_AddNullToObject(ql, "bits_per_param");
+
+    /* Memory estimates from config shapes. */
+    int64_t g = lq_params_i64(p, "group_size");
+    int64_t lin = 0, b8 = 0, b4 = 0;
+    for (int r = R_Q; r <= R_DOWN; r++) {
+        int64_t n, k;
+        role_shape(&c, (role)r, &n, &k);
+        int64_t G = g > 0 ? ceil_div(k, g) : 1;
+        lin += n * k;
+        b8 += n * k + 4 * n;
+        b4 += ceil_div(n * k, 2) + G * n * 2 + G * ceil_div(n, 2) + 4 * k;
+    }
+    lin *= c.num_layers;
+    b8 *= c.num_layers;
+    b4 *= c.num_layers;
+    int64_t rest = params > lin ? params - lin : 0;
+    cJSON  *mem  = cJSON_AddObjectToObject(root, "memory");
+    cJSON  *w    = cJSON_AddObjectToObject(mem, "weights");
+    num(w, "layer_linear_parameters", (double)lin);
+    num(w, "fp32", 4.0 * (double)params);
+    num(w, "fp16", 2.0 * (double)params);
+    num(w, "int8", (double)b8 + 2.0 * (double)rest);
+    num(w, "int4", (double)b4 + 2.0 * (double)rest);
+    num(w, "int4_group_size", (double)(g > 0 ? g : -1));
+    int64_t ctx   = lq_params_i64(p, "ctx");
+    int64_t batch = lq_params_i64(p, "batch");
+    if (ctx <= 0)
+        ctx = c.max_position_embeddings < 2048 ? c.max_position_embeddings : 2048;
+    if (batch <= 0)
+        batch = 1;
+    int64_t kv = 2 * 2;
+    if (!lq_mul_i64(kv, c.num_layers, &kv) || !lq_mul_i64(kv, c.num_kv_heads, &kv) ||
+        !lq_mul_i64(kv, c.head_dim, &kv) || !lq_mul_i64(kv, ctx, &kv) ||
+        !lq_mul_i64(kv, batch, &kv))
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: KV cache size for ctx %lld x batch %lld "
+                                              "overflows", model_dir, (long long)ctx,
+                     (long long)batch);
+    cJSON *kvo = cJSON_AddObjectToObject(mem, "kv_cache");
+    num(kvo, "ctx", (double)ctx);
+    num(kvo, "batch", (double)batch);
+    cJSON_AddStringToObject(kvo, "dtype", "float16");
+    num(kvo, "bytes", (double)kv);
+    cJSON_AddItemToObject(root, "tensors", tensors);
+    tensors = NULL;
+
+    char *s = cJSON_PrintUnformatted(root);
+    if (!s) {
+        st = json_oom(err, model_dir);
+        goto done;
+    }
+    /* cJSON allocates with malloc: lq_free (free) releases it. */
+    *report_json = s;
+done:
+    free(mods.m);
+    cJSON_Delete(tensors);
+    cJSON_Delete(root);
+    cJSON_Delete(raw);
+    lq_st_close(sf);
+    return st;
+}

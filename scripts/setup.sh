@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install what building and testing llmquant needs. Idempotent: installs only what is missing.
+#   Debian/Ubuntu packages (apt-get, non-interactive; sudo only when not root).
+#   Python packages for the optional oracle tests, if pip exists (failures tolerated: those
+#   tests print SKIP). LQ_SETUP_PIP=0 skips them.
+set -euo pipefail
+
+DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev liblapacke-dev libzstd-dev
+          libcjson-dev libpcre2-dev libutf8proc-dev)
+
+if command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    missing=()
+    for p in "${DEB_PKGS[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$p")
+        fi
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        SUDO=()
+        if [ "$(id -u)" -ne 0 ]; then
+            if command -v sudo >/dev/null 2>&1; then
+                SUDO=(sudo)
+            else
+                echo "setup: need root or sudo to install: ${missing[*]}" >&2
+                exit 1
+            fi
+        fi
+        echo "setup: installing ${missing[*]}"
+        "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${missing[@]}"
+    else
+        echo "setup: Debian packages present (${DEB_PKGS[*]})"
+    fi
+else
+    echo "setup: not a Debian/Ubuntu system; install the equivalents of: ${DEB_PKGS[*]}" >&2
+fi
+
+if [ "${LQ_SETUP_PIP:-1}" != 0 ] && command -v python3 >/dev/null 2>&1 &&
+    python3 -m pip --version >/dev/null 2>&1; then
+    # module name : pip name
+    want=()
+    for pair in numpy:numpy safetensors:safetensors sentencepiece:sentencepiece \
+        tokenizers:tokenizers transformers:transformers torch:torch; do
+        mod=${pair%%:*}
+        python3 -c "import $mod" >/dev/null 2>&1 || want+=("${pair##*:}")
+    done
+    if [ ${#want[@]} -gt 0 ]; then
+        echo "setup: pip installing ${want[*]} (optional, for the Python oracle tests)"
+        for w in "${want[@]}"; do
+            extra=()
+            # the CPU wheel of torch is a tenth of the CUDA one and all the oracles need
+            [ "$w" = torch ] && extra=(--index-url https://download.pytorch.org/whl/cpu)
+            python3 -m pip install --quiet "${extra[@]}" "$w" ||
+                echo "setup: pip install $w failed; the tests that need it will SKIP" >&2
+        done
+    else
+        echo "setup: Python oracle packages present"
+    fi
+fi

@@ -1,0 +1,195 @@
+/* lq_test_qlinear.h -- random quantized linears of every format for the kernel and format-I/O
+ * tests: built through the packers from a neutral representation, either with small integers
+ * and power-of-2 scales ("exact": every product and sum is exact in float) or with realistic
+ * random values. Static functions: include from one test source. */
+#ifndef LQ_TEST_QLINEAR_H
+#define LQ_TEST_QLINEAR_H
+
+#include "lq_dtype.h"
+#include "lq_kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct kcase {
+    const char *name;
+    lq_format   fmt;
+    int         bits;
+    int64_t     n, k, gs;    /* gs: GPTQ/AWQ group (<= 0: per-channel), NF4 blocksize */
+    int         act_order;   /* GPTQ: permuted g_idx */
+    int         dq;          /* NF4 double quant (nested block 256) */
+    int         n_outlier;   /* INT8 stored outlier columns */
+    float       threshold;   /* INT8 runtime threshold (random mode; exact mode uses 200) */
+    int         bias;
+} kcase;
+
+/* ---------------------------------------------------------------------------------------- */
+static float rnd_normal(lq_rng *r) {
+    return lq_rng_normal(r);
+}
+static int rnd_int(lq_rng *r, int lo, int hi) { /* inclusive */
+    return lo + (int)lq_rng_below(r, (uint64_t)(hi - lo + 1));
+}
+static float pow2(int e) {
+    return ldexpf(1.f, e);
+}
+
+/* Build the quantized linear of case c. exact != 0: small integers and power-of-2 scales. */
+static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t seed,
+                       lq_qbuf *out, float **dense_owned) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    lq_err    err = {0};
+    lq_status st  = LQ_OK;
+    float    *bias = NULL;
+    if (c->bias) {
+        bias = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            bias[i] = exact ? (float)rnd_int(&r, -3, 3) : 0.1f * rnd_normal(&r);
+    }
+    *dense_owned = NULL;
+    if (c->fmt == LQ_FMT_DENSE) {
+        float *d = malloc((size_t)(n * k) * sizeof(float));
+        for (int64_t e = 0; e < n * k; e++)
+            d[e] = exact ? (float)rnd_int(&r, -8, 8) * 0.25f : 0.05f * rnd_normal(&r);
+        memset(out, 0, sizeof *out);
+        out->q.format = LQ_FMT_DENSE;
+        out->q.n      = n;
+        out->q.k      = k;
+        out->q.dense  = d;
+        if (bias) {
+            uint16_t *b = lq_qbuf_alloc(out, (size_t)n * 2);
+            lq_f32_to_f16_array(bias, n, b);
+            out->q.bias = b;
+        }
+        *dense_owned = d;
+    } else if (c->fmt == LQ_FMT_GPTQ || c->fmt == LQ_FMT_AWQ) {
+        const int     b  = c->fmt == LQ_FMT_AWQ ? 4 : c->bits;
+        const int64_t gs = c->gs <= 0 ? k : c->gs;
+        const int64_t G  = (k + gs - 1) / gs;
+        const int     maxq = (1 << b) - 1;
+        uint8_t      *q    = malloc((size_t)(n * k));
+        int32_t      *z    = malloc((size_t)(G * n) * 4);
+        float        *s    = malloc((size_t)(G * n) * 4);
+        int32_t      *gi   = NULL;
+        for (int64_t e = 0; e < n * k; e++)
+            q[e] = (uint8_t)rnd_int(&r, 0, maxq);
+        for (int64_t e = 0; e < G * n; e++) {
+            /* v1 GPTQ keeps zeros >= 1 portable (see lq_gptq_zero); AWQ any */
+            z[e] = rnd_int(&r, c->fmt == LQ_FMT_GPTQ ? 1 : 0, maxq);
+            s[e] = exact ? pow2(rnd_int(&r, -4, 0)) : 0.002f + 0.01f * (float)lq_rng_uniform(&r);
+        }
+        if (c->act_order) {
+            int64_t *perm = malloc((size_t)k * sizeof *perm);
+            for (int64_t i = 0; i < k; i++)
+                perm[i] = i;
+            for (int64_t i = k - 1; i > 0; i--) {
+                int64_t j = (int64_t)lq_rng_below(&r, (uint64_t)(i + 1)), t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
+            gi = malloc((size_t)k * 4);
+            for (int64_t p = 0; p < k; p++)
+                gi[perm[p]] = (int32_t)(p / gs); /* g_idx[c] = position of c in perm // g */
+            free(perm);
+        }
+        if (c->fmt == LQ_FMT_GPTQ)
+            st = lq_pack_gptq(b, n, k, c->gs, q, z, s, gi, bias, out, &err);
+        else
+            st = lq_pack_awq(n, k, gs, q, z, s, bias, out, &err);
+        free(q);
+        free(z);
+        free(s);
+        free(gi);
+    } else if (c->fmt == LQ_FMT_NF4) {
+        const int64_t ne = n * k, nb = (ne + c->gs - 1) / c->gs;
+        uint8_t      *codes = malloc((size_t)ne);
+        float        *am    = malloc((size_t)nb * 4);
+        for (int64_t e = 0; e < ne; e++)
+            codes[e] = (uint8_t)rnd_int(&r, 0, 15);
+        for (int64_t bi = 0; bi < nb; bi++)
+            am[bi] = exact ? pow2(rnd_int(&r, -3, 1)) : 0.01f + 0.1f * (float)lq_rng_uniform(&r);
+        st = lq_pack_nf4(n, k, c->gs, codes, am, c->dq, 256, bias, out, &err);
+        free(codes);
+        free(am);
+        if (st == LQ_OK && exact) {
+            /* Kernels are generic over the descriptor's tables: integer-valued ones make every
+             * product and sum exact, so any summation order must agree bit for bit. */
+            float *qm = (float *)(uintptr_t)out->q.quant_map;
+            for (int j = 0; j < 16; j++)
+                qm[j] = (float)(j - 8);
+            if (c->dq) {
+                float        *nc  = (float *)(uintptr_t)out->q.nested_code;
+                float        *na  = (float *)(uintptr_t)out->q.nested_absmax;
+                const int64_t nnb = (nb + 255) / 256;
+                for (int j = 0; j < 256; j++)
+                    nc[j] = (float)(j % 7 - 3);
+                for (int64_t j = 0; j < nnb; j++)
+                    na[j] = pow2(rnd_int(&r, -3, 0));
+                out->q.nested_offset = 0.5f;
+            }
+        }
+    } else { /* INT8 */
+        int8_t  *cb  = malloc((size_t)(n * k));
+        float   *scb = malloc((size_t)n * 4);
+        int32_t *oi  = malloc((size_t)(c->n_outlier + 1) * 4);
+        float   *ow  = malloc((size_t)(n * c->n_outlier + 1) * 4);
+        for (int64_t e = 0; e < n * k; e++)
+            cb[e] = (int8_t)rnd_int(&r, -127, 127);
+        for (int64_t i = 0; i < n; i++)
+            scb[i] = exact ? 127.f * pow2(rnd_int(&r, -6, -2)) : 0.05f + 0.2f * (float)lq_rng_uniform(&r);
+        for (int j = 0; j < c->n_outlier; j++) /* spread, strictly increasing */
+            oi[j] = (int32_t)((2 * j + 1) * k / (2 * c->n_outlier + 1));
+        for (int64_t e = 0; e < n * c->n_outlier; e++)
+            ow[e] = exact ? (float)rnd_int(&r, -8, 8) * 0.5f : 0.3f * rnd_normal(&r);
+        const float thr = c->threshold > 0.f ? (exact ? 200.f : c->threshold) : 0.f;
+        st = lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, thr, bias, out, &err);
+        free(cb);
+        free(scb);
+        free(oi);
+        free(ow);
+    }
+    free(bias);
+    if (st != LQ_OK)
+        fprintf(stderr, "build %s: %s\n", c->name, err.msg);
+    return st;
+}
+
+/* Activations. INT8 exact mode: one +-127 per row (outside stored columns) so 127 / rowmax == 1
+ * and the quantized activations equal x; runtime outliers are +-256 >= the exact threshold 200,
+ * which the absmax skips. */
+static void make_x(const kcase *c, const lq_qlinear *w, int64_t m, int exact, uint64_t seed,
+                   float *x) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t k = w->k;
+    for (int64_t e = 0; e < m * k; e++)
+        x[e] = exact ? (float)rnd_int(&r, c->fmt == LQ_FMT_INT8 ? -20 : -4,
+                                      c->fmt == LQ_FMT_INT8 ? 20 : 4)
+                     : rnd_normal(&r);
+    if (c->fmt != LQ_FMT_INT8)
+        return;
+    for (int64_t rr = 0; rr < m; rr++) {
+        if (exact) {
+            int64_t col;
+            int     stored;
+            do {
+                col    = (int64_t)lq_rng_below(&r, (uint64_t)k);
+                stored = 0;
+                for (int64_t j = 0; j < w->n_outlier; j++)
+                    stored |= w->outlier_idx[j] == col;
+            } while (stored);
+            x[rr * k + col] = lq_rng_below(&r, 2) ? 127.f : -127.f;
+        }
+        /* a few large activations so runtime outlier columns appear */
+        if (c->threshold > 0.f && lq_rng_below(&r, 3) == 0) {
+            const int64_t col = (int64_t)lq_rng_below(&r, (uint64_t)k);
+            x[rr * k + col]   = exact ? 256.f : (lq_rng_below(&r, 2) ? 6.f : -7.f);
+        }
+    }
+}
+
+#endif
