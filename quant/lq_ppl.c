@@ -111,6 +111,135 @@ done:
     return st;
 }
 
+lq_status lq_ppl_sequences(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
+                           const lq_ppl_opts *o, lq_ppl_result *r, lq_err *err) {
+    memset(r, 0, sizeof *r);
+    double  t0  = lq_now();
+    int64_t ctx = o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_GPTQ);
+    if (ctx > m->cfg.max_position_embeddings)
+        ctx = m->cfg.max_position_embeddings;
+    LQ_TRY(lq_model_load_all(m, err));
+    int64_t    d = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    lq_fwd_ws *ws     = NULL;
+    float     *h      = lq_malloc_n(ctx * d, sizeof(float));
+    float     *logits = lq_malloc_n(ctx * V, sizeof(float));
+    lq_status  st     = LQ_OK;
+    double     sum    = 0;
+    int64_t    cnt = 0, used = 0;
+    if (!h || !logits) {
+        st = lq_fail(err, LQ_ERR_NOMEM, "out of memory for perplexity");
+        goto done;
+    }
+    LQ_TRY_GOTO(lq_fwd_ws_create(&m->cfg, ctx, ctx, &ws, err));
+    for (int64_t i = 0; i < nseq; i++) {
+        int64_t L = off[i + 1] - off[i];
+        if (L > ctx)
+            L = ctx;
+        if (L < 2)
+            continue;
+        LQ_TRY_GOTO(lq_model_embed(m, ids + off[i], L, h, err));
+        for (int64_t l = 0; l < m->cfg.num_layers; l++)
+            LQ_TRY_GOTO(lq_layer_forward(m, &m->layers[l], h, 1, L, NULL, NULL, -1, ws, err));
+        LQ_TRY_GOTO(lq_model_logits(m, h, L - 1, logits, ws, err));
+        sum += nll_rows(logits, V, ids + off[i], 0, L - 1);
+        cnt += L - 1;
+        used++;
+        if (o->cb && o->cb->progress) {
+            double      el = lq_now() - t0;
+            lq_progress p  = {"ppl", i + 1, nseq, el, el / (double)(i + 1) * (double)(nseq - i - 1),
+                              NULL};
+            if (o->cb->progress(&p, o->cb->user)) {
+                st = lq_fail(err, LQ_ERR_INTERRUPTED, "perplexity interrupted");
+                goto done;
+            }
+        }
+    }
+    if (cnt == 0) {
+        st = lq_fail(err, LQ_ERR_CALIB_EMPTY, "no document with at least 2 tokens");
+        goto done;
+    }
+    r->nll           = sum / (double)cnt;
+    r->ppl           = exp(r->nll);
+    r->tokens        = off[nseq];
+    r->tokens_scored = cnt;
+    r->windows       = used;
+    r->ctx           = ctx;
+    r->seconds       = lq_now() - t0;
+    if (!isfinite(r->nll))
+        st = lq_fail(err, LQ_ERR_NUMERIC, "%s: perplexity is not finite", m->dir);
+done:
+    lq_fwd_ws_free(ws);
+    free(h);
+    free(logits);
+    return st;
+}
+
+/* Split at sep, strip (Python str.strip whitespace), encode BOS + doc. */
+static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t len,
+                             const char *sep, int32_t **ids_out, int64_t **off_out,
+                             int64_t *ndocs, lq_err *err) {
+    size_t   sl  = strlen(sep);
+    int64_t  cap = 1024, n = 0, nd = 0, ocap = 64;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t *off = malloc((size_t)ocap * sizeof *off);
+    if (!ids || !off) {
+        free(ids);
+        free(off);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    }
+    off[0]        = 0;
+    const char *p = text, *end = text + len;
+    while (p <= end) {
+        const char *q = sl ? strstr(p, sep) : NULL;
+        if (!q || q > end)
+            q = end;
+        const char *a = p, *b = q;
+        while (a < b && strchr(" \t\n\r\f\v", *a))
+            a++;
+        while (b > a && strchr(" \t\n\r\f\v", b[-1]))
+            b--;
+        if (b > a) {
+            int32_t  *t  = NULL;
+            int64_t   nt = 0;
+            lq_status s  = lq_tok_encode(tok, a, b - a, lq_tok_bos_id(tok) >= 0, &t, &nt, err);
+            if (s != LQ_OK) {
+                free(ids);
+                free(off);
+                return s;
+            }
+            if (n + nt > cap || nd + 2 > ocap) {
+                while (n + nt > cap)
+                    cap *= 2;
+                while (nd + 2 > ocap)
+                    ocap *= 2;
+                int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
+                int64_t *no = realloc(off, (size_t)ocap * sizeof *off);
+                if (ni)
+                    ids = ni;
+                if (no)
+                    off = no;
+                if (!ni || !no) {
+                    free(t);
+                    free(ids);
+                    free(off);
+                    LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+                }
+            }
+            memcpy(ids + n, t, (size_t)nt * sizeof *t);
+            free(t);
+            n += nt;
+            off[++nd] = n;
+        }
+        if (q == end)
+            break;
+        p = q + sl;
+    }
+    *ids_out = ids;
+    *off_out = off;
+    *ndocs   = nd;
+    return LQ_OK;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Public job: lq_perplexity
  * ------------------------------------------------------------------------------------------ */
@@ -132,15 +261,25 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
     const char *proto = lq_params_get(p, "protocol");
     lq_ppl_opts o     = {0};
-    o.protocol        = (proto && !strcmp(proto, "llamacpp")) ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ;
+    o.protocol        = (proto && !strcmp(proto, "llamacpp")) ? LQ_PPL_LLAMACPP
+                        : (proto && !strcmp(proto, "docs")) ? LQ_PPL_DOCS
+                                                            : LQ_PPL_GPTQ;
     o.ctx             = lq_params_i64(p, "ctx");
     o.bos             = lq_tok_bos_id(tok);
     o.cb              = cb;
     /* gptq: BOS once if the tokenizer adds it; llamacpp tokenizes with BOS too (replaced per
      * chunk anyway). */
-    LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
     lq_ppl_result r;
-    st = lq_ppl_tokens(m, ids, nid, &o, &r, err);
+    if (o.protocol == LQ_PPL_DOCS) {
+        int64_t *off = NULL, nd = 0;
+        LQ_TRY_GOTO(encode_docs(tok, txt.data, txt.len, lq_params_get(p, "doc_separator"), &ids,
+                                &off, &nd, err));
+        st = lq_ppl_sequences(m, ids, off, nd, &o, &r, err);
+        free(off);
+    } else {
+        LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
+        st = lq_ppl_tokens(m, ids, nid, &o, &r, err);
+    }
     if (st != LQ_OK) {
         lq_err_prefix(err, "%s", data_file);
         goto done;
@@ -149,7 +288,7 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "model_dir", model_dir);
         cJSON_AddStringToObject(j, "data_file", data_file);
-        cJSON_AddStringToObject(j, "protocol", o.protocol == LQ_PPL_LLAMACPP ? "llamacpp" : "gptq");
+        cJSON_AddStringToObject(j, "protocol", proto ? proto : "gptq");
         cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
         cJSON_AddNumberToObject(j, "ppl", r.ppl);
         cJSON_AddNumberToObject(j, "nll", r.nll);
@@ -158,7 +297,7 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddNumberToObject(j, "windows", (double)r.windows);
         cJSON_AddNumberToObject(j, "seconds", r.seconds);
         cJSON_AddNumberToObject(j, "tokens_per_second",
-                                r.seconds > 0 ? (double)(r.windows * r.ctx) / r.seconds : 0);
+                                r.seconds > 0 ? (double)r.tokens_scored / r.seconds : 0);
         cJSON_AddStringToObject(j, "format", lq_format_traits_get(m->format)->name);
         *report_json = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
