@@ -128,8 +128,66 @@ static inline int8_t lq_int8_quant_x(float x, float inv_scale /* 127 / rowmax */
 #define LQ_CLONES
 #endif
 
+/* 8-lane vectors (GNU vector extensions: AVX2 registers in the x86-64-v3 clone, two SSE
+ * registers in the baseline one, NEON pairs on arm64). Kernels spell out their register blocks
+ * with these so accumulators stay in registers whatever the auto-vectorizer decides. */
+#if defined(__GNUC__) && !defined(__clang__)
+/* These helpers are static inline and never cross a translation unit, so the warning that a
+ * 32-byte vector is passed differently with and without AVX does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float    lq_v8f __attribute__((vector_size(32)));
+typedef int32_t  lq_v8i __attribute__((vector_size(32)));
+typedef uint32_t lq_v8u __attribute__((vector_size(32)));
+
+static inline lq_v8f lq_v8f_load(const float *p) {
+    lq_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline lq_v8u lq_v8u_load(const void *p) {
+    lq_v8u v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void lq_v8f_store(float *p, lq_v8f v) {
+    memcpy(p, &v, sizeof v);
+}
+/* vector-scalar arithmetic is GCC's broadcast idiom (one vbroadcastss) */
+static inline lq_v8f lq_v8f_splat(float f) {
+    const lq_v8f zero = {0};
+    return zero + f;
+}
+static inline lq_v8u lq_v8u_splat(uint32_t u) {
+    const lq_v8u zero = {0};
+    return zero + u;
+}
+/* codes (unsigned, < 2^24) -> float */
+static inline lq_v8f lq_v8u_to_f(lq_v8u v) {
+    return __builtin_convertvector((lq_v8i)v, lq_v8f);
+}
+
 /* Fused (unpack-and-dot) kernels serve m <= LQ_FUSED_M; larger m dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
+
+/* fp16 -> fp32 without branches (vectorizes; exact for every input, same bits as
+ * lq_f16_to_f32): normals by rebiasing, subnormals as em * 2^-24, Inf/NaN by exponent fill. */
+static inline float lq_f16_to_f32_fast(uint16_t h) {
+    const uint32_t em   = (uint32_t)(h & 0x7fffu);
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t       nb   = (em << 13) + 0x38000000u; /* exponent + (127 - 15) */
+    if (em >= 0x7c00u)
+        nb = 0x7f800000u | ((em & 0x3ffu) << 13);
+    float f;
+    memcpy(&f, &nb, 4);
+    if (em < 0x400u)
+        f = (float)em * 0x1p-24f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* Threads to use: nthreads <= 0 -> OpenMP default. */
 int lq_cpu_threads(int nthreads);
