@@ -61,19 +61,27 @@ LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64
                               float *out, int64_t ldo) {
     const int      b    = w->bits;
     const uint32_t mask = (1u << b) - 1u;
+    const lq_v8u   vmask = lq_v8u_splat(mask);
     const int64_t  n    = w->n;
     for (int64_t c = c0; c < c1; c++) {
-        const int64_t  pos = c * b, wr = pos >> 5;
-        const int      sh  = (int)(pos & 31);
+        const int64_t   pos = c * b, wr = pos >> 5;
+        const uint32_t  sh  = (uint32_t)(pos & 31);
         const uint32_t *row = (const uint32_t *)w->qweight + wr * n + i0;
         const float    *s = sc + (int64_t)w->g_idx[c] * ldp, *z = zs + (int64_t)w->g_idx[c] * ldp;
         float          *o = out + (c - c0) * ldo;
-        if (sh + b <= 32) {
-            for (int64_t j = 0; j < nc; j++)
-                o[j] = s[j] * (float)((row[j] >> sh) & mask) - z[j];
-        } else { /* 3-bit value straddling two words */
-            for (int64_t j = 0; j < nc; j++)
-                o[j] = s[j] * (float)(((row[j] >> sh) | (row[j + n] << (32 - sh))) & mask) - z[j];
+        const int       straddle = sh + (uint32_t)b > 32; /* 3-bit value across two words */
+        int64_t         j = 0;
+        for (; j + 8 <= nc; j += 8) {
+            lq_v8u u = lq_v8u_load(row + j) >> sh;
+            if (straddle)
+                u |= lq_v8u_load(row + n + j) << (32u - sh);
+            lq_v8f_store(o + j, lq_v8f_load(s + j) * lq_v8u_to_f(u & vmask) - lq_v8f_load(z + j));
+        }
+        for (; j < nc; j++) {
+            uint32_t u = row[j] >> sh;
+            if (straddle)
+                u |= row[j + n] << (32u - sh);
+            o[j] = s[j] * (float)(u & mask) - z[j];
         }
     }
 }
@@ -316,25 +324,16 @@ size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
     }
 }
 
-static lq_status gptq_tiled(const lq_qlinear *w, const float *x, int64_t m, float *y, float *ws,
-                            int nt) {
+static lq_status gptq_tiled(const lq_qlinear *w, const float *x, int64_t m, float *y, float *ws) {
     const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w), tr = lq_tile_rows(w);
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
     float *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
     for (int64_t i0 = 0; i0 < n; i0 += tr) {
         const int64_t nc = i0 + tr < n ? tr : n - i0;
-        const int64_t cb = 64, ncb = (k + cb - 1) / cb;
-#pragma omp parallel num_threads(nt)
-        {
-#pragma omp for schedule(static)
-            for (int64_t g = 0; g < G; g++)
-                gptq_params(w, g, g + 1, i0, nc, tr, sc, zs);
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < ncb; t++)
-                gptq_kn(w, t * cb, (t + 1) * cb < k ? (t + 1) * cb : k, i0, nc, sc, zs, tr,
-                        tile + t * cb * nc, nc);
-        }
+        /* serial on purpose: see LQ_TILE_ROWS */
+        gptq_params(w, 0, G, i0, nc, tr, sc, zs);
+        gptq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
         lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
     }
     return LQ_OK;
@@ -349,7 +348,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
     if (path == PATH_TILED) {
-        LQ_TRY(gptq_tiled(w, x, m, y, f, nt));
+        LQ_TRY(gptq_tiled(w, x, m, y, f));
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         for (int64_t r = 0; r < m; r++)
