@@ -172,7 +172,9 @@ LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
     return __builtin_convertvector((lq_v8i)v, lq_v8f);
 }
 
-/* Fused (unpack-and-dot) kernels serve m <= LQ_FUSED_M; larger m dequantizes tiles + sgemm. */
+/* Fused (unpack-and-dot) kernels have register-blocked instances for m <= LQ_FUSED_M rows (the
+ * GPTQ/AWQ grouped ones run up to 2 * LQ_FUSED_M in chunks of LQ_FUSED_M); larger m
+ * dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
 
 /* fp16 -> fp32 without branches (vectorizes; exact for every input, same bits as
