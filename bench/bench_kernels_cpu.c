@@ -174,15 +174,6 @@ static void run_copy(void *p) {
         c->b[i] = c->a[i];
 }
 
-static int has_m(const char *list, int64_t m) {
-    if (!list)
-        return 1;
-    char buf[128];
-    snprintf(buf, sizeof buf, ",%s,", list);
-    char key[32];
-    snprintf(key, sizeof key, ",%lld,", (long long)m);
-    return strstr(buf, key) != NULL;
-}
 
 int main(int argc, char **argv) {
     const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
@@ -225,7 +216,18 @@ int main(int argc, char **argv) {
            "GB/s", "%copyBW", "sgemm ms", "vs sgemm");
 
     const int64_t shp[2][2] = {{4096, 4096}, {11008, 4096}};
-    const int64_t ms[]      = {1, 4, 16, 64, 256};
+    int64_t ms[16] = {1, 4, 16, 64, 256};
+    int     nms    = 5;
+    if (mlist) { /* -m 1,8,32 */
+        nms = 0;
+        for (const char *p = mlist; *p && nms < 16;) {
+            ms[nms++] = strtoll(p, NULL, 10);
+            p         = strchr(p, ',');
+            if (!p)
+                break;
+            p++;
+        }
+    }
     for (int si = 0; si < 2; si++) {
         if ((si == 0 && !strcmp(shapes, "large")) || (si == 1 && !strcmp(shapes, "small")))
             continue;
@@ -233,17 +235,20 @@ int main(int argc, char **argv) {
         lq_rng        r;
         lq_rng_seed(&r, 2);
         float *dense = lq_aligned_alloc((size_t)(n * k) * 4);
-        float *x     = lq_aligned_alloc((size_t)(256 * k) * 4);
-        float *y     = lq_aligned_alloc((size_t)(256 * n) * 4);
+        int64_t mmax = 1;
+        for (int mi = 0; mi < nms; mi++)
+            mmax = ms[mi] > mmax ? ms[mi] : mmax;
+        float *x     = lq_aligned_alloc((size_t)(mmax * k) * 4);
+        float *y     = lq_aligned_alloc((size_t)(mmax * n) * 4);
         for (int64_t e = 0; e < n * k; e++)
             dense[e] = 0.02f * lq_rng_normal(&r);
-        for (int64_t e = 0; e < 256 * k; e++)
+        for (int64_t e = 0; e < mmax * k; e++)
             x[e] = lq_rng_normal(&r);
-        double tsg[5];
-        for (int mi = 0; mi < 5; mi++) {
+        double tsg[16];
+        for (int mi = 0; mi < nms; mi++) {
             sgemm_ctx sc = {x, dense, y, (int)ms[mi], (int)n, (int)k};
-            tsg[mi]      = has_m(mlist, ms[mi]) ? best_time(run_sgemm, &sc, secs, cpu) : 0;
-            if (has_m(mlist, ms[mi]) && (!ffilter || strstr("dense", ffilter)))
+            tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu);
+            if (!ffilter || strstr("dense", ffilter))
                 printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", "dense-f32 sgemm",
                        (long long)ms[mi], (long long)n, (long long)k, "", tsg[mi] * 1e3,
                        (double)(n * k * 4) / tsg[mi] / 1e9,
@@ -260,9 +265,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             const double wbytes = (double)lq_qlinear_bytes(&qb.q);
-            for (int mi = 0; mi < 5; mi++) {
-                if (!has_m(mlist, ms[mi]))
-                    continue;
+            for (int mi = 0; mi < nms; mi++) {
                 const size_t wss = lq_qlinear_workspace_cpu(&qb.q, ms[mi]);
                 void        *ws  = wss ? lq_aligned_alloc(wss) : NULL;
                 fwd_ctx      fc  = {&qb.q, x, ms[mi], y, ws, wss, nt};

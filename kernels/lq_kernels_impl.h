@@ -138,6 +138,8 @@ static inline int8_t lq_int8_quant_x(float x, float inv_scale /* 127 / rowmax */
  * not, even at -O0): no 32-byte vector ever crosses a call, and the warning that one would be
  * passed differently with and without AVX does not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
+#elif defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
 #endif
 #define LQ_VINL static inline __attribute__((always_inline))
 typedef float    lq_v8f __attribute__((vector_size(32)));
@@ -159,20 +161,39 @@ LQ_VINL void lq_v8f_store(float *p, lq_v8f v) {
 }
 /* broadcast by shuffling lane 0: compilers turn this into one (v)broadcast, from memory when
  * the scalar is loaded (a brace list of eight copies or `zero + f` get assembled lane by lane) */
+#if defined(__clang__)
+#define LQ_SPLAT8(v) __builtin_shufflevector((v), (v), 0, 0, 0, 0, 0, 0, 0, 0)
+#else
+#define LQ_SPLAT8(v) __builtin_shuffle((v), (lq_v8i){0, 0, 0, 0, 0, 0, 0, 0})
+#endif
 LQ_VINL lq_v8f lq_v8f_splat(float f) {
     const lq_v8f v = {f};
-    return __builtin_shuffle(v, (lq_v8i){0, 0, 0, 0, 0, 0, 0, 0});
+    return LQ_SPLAT8(v);
 }
 LQ_VINL lq_v8u lq_v8u_splat(uint32_t u) {
     const lq_v8u v = {u};
-    return __builtin_shuffle(v, (lq_v8u){0, 0, 0, 0, 0, 0, 0, 0});
+    return (lq_v8u)LQ_SPLAT8((lq_v8i)v);
+}
+/* t[idx] for a 16-entry table held as lo = t[0..7], hi = t[8..15] (idx in 0..15): two
+ * permutes and a blend with AVX2 under GCC; lane by lane elsewhere. */
+LQ_VINL lq_v8f lq_v8f_lut16(lq_v8f lo, lq_v8f hi, lq_v8i idx) {
+#if defined(__clang__)
+    lq_v8f r;
+    for (int l = 0; l < 8; l++)
+        r[l] = idx[l] < 8 ? lo[idx[l]] : hi[idx[l] - 8];
+    return r;
+#else
+    return __builtin_shuffle(lo, hi, idx);
+#endif
 }
 /* codes (unsigned, < 2^24) -> float */
 LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
     return __builtin_convertvector((lq_v8i)v, lq_v8f);
 }
 
-/* Fused (unpack-and-dot) kernels serve m <= LQ_FUSED_M; larger m dequantizes tiles + sgemm. */
+/* Fused (unpack-and-dot) kernels have register-blocked instances for m <= LQ_FUSED_M rows (the
+ * GPTQ/AWQ grouped ones run up to 2 * LQ_FUSED_M in chunks of LQ_FUSED_M); larger m
+ * dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
 
 /* fp16 -> fp32 without branches (vectorizes; exact for every input, same bits as

@@ -1,7 +1,7 @@
 /* test_kernels -- every format x backend x shape against the scalar references, shaped like
  * ggml's test-backend-ops.
  *
- * For each case (format + bits/group variant) and m in {1, 2, 3, 7, 16, 118} (plus 4, 5, 6, 8
+ * For each case (format + bits/group variant) and m in {1, 2, 3, 7, 16, 118} (plus 4, 5, 6, 8, 13
  * exact; 4096 on a smaller n x k), with fixed seeds printed on failure:
  *   exact   small-integer activations/codes, power-of-2 scales: gemm_cpu and dequant_cpu are
  *           bit-identical to gemm_ref / dequant_ref
@@ -52,7 +52,7 @@ static const kcase k_cases[] = {
 
 static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
 /* the other instances of the register-blocked small-m kernels: exact mode only */
-static const int64_t k_ms_extra[] = {4, 5, 6, 8};
+static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13};
 
 typedef struct opts {
     const char *fmt;     /* NULL: all */

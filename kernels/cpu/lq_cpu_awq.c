@@ -164,7 +164,7 @@ static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0,
 
 size_t lq_ws_awq_cpu(const lq_qlinear *w, int64_t m) {
     const int64_t G = w->k / w->group_size;
-    if (m <= LQ_FUSED_M) /* x sums [m, G] + an 8-column tail buffer */
+    if (m <= 2 * LQ_FUSED_M) /* x sums [m, G] + an 8-column tail buffer */
         return (size_t)(m * G + w->k * 8 + 2 * G * 8) * sizeof(float);
     return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
 }
@@ -176,7 +176,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs;
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
-    if (m <= LQ_FUSED_M) {
+    if (m <= 2 * LQ_FUSED_M) { /* as GPTQ's grouped kernel: fused up to 16 rows */
         float *xsum = f;
         for (int64_t r = 0; r < m; r++)
             for (int64_t g = 0; g < G; g++) {
@@ -185,16 +185,21 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
                     sacc += x[r * k + c];
                 xsum[r * G + g] = sacc;
             }
-        const int64_t      nbw  = 8 * AWQ_NV(m);
-        const int64_t      nblk = n / nbw;
-        const awq_fused_fn fn   = k_awq_fused[m - 1];
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-            fn(w, x, xsum, nblk * th / tn, nblk * (th + 1) / tn, y);
+            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* rows in chunks of 8 */
+                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+                const int64_t nblk = n / (8 * AWQ_NV(mc));
+                k_awq_fused[mc - 1](w, x + rc * k, xsum + rc * G, nblk * th / tn,
+                                    nblk * (th + 1) / tn, y + rc * n);
+            }
         }
-        for (int64_t i0 = nblk * nbw; i0 < n; i0 += 8)
-            awq_tail(w, x, m, i0, y, f + m * G);
+        for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
+            const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+            for (int64_t i0 = n / (8 * AWQ_NV(mc)) * (8 * AWQ_NV(mc)); i0 < n; i0 += 8)
+                awq_tail(w, x + rc * k, mc, i0, y + rc * n, f + m * G);
+        }
     } else {
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;

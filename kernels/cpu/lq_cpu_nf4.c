@@ -77,7 +77,7 @@ LQ_CLONES static void nf4_rows_vec(const lq_qlinear *w, int64_t i0, int64_t i1, 
                 uint32_t u;
                 memcpy(&u, qb + s / 2, 4);
                 lq_v8f_store(o + (s - e0),
-                             __builtin_shuffle(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a);
+                             lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a);
             }
         }
     }
@@ -151,9 +151,9 @@ nf4_rows_fast(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float
                 uint32_t u[2];
                 memcpy(u, qb + s / 2, 8);
                 const lq_v8f w0 =
-                    __builtin_shuffle(lo, hi, (lq_v8i)((lq_v8u_splat(u[0]) >> sh) & mask)) * a;
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u[0]) >> sh) & mask)) * a;
                 const lq_v8f w1 =
-                    __builtin_shuffle(lo, hi, (lq_v8i)((lq_v8u_splat(u[1]) >> sh) & mask)) * a;
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u[1]) >> sh) & mask)) * a;
                 for (int r = 0; r < M; r++) {
                     acc[r][0] += lq_v8f_load(x + r * k + (s - e0)) * w0;
                     acc[r][1] += lq_v8f_load(x + r * k + (s - e0) + 8) * w1;
@@ -163,7 +163,7 @@ nf4_rows_fast(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float
                 uint32_t u;
                 memcpy(&u, qb + s / 2, 4);
                 const lq_v8f w0 =
-                    __builtin_shuffle(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a;
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a;
                 for (int r = 0; r < M; r++)
                     acc[r][0] += lq_v8f_load(x + r * k + (s - e0)) * w0;
                 s += 8;
