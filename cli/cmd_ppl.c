@@ -7,7 +7,7 @@
  * main. Until then the library does not define lq_perplexity, so calling it would not link; the
  * command still parses and validates its arguments and then reports LQ_ERR_UNSUPPORTED. */
 #ifndef LQ_CLI_PPL_LINKED
-#define LQ_CLI_PPL_LINKED 0
+#define LQ_CLI_PPL_LINKED 1
 #endif
 
 const cli_flag cli_ppl_flags[] = {

@@ -37,6 +37,8 @@ int lq_dtype_is_float(lq_dtype t) {
 int64_t lq_convert_to_f32(lq_dtype t, const void *src, int64_t n, float *dst) {
     const unsigned char *s      = src;
     int64_t              bad    = 0;
+    if (n <= 0) /* also keeps memcpy away from a NULL dst for empty tensors */
+        return lq_dtype_is_float(t) ? 0 : -1;
     switch (t) { /* the one dtype dispatch: every reader goes through here */
     case LQ_DT_F32:
         memcpy(dst, s, (size_t)n * 4);

@@ -496,10 +496,11 @@ lq_status lq_st_open_dir(const char *dir, lq_st **out, lq_err *err) {
     char p[4200];
     if (!lq_dir_exists(dir))
         LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: model directory not found", dir);
-    if (lq_path_join(p, sizeof p, dir, "model.safetensors.index.json") && lq_file_exists(p))
-        return open_index(dir, p, out, err);
+    /* transformers' order: a model.safetensors wins over an index next to it */
     if (lq_path_join(p, sizeof p, dir, "model.safetensors") && lq_file_exists(p))
         return lq_st_open(p, out, err);
+    if (lq_path_join(p, sizeof p, dir, "model.safetensors.index.json") && lq_file_exists(p))
+        return open_index(dir, p, out, err);
     /* A lone *.safetensors with another name. */
     char found[4200] = "";
     int  count       = 0;

@@ -22,19 +22,27 @@ typedef struct lq_st_tensor {
     int64_t     shape[LQ_ST_MAX_DIMS];
     int64_t     numel;
     int64_t     nbytes;
-    const void *data;  /* into the mapping; NOT necessarily aligned to the element size */
+    /* Into the mapping, valid until lq_st_close. NOT necessarily aligned to the element size:
+     * safetensors pads its headers so data starts 8-aligned, but a valid file need not; read
+     * through memcpy or lq_convert_to_f32 (which does). */
+    const void *data;
     int         shard; /* index of the file it came from */
 } lq_st_tensor;
 
-typedef struct lq_st lq_st; /* one file or a set of shards */
+/* One file or a set of shards. Immutable once opened: lookups and reads from several threads
+ * at once are safe. */
+typedef struct lq_st lq_st;
 
 /* One .safetensors file, memory-mapped read-only. */
 lq_status lq_st_open(const char *path, lq_st **out, lq_err *err);
 /* Parse a buffer (not copied; must outlive the handle). label names it in messages. */
 lq_status lq_st_open_memory(const void *buf, size_t len, const char *label, lq_st **out,
                             lq_err *err);
-/* A model directory: model.safetensors.index.json (sharded) if present, else model.safetensors,
- * else the single *.safetensors file in dir. LQ_ERR_NOT_FOUND if none. */
+/* A model directory, searched in transformers' order: model.safetensors, else
+ * model.safetensors.index.json (every shard it names is opened and validated; a listed tensor
+ * absent from its shard, a missing shard or a malformed index -> LQ_ERR_ST_INDEX; one name in
+ * two shards -> LQ_ERR_ST_DUPLICATE), else the single *.safetensors file in dir.
+ * LQ_ERR_NOT_FOUND if none. */
 lq_status lq_st_open_dir(const char *dir, lq_st **out, lq_err *err);
 void      lq_st_close(lq_st *st);
 

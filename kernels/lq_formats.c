@@ -114,6 +114,11 @@ float lq_nf4_absmax(const lq_qlinear *w, int64_t block) {
     return a + w->nested_offset;
 }
 
+void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out) {
+    for (int64_t b = b0; b < b1; b++)
+        out[b - b0] = lq_nf4_absmax(w, b);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Descriptor validation: dimensions and presence of the arrays, never their contents (the
  * descriptor may hold device pointers).

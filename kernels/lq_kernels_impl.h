@@ -98,6 +98,8 @@ static inline uint32_t lq_nf4_code(const uint8_t *q, int64_t e) {
  * (dequantize_blockwise then `+ offset`: two float32 roundings, never fused). Defined in
  * lq_formats.c, which is compiled without contraction like all of kernels/. */
 float lq_nf4_absmax(const lq_qlinear *w, int64_t block);
+/* out[b - b0] = lq_nf4_absmax(w, b) for b in [b0, b1): one call per run of blocks. */
+void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out);
 
 /* INT8 (LLM.int8) constants, bit-for-bit the ones bitsandbytes multiplies with:
  * int8_mm_dequant uses 6.200124e-05 (~1/127^2), int8_vectorwise_dequant 1/127. */
@@ -128,8 +130,90 @@ static inline int8_t lq_int8_quant_x(float x, float inv_scale /* 127 / rowmax */
 #define LQ_CLONES
 #endif
 
-/* Fused (unpack-and-dot) kernels serve m <= LQ_FUSED_M; larger m dequantizes tiles + sgemm. */
+/* 8-lane vectors (GNU vector extensions: AVX2 registers in the x86-64-v3 clone, two SSE
+ * registers in the baseline one, NEON pairs on arm64). Kernels spell out their register blocks
+ * with these so accumulators stay in registers whatever the auto-vectorizer decides. */
+#if defined(__GNUC__) && !defined(__clang__)
+/* The helpers below are always inlined into their caller (so they take its target, AVX2 or
+ * not, even at -O0): no 32-byte vector ever crosses a call, and the warning that one would be
+ * passed differently with and without AVX does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#elif defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#endif
+#define LQ_VINL static inline __attribute__((always_inline))
+typedef float    lq_v8f __attribute__((vector_size(32)));
+typedef int32_t  lq_v8i __attribute__((vector_size(32)));
+typedef uint32_t lq_v8u __attribute__((vector_size(32)));
+
+LQ_VINL lq_v8f lq_v8f_load(const float *p) {
+    lq_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+LQ_VINL lq_v8u lq_v8u_load(const void *p) {
+    lq_v8u v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+LQ_VINL void lq_v8f_store(float *p, lq_v8f v) {
+    memcpy(p, &v, sizeof v);
+}
+/* broadcast by shuffling lane 0: compilers turn this into one (v)broadcast, from memory when
+ * the scalar is loaded (a brace list of eight copies or `zero + f` get assembled lane by lane) */
+#if defined(__clang__)
+#define LQ_SPLAT8(v) __builtin_shufflevector((v), (v), 0, 0, 0, 0, 0, 0, 0, 0)
+#else
+#define LQ_SPLAT8(v) __builtin_shuffle((v), (lq_v8i){0, 0, 0, 0, 0, 0, 0, 0})
+#endif
+LQ_VINL lq_v8f lq_v8f_splat(float f) {
+    const lq_v8f v = {f};
+    return LQ_SPLAT8(v);
+}
+LQ_VINL lq_v8u lq_v8u_splat(uint32_t u) {
+    const lq_v8u v = {u};
+    return (lq_v8u)LQ_SPLAT8((lq_v8i)v);
+}
+/* t[idx] for a 16-entry table held as lo = t[0..7], hi = t[8..15] (idx in 0..15): two
+ * permutes and a blend with AVX2 under GCC; lane by lane elsewhere. */
+LQ_VINL lq_v8f lq_v8f_lut16(lq_v8f lo, lq_v8f hi, lq_v8i idx) {
+#if defined(__clang__)
+    lq_v8f r;
+    for (int l = 0; l < 8; l++)
+        r[l] = idx[l] < 8 ? lo[idx[l]] : hi[idx[l] - 8];
+    return r;
+#else
+    return __builtin_shuffle(lo, hi, idx);
+#endif
+}
+/* codes (unsigned, < 2^24) -> float */
+LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
+    return __builtin_convertvector((lq_v8i)v, lq_v8f);
+}
+
+/* Fused (unpack-and-dot) kernels have register-blocked instances for m <= LQ_FUSED_M rows (the
+ * GPTQ/AWQ grouped ones run up to 2 * LQ_FUSED_M in chunks of LQ_FUSED_M); larger m
+ * dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
+
+/* fp16 -> fp32 without branches (vectorizes; exact for every input, same bits as
+ * lq_f16_to_f32): normals by rebiasing, subnormals as em * 2^-24, Inf/NaN by exponent fill. */
+static inline float lq_f16_to_f32_fast(uint16_t h) {
+    const uint32_t em   = (uint32_t)(h & 0x7fffu);
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t       nb   = (em << 13) + 0x38000000u; /* exponent + (127 - 15) */
+    if (em >= 0x7c00u)
+        nb = 0x7f800000u | ((em & 0x3ffu) << 13);
+    float f;
+    memcpy(&f, &nb, 4);
+    if (em < 0x400u)
+        f = (float)em * 0x1p-24f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* Threads to use: nthreads <= 0 -> OpenMP default. */
 int lq_cpu_threads(int nthreads);
@@ -140,8 +224,14 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
 /* ---------------------------------------------------------------------------------------
  * Large-m path shared by the dequantizing formats: dequantize tiles of LQ_TILE_ROWS output
  * columns into the caller's workspace and multiply with OpenBLAS sgemm.
+ *
+ * The tile dequantization runs on the calling thread only. OpenBLAS (pthreads build) and
+ * libgomp keep separate thread pools that both spin after their work; alternating an OpenMP
+ * region with each sgemm made the two pools fight for the cores and ran 10-30x slower on a
+ * 2-core machine (unless OMP_WAIT_POLICY=PASSIVE). Dequantizing a tile costs ~5-20% of its
+ * sgemm for m >= 16, and sgemm keeps every core busy.
  * --------------------------------------------------------------------------------------- */
-#define LQ_TILE_ROWS 128
+#define LQ_TILE_ROWS 256
 static inline int64_t lq_tile_rows(const lq_qlinear *w) {
     return w->n < LQ_TILE_ROWS ? w->n : LQ_TILE_ROWS;
 }

@@ -99,7 +99,18 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
         const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
         if (!t || !t->gemm_cpu)
             return LQ_ERR_UNSUPPORTED;
-        LQ_TRY(t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads));
+        const size_t need = t->ws_cpu ? t->ws_cpu(q, m) : 0;
+        void        *own  = NULL;
+        if (need > ws_size) { /* callers without a workspace (one-off calls) */
+            own = lq_aligned_alloc(need);
+            if (!own)
+                return LQ_ERR_NOMEM;
+            ws      = own;
+            ws_size = need;
+        }
+        const lq_status st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
+        lq_aligned_free(own);
+        LQ_TRY(st);
     }
     if (l->bias)
         for (int64_t r = 0; r < m; r++)
@@ -119,10 +130,10 @@ void lq_layer_free(lq_layer *l) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* RoPE tables, exactly as transformers' rope init functions compute them (float32 ops in     */
-/* the same order) so positions far out round like the reference.                             */
+/* RoPE frequencies, exactly as transformers' rope init functions compute them (float32 ops  */
+/* in the same order) so positions far out round like the reference.                          */
 /* ---------------------------------------------------------------------------------------- */
-static void rope_inv_freq(const lq_model_config *c, float *inv) {
+void lq_rope_inv_freq(const lq_model_config *c, float *inv) {
     const int64_t half = c->head_dim / 2;
     for (int64_t j = 0; j < half; j++) {
         const float e = (float)(2 * j) / (float)c->head_dim;
@@ -152,27 +163,13 @@ static void rope_inv_freq(const lq_model_config *c, float *inv) {
     }
 }
 
-static lq_status rope_tables(lq_model *m, lq_err *err) {
-    const lq_model_config *c    = &m->cfg;
-    const int64_t          half = c->head_dim / 2, len = c->max_position_embeddings;
-    m->rope_len                 = len;
-    m->rope_cos                 = lq_malloc_n(len * half, sizeof(float));
-    m->rope_sin                 = lq_malloc_n(len * half, sizeof(float));
-    float *inv                  = lq_malloc_n(half, sizeof(float));
-    if (!m->rope_cos || !m->rope_sin || !inv) {
-        free(inv);
-        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory for RoPE tables (%lld positions)", m->dir,
-                (long long)len);
-    }
-    rope_inv_freq(c, inv);
-#pragma omp parallel for schedule(static) if (len * half > 65536)
-    for (int64_t p = 0; p < len; p++)
-        for (int64_t j = 0; j < half; j++) {
-            const float a                = (float)p * inv[j]; /* one fp32 rounding, like HF */
-            m->rope_cos[p * half + j] = (float)cos((double)a);
-            m->rope_sin[p * half + j] = (float)sin((double)a);
-        }
-    free(inv);
+static lq_status rope_init(lq_model *m, lq_err *err) {
+    float inv[512];
+    LQ_RETURN_IF(m->cfg.head_dim > 1024, err, LQ_ERR_UNSUPPORTED,
+                 "%s/config.json: head_dim %lld over 1024", m->dir, (long long)m->cfg.head_dim);
+    lq_rope_inv_freq(&m->cfg, inv);
+    for (int64_t j = 0; j < m->cfg.head_dim / 2; j++)
+        m->inv_freq[j] = inv[j];
     return LQ_OK;
 }
 
@@ -476,7 +473,7 @@ static lq_status alloc_base(lq_model *m, lq_err *err) {
     LQ_RETURN_IF(!m->embed || !m->final_norm, err, LQ_ERR_NOMEM,
                  "%s: out of memory for embeddings (%lld x %lld)", m->dir,
                  (long long)c->vocab_size, (long long)c->hidden_size);
-    return rope_tables(m, err);
+    return rope_init(m, err);
 }
 
 /* Tied: the lm_head is a dense view of embed (lm_head.buf owns nothing). */
@@ -599,8 +596,6 @@ void lq_model_free(lq_model *m) {
     lq_linear_free(&m->lm_head); /* tied: owns nothing */
     free(m->embed);
     free(m->final_norm);
-    free(m->rope_cos);
-    free(m->rope_sin);
     if (m->qcfg) {
         lq_qconfig_free(m->qcfg);
         free(m->qcfg);

@@ -40,13 +40,14 @@ void lq_linear_free(lq_linear *l);
 /* y[m, n] = x[m, k] W^T + b through the CPU kernels (dense: OpenBLAS sgemm; other formats:
  * lq_format_traits_get(fmt)->gemm_cpu). Both biases are applied when present: buf.q.bias (fp16,
  * by the kernel) and l->bias (float32); the model loader only ever sets l->bias. ws: at least
- * lq_linear_ws_size(l, m) bytes, 64-byte aligned (dense needs none). */
+ * lq_linear_ws_size(l, m) bytes, 64-byte aligned; NULL makes a quantized linear allocate its
+ * own scratch for the call (dense needs none). */
 lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
                             size_t ws_size, int nthreads);
 size_t    lq_linear_ws_size(const lq_linear *l, int64_t m);
 /* Writable float32 [n, k] weights of a dense linear that owns them (every dense linear the
- * loader or lq_layer_alloc_dense makes; AWQ folds scales into them), else NULL (quantized, or a
- * view such as a tied lm_head). */
+ * loader or lq_layer_alloc_dense makes), else NULL (quantized, or a view such as a tied
+ * lm_head). */
 float    *lq_linear_dense_mut(lq_linear *l);
 
 typedef struct lq_layer {
@@ -66,15 +67,21 @@ typedef struct lq_model {
     float          *final_norm;/* [d] */
     lq_linear       lm_head;   /* tied: dense view of embed (not owned twice) */
     lq_layer       *layers;    /* [num_layers] filled by lq_model_load_all, else NULL */
-    float          *rope_cos;  /* [max_pos, head_dim/2] */
-    float          *rope_sin;
-    struct lq_qconfig *qcfg;   /* quantization_config of a quantized checkpoint, else NULL */
-    int64_t         rope_len;  /* rows of rope_cos / rope_sin (= max_position_embeddings) */
+    void           *qcfg;      /* lq_qconfig * of a quantized checkpoint (kernels/lq_format_io.h) */
+    double          inv_freq[512]; /* RoPE inverse frequencies [head_dim/2], scaling applied */
 } lq_model;
 
+/* RoPE inverse frequencies inv[head_dim/2] for cfg (default, linear, llama3), in float32 with
+ * transformers' operation order, so that positions far out round like the reference. */
+void lq_rope_inv_freq(const lq_model_config *cfg, float *inv);
+
 /* Open a model directory: config.json (+ quantization_config), safetensors (mmap), embeddings,
- * final norm, lm_head and RoPE tables. Layers are not loaded. Validates every tensor's presence,
- * dtype and shape against the config up front so errors come before any work. */
+ * final norm, lm_head and RoPE frequencies. Layers are not loaded. Validates every tensor up
+ * front so errors come before any work: presence (LQ_ERR_ST_MISSING_TENSOR), float dtype
+ * (LQ_ERR_WEIGHT_DTYPE), shape vs config.json (LQ_ERR_WEIGHT_SHAPE), NaN/Inf
+ * (LQ_ERR_WEIGHT_NONFINITE), each message naming the file and the tensor; quantized linears
+ * through the format reader (LQ_ERR_QFORMAT ...) and by dequantizing them (NaN/Inf). A linear
+ * of a quantized checkpoint whose "<prefix>.weight" is a float tensor is loaded dense. */
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err);
 void      lq_model_free(lq_model *m);
 /* Load decoder layer i (dense float32 or quantized descriptors) into *out. */
@@ -83,17 +90,17 @@ lq_status lq_model_load_all(lq_model *m, lq_err *err);
 
 /* A model without files (synthetic tests, benchmarks, algorithms on made-up layers): embed
  * zeroed [vocab, d], final_norm all ones, lm_head tied to embed or a zeroed dense [vocab, d]
- * per cfg->tie_word_embeddings, RoPE tables from cfg. The caller fills the arrays and attaches
- * layers (lq_layer_alloc_dense) as it likes; lq_model_free frees m->layers when set. */
+ * per cfg->tie_word_embeddings, RoPE from cfg. The caller fills the arrays and attaches layers
+ * (lq_layer_alloc_dense) as it likes; lq_model_free frees m->layers when set. */
 lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *err);
 /* Dense float32 layer for cfg: norms all ones, weights and biases (where cfg has them) zeroed. */
 lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err);
 
-/* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. */
+/* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. Forwards take
+ * any number of sequences: they run chunks of whole sequences of at most max_tokens tokens
+ * (max_seq <= max_tokens), which is what bounds the memory. Holds the RoPE tables for
+ * positions < max_seq. Quantized-kernel scratch grows on first use. One forward at a time. */
 typedef struct lq_fwd_ws lq_fwd_ws;
-/* Forwards take any number of sequences: they run chunks of at most max_tokens tokens (whole
- * sequences, so max_seq <= max_tokens is required), which is what bounds the memory. Quantized
- * kernel scratch grows on first use. A workspace serves one forward at a time. */
 lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
                            lq_fwd_ws **out, lq_err *err);
 void      lq_fwd_ws_free(lq_fwd_ws *ws);

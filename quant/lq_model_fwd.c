@@ -44,6 +44,8 @@ struct lq_fwd_ws {
     float  *o;   /* [T, d]   o_proj / down_proj output */
     float  *g;   /* [T, ff]  gate, then silu(gate) * up */
     float  *u;   /* [T, ff]  up */
+    float  *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
+    int64_t half;
     float  *scores;
     size_t  scores_cap; /* floats */
     void   *kws;        /* quantized-kernel scratch */
@@ -58,7 +60,8 @@ static int ws_threads(const lq_fwd_ws *ws) {
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn, ws->q, ws->k, ws->v, ws->att, ws->r, ws->o, ws->g, ws->u, ws->scores};
+    float *bufs[] = {ws->xn, ws->q,      ws->k,        ws->v,        ws->att,   ws->r,
+                     ws->o,  ws->g,      ws->u,        ws->rope_cos, ws->rope_sin, ws->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
@@ -84,6 +87,9 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     LQ_RETURN_IF(max_seq < 1 || max_tokens < max_seq, err, LQ_ERR_INVALID_ARG,
                  "forward workspace: need 1 <= max_seq (%lld) <= max_tokens (%lld)",
                  (long long)max_seq, (long long)max_tokens);
+    LQ_RETURN_IF(cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2, err,
+                 LQ_ERR_UNSUPPORTED, "forward workspace: head_dim %lld (even, <= 1024)",
+                 (long long)cfg->head_dim);
     lq_fwd_ws *ws = calloc(1, sizeof *ws);
     LQ_RETURN_IF(!ws, err, LQ_ERR_NOMEM, "forward workspace: out of memory");
     ws->d          = cfg->hidden_size;
@@ -103,6 +109,20 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     ws->o           = ws_alloc(ws, T, ws->d, &ok);
     ws->g           = ws_alloc(ws, T, ws->ff, &ok);
     ws->u           = ws_alloc(ws, T, ws->ff, &ok);
+    ws->half        = cfg->head_dim / 2;
+    ws->rope_cos    = ws_alloc(ws, max_seq, ws->half, &ok);
+    ws->rope_sin    = ws_alloc(ws, max_seq, ws->half, &ok);
+    if (ok) {
+        /* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
+        float inv[512];
+        lq_rope_inv_freq(cfg, inv);
+        for (int64_t p = 0; p < max_seq; p++)
+            for (int64_t j = 0; j < ws->half; j++) {
+                const float a                   = (float)p * inv[j];
+                ws->rope_cos[p * ws->half + j] = (float)cos((double)a);
+                ws->rope_sin[p * ws->half + j] = (float)sin((double)a);
+            }
+    }
     if (!ok) {
         const double gib = (double)ws->bytes / (1 << 30);
         lq_fwd_ws_free(ws);
@@ -193,13 +213,13 @@ static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const floa
 
 /* Rotate-half RoPE in place on x [T, ld]: heads of hd values at columns h*hd; token t sits at
  * position t % seqlen. */
-static void rope_apply(const lq_model *m, float *x, int64_t T, int64_t ld, int64_t nheads,
+static void rope_apply(const lq_fwd_ws *ws, float *x, int64_t T, int64_t ld, int64_t nheads,
                        int64_t seqlen, int nt) {
-    const int64_t hd = m->cfg.head_dim, half = hd / 2;
+    const int64_t half = ws->half, hd = 2 * half;
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
     for (int64_t t = 0; t < T; t++) {
         const int64_t p = t % seqlen;
-        const float  *c = m->rope_cos + p * half, *s = m->rope_sin + p * half;
+        const float  *c = ws->rope_cos + p * half, *s = ws->rope_sin + p * half;
         for (int64_t h = 0; h < nheads; h++) {
             float *v = x + t * ld + h * hd;
             for (int64_t j = 0; j < half; j++) {
@@ -247,8 +267,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
     LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
     LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
-    rope_apply(m, ws->q, T, qd, H, seqlen, nt);
-    rope_apply(m, ws->k, T, kvd, KV, seqlen, nt);
+    rope_apply(ws, ws->q, T, qd, H, seqlen, nt);
+    rope_apply(ws, ws->k, T, kvd, KV, seqlen, nt);
     LQ_TRY(ensure_scores(ws, nt, err));
 
     const int64_t nqb = (seqlen + QB - 1) / QB, njobs = ns * H * nqb, group = H / KV;
@@ -328,12 +348,10 @@ static lq_status check_seq(const lq_model *m, int64_t nseq, int64_t seqlen, cons
     LQ_RETURN_IF(seqlen > ws->max_seq, err, LQ_ERR_INVALID_ARG,
                  "forward: sequence length %lld over the workspace's %lld", (long long)seqlen,
                  (long long)ws->max_seq);
-    LQ_RETURN_IF(seqlen > m->rope_len, err, LQ_ERR_INVALID_ARG,
-                 "%s: sequence length %lld over max_position_embeddings %lld", m->dir,
-                 (long long)seqlen, (long long)m->rope_len);
     LQ_RETURN_IF(ws->d != m->cfg.hidden_size || ws->ff != m->cfg.intermediate_size ||
                      ws->qd != m->cfg.num_heads * m->cfg.head_dim ||
-                     ws->kvd != m->cfg.num_kv_heads * m->cfg.head_dim,
+                     ws->kvd != m->cfg.num_kv_heads * m->cfg.head_dim ||
+                     ws->half != m->cfg.head_dim / 2,
                  err, LQ_ERR_INVALID_ARG, "forward: workspace made for another model shape");
     return LQ_OK;
 }

@@ -64,8 +64,11 @@ static const lq_param_info k_params[] = {
      "with check_ppl: fail (exit code LQ_ERR_PPL_BOUND) if ppl rises more than this percent"},
     {"ctx", LQ_PT_INT, "0", 0, 1 << 24, "ppl,inspect," ALLQ, NULL,
      "perplexity window / inspect context (0 = min(2048, max_position_embeddings))"},
-    {"protocol", LQ_PT_STR, "gptq", 0, 0, "ppl," ALLQ, "gptq|llamacpp",
-     "perplexity protocol: gptq (BOS once, full windows) or llamacpp (BOS per chunk, 2nd half)"},
+    {"protocol", LQ_PT_STR, "gptq", 0, 0, "ppl," ALLQ, "gptq|llamacpp|docs",
+     "perplexity protocol: gptq (BOS once, full windows), llamacpp (BOS per chunk, 2nd half) "
+     "or docs (BOS + each document, split at --doc-separator)"},
+    {"doc_separator", LQ_PT_STR, "<|endoftext|>", 0, 0, "ppl," ALLQ, NULL,
+     "document separator for --protocol docs"},
     {"batch", LQ_PT_INT, "1", 1, 1 << 20, "inspect", NULL, "batch size for KV-cache estimates"},
 };
 #undef Q

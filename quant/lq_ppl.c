@@ -1,43 +1,54 @@
-/* Perplexity protocols over token ids (see lq_ppl.h for the exact definitions and sources). */
+/* Perplexity: the protocols of lq_ppl.h over token ids, and the public lq_perplexity job. */
 #include "lq_ppl.h"
 
+#include "lq_dataset.h"
+#include "lq_params_get.h"
+#include "lq_tok.h"
+
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static const char *const k_protocols[LQ_PPL_PROTOCOL_COUNT] = {"gptq", "llamacpp"};
+static const char *const k_protocols[LQ_PPL_PROTOCOL_COUNT] = {"gptq", "llamacpp", "docs"};
 
-lq_status lq_ppl_protocol_parse(const char *name, lq_ppl_protocol *out, lq_err *err) {
+lq_status lq_ppl_protocol_parse(const char *name, int *protocol, lq_err *err) {
     for (int i = 0; i < LQ_PPL_PROTOCOL_COUNT; i++)
         if (name && strcmp(name, k_protocols[i]) == 0) {
-            *out = (lq_ppl_protocol)i;
+            *protocol = i;
             return LQ_OK;
         }
-    LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown perplexity protocol \"%s\" (gptq, llamacpp)",
+    LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown perplexity protocol \"%s\" (gptq, llamacpp, docs)",
             name ? name : "");
 }
 
-const char *lq_ppl_protocol_name(lq_ppl_protocol p) {
-    return ((int)p >= 0 && p < LQ_PPL_PROTOCOL_COUNT) ? k_protocols[p] : "?";
+const char *lq_ppl_protocol_name(int p) {
+    return (p >= 0 && p < LQ_PPL_PROTOCOL_COUNT) ? k_protocols[p] : "?";
 }
 
-int64_t lq_ppl_default_ctx(lq_ppl_protocol p, const lq_model_config *cfg) {
-    const int64_t want = p == LQ_PPL_LLAMACPP ? 512 : 2048;
-    return cfg->max_position_embeddings < want ? cfg->max_position_embeddings : want;
+int64_t lq_ppl_default_ctx(const lq_model_config *c, int protocol) {
+    const int64_t want = protocol == LQ_PPL_LLAMACPP ? 512 : 2048;
+    return c->max_position_embeddings < want ? c->max_position_embeddings : want;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* The engine: batches of equal-length sequences through every layer, then logits of the     */
+/* scored rows in blocks, -log softmax[target] summed in double.                              */
 /* ---------------------------------------------------------------------------------------- */
 typedef struct ppl_run {
     lq_model          *m;
     const lq_ppl_opts *o;
+    lq_ppl_exec        ex;
     lq_err            *err;
     lq_fwd_ws         *ws;
     float             *h;      /* [batch tokens, d] residual stream */
     int64_t            h_cap;  /* floats */
     float             *logits; /* [lrows, vocab] */
     int64_t            lrows;
+    int                nthreads;
     double             nll_sum;
     int64_t            scored, windows_done, windows_total, tokens_run;
     double             t0;
@@ -47,22 +58,22 @@ static lq_status progress(ppl_run *r, const char *detail) {
     const lq_callbacks *cb = r->o ? r->o->cb : NULL;
     if (!cb || !cb->progress)
         return LQ_OK;
-    const double el = lq_now() - r->t0;
-    lq_progress  p  = {.phase     = "ppl",
-                       .step      = r->windows_done,
-                       .total     = r->windows_total,
-                       .elapsed_s = el,
-                       .eta_s     = r->windows_done > 0 ? el / (double)r->windows_done *
-                                                          (double)(r->windows_total - r->windows_done)
-                                                    : -1.0,
-                       .detail    = detail};
+    const double el   = lq_now() - r->t0;
+    const double done = (double)r->windows_done;
+    lq_progress  p    = {.phase     = "ppl",
+                         .step      = r->windows_done,
+                         .total     = r->windows_total,
+                         .elapsed_s = el,
+                         .eta_s = done > 0 ? el / done * (double)(r->windows_total - r->windows_done)
+                                           : -1.0,
+                         .detail = detail};
     if (cb->progress(&p, cb->user))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "perplexity: cancelled after %lld of %lld windows",
                 (long long)r->windows_done, (long long)r->windows_total);
     return LQ_OK;
 }
 
-/* -log softmax(row)[target] in double. */
+/* -log softmax(row)[target], in double. */
 static double row_nll(const float *row, int64_t V, int32_t target) {
     double mx = row[0];
     for (int64_t i = 1; i < V; i++)
@@ -73,8 +84,8 @@ static double row_nll(const float *row, int64_t V, int32_t target) {
     return mx + log(s) - (double)row[target];
 }
 
-/* nb sequences of L tokens each (ids [nb * L] contiguous): forward, then score the predictions
- * made at positions first .. L-2. */
+/* nb sequences of L tokens (ids [nb * L] contiguous): forward, then score the predictions made
+ * at positions first .. L-2. */
 static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L, int64_t first) {
     lq_model     *m = r->m;
     const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, T = nb * L;
@@ -84,7 +95,7 @@ static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L
         r->h_cap = 0;
         r->h     = lq_aligned_alloc((size_t)(T * d) * sizeof(float));
         LQ_RETURN_IF(!r->h, err, LQ_ERR_NOMEM,
-                     "perplexity: out of memory for activations of %lld tokens", (long long)T);
+                     "perplexity: out of memory for the activations of %lld tokens", (long long)T);
         r->h_cap = T * d;
     }
     LQ_TRY(lq_model_embed(m, ids, T, r->h, err));
@@ -95,30 +106,31 @@ static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L
         }
         lq_layer layer;
         LQ_TRY(lq_model_load_layer(m, l, &layer, err));
-        lq_status st = lq_layer_forward(m, &layer, r->h, nb, L, NULL, NULL, -1, r->ws, err);
+        const lq_status st = lq_layer_forward(m, &layer, r->h, nb, L, NULL, NULL, -1, r->ws, err);
         lq_layer_free(&layer);
         LQ_TRY(st);
         char detail[64];
         snprintf(detail, sizeof detail, "model.layers.%lld", (long long)l);
-        LQ_TRY(progress(r, detail));
+        LQ_TRY(progress(r, detail)); /* streamed batches are long: keep cancel responsive */
     }
     for (int64_t b = 0; b < nb; b++) {
         const int32_t *seq = ids + b * L;
         for (int64_t r0 = first; r0 < L - 1; r0 += r->lrows) {
             const int64_t rows = L - 1 - r0 < r->lrows ? L - 1 - r0 : r->lrows;
             LQ_TRY(lq_model_logits(m, r->h + (b * L + r0) * d, rows, r->logits, r->ws, err));
-            double    sum = 0;
-            int64_t   bad = -1;
-            const int nt  = r->o && r->o->nthreads > 0 ? r->o->nthreads : omp_get_max_threads();
-#pragma omp parallel for reduction(+ : sum) reduction(max : bad) num_threads(nt) if (rows * V >= (1 << 16))
+            double        sum = 0;
+            int64_t       bad = -1;
+            const float  *lg  = r->logits;
+#pragma omp parallel for reduction(+ : sum) reduction(max : bad) num_threads(r->nthreads) \
+    if (rows * V >= (1 << 18))
             for (int64_t j = 0; j < rows; j++) {
-                const double v = row_nll(r->logits + j * V, V, seq[r0 + j + 1]);
+                const double v = row_nll(lg + j * V, V, seq[r0 + j + 1]);
                 sum += v;
                 if (!isfinite(v))
                     bad = r0 + j > bad ? r0 + j : bad;
             }
             LQ_RETURN_IF(bad >= 0, err, LQ_ERR_NUMERIC,
-                         "%s: non-finite logits at position %lld of window %lld", m->dir,
+                         "%s: NaN/Inf logits at position %lld of window %lld", m->dir,
                          (long long)bad, (long long)(r->windows_done + b));
             r->nll_sum += sum;
             r->scored += rows;
@@ -129,23 +141,23 @@ static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L
     return progress(r, NULL);
 }
 
-static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, int64_t max_len,
-                          int64_t total_tokens, int64_t nwin, lq_err *err) {
+static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const lq_ppl_exec *ex,
+                          int64_t max_len, int64_t total_tokens, int64_t nwin, lq_err *err) {
     memset(r, 0, sizeof *r);
     r->m             = m;
     r->o             = o;
+    if (ex)
+        r->ex = *ex;
     r->err           = err;
     r->windows_total = nwin;
+    r->nthreads      = r->ex.nthreads > 0 ? r->ex.nthreads : omp_get_max_threads();
     r->t0            = lq_now();
-    LQ_RETURN_IF(max_len > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
-                 "%s: window of %lld tokens over max_position_embeddings %lld", m->dir,
-                 (long long)max_len, (long long)m->cfg.max_position_embeddings);
-    /* chunks of a few thousand tokens keep every GEMM large while the workspace stays small */
+    /* chunks of a few thousand tokens keep every GEMM wide while the workspace stays small */
     int64_t max_tokens = total_tokens < 4096 ? total_tokens : 4096;
     max_tokens         = max_tokens < max_len ? max_len : max_tokens;
     LQ_TRY(lq_fwd_ws_create(&m->cfg, max_tokens, max_len, &r->ws, err));
-    lq_fwd_ws_set_threads(r->ws, o ? o->nthreads : 0);
-    /* logits rows per block: <= 64 MiB of logits */
+    lq_fwd_ws_set_threads(r->ws, r->nthreads);
+    /* logits in blocks of <= 64 MiB */
     const int64_t V = m->cfg.vocab_size;
     r->lrows        = ((int64_t)1 << 24) / V;
     r->lrows        = r->lrows < 1 ? 1 : r->lrows > max_len ? max_len : r->lrows;
@@ -160,7 +172,8 @@ static void run_free(ppl_run *r) {
     lq_aligned_free(r->logits);
 }
 
-static void run_result(const ppl_run *r, int64_t ctx, lq_ppl_result *res) {
+static void run_result(const ppl_run *r, int64_t ctx, int64_t tokens, lq_ppl_result *res) {
+    res->tokens        = tokens;
     res->tokens_scored = r->scored;
     res->windows       = r->windows_done;
     res->ctx           = ctx;
@@ -177,8 +190,7 @@ static int64_t batch_windows(const ppl_run *r, int64_t L) {
     if (r->m->layers) {
         nb = lq_fwd_ws_max_tokens(r->ws) / L;
     } else {
-        const int64_t budget = r->o && r->o->max_act_bytes > 0 ? r->o->max_act_bytes
-                                                                 : (int64_t)1 << 30;
+        const int64_t budget = r->ex.max_act_bytes > 0 ? r->ex.max_act_bytes : (int64_t)1 << 30;
         nb = budget / (L * r->m->cfg.hidden_size * (int64_t)sizeof(float));
     }
     return nb < 1 ? 1 : nb;
@@ -186,12 +198,20 @@ static int64_t batch_windows(const ppl_run *r, int64_t L) {
 
 lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
                         lq_ppl_result *res, lq_err *err) {
+    return lq_ppl_tokens_ex(m, ids, n, o, NULL, res, err);
+}
+
+lq_status lq_ppl_tokens_ex(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
+                           const lq_ppl_exec *ex, lq_ppl_result *res, lq_err *err) {
     memset(res, 0, sizeof *res);
-    const lq_ppl_protocol p   = o ? o->protocol : LQ_PPL_GPTQ;
-    const int64_t         ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(p, &m->cfg);
-    LQ_RETURN_IF((int)p < 0 || p >= LQ_PPL_PROTOCOL_COUNT, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: bad protocol %d", (int)p);
-    LQ_RETURN_IF(ctx < 2, err, LQ_ERR_INVALID_ARG, "perplexity: ctx %lld < 2", (long long)ctx);
+    const int p = o ? o->protocol : LQ_PPL_GPTQ;
+    LQ_RETURN_IF(p != LQ_PPL_GPTQ && p != LQ_PPL_LLAMACPP, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: protocol %s does not window a token stream (gptq, llamacpp)",
+                 lq_ppl_protocol_name(p));
+    const int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, p);
+    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
     const int64_t need = p == LQ_PPL_LLAMACPP ? 2 * ctx : ctx;
     LQ_RETURN_IF(n < need, err, LQ_ERR_CALIB_EMPTY,
                  "perplexity: the text has %lld tokens; the %s protocol with ctx %lld needs at "
@@ -199,59 +219,247 @@ lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl
                  (long long)n, lq_ppl_protocol_name(p), (long long)ctx, (long long)need);
     const int64_t nwin  = n / ctx;
     const int64_t first = p == LQ_PPL_LLAMACPP ? ctx / 2 : 0;
+    const int     bos   = p == LQ_PPL_LLAMACPP && o && o->bos >= 0;
     ppl_run       r;
-    lq_status     st = run_init(&r, m, o, ctx, nwin * ctx, nwin, err);
     int32_t      *buf = NULL;
+    lq_status     st  = run_init(&r, m, o, ex, ctx, nwin * ctx, nwin, err);
     if (st == LQ_OK) {
         const int64_t nb = batch_windows(&r, ctx);
-        if (p == LQ_PPL_LLAMACPP && o && o->bos_id >= 0) {
-            buf = lq_malloc_n(nb * ctx, sizeof(int32_t));
-            if (!buf)
-                st = lq_fail(err, LQ_ERR_NOMEM, "perplexity: out of memory");
-        }
+        if (bos && !(buf = lq_malloc_n(nb * ctx, sizeof(int32_t))))
+            st = lq_fail(err, LQ_ERR_NOMEM, "perplexity: out of memory");
         for (int64_t w0 = 0; st == LQ_OK && w0 < nwin; w0 += nb) {
             const int64_t  k   = nwin - w0 < nb ? nwin - w0 : nb;
             const int32_t *win = ids + w0 * ctx;
-            if (buf) { /* llama-perplexity: tokens[batch_start] = BOS in every chunk */
+            if (bos) { /* llama-perplexity: tokens[batch_start] = BOS in every chunk */
                 memcpy(buf, win, (size_t)(k * ctx) * sizeof(int32_t));
                 for (int64_t i = 0; i < k; i++)
-                    buf[i * ctx] = o->bos_id;
+                    buf[i * ctx] = o->bos;
                 win = buf;
             }
             st = run_batch(&r, win, k, ctx, first);
         }
     }
     if (st == LQ_OK)
-        run_result(&r, ctx, res);
+        run_result(&r, ctx, n, res);
     free(buf);
     run_free(&r);
     return st;
 }
 
-lq_status lq_ppl_sequences(lq_model *m, const int32_t *const *seqs, const int64_t *lens,
-                           int64_t nseqs, int64_t first, const lq_ppl_opts *o,
-                           lq_ppl_result *res, lq_err *err) {
+lq_status lq_ppl_sequences(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
+                           const lq_ppl_opts *o, lq_ppl_result *res, lq_err *err) {
+    return lq_ppl_sequences_ex(m, ids, off, nseq, o, NULL, res, err);
+}
+
+lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
+                              const lq_ppl_opts *o, const lq_ppl_exec *ex, lq_ppl_result *res,
+                              lq_err *err) {
     memset(res, 0, sizeof *res);
-    int64_t maxlen = 0, total = 0;
-    for (int64_t i = 0; i < nseqs; i++) {
-        LQ_RETURN_IF(lens[i] < 1, err, LQ_ERR_INVALID_ARG, "perplexity: sequence %lld is empty",
-                     (long long)i);
-        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
-        total += lens[i];
+    int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_DOCS);
+    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
+    int64_t maxlen = 0, total = 0, used = 0;
+    for (int64_t i = 0; i < nseq; i++) {
+        LQ_RETURN_IF(off[i + 1] < off[i], err, LQ_ERR_INVALID_ARG,
+                     "perplexity: sequence offsets decrease at %lld", (long long)i);
+        const int64_t L = off[i + 1] - off[i] < ctx ? off[i + 1] - off[i] : ctx;
+        maxlen          = L > maxlen ? L : maxlen;
+        total += L;
+        used += L >= 2;
     }
-    LQ_RETURN_IF(first < 0 || maxlen < first + 2, err, LQ_ERR_CALIB_EMPTY,
-                 "perplexity: no sequence is long enough to score (longest %lld tokens, scoring "
-                 "starts at %lld)",
-                 (long long)maxlen, (long long)first);
+    LQ_RETURN_IF(used == 0, err, LQ_ERR_CALIB_EMPTY,
+                 "perplexity: none of the %lld documents has the 2 tokens needed to score one",
+                 (long long)nseq);
     ppl_run   r;
-    lq_status st = run_init(&r, m, o, maxlen, total, nseqs, err);
-    for (int64_t i = 0; st == LQ_OK && i < nseqs; i++)
-        if (lens[i] >= first + 2)
-            st = run_batch(&r, seqs[i], 1, lens[i], first);
-        else
-            r.windows_done++; /* nothing to score */
+    lq_status st = run_init(&r, m, o, ex, maxlen, total, used, err);
+    for (int64_t i = 0; st == LQ_OK && i < nseq; i++) {
+        const int64_t L = off[i + 1] - off[i] < ctx ? off[i + 1] - off[i] : ctx;
+        if (L >= 2)
+            st = run_batch(&r, ids + off[i], 1, L, 0);
+    }
     if (st == LQ_OK)
-        run_result(&r, maxlen, res);
+        run_result(&r, ctx, off[nseq], res);
     run_free(&r);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Public job                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* docs protocol: split at sep, strip (Python str.strip whitespace), encode [BOS +] doc. */
+static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t len,
+                             const char *sep, int32_t **ids_out, int64_t **off_out,
+                             int64_t *ndocs, lq_err *err) {
+    const size_t sl  = strlen(sep);
+    int64_t      cap = 1024, n = 0, nd = 0, ocap = 64;
+    int32_t     *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t     *off = malloc((size_t)ocap * sizeof *off);
+    lq_status    st  = LQ_OK;
+    if (!ids || !off)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
+    off[0]        = 0;
+    const char *p = text, *end = text + len;
+    while (p <= end) {
+        const char *q = sl ? strstr(p, sep) : NULL;
+        if (!q || q > end)
+            q = end;
+        const char *a = p, *b = q;
+        while (a < b && strchr(" \t\n\r\f\v", *a))
+            a++;
+        while (b > a && strchr(" \t\n\r\f\v", b[-1]))
+            b--;
+        if (b > a) {
+            int32_t *t  = NULL;
+            int64_t  nt = 0;
+            LQ_TRY_GOTO(lq_tok_encode(tok, a, b - a, lq_tok_adds_bos(tok), &t, &nt, err));
+            while (n + nt > cap)
+                cap *= 2;
+            while (nd + 2 > ocap)
+                ocap *= 2;
+            int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
+            ids         = ni ? ni : ids;
+            int64_t *no = ni ? realloc(off, (size_t)ocap * sizeof *off) : NULL;
+            off         = no ? no : off;
+            if (!ni || !no) {
+                free(t);
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
+            }
+            memcpy(ids + n, t, (size_t)nt * sizeof *t);
+            free(t);
+            n += nt;
+            off[++nd] = n;
+        }
+        if (q == end)
+            break;
+        p = q + sl;
+    }
+done:
+    if (st != LQ_OK) {
+        free(ids);
+        free(off);
+        return st;
+    }
+    *ids_out = ids;
+    *off_out = off;
+    *ndocs   = nd;
+    return LQ_OK;
+}
+
+/* Float32 bytes of all decoder layers if loaded dense. */
+static double dense_layer_bytes(const lq_model_config *c) {
+    double per = 0;
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(c, (lq_lin_id)l, &n, &k);
+        per += (double)n * (double)k * 4.0;
+    }
+    return per * (double)c->num_layers;
+}
+
+static double phys_ram_bytes(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+}
+
+static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...)
+    LQ_PRINTF(3, 4);
+static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) {
+    if (!cb || !cb->log)
+        return;
+    char    buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cb->log(lv, buf, cb->user);
+}
+
+lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,
+                        const lq_callbacks *cb, char **report_json, lq_err *err) {
+    if (report_json)
+        *report_json = NULL;
+    if (!model_dir || !data_file || !*model_dir || !*data_file)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_perplexity: model_dir and data_file are required");
+    lq_model     *m   = NULL;
+    lq_tokenizer *tok = NULL;
+    lq_text       txt = {0};
+    int32_t      *ids = NULL;
+    int64_t      *off = NULL, nid = 0, nd = 0;
+    lq_status     st  = LQ_OK;
+    const double  t0  = lq_now();
+    lq_ppl_opts   o   = {0};
+    const char   *proto = lq_params_get(p, "protocol");
+    LQ_TRY(lq_ppl_protocol_parse(proto, &o.protocol, err));
+    LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
+    const char *tp = lq_params_get(p, "tokenizer");
+    LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
+                          : lq_tok_load_dir(model_dir, &tok, err));
+    LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
+    o.ctx      = lq_params_i64(p, "ctx");
+    o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
+    o.cb                = cb;
+    const lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
+
+    /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
+     * mostly views into the mapping); otherwise each batch of windows streams the layers. */
+    const double need = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
+    const double ram  = phys_ram_bytes();
+    const int    resident = ram <= 0 || need <= ram / 2;
+    if (resident)
+        LQ_TRY_GOTO(lq_model_load_all(m, err));
+    else
+        log_msg(cb, LQ_LOG_INFO,
+                "%s: %.1f GiB of float32 layers over half the RAM: layers are streamed per batch "
+                "of windows",
+                model_dir, need / (1 << 30));
+    const double load_s = lq_now() - t0;
+
+    lq_ppl_result r;
+    if (o.protocol == LQ_PPL_DOCS) {
+        LQ_TRY_GOTO(encode_docs(tok, txt.data, txt.len, lq_params_get(p, "doc_separator"), &ids,
+                                &off, &nd, err));
+        st = lq_ppl_sequences_ex(m, ids, off, nd, &o, &ex, &r, err);
+    } else {
+        LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
+        st = lq_ppl_tokens_ex(m, ids, nid, &o, &ex, &r, err);
+    }
+    if (st != LQ_OK) {
+        lq_err_prefix(err, "%s", data_file);
+        goto done;
+    }
+    if (report_json) {
+        cJSON *j = cJSON_CreateObject();
+        if (!j)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
+        cJSON_AddNumberToObject(j, "ppl", r.ppl);
+        cJSON_AddNumberToObject(j, "nll", r.nll);
+        cJSON_AddNumberToObject(j, "tokens", (double)r.tokens);
+        cJSON_AddNumberToObject(j, "tokens_scored", (double)r.tokens_scored);
+        cJSON_AddNumberToObject(j, "windows", (double)r.windows);
+        cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
+        cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(o.protocol));
+        cJSON_AddNumberToObject(j, "seconds", r.seconds);
+        /* forward throughput: every token pushed through the model, scored or not */
+        cJSON_AddNumberToObject(j, "tokens_per_second",
+                                r.seconds > 0 ? (double)r.tokens_run / r.seconds : 0);
+        cJSON_AddNumberToObject(j, "load_seconds", load_s);
+        cJSON_AddStringToObject(j, "layers", resident ? "resident" : "streamed");
+        cJSON_AddStringToObject(j, "format", lq_format_traits_get(m->format)->name);
+        cJSON_AddStringToObject(j, "model_dir", model_dir);
+        cJSON_AddStringToObject(j, "data_file", data_file);
+        cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
+        *report_json = cJSON_PrintUnformatted(j);
+        cJSON_Delete(j);
+        if (!*report_json)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
+    }
+done:
+    free(ids);
+    free(off);
+    lq_text_free(&txt);
+    lq_tok_free(tok);
+    lq_model_free(m);
     return st;
 }

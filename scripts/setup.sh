@@ -5,7 +5,7 @@
 #   tests print SKIP). LQ_SETUP_PIP=0 skips them.
 set -euo pipefail
 
-DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev liblapacke-dev libzstd-dev
+DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev libzstd-dev
           libcjson-dev libpcre2-dev libutf8proc-dev)
 
 if command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

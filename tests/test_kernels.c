@@ -1,8 +1,8 @@
 /* test_kernels -- every format x backend x shape against the scalar references, shaped like
  * ggml's test-backend-ops.
  *
- * For each case (format + bits/group variant) and m in {1, 2, 3, 7, 16, 118} (4096 on a smaller
- * n x k), with fixed seeds printed on failure:
+ * For each case (format + bits/group variant) and m in {1, 2, 3, 7, 16, 118} (plus 4, 5, 6, 8, 13
+ * exact; 4096 on a smaller n x k), with fixed seeds printed on failure:
  *   exact   small-integer activations/codes, power-of-2 scales: gemm_cpu and dequant_cpu are
  *           bit-identical to gemm_ref / dequant_ref
  *   random  gaussian activations, realistic scales: NMSE(gemm_cpu, gemm_ref) <= tol_nmse_cpu,
@@ -51,6 +51,8 @@ static const kcase k_cases[] = {
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
 static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
+/* the other instances of the register-blocked small-m kernels: exact mode only */
+static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13};
 
 typedef struct opts {
     const char *fmt;     /* NULL: all */
@@ -373,6 +375,17 @@ static void test_layouts(void) {
     }
 }
 
+/* The branchless fp16 decode of the CPU kernels equals the reference one on all 65536 inputs
+ * (NaN payloads included: compared as bits). */
+static void test_f16_fast(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float a = lq_f16_to_f32((uint16_t)h), b = lq_f16_to_f32_fast((uint16_t)h);
+        bad += memcmp(&a, &b, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "lq_f16_to_f32_fast differs on %d inputs", bad);
+}
+
 static void test_validation(void) {
     lq_err  err = {0};
     uint8_t q[64 * 64] = {0};
@@ -492,6 +505,7 @@ int main(int argc, char **argv) {
     }
     if (!o.fmt) {
         test_layouts();
+        test_f16_fast();
         test_validation();
     }
     int cuda_skip_printed = 0;
@@ -504,6 +518,8 @@ int main(int argc, char **argv) {
         for (int exact = 1; exact >= 0; exact--)
             for (size_t mi = 0; mi < sizeof k_ms / sizeof k_ms[0]; mi++)
                 run_case(c, c->n, c->k, k_ms[mi], exact, 1000 + (uint64_t)ci * 16 + mi, &o);
+        for (size_t mi = 0; mi < sizeof k_ms_extra / sizeof k_ms_extra[0]; mi++)
+            run_case(c, c->n, c->k, k_ms_extra[mi], 1, 3000 + (uint64_t)ci * 16 + mi, &o);
         /* m = 4096 on a small weight (once per format): the large-m path over many row blocks */
         if (big_done[c->fmt]++)
             goto report;

@@ -24,21 +24,29 @@
 #include "lq_ppl.h"
 #include "lq_test.h"
 #include "lq_test_llama2c.h"
+#include "lq_tok.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
+#include <sys/stat.h>
 
 #define REF_NLL 1.266
 
 typedef struct docs {
-    int32_t *ids[64];
-    int64_t  len[64];
+    int32_t    *ids[64];
+    int64_t     len[64];
+    const char *text[64]; /* the stripped story */
+    int64_t     text_len[64];
     int      n;
+    int32_t *flat;    /* all documents back to back */
+    int64_t  off[65]; /* document i = flat[off[i] .. off[i+1]) */
 } docs;
 
 static void docs_free(docs *d) {
     for (int i = 0; i < d->n; i++)
         free(d->ids[i]);
-    d->n = 0;
+    free(d->flat);
+    memset(d, 0, sizeof *d);
 }
 
 /* Split at "<|endoftext|>", strip whitespace (Python str.strip), BOS + encode each non-empty. */
@@ -57,11 +65,22 @@ static void split_stories(const l2c_tok *tok, const char *text, int64_t len, doc
             b--;
         if (b > a) {
             int n = 0;
-            out->ids[out->n] = l2c_encode(tok, a, b - a, 1, &n);
-            out->len[out->n] = n;
+            out->ids[out->n]      = l2c_encode(tok, a, b - a, 1, &n);
+            out->len[out->n]      = n;
+            out->text[out->n]     = a;
+            out->text_len[out->n] = b - a;
             out->n++;
         }
         p = q == end ? end : q + strlen(sep);
+    }
+    int64_t total = 0;
+    for (int i = 0; i < out->n; i++)
+        total += out->len[i];
+    out->flat = malloc((size_t)(total > 0 ? total : 1) * sizeof(int32_t));
+    for (int i = 0; out->flat && i < out->n; i++) {
+        out->off[i + 1] = out->off[i] + out->len[i];
+        if (out->ids[i])
+            memcpy(out->flat + out->off[i], out->ids[i], (size_t)out->len[i] * sizeof(int32_t));
     }
 }
 
@@ -99,33 +118,95 @@ static double l2c_windows(l2c_model *ref, const int32_t *ids, int64_t n, int64_t
     return *count ? sum / (double)*count : NAN;
 }
 
+/* lq_perplexity through its options; returns the status, fills nll / scored / ppl from the
+ * JSON report. */
+static lq_status public_ppl(const char *model, const char *data, const char *tok,
+                            const char *proto, const char *ctx, double *nll, int64_t *scored,
+                            double *ppl, lq_err *err) {
+    lq_params *p = lq_params_create();
+    if (!p)
+        return LQ_ERR_NOMEM;
+    lq_params_set(p, "tokenizer", tok, err);
+    lq_params_set(p, "protocol", proto, err);
+    if (ctx)
+        lq_params_set(p, "ctx", ctx, err);
+    char     *js = NULL;
+    lq_status s  = lq_perplexity(model, data, p, NULL, &js, err);
+    lq_params_free(p);
+    *nll = *ppl = NAN;
+    *scored     = -1;
+    if (s == LQ_OK) {
+        cJSON *j = cJSON_Parse(js);
+        CHECK(j != NULL);
+        const char *keys[] = {"ppl", "nll", "tokens", "tokens_scored", "windows", "ctx",
+                              "protocol", "seconds", "tokens_per_second", "model_dir",
+                              "data_file"};
+        for (size_t i = 0; j && i < sizeof keys / sizeof keys[0]; i++)
+            CHECK_MSG(cJSON_GetObjectItem(j, keys[i]) != NULL, "report lacks %s", keys[i]);
+        if (j && cJSON_IsNumber(cJSON_GetObjectItem(j, "ppl"))) {
+            *ppl    = cJSON_GetObjectItem(j, "ppl")->valuedouble;
+            *nll    = cJSON_GetObjectItem(j, "nll")->valuedouble;
+            *scored = (int64_t)cJSON_GetObjectItem(j, "tokens_scored")->valuedouble;
+            CHECK(strcmp(cJSON_GetObjectItem(j, "protocol")->valuestring, proto) == 0);
+            printf("lq_perplexity %-8s ctx %-4s: ppl %.4f nll %.5f, %lld tokens scored, %.0f "
+                   "tokens/s\n",
+                   proto, ctx ? ctx : "def", *ppl, *nll, (long long)*scored,
+                   cJSON_GetObjectItem(j, "tokens_per_second")->valuedouble);
+        }
+        cJSON_Delete(j);
+    }
+    lq_free(js);
+    return s;
+}
+
 /* The windows cut by hand (BOS written over each first token if bos) and scored as independent
  * sequences from position `first`: what lq_ppl_tokens must reduce to. */
 static lq_status windows_as_sequences(lq_model *m, const int32_t *ids, int64_t ctx, int64_t nw,
                                       int bos, int64_t first, lq_ppl_result *r, lq_err *err) {
     int32_t *copy = malloc((size_t)(nw * ctx) * sizeof(int32_t));
-    int32_t *seqs[64];
-    int64_t  lens[64];
+    int64_t  off[65];
     if (!copy || nw > 64) {
         free(copy);
         return LQ_ERR_NOMEM;
     }
     memcpy(copy, ids, (size_t)(nw * ctx) * sizeof(int32_t));
-    for (int64_t i = 0; i < nw; i++) {
-        seqs[i] = copy + i * ctx;
-        lens[i] = ctx;
-        if (bos)
-            seqs[i][0] = 1;
+    for (int64_t i = 0; i <= nw; i++)
+        off[i] = i * ctx;
+    for (int64_t i = 0; bos && i < nw; i++)
+        copy[i * ctx] = 1;
+    lq_ppl_opts     o  = {.protocol = LQ_PPL_DOCS, .ctx = ctx};
+    const lq_status st = lq_ppl_sequences(m, copy, off, nw, &o, r, err);
+    /* sequences score every prediction; drop the first `first` of each window */
+    if (st == LQ_OK && first > 0) {
+        lq_ppl_result part;
+        int32_t      *pre = malloc((size_t)(nw * (first + 1)) * sizeof(int32_t));
+        int64_t       poff[65];
+        lq_status     s2  = pre ? LQ_OK : LQ_ERR_NOMEM;
+        for (int64_t i = 0; pre && i < nw; i++) {
+            memcpy(pre + i * (first + 1), copy + i * ctx, (size_t)(first + 1) * sizeof(int32_t));
+            poff[i] = i * (first + 1);
+        }
+        poff[nw] = nw * (first + 1);
+        if (s2 == LQ_OK)
+            s2 = lq_ppl_sequences(m, pre, poff, nw, &o, &part, err);
+        free(pre);
+        free(copy);
+        if (s2 != LQ_OK)
+            return s2;
+        /* causal: the first `first` predictions of a window equal those of its prefix */
+        const double sum = r->nll * (double)r->tokens_scored - part.nll * (double)part.tokens_scored;
+        r->tokens_scored -= part.tokens_scored;
+        r->nll = sum / (double)r->tokens_scored;
+        r->ppl = exp(r->nll);
+        return LQ_OK;
     }
-    lq_ppl_opts     o  = {0};
-    const lq_status st = lq_ppl_sequences(m, (const int32_t *const *)seqs, lens, nw, first, &o, r,
-                                          err);
     free(copy);
     return st;
 }
 
 int main(void) {
-    const char *sh = lq_test_env_or_skip("LQ_SHARED");
+    const char *sh  = lq_test_env_or_skip("LQ_SHARED");
+    const char *tmp = lq_test_env_or_skip("LQ_TMP");
     char        dir[4096], bin[4200], tokp[4200], text_path[4200];
     snprintf(dir, sizeof dir, "%s/models/stories260K", sh);
     snprintf(bin, sizeof bin, "%s/llama2c/stories260K.bin", dir);
@@ -135,6 +216,8 @@ int main(void) {
         printf("SKIP: stories260K (llama2c/) or the TinyStories sample not under %s\n", sh);
         return 77;
     }
+    mkdir(tmp, 0755);
+    double l2c_gptq512 = NAN, l2c_llamacpp512 = NAN;
     lq_model *m = NULL, *ms = NULL;
     l2c_model ref32 = {0}, ref16 = {0};
     lq_ppl_result r2;
@@ -164,8 +247,11 @@ int main(void) {
         total += dc.len[i] - 1;
     CHECK_EQ_INT(total, 1804);
     lq_ppl_result r;
-    lq_ppl_opts   o = {.protocol = LQ_PPL_GPTQ, .bos_id = 1};
-    CHECK_OK(lq_ppl_sequences(m, (const int32_t *const *)dc.ids, dc.len, dc.n, 0, &o, &r, &err));
+    lq_ppl_opts   o = {.protocol = LQ_PPL_DOCS, .bos = 1};
+    CHECK(dc.flat != NULL);
+    if (!dc.flat)
+        goto done;
+    CHECK_OK(lq_ppl_sequences(m, dc.flat, dc.off, dc.n, &o, &r, &err));
     double l2c32 = 0;
     for (int i = 0; i < dc.n; i++)
         l2c32 += l2c_seq_nll(&ref32, dc.ids[i], (int)dc.len[i], 0);
@@ -183,9 +269,10 @@ int main(void) {
     stream = l2c_encode(&tok, text, (long)tlen, 1, &nstream);
     CHECK_EQ_INT(nstream, 1883);
     int64_t cnt = 0;
-    o           = (lq_ppl_opts){.protocol = LQ_PPL_GPTQ, .ctx = 512, .bos_id = 1};
+    o           = (lq_ppl_opts){.protocol = LQ_PPL_GPTQ, .ctx = 512, .bos = 1};
     CHECK_OK(lq_ppl_tokens(m, stream, nstream, &o, &r, &err));
     double ref = l2c_windows(&ref16, stream, nstream, 512, 0, 0, &cnt);
+    l2c_gptq512 = ref;
     printf("gptq ctx 512 over the stream: ours NLL %.5f ppl %.4f (%lld windows, %lld tokens), "
            "run.c port %.5f\n",
            r.nll, r.ppl, (long long)r.windows, (long long)r.tokens_scored, ref);
@@ -200,13 +287,13 @@ int main(void) {
     CHECK(r2.nll == r.nll);
 
     /* layers streamed (not resident), two windows per batch: same numbers */
-    o.max_act_bytes = 2 * 512 * 64 * 4;
-    CHECK_OK(lq_ppl_tokens(ms, stream, nstream, &o, &r2, &err));
+    lq_ppl_exec ex = {.max_act_bytes = 2 * 512 * 64 * 4};
+    CHECK_OK(lq_ppl_tokens_ex(ms, stream, nstream, &o, &ex, &r2, &err));
     CHECK_NEAR(r2.nll, r.nll, 1e-6);
     CHECK(ms->layers == NULL);
     /* one thread: same numbers */
-    o.nthreads = 1;
-    CHECK_OK(lq_ppl_tokens(m, stream, nstream, &o, &r2, &err));
+    ex = (lq_ppl_exec){.nthreads = 1};
+    CHECK_OK(lq_ppl_tokens_ex(m, stream, nstream, &o, &ex, &r2, &err));
     CHECK_NEAR(r2.nll, r.nll, 1e-6);
 
     /* gptq with ctx 128: 14 windows, the same as scoring the 14 slices as sequences */
@@ -219,9 +306,10 @@ int main(void) {
     CHECK_NEAR(r.nll, r2.nll, 1e-6);
 
     /* ---- llamacpp: BOS over each chunk's first token, second half scored ---- */
-    o = (lq_ppl_opts){.protocol = LQ_PPL_LLAMACPP, .bos_id = 1};
+    o = (lq_ppl_opts){.protocol = LQ_PPL_LLAMACPP, .bos = 1};
     CHECK_OK(lq_ppl_tokens(m, stream, nstream, &o, &r, &err));
-    ref = l2c_windows(&ref16, stream, nstream, 512, 1, 256, &cnt);
+    ref             = l2c_windows(&ref16, stream, nstream, 512, 1, 256, &cnt);
+    l2c_llamacpp512 = ref;
     printf("llamacpp ctx 512 over the stream: ours NLL %.5f ppl %.4f (%lld chunks, %lld tokens), "
            "run.c port %.5f\n",
            r.nll, r.ppl, (long long)r.windows, (long long)r.tokens_scored, ref);
@@ -246,9 +334,9 @@ int main(void) {
     CHECK(g.calls >= 1);
     CHECK_EQ_INT(g.last_step, 14);
     CHECK_EQ_INT(g.last_total, 14);
-    g = (prog){.cancel_at = 1};
-    o.max_act_bytes = 128 * 64 * 4; /* streamed, one window per batch: progress per layer */
-    CHECK_EQ_INT(lq_ppl_tokens(ms, stream, nstream, &o, &r, &err), LQ_ERR_INTERRUPTED);
+    g  = (prog){.cancel_at = 1};
+    ex = (lq_ppl_exec){.max_act_bytes = 128 * 64 * 4}; /* streamed: progress per layer */
+    CHECK_EQ_INT(lq_ppl_tokens_ex(ms, stream, nstream, &o, &ex, &r, &err), LQ_ERR_INTERRUPTED);
     CHECK_EQ_INT(g.calls, 1);
 
     /* ---- too little text ---- */
@@ -260,10 +348,80 @@ int main(void) {
     CHECK_MSG(strstr(err.msg, "1000") && strstr(err.msg, "1024"), "message: %s", err.msg);
     o = (lq_ppl_opts){.protocol = LQ_PPL_GPTQ, .ctx = 1024};
     CHECK_EQ_INT(lq_ppl_tokens(m, stream, nstream, &o, &r, &err), LQ_ERR_INVALID_ARG);
-    lq_ppl_protocol pp;
+    int pp;
     CHECK_EQ_INT(lq_ppl_protocol_parse("wikitext", &pp, &err), LQ_ERR_INVALID_ARG);
     CHECK_OK(lq_ppl_protocol_parse("llamacpp", &pp, &err));
     CHECK_EQ_INT(pp, LQ_PPL_LLAMACPP);
+
+    /* ---- the public job: tokenizer (calib/lq_tok.c), text reader, options, report ---- */
+    {
+        /* the product tokenizer gives run.c's tokens (each story, and the whole sample) */
+        lq_tokenizer *tk = NULL;
+        CHECK_OK(lq_tok_load_file(tokp, &tk, &err));
+        for (int i = 0; tk && i <= dc.n; i++) {
+            int32_t       *ids  = NULL;
+            int64_t        n    = 0;
+            const int32_t *want = i < dc.n ? dc.ids[i] : stream;
+            const int64_t  wn   = i < dc.n ? dc.len[i] : nstream;
+            CHECK_OK(lq_tok_encode(tk, i < dc.n ? dc.text[i] : text,
+                                   i < dc.n ? dc.text_len[i] : tlen, 1, &ids, &n, &err));
+            CHECK_MSG(n == wn && ids && memcmp(ids, want, (size_t)n * sizeof(int32_t)) == 0,
+                      "lq_tok vs run.c encode differ on %s %d (%lld vs %lld tokens)",
+                      i < dc.n ? "story" : "whole sample", i, (long long)n, (long long)wn);
+            free(ids);
+        }
+        lq_tok_free(tk);
+        double  nll, ppl, nll2, ppl2;
+        int64_t sc;
+        CHECK_OK(public_ppl(dir, text_path, tokp, "docs", NULL, &nll, &sc, &ppl, &err));
+        CHECK_NEAR(nll, REF_NLL, 0.005);
+        CHECK_EQ_INT(sc, 1804);
+        CHECK_OK(public_ppl(dir, text_path, tokp, "gptq", "512", &nll2, &sc, &ppl2, &err));
+        CHECK_EQ_INT(sc, 1533);
+        CHECK_NEAR(nll2, l2c_gptq512, 1e-4);
+        CHECK_OK(public_ppl(dir, text_path, tokp, "llamacpp", NULL, &nll2, &sc, &ppl2, &err));
+        CHECK_EQ_INT(sc, 3 * 255);
+        CHECK_NEAR(nll2, l2c_llamacpp512, 1e-4);
+        CHECK_EQ_INT(public_ppl(dir, text_path, tokp, "llamacpp", "1000", &nll2, &sc, &ppl2, &err),
+                     LQ_ERR_INVALID_ARG);
+        char tiny[4200];
+        snprintf(tiny, sizeof tiny, "%s/tiny.txt", tmp);
+        FILE *tf = fopen(tiny, "w");
+        if (tf) {
+            fputs("Once upon a time there was a cat.", tf);
+            fclose(tf);
+        }
+        CHECK_EQ_INT(public_ppl(dir, tiny, tokp, "gptq", NULL, &nll2, &sc, &ppl2, &err),
+                     LQ_ERR_CALIB_EMPTY);
+        CHECK_MSG(strstr(err.msg, tiny) && strstr(err.msg, "needs at least 512"), "%s", err.msg);
+
+        /* WikiText-2 (the GPTQ evaluation string): a TinyStories model, so no bound beyond
+         * finite and deterministic. The first 16 KiB keep the test fast; the full-file figure
+         * is in the report of `llmquant ppl`. */
+        char wt[4200], small[4200];
+        snprintf(wt, sizeof wt, "%s/data/wikitext2/wikitext2_test_hf_join.txt", sh);
+        snprintf(small, sizeof small, "%s/wikitext2_16k.txt", tmp);
+        char   *wtext = NULL;
+        int64_t wlen  = 0;
+        if (lq_read_file(wt, 1 << 24, &wtext, &wlen, &err) == LQ_OK) {
+            FILE *f = fopen(small, "wb");
+            /* cut at a line end so the prefix is whole UTF-8 */
+            int64_t cut = wlen < 16384 ? wlen : 16384;
+            while (cut > 0 && wtext[cut - 1] != '\n')
+                cut--;
+            CHECK(f && fwrite(wtext, 1, (size_t)cut, f) == (size_t)cut);
+            if (f)
+                fclose(f);
+            free(wtext);
+            CHECK_OK(public_ppl(dir, small, tokp, "gptq", NULL, &nll, &sc, &ppl, &err));
+            CHECK_OK(public_ppl(dir, small, tokp, "gptq", NULL, &nll2, &sc, &ppl2, &err));
+            printf("WikiText-2 (first %lld bytes), gptq ctx 512: ppl %.3f\n", (long long)cut, ppl);
+            CHECK(isfinite(ppl) && ppl > 1);
+            CHECK(ppl == ppl2);
+        } else {
+            printf("SKIP part: %s not readable\n", wt);
+        }
+    }
 
 done:
     free(stream);

@@ -372,6 +372,53 @@ static void test_write_errors(const char *tmp) {
     rmdir(dir);
 }
 
+static void write_one(const char *dir, const char *tensor, int64_t max_shard) {
+    lq_st_writer *w   = NULL;
+    lq_err        err = {0};
+    float         x[3] = {1, 2, 3};
+    int64_t       n    = 3;
+    CHECK_OK(lq_st_writer_create(dir, max_shard, &w, &err));
+    CHECK_OK(lq_st_writer_add_f32(w, tensor, LQ_DT_F32, 1, &n, x, &err));
+    if (max_shard > 0) /* two tensors over two shards */
+        CHECK_OK(lq_st_writer_add_f32(w, "second", LQ_DT_F32, 1, &n, x, &err));
+    CHECK_OK(lq_st_writer_finish(w, &err));
+    lq_st_writer_free(w);
+}
+
+/* Which file lq_st_open_dir picks. */
+static void test_dir_choice(const char *tmp) {
+    char dir[4096], a[4200], b[4200];
+    snprintf(dir, sizeof dir, "%s/st_choice", tmp);
+    rm_rf_dir(dir);
+    CHECK(mkdir(dir, 0755) == 0);
+    lq_st *st  = NULL;
+    lq_err err = {0};
+    CHECK_EQ_INT(lq_st_open_dir(dir, &st, &err), LQ_ERR_NOT_FOUND);
+    CHECK_EQ_INT(lq_st_open_dir("/nonexistent/model", &st, &err), LQ_ERR_NOT_FOUND);
+    write_one(dir, "sharded", 12); /* model-0000{1,2}-of-00002 + index */
+    CHECK_OK(lq_st_open_dir(dir, &st, &err));
+    CHECK(st && lq_st_count(st) == 2 && lq_st_find(st, "sharded"));
+    lq_st_close(st);
+    write_one(dir, "single", 0); /* model.safetensors next to the index: transformers loads it */
+    CHECK_OK(lq_st_open_dir(dir, &st, &err));
+    CHECK(st && lq_st_count(st) == 1 && lq_st_find(st, "single"));
+    lq_st_close(st);
+    rm_rf_dir(dir);
+    CHECK(mkdir(dir, 0755) == 0);
+    write_one(dir, "lone", 0); /* a lone file under another name is used */
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/weights.safetensors", dir);
+    CHECK(rename(a, b) == 0);
+    CHECK_OK(lq_st_open_dir(dir, &st, &err));
+    CHECK(st && lq_st_find(st, "lone") && strstr(lq_st_file_of(st, lq_st_find(st, "lone")), b));
+    lq_st_close(st);
+    write_one(dir, "lone", 0);
+    snprintf(b, sizeof b, "%s/other.safetensors", dir);
+    CHECK(rename(a, b) == 0); /* weights + other, no index: ambiguous */
+    CHECK_EQ_INT(lq_st_open_dir(dir, &st, &err), LQ_ERR_ST_INDEX);
+    rm_rf_dir(dir);
+}
+
 static void test_nonfinite(const char *tmp) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/st_nan", tmp);
@@ -563,6 +610,7 @@ int main(int argc, char **argv) {
     test_writer_abandoned(tmp);
     test_nonfinite(tmp);
     test_write_errors(tmp);
+    test_dir_choice(tmp);
     test_bad_inputs(data);
     return lq_test_end("safetensors");
 }

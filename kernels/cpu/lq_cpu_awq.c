@@ -12,9 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Multiply-adds may fuse (see lq_cpu_gptq.c). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define NB 16 /* output columns per block of the fused kernel (two words) */
 
-static const uint32_t k_shift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
 
 /* sc[g * ld + j] = scale, zs[g * ld + j] = scale * zero for columns i0 + j, j < nc. */
 static void awq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc,
@@ -35,15 +39,16 @@ LQ_CLONES static void awq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_
                              const float *sc, const float *zs, int64_t ldp, float *out,
                              int64_t ldo) {
     const int64_t words = w->n / 8;
+    const lq_v8u  sh    = {0, 16, 4, 20, 8, 24, 12, 28};
+    const lq_v8u  mask  = lq_v8u_splat(15u);
     for (int64_t c = c0; c < c1; c++) {
         const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
         const int64_t   g   = c / w->group_size;
         const float    *s = sc + g * ldp, *z = zs + g * ldp;
         float          *o = out + (c - c0) * ldo;
         for (int64_t t = 0; t < nc / 8; t++) {
-            const uint32_t wd = row[t];
-            for (int j = 0; j < 8; j++)
-                o[8 * t + j] = s[8 * t + j] * (float)((wd >> k_shift[j]) & 15u) - z[8 * t + j];
+            const lq_v8f q = lq_v8u_to_f((lq_v8u_splat(row[t]) >> sh) & mask);
+            lq_v8f_store(o + 8 * t, lq_v8f_load(s + 8 * t) * q - lq_v8f_load(z + 8 * t));
         }
     }
 }
@@ -70,40 +75,78 @@ lq_status lq_dequant_awq_cpu(const lq_qlinear *w, float *out, int nthreads) {
     return LQ_OK;
 }
 
-/* One block of NB output columns at i0 (n % NB columns go through the tail below). */
-LQ_CLONES static void awq_fused(const lq_qlinear *w, const float *x, int64_t m, const float *xsum,
-                                int64_t i0, float *y) {
-    const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs, words = n / 8;
-    float         out[LQ_FUSED_M][NB];
-    memset(out, 0, sizeof out);
-    for (int64_t g = 0; g < G; g++) {
-        float acc[LQ_FUSED_M][NB];
-        memset(acc, 0, sizeof acc);
-        for (int64_t c = g * gs; c < (g + 1) * gs; c++) {
-            const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
-            float           qf[NB];
-            for (int t = 0; t < NB / 8; t++)
-                for (int j = 0; j < 8; j++)
-                    qf[8 * t + j] = (float)((row[t] >> k_shift[j]) & 15u);
-            for (int64_t r = 0; r < m; r++) {
-                const float xv = x[r * k + c];
-                for (int j = 0; j < NB; j++)
-                    acc[r][j] += xv * qf[j];
-            }
-        }
-        float s[NB], zs[NB];
-        awq_params(w, g, g + 1, i0, NB, 0, s, zs);
-        for (int64_t r = 0; r < m; r++) {
-            const float xs = xsum[r * G + g];
-            for (int j = 0; j < NB; j++)
-                out[r][j] += s[j] * acc[r][j] - zs[j] * xs;
+/* Group g of the columns [i0, i0 + 8 * NV) (NV whole words) into y (first group: assign).
+ * M x NV accumulators in registers; see lq_cpu_gptq.c for the loop order. */
+#define AWQ_NV_MAX 8
+#define AWQ_NV(M) ((M) == 1 ? 8 : (M) == 2 ? 4 : (M) <= 4 ? 2 : 1)
+static inline __attribute__((always_inline)) void
+awq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t g, int64_t i0,
+                float *y, const int M, const int NV) {
+    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = k / gs, words = n / 8;
+    const lq_v8u    sh   = {0, 16, 4, 20, 8, 24, 12, 28}; /* 4 * field of column j */
+    const lq_v8u    mask = lq_v8u_splat(15u);
+    lq_v8f          acc[LQ_FUSED_M][AWQ_NV_MAX];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = lq_v8f_splat(0.f);
+    for (int64_t c = g * gs; c < (g + 1) * gs; c++) {
+        const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
+        __builtin_prefetch(row + 16); /* next blocks, same row */
+        lq_v8f q[AWQ_NV_MAX];
+        for (int jv = 0; jv < NV; jv++)
+            q[jv] = lq_v8u_to_f((lq_v8u_splat(row[jv]) >> sh) & mask);
+        for (int r = 0; r < M; r++) {
+            const lq_v8f xb = lq_v8f_splat(x[r * k + c]);
+            for (int jv = 0; jv < NV; jv++)
+                acc[r][jv] += xb * q[jv];
         }
     }
-    for (int64_t r = 0; r < m; r++)
-        memcpy(y + r * n + i0, out[r], sizeof out[r]);
+    const uint32_t *zrow = (const uint32_t *)w->qzeros + g * words + i0 / 8;
+    for (int r = 0; r < M; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int jv = 0; jv < NV; jv++) {
+            float sv[8];
+            for (int j = 0; j < 8; j++)
+                sv[j] = lq_f16_to_f32_fast(((const uint16_t *)w->scales)[g * n + i0 + 8 * jv + j]);
+            const lq_v8f s    = lq_v8f_load(sv);
+            const lq_v8f z    = lq_v8u_to_f((lq_v8u_splat(zrow[jv]) >> sh) & mask);
+            const lq_v8f part = s * acc[r][jv] - (s * z) * xs;
+            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
+        }
+    }
 }
 
-/* The last 8 columns when n % 16 == 8: dequantize them once, then dot. */
+static inline __attribute__((always_inline)) void
+awq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
+                int64_t blk1, float *y, const int M, const int NV) {
+    const int64_t G = w->k / w->group_size;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t bi = blk0; bi < blk1; bi++)
+            awq_group_block(w, x, xsum, g, bi * 8 * NV, y, M, NV);
+}
+
+typedef void (*awq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
+                             int64_t blk1, float *y);
+#define AWQ_INST(M)                                                                            \
+    LQ_CLONES static void awq_fused_m##M(const lq_qlinear *w, const float *x, const float *xsum, \
+                                         int64_t blk0, int64_t blk1, float *y) {               \
+        awq_fused_range(w, x, xsum, blk0, blk1, y, M, AWQ_NV(M));                              \
+    }
+AWQ_INST(1)
+AWQ_INST(2)
+AWQ_INST(3)
+AWQ_INST(4)
+AWQ_INST(5)
+AWQ_INST(6)
+AWQ_INST(7)
+AWQ_INST(8)
+static const awq_fused_fn k_awq_fused[LQ_FUSED_M] = {awq_fused_m1, awq_fused_m2, awq_fused_m3,
+                                                     awq_fused_m4, awq_fused_m5, awq_fused_m6,
+                                                     awq_fused_m7, awq_fused_m8};
+_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+
+/* The n % (8 * NV) last columns, 8 at a time: dequantize them once, then dot. */
 static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0, float *y,
                      float *buf /* [k * 8 + 2 * G * 8] */) {
     const int64_t k = w->k, G = k / w->group_size;
@@ -121,7 +164,7 @@ static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0,
 
 size_t lq_ws_awq_cpu(const lq_qlinear *w, int64_t m) {
     const int64_t G = w->k / w->group_size;
-    if (m <= LQ_FUSED_M) /* x sums [m, G] + the 8-column tail buffer */
+    if (m <= 2 * LQ_FUSED_M) /* x sums [m, G] + an 8-column tail buffer */
         return (size_t)(m * G + w->k * 8 + 2 * G * 8) * sizeof(float);
     return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
 }
@@ -133,7 +176,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs;
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
-    if (m <= LQ_FUSED_M) {
+    if (m <= 2 * LQ_FUSED_M) { /* as GPTQ's grouped kernel: fused up to 16 rows */
         float *xsum = f;
         for (int64_t r = 0; r < m; r++)
             for (int64_t g = 0; g < G; g++) {
@@ -142,29 +185,31 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
                     sacc += x[r * k + c];
                 xsum[r * G + g] = sacc;
             }
-        const int64_t nblk = n / NB;
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t bi = 0; bi < nblk; bi++)
-            awq_fused(w, x, m, xsum, bi * NB, y);
-        if (nblk * NB < n)
-            awq_tail(w, x, m, nblk * NB, y, f + m * G);
+#pragma omp parallel num_threads(nt)
+        {
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* rows in chunks of 8 */
+                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+                const int64_t nblk = n / (8 * AWQ_NV(mc));
+                k_awq_fused[mc - 1](w, x + rc * k, xsum + rc * G, nblk * th / tn,
+                                    nblk * (th + 1) / tn, y + rc * n);
+            }
+        }
+        for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
+            const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+            for (int64_t i0 = n / (8 * AWQ_NV(mc)) * (8 * AWQ_NV(mc)); i0 < n; i0 += 8)
+                awq_tail(w, x + rc * k, mc, i0, y + rc * n, f + m * G);
+        }
     } else {
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;
-        const int64_t tr = lq_tile_rows(w), cb = 64, ncb = (k + cb - 1) / cb;
+        const int64_t tr = lq_tile_rows(w);
         float        *tile = f, *sc = f + tr * k, *zs = sc + G * tr;
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
-#pragma omp parallel num_threads(nt)
-            {
-#pragma omp for schedule(static)
-                for (int64_t g = 0; g < G; g++)
-                    awq_params(w, g, g + 1, i0, nc, tr, sc, zs);
-#pragma omp for schedule(static)
-                for (int64_t t = 0; t < ncb; t++)
-                    awq_kn(w, t * cb, (t + 1) * cb < k ? (t + 1) * cb : k, i0, nc, sc, zs, tr,
-                           tile + t * cb * nc, nc);
-            }
+/* serial on purpose: see LQ_TILE_ROWS */
+            awq_params(w, 0, G, i0, nc, tr, sc, zs);
+            awq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
             lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
         }
     }

@@ -17,6 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Multiply-adds may fuse here: kernels are held to the references by NMSE, and small-integer
+ * inputs (the bit-exact tests) are exact either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define NB 16 /* output columns per block of the fused kernels */
 
 enum gptq_path { PATH_TILED = 0, PATH_FUSED_GROUPS = 1, PATH_FUSED_GENERIC = 2 };
@@ -29,21 +35,21 @@ static int gptq_monotone(const lq_qlinear *w) {
 }
 
 static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
-    if (m > LQ_FUSED_M)
-        return PATH_TILED;
+    /* crossovers measured with bench_kernels_cpu (4096 x 4096, CPU time): the grouped kernel
+     * beats dequantize + sgemm up to m = 16, about ties at 32; the generic one up to m = 8 */
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
-        return PATH_FUSED_GROUPS;
-    return PATH_FUSED_GENERIC;
+        return m <= 2 * LQ_FUSED_M ? PATH_FUSED_GROUPS : PATH_TILED;
+    return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
 }
 
 /* sc[g * ld + j] = scale, zs[g * ld + j] = scale * zero for columns i0 + j, j < nc, all g. */
-static void gptq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc,
+LQ_CLONES static void gptq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc,
                         int64_t ld, float *sc, float *zs) {
     const uint16_t *s = w->scales;
     for (int64_t g = g0; g < g1; g++)
         for (int64_t j = 0; j < nc; j++) {
-            const float v  = lq_f16_to_f32(s[g * w->n + i0 + j]);
+            const float v  = lq_f16_to_f32_fast(s[g * w->n + i0 + j]);
             sc[g * ld + j] = v;
             zs[g * ld + j] = v * (float)lq_gptq_zero(w, g, i0 + j);
         }
@@ -55,19 +61,27 @@ LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64
                               float *out, int64_t ldo) {
     const int      b    = w->bits;
     const uint32_t mask = (1u << b) - 1u;
+    const lq_v8u   vmask = lq_v8u_splat(mask);
     const int64_t  n    = w->n;
     for (int64_t c = c0; c < c1; c++) {
-        const int64_t  pos = c * b, wr = pos >> 5;
-        const int      sh  = (int)(pos & 31);
+        const int64_t   pos = c * b, wr = pos >> 5;
+        const uint32_t  sh  = (uint32_t)(pos & 31);
         const uint32_t *row = (const uint32_t *)w->qweight + wr * n + i0;
         const float    *s = sc + (int64_t)w->g_idx[c] * ldp, *z = zs + (int64_t)w->g_idx[c] * ldp;
         float          *o = out + (c - c0) * ldo;
-        if (sh + b <= 32) {
-            for (int64_t j = 0; j < nc; j++)
-                o[j] = s[j] * (float)((row[j] >> sh) & mask) - z[j];
-        } else { /* 3-bit value straddling two words */
-            for (int64_t j = 0; j < nc; j++)
-                o[j] = s[j] * (float)(((row[j] >> sh) | (row[j + n] << (32 - sh))) & mask) - z[j];
+        const int       straddle = sh + (uint32_t)b > 32; /* 3-bit value across two words */
+        int64_t         j = 0;
+        for (; j + 8 <= nc; j += 8) {
+            lq_v8u u = lq_v8u_load(row + j) >> sh;
+            if (straddle)
+                u |= lq_v8u_load(row + n + j) << (32u - sh);
+            lq_v8f_store(o + j, lq_v8f_load(s + j) * lq_v8u_to_f(u & vmask) - lq_v8f_load(z + j));
+        }
+        for (; j < nc; j++) {
+            uint32_t u = row[j] >> sh;
+            if (straddle)
+                u |= row[j + n] << (32u - sh);
+            o[j] = s[j] * (float)(u & mask) - z[j];
         }
     }
 }
@@ -96,60 +110,183 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Fused small-m kernels over one block of NB output columns starting at i0.
+ * Fused small-m kernels over one block of NBW output columns starting at i0. M (rows of x)
+ * and NBW are compile-time constants of each instance so the M x NBW accumulators live in
+ * registers (M * NBW = 64 floats at most: 8 AVX2 registers).
  * --------------------------------------------------------------------------------------- */
+#define NBW_MAX 32
+#define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
+
+/* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). */
 static inline __attribute__((always_inline)) void
-gptq_fused_groups(const lq_qlinear *w, const float *x, int64_t m, const float *xsum, int64_t i0,
-                  float *y, const int b) {
-    const int      vpw  = 32 / b;
-    const uint32_t mask = (1u << b) - 1u;
-    const int64_t  n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
-    const uint32_t *qw = (const uint32_t *)w->qweight;
-    float          out[LQ_FUSED_M][NB];
-    memset(out, 0, sizeof out);
-    for (int64_t g = 0; g < G; g++) {
-        float acc[LQ_FUSED_M][NB];
-        memset(acc, 0, sizeof acc);
-        const int64_t wr0 = g * gs / vpw;
-        const int64_t wr1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / vpw;
-        for (int64_t wr = wr0; wr < wr1; wr++) {
-            const uint32_t *row = qw + wr * n + i0;
-            for (int v = 0; v < vpw; v++) {
-                float qf[NB];
-                for (int j = 0; j < NB; j++)
-                    qf[j] = (float)((row[j] >> (b * v)) & mask);
-                const int64_t c = wr * vpw + v;
-                for (int64_t r = 0; r < m; r++) {
-                    const float xv = x[r * k + c];
-                    for (int j = 0; j < NB; j++)
-                        acc[r][j] += xv * qf[j];
-                }
+gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t g, int64_t i0,
+                 float *y, const int b, const int M, const int NV) {
+    const int       vpw  = 32 / b;
+    const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
+    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
+    const int64_t   zw = n * b / 32;
+    const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
+    const uint16_t *sc = w->scales;
+    lq_v8f          acc[LQ_FUSED_M][NBW_MAX / 8];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = lq_v8f_splat(0.f);
+    const int64_t wr0 = g * gs / vpw;
+    const int64_t wr1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / vpw;
+    for (int64_t wr = wr0; wr < wr1; wr++) {
+        const uint32_t *row = qw + wr * n + i0;
+        const float    *xc  = x + wr * vpw;
+        lq_v8u          wv[NBW_MAX / 8];
+        /* the blocks after this one read the next bytes of the same rows: one stream per row
+         * of the group is more than the hardware prefetcher follows */
+        for (int jv = 0; jv < NV; jv += 2)
+            __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
+        for (int jv = 0; jv < NV; jv++)
+            wv[jv] = lq_v8u_load(row + 8 * jv);
+        for (int v = 0; v < vpw; v++) {
+            lq_v8f q[NBW_MAX / 8];
+            for (int jv = 0; jv < NV; jv++)
+                q[jv] = lq_v8u_to_f((wv[jv] >> (uint32_t)(b * v)) & mask);
+            for (int r = 0; r < M; r++) {
+                const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
+                for (int jv = 0; jv < NV; jv++)
+                    acc[r][jv] += xb * q[jv];
             }
         }
-        float s[NB], zs[NB];
-        gptq_params(w, g, g + 1, i0, NB, 0, s, zs);
-        for (int64_t r = 0; r < m; r++) {
-            const float xs = xsum[r * G + g];
-            for (int j = 0; j < NB; j++)
-                out[r][j] += s[j] * acc[r][j] - zs[j] * xs;
+    }
+    /* scale and scale * zero of the block's columns (v1 zero - 1, masked) */
+    float s[NBW_MAX], zs[NBW_MAX];
+    for (int j = 0; j < 8 * NV; j++) {
+        const int64_t  col = i0 + j;
+        const uint32_t zf  = qz[g * zw + col * b / 32] >> ((col * b) & 31);
+        s[j]               = lq_f16_to_f32_fast(sc[g * n + col]);
+        zs[j]              = s[j] * (float)((zf + 1u) & ((1u << b) - 1u));
+    }
+    for (int r = 0; r < M; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int jv = 0; jv < NV; jv++) {
+            const lq_v8f part =
+                lq_v8f_load(s + 8 * jv) * acc[r][jv] - lq_v8f_load(zs + 8 * jv) * xs;
+            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
         }
     }
-    for (int64_t r = 0; r < m; r++)
-        memcpy(y + r * n + i0, out[r], sizeof out[r]);
 }
 
-LQ_CLONES static void gptq_fused_w2(const lq_qlinear *w, const float *x, int64_t m,
-                                    const float *xsum, int64_t i0, float *y) {
-    gptq_fused_groups(w, x, m, xsum, i0, y, 2);
+/* One thread's share: groups outer, blocks of NBW columns inner, so each group's word rows
+ * stream through the thread's contiguous column range (a handful of sequential streams the
+ * prefetcher follows) while the block's accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
+                 int64_t blk1, float *y, const int b, const int M, const int NV) {
+    const int64_t G = lq_gptq_groups(w);
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t bi = blk0; bi < blk1; bi++)
+            gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV);
 }
-LQ_CLONES static void gptq_fused_w4(const lq_qlinear *w, const float *x, int64_t m,
-                                    const float *xsum, int64_t i0, float *y) {
-    gptq_fused_groups(w, x, m, xsum, i0, y, 4);
+
+/* Vectors of 8 columns per block for M rows: M * NV <= 8 accumulator registers. */
+#define GPTQ_NV(M) ((M) == 1 ? 4 : (M) <= 4 ? 2 : 1)
+static int gptq_nbw(int64_t m) {
+    return 8 * GPTQ_NV(m);
 }
-LQ_CLONES static void gptq_fused_w8(const lq_qlinear *w, const float *x, int64_t m,
-                                    const float *xsum, int64_t i0, float *y) {
-    gptq_fused_groups(w, x, m, xsum, i0, y, 8);
+
+typedef void (*gptq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum,
+                              int64_t blk0, int64_t blk1, float *y);
+#define GPTQ_INST(B, M)                                                                        \
+    LQ_CLONES static void gptq_fused_b##B##_m##M(const lq_qlinear *w, const float *x,           \
+                                                 const float *xsum, int64_t blk0, int64_t blk1, \
+                                                 float *y) {                                   \
+        gptq_fused_range(w, x, xsum, blk0, blk1, y, B, M, GPTQ_NV(M));                        \
+    }
+#define GPTQ_INST_B(B)                                                                         \
+    GPTQ_INST(B, 1)                                                                            \
+    GPTQ_INST(B, 2) GPTQ_INST(B, 3) GPTQ_INST(B, 4) GPTQ_INST(B, 5) GPTQ_INST(B, 6)            \
+        GPTQ_INST(B, 7) GPTQ_INST(B, 8)
+GPTQ_INST_B(2)
+GPTQ_INST_B(4)
+GPTQ_INST_B(8)
+#define GPTQ_ROW(B)                                                                            \
+    {gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4,   \
+     gptq_fused_b##B##_m5, gptq_fused_b##B##_m6, gptq_fused_b##B##_m7, gptq_fused_b##B##_m8}
+static const gptq_fused_fn k_gptq_fused[3][LQ_FUSED_M] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
+_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+
+/* Any layout (act-order g_idx, 3-bit, groups not made of whole words): input channels
+ * [c0, c1) of the columns [i0, i0 + 8 * NV), each weight dequantized as s[g] * q - (s*z)[g]
+ * from the precomputed float [G, n] arrays; added into y (assigned when c0 == 0). */
+static inline __attribute__((always_inline)) void
+gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float *zs,
+               int64_t c0, int64_t c1, int64_t i0, float *y, const int M, const int NV) {
+    const int       b    = w->bits;
+    const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
+    const int64_t   n = w->n, k = w->k;
+    const uint32_t *qw = (const uint32_t *)w->qweight;
+    lq_v8f          acc[LQ_FUSED_M][NBW_MAX / 8];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = lq_v8f_splat(0.f);
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t   pos = c * b, wr = pos >> 5;
+        const uint32_t  sh  = (uint32_t)(pos & 31);
+        const uint32_t *row = qw + wr * n + i0;
+        const int64_t   g   = w->g_idx[c];
+        if (sh < (uint32_t)b) /* first value of this word row */
+            for (int jv = 0; jv < NV; jv += 2)
+                __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
+        lq_v8f          wq[NBW_MAX / 8];
+        for (int jv = 0; jv < NV; jv++) {
+            lq_v8u u = lq_v8u_load(row + 8 * jv) >> sh;
+            if (sh + (uint32_t)b > 32) /* 3-bit value straddling two words */
+                u |= lq_v8u_load(row + n + 8 * jv) << (32u - sh);
+            wq[jv] = lq_v8u_to_f(u & mask) * lq_v8f_load(sc + g * n + i0 + 8 * jv) -
+                     lq_v8f_load(zs + g * n + i0 + 8 * jv);
+        }
+        for (int r = 0; r < M; r++) {
+            const lq_v8f xb = lq_v8f_splat(x[r * k + c]);
+            for (int jv = 0; jv < NV; jv++)
+                acc[r][jv] += xb * wq[jv];
+        }
+    }
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++) {
+            float *yp = y + r * n + i0 + 8 * jv;
+            lq_v8f_store(yp, c0 ? lq_v8f_load(yp) + acc[r][jv] : acc[r][jv]);
+        }
 }
+
+/* A thread's blocks [blk0, blk1), input channels in chunks so the rows of each chunk stream
+ * through the whole column range. */
+#define GPTQ_ANY_KC 256
+static inline __attribute__((always_inline)) void
+gptq_any_range(const lq_qlinear *w, const float *x, const float *sc, const float *zs,
+               int64_t blk0, int64_t blk1, float *y, const int M, const int NV) {
+    for (int64_t c0 = 0; c0 < w->k; c0 += GPTQ_ANY_KC) {
+        const int64_t c1 = c0 + GPTQ_ANY_KC < w->k ? c0 + GPTQ_ANY_KC : w->k;
+        for (int64_t bi = blk0; bi < blk1; bi++)
+            gptq_any_chunk(w, x, sc, zs, c0, c1, bi * 8 * NV, y, M, NV);
+    }
+}
+
+typedef void (*gptq_any_fn)(const lq_qlinear *w, const float *x, const float *sc,
+                            const float *zs, int64_t blk0, int64_t blk1, float *y);
+#define GPTQ_ANY_INST(M)                                                                       \
+    LQ_CLONES static void gptq_any_m##M(const lq_qlinear *w, const float *x, const float *sc,   \
+                                        const float *zs, int64_t blk0, int64_t blk1,           \
+                                        float *y) {                                            \
+        gptq_any_range(w, x, sc, zs, blk0, blk1, y, M, GPTQ_NV(M));                            \
+    }
+GPTQ_ANY_INST(1)
+GPTQ_ANY_INST(2)
+GPTQ_ANY_INST(3)
+GPTQ_ANY_INST(4)
+GPTQ_ANY_INST(5)
+GPTQ_ANY_INST(6)
+GPTQ_ANY_INST(7)
+GPTQ_ANY_INST(8)
+static const gptq_any_fn k_gptq_any[LQ_FUSED_M] = {gptq_any_m1, gptq_any_m2, gptq_any_m3,
+                                                   gptq_any_m4, gptq_any_m5, gptq_any_m6,
+                                                   gptq_any_m7, gptq_any_m8};
 
 /* Any layout: dequantize 64 input channels of the block into a small W^T buffer (L1), then
  * multiply-add it into the m output rows. */
@@ -187,25 +324,16 @@ size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
     }
 }
 
-static lq_status gptq_tiled(const lq_qlinear *w, const float *x, int64_t m, float *y, float *ws,
-                            int nt) {
+static lq_status gptq_tiled(const lq_qlinear *w, const float *x, int64_t m, float *y, float *ws) {
     const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w), tr = lq_tile_rows(w);
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
     float *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
     for (int64_t i0 = 0; i0 < n; i0 += tr) {
         const int64_t nc = i0 + tr < n ? tr : n - i0;
-        const int64_t cb = 64, ncb = (k + cb - 1) / cb;
-#pragma omp parallel num_threads(nt)
-        {
-#pragma omp for schedule(static)
-            for (int64_t g = 0; g < G; g++)
-                gptq_params(w, g, g + 1, i0, nc, tr, sc, zs);
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < ncb; t++)
-                gptq_kn(w, t * cb, (t + 1) * cb < k ? (t + 1) * cb : k, i0, nc, sc, zs, tr,
-                        tile + t * cb * nc, nc);
-        }
+        /* serial on purpose: see LQ_TILE_ROWS */
+        gptq_params(w, 0, G, i0, nc, tr, sc, zs);
+        gptq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
         lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
     }
     return LQ_OK;
@@ -220,7 +348,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
     if (path == PATH_TILED) {
-        LQ_TRY(gptq_tiled(w, x, m, y, f, nt));
+        LQ_TRY(gptq_tiled(w, x, m, y, f));
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         for (int64_t r = 0; r < m; r++)
@@ -231,32 +359,47 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
                     sacc += x[r * k + c];
                 xsum[r * G + g] = sacc;
             }
-        const int64_t nblk = n / NB;
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            if (w->bits == 4)
-                gptq_fused_w4(w, x, m, xsum, bi * NB, y);
-            else if (w->bits == 8)
-                gptq_fused_w8(w, x, m, xsum, bi * NB, y);
-            else
-                gptq_fused_w2(w, x, m, xsum, bi * NB, y);
+        const int bi = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
+#pragma omp parallel num_threads(nt)
+        {
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* rows in chunks of 8 */
+                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+                const int64_t nblk = n / gptq_nbw(mc);
+                k_gptq_fused[bi][mc - 1](w, x + rc * k, xsum + rc * G, nblk * th / tn,
+                                         nblk * (th + 1) / tn, y + rc * n);
+            }
         }
-        if (nblk * NB < n) { /* n % NB columns: the generic kernel reads only nc of them */
-            float        *sc = xsum + m * G;
-            const int64_t i0 = nblk * NB, nc = n - i0;
-            gptq_params(w, 0, G, i0, nc, NB, sc, sc + G * NB);
-            gptq_fused_generic(w, x, m, sc, sc + G * NB, NB, i0, nc, y);
+        /* the n % nbw last columns: the generic kernel, NB at a time */
+        float *sc = xsum + m * G;
+        for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
+            const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+            for (int64_t i0 = n / gptq_nbw(mc) * gptq_nbw(mc); i0 < n; i0 += NB) {
+                const int64_t nc = n - i0 < NB ? n - i0 : NB;
+                gptq_params(w, 0, G, i0, nc, NB, sc, sc + G * NB);
+                gptq_fused_generic(w, x + rc * k, mc, sc, sc + G * NB, NB, i0, nc, y + rc * n);
+            }
         }
     } else {
         float *sc = f, *zs = f + G * n;
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t g = 0; g < G; g++)
-            gptq_params(w, g, g + 1, 0, n, n, sc, zs);
-        const int64_t nblk = (n + NB - 1) / NB;
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t bi = 0; bi < nblk; bi++) {
-            const int64_t i0 = bi * NB;
-            gptq_fused_generic(w, x, m, sc + i0, zs + i0, n, i0, i0 + NB < n ? NB : n - i0, y);
+#pragma omp parallel num_threads(nt)
+        {
+#pragma omp for schedule(static)
+            for (int64_t g = 0; g < G; g++)
+                gptq_params(w, g, g + 1, 0, n, n, sc, zs);
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
+                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+                const int64_t nblk = n / gptq_nbw(mc);
+                k_gptq_any[mc - 1](w, x + rc * k, sc, zs, nblk * th / tn, nblk * (th + 1) / tn,
+                                   y + rc * n);
+            }
+        }
+        for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* the n % nbw last columns */
+            const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
+            for (int64_t i0 = n / gptq_nbw(mc) * gptq_nbw(mc); i0 < n; i0 += NB)
+                gptq_fused_generic(w, x + rc * k, mc, sc + i0, zs + i0, n, i0,
+                                   n - i0 < NB ? n - i0 : NB, y + rc * n);
         }
     }
     lq_add_bias_f16(w->bias, m, n, y);

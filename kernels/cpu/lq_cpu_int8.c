@@ -154,8 +154,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         float        *xq = s.rest, *xf = xq + mrmax * k, *tile = xf + mrmax * k;
         for (int64_t r0 = 0; r0 < m; r0 += MR) {
             const int64_t mr = r0 + MR < m ? MR : m - r0;
-#pragma omp parallel for schedule(static) num_threads(nt)
-            for (int64_t r = 0; r < mr; r++) {
+            for (int64_t r = 0; r < mr; r++) { /* serial on purpose: see LQ_TILE_ROWS */
                 const float *xr  = x + (r0 + r) * k;
                 const float  rm  = s.rowmax[r0 + r];
                 const float  inv = rm > 0.f ? 127.f / rm : 0.f;
@@ -167,7 +166,6 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             for (int64_t i0 = 0; i0 < n; i0 += tr) {
                 const int64_t nc = i0 + tr < n ? tr : n - i0;
                 float        *yt = y + r0 * n + i0;
-#pragma omp parallel for schedule(static) num_threads(nt)
                 for (int64_t e = 0; e < nc * k; e++)
                     tile[e] = (float)cb[i0 * k + e];
                 lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f);
@@ -176,7 +174,6 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
                         yt[r * n + j] =
                             (yt[r * n + j] * (s.rowmax[r0 + r] * w->scb[i0 + j])) * LQ_INT8_MM_DEQUANT;
                 if (nf > 0) {
-#pragma omp parallel for schedule(static) num_threads(nt)
                     for (int64_t j = 0; j < nc; j++)
                         for (int64_t t = 0; t < nf; t++)
                             tile[j * nf + t] = fp_weight(w, i0 + j, t, s.fcols[t]);

@@ -12,6 +12,11 @@
 #include <omp.h>
 #include <string.h>
 
+/* Multiply-adds may fuse (see lq_cpu_gptq.c); w = map * absmax stays a plain product. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define CHUNK 512 /* elements of a row decoded at once (2 KiB) */
 
 typedef struct nf4_pairs {
@@ -54,7 +59,40 @@ static void nf4_decode(const lq_qlinear *w, const nf4_pairs *p, int64_t i, int64
     }
 }
 
+/* Rows [i0, i1) with k % 8 == 0: 8 weights per 32-bit load, table lookup by shuffles (the
+ * same product map[code] * absmax as the reference). */
+LQ_CLONES static void nf4_rows_vec(const lq_qlinear *w, int64_t i0, int64_t i1, float *out) {
+    const int64_t  k = w->k, bs = w->group_size;
+    const uint8_t *qb = w->qweight;
+    const lq_v8f   lo = lq_v8f_load(w->quant_map), hi = lq_v8f_load(w->quant_map + 8);
+    const lq_v8u   sh = {4, 0, 12, 8, 20, 16, 28, 24};
+    const lq_v8u   mask = lq_v8u_splat(15u);
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t e0 = i * k;
+        float        *o  = out + (i - i0) * k;
+        for (int64_t s = e0; s < e0 + k;) {
+            const int64_t blk = s / bs, end = (blk + 1) * bs < e0 + k ? (blk + 1) * bs : e0 + k;
+            const lq_v8f  a   = lq_v8f_splat(lq_nf4_absmax(w, blk));
+            for (; s < end; s += 8) {
+                uint32_t u;
+                memcpy(&u, qb + s / 2, 4);
+                lq_v8f_store(o + (s - e0),
+                             lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a);
+            }
+        }
+    }
+}
+
 static void nf4_rows(const lq_qlinear *w, int64_t i0, int64_t i1, float *out, int nt) {
+    if (w->k % 8 == 0) {
+#pragma omp parallel num_threads(nt)
+        {
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            const int64_t a = i0 + (i1 - i0) * th / tn, b = i0 + (i1 - i0) * (th + 1) / tn;
+            nf4_rows_vec(w, a, b, out + (a - i0) * w->k);
+        }
+        return;
+    }
     nf4_pairs p;
     nf4_pairs_init(w, &p);
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -82,6 +120,85 @@ LQ_CLONES static void dot_rows(const float *x, int64_t m, int64_t k, int64_t c0,
     }
 }
 
+/* Rows whose codes start on a 4-byte boundary and whose blocks hold whole groups of 8 (k % 8
+ * == 0): decode 8 weights from one 32-bit load, table lookup by two 8-lane shuffles,
+ * w = map[code] * absmax as in the reference, M multiply-adds. */
+static inline __attribute__((always_inline)) void
+nf4_rows_fast(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y, const int M) {
+    const int64_t  n = w->n, k = w->k, bs = w->group_size;
+    const uint8_t *qb = w->qweight;
+    const lq_v8f   lo = lq_v8f_load(w->quant_map), hi = lq_v8f_load(w->quant_map + 8);
+    const lq_v8u   sh = {4, 0, 12, 8, 20, 16, 28, 24}; /* high nibble first in each byte */
+    const lq_v8u   mask = lq_v8u_splat(15u);
+    for (int64_t i = i0; i < i1; i++) {
+        lq_v8f acc[LQ_FUSED_M][2];
+        for (int r = 0; r < M; r++)
+            acc[r][0] = acc[r][1] = lq_v8f_splat(0.f);
+        const int64_t e0 = i * k;
+        float         am[64];
+        int64_t       am0 = -1; /* first block held in am[] */
+        for (int64_t s = e0; s < e0 + k;) {
+            const int64_t blk = s / bs, end = (blk + 1) * bs < e0 + k ? (blk + 1) * bs : e0 + k;
+            if (am0 < 0 || blk >= am0 + 64) {
+                const int64_t last = (e0 + k - 1) / bs + 1;
+                am0                = blk;
+                lq_nf4_absmax_range(w, blk, blk + 64 < last ? blk + 64 : last, am);
+            }
+            const lq_v8f a = lq_v8f_splat(am[blk - am0]);
+            __builtin_prefetch(qb + end / 2 + 256);
+            /* two independent accumulator sets hide the multiply-add latency */
+            for (; s + 16 <= end; s += 16) {
+                uint32_t u[2];
+                memcpy(u, qb + s / 2, 8);
+                const lq_v8f w0 =
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u[0]) >> sh) & mask)) * a;
+                const lq_v8f w1 =
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u[1]) >> sh) & mask)) * a;
+                for (int r = 0; r < M; r++) {
+                    acc[r][0] += lq_v8f_load(x + r * k + (s - e0)) * w0;
+                    acc[r][1] += lq_v8f_load(x + r * k + (s - e0) + 8) * w1;
+                }
+            }
+            if (s < end) { /* runs are whole groups of 8 */
+                uint32_t u;
+                memcpy(&u, qb + s / 2, 4);
+                const lq_v8f w0 =
+                    lq_v8f_lut16(lo, hi, (lq_v8i)((lq_v8u_splat(u) >> sh) & mask)) * a;
+                for (int r = 0; r < M; r++)
+                    acc[r][0] += lq_v8f_load(x + r * k + (s - e0)) * w0;
+                s += 8;
+            }
+        }
+        for (int r = 0; r < M; r++) {
+            const lq_v8f t   = acc[r][0] + acc[r][1];
+            float        sum = 0.f;
+            for (int l = 0; l < 8; l++)
+                sum += t[l];
+            y[r * n + i] = sum;
+        }
+    }
+}
+
+typedef void (*nf4_fast_fn)(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1,
+                            float *y);
+#define NF4_INST(M)                                                                            \
+    LQ_CLONES static void nf4_fast_m##M(const lq_qlinear *w, const float *x, int64_t i0,        \
+                                        int64_t i1, float *y) {                                \
+        nf4_rows_fast(w, x, i0, i1, y, M);                                                     \
+    }
+NF4_INST(1)
+NF4_INST(2)
+NF4_INST(3)
+NF4_INST(4)
+NF4_INST(5)
+NF4_INST(6)
+NF4_INST(7)
+NF4_INST(8)
+static const nf4_fast_fn k_nf4_fast[LQ_FUSED_M] = {nf4_fast_m1, nf4_fast_m2, nf4_fast_m3,
+                                                   nf4_fast_m4, nf4_fast_m5, nf4_fast_m6,
+                                                   nf4_fast_m7, nf4_fast_m8};
+_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+
 size_t lq_ws_nf4_cpu(const lq_qlinear *w, int64_t m) {
     if (m <= LQ_FUSED_M)
         return 0;
@@ -92,7 +209,14 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
                           size_t ws_size, int nthreads) {
     const int64_t n = w->n, k = w->k;
     const int     nt = lq_cpu_threads(nthreads);
-    if (m <= LQ_FUSED_M) {
+    if (m <= LQ_FUSED_M && k % 8 == 0) {
+        const nf4_fast_fn fn = k_nf4_fast[m - 1];
+#pragma omp parallel num_threads(nt)
+        {
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            fn(w, x, n * th / tn, n * (th + 1) / tn, y);
+        }
+    } else if (m <= LQ_FUSED_M) {
         nf4_pairs p;
         nf4_pairs_init(w, &p);
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -120,7 +244,7 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
         const int64_t tr = lq_tile_rows(w);
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
-            nf4_rows(w, i0, i0 + nc, ws, nt);
+            nf4_rows(w, i0, i0 + nc, ws, 1); /* serial on purpose: see LQ_TILE_ROWS */
             lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
         }
     }

@@ -1,0 +1,288 @@
+/* bench_kernels_cpu -- CPU quantized GEMV/GEMM per format against OpenBLAS and memory bandwidth.
+ *
+ * For each format at W = 4096x4096 and 11008x4096 (n x k) and m = 1, 4, 16, 64, 256:
+ * time per forward (best of repeats), effective GB/s of the weight bytes the format stores,
+ * the ratio to OpenBLAS sgemm on the same weights as dense float32, and the fraction of a
+ * STREAM-like copy bandwidth measured in the same run (the roofline of a weight-streaming GEMV).
+ *
+ * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all] [-t threads] [-r seconds]
+ *                          [-c (CPU time instead of wall time)]
+ */
+#include "lq_kernels.h"
+#include "lq_dtype.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct fcase {
+    const char *name;
+    lq_format   fmt;
+    int         bits;
+    int64_t     gs;
+    int         act_order, dq, n_outlier;
+    float       threshold;
+} fcase;
+
+static const fcase k_fmts[] = {
+    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0},
+    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0},
+    {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0},
+    {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0},
+    {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0},
+    {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0},
+    {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f},
+};
+
+static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_err *err) {
+    lq_rng r;
+    lq_rng_seed(&r, 1);
+    if (c->fmt == LQ_FMT_GPTQ || c->fmt == LQ_FMT_AWQ) {
+        const int64_t G    = (k + c->gs - 1) / c->gs;
+        const int     maxq = (1 << c->bits) - 1;
+        uint8_t      *q    = malloc((size_t)(n * k));
+        int32_t      *z    = malloc((size_t)(G * n) * 4), *gi = NULL;
+        float        *s    = malloc((size_t)(G * n) * 4);
+        for (int64_t e = 0; e < n * k; e++)
+            q[e] = (uint8_t)lq_rng_below(&r, (uint64_t)maxq + 1);
+        for (int64_t e = 0; e < G * n; e++) {
+            z[e] = 1 + (int32_t)lq_rng_below(&r, (uint64_t)maxq);
+            s[e] = 0.001f + 0.01f * (float)lq_rng_uniform(&r);
+        }
+        if (c->act_order) {
+            gi = malloc((size_t)k * 4);
+            for (int64_t i = 0; i < k; i++)
+                gi[i] = (int32_t)(i / c->gs);
+            for (int64_t i = k - 1; i > 0; i--) {
+                const int64_t j = (int64_t)lq_rng_below(&r, (uint64_t)i + 1);
+                const int32_t t = gi[i];
+                gi[i]           = gi[j];
+                gi[j]           = t;
+            }
+        }
+        lq_status st = c->fmt == LQ_FMT_GPTQ
+                           ? lq_pack_gptq(c->bits, n, k, c->gs, q, z, s, gi, NULL, out, err)
+                           : lq_pack_awq(n, k, c->gs, q, z, s, NULL, out, err);
+        free(q);
+        free(z);
+        free(s);
+        free(gi);
+        return st;
+    }
+    if (c->fmt == LQ_FMT_NF4) {
+        const int64_t nb    = n * k / c->gs;
+        uint8_t      *codes = malloc((size_t)(n * k));
+        float        *am    = malloc((size_t)nb * 4);
+        for (int64_t e = 0; e < n * k; e++)
+            codes[e] = (uint8_t)lq_rng_below(&r, 16);
+        for (int64_t b = 0; b < nb; b++)
+            am[b] = 0.01f + 0.1f * (float)lq_rng_uniform(&r);
+        lq_status st = lq_pack_nf4(n, k, c->gs, codes, am, c->dq, 256, NULL, out, err);
+        free(codes);
+        free(am);
+        return st;
+    }
+    int8_t  *cb  = malloc((size_t)(n * k));
+    float   *scb = malloc((size_t)n * 4), *ow = malloc((size_t)(n * c->n_outlier) * 4 + 4);
+    int32_t *oi  = malloc((size_t)c->n_outlier * 4 + 4);
+    for (int64_t e = 0; e < n * k; e++)
+        cb[e] = (int8_t)((int)lq_rng_below(&r, 255) - 127);
+    for (int64_t i = 0; i < n; i++)
+        scb[i] = 0.05f + 0.1f * (float)lq_rng_uniform(&r);
+    for (int j = 0; j < c->n_outlier; j++)
+        oi[j] = (int32_t)(j * (k / c->n_outlier) + 7);
+    for (int64_t e = 0; e < n * c->n_outlier; e++)
+        ow[e] = 0.1f * lq_rng_normal(&r);
+    lq_status st =
+        lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, c->threshold, NULL, out, err);
+    free(cb);
+    free(scb);
+    free(ow);
+    free(oi);
+    return st;
+}
+
+/* -c: process CPU seconds instead of wall time (for single-thread comparisons on a shared
+ * machine, where wall time includes waiting for a core). */
+static double clock_s(int cpu) {
+    if (!cpu)
+        return lq_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Best-of time of fn over at least `secs` seconds (and 3 runs). */
+typedef void (*run_fn)(void *ctx);
+static double best_time(run_fn fn, void *ctx, double secs, int cpu) {
+    fn(ctx); /* warm up: page in, thread pools */
+    double best = 1e30, t0 = lq_now();
+    int    it   = 0;
+    while (it < 3 || lq_now() - t0 < secs) {
+        const double a = clock_s(cpu);
+        fn(ctx);
+        const double d = clock_s(cpu) - a;
+        best           = d < best ? d : best;
+        it++;
+        if (it > 1000)
+            break;
+    }
+    return best;
+}
+
+typedef struct fwd_ctx {
+    const lq_qlinear *w;
+    const float      *x;
+    int64_t           m;
+    float            *y;
+    void             *ws;
+    size_t            wss;
+    int               nt;
+} fwd_ctx;
+
+static void run_fwd(void *p) {
+    fwd_ctx *c = p;
+    lq_qlinear_forward_cpu(c->w, c->x, c->m, c->y, c->ws, c->wss, c->nt);
+}
+
+typedef struct sgemm_ctx {
+    const float *x, *w;
+    float       *y;
+    int          m, n, k;
+} sgemm_ctx;
+
+static void run_sgemm(void *p) {
+    sgemm_ctx *c = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, c->n, c->k, 1.f, c->x, c->k, c->w,
+                c->k, 0.f, c->y, c->n);
+}
+
+typedef struct copy_ctx {
+    float  *a;
+    float  *b;
+    int64_t n;
+    int     nt;
+} copy_ctx;
+
+static void run_copy(void *p) {
+    copy_ctx *c = p;
+#pragma omp parallel for schedule(static) num_threads(c->nt)
+    for (int64_t i = 0; i < c->n; i++)
+        c->b[i] = c->a[i];
+}
+
+
+int main(int argc, char **argv) {
+    const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
+    int         nt      = 0;
+    double      secs    = 0.5;
+    int cpu = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-c")) {
+            cpu = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            break;
+        if (!strcmp(argv[i], "-f"))
+            ffilter = argv[i + 1];
+        else if (!strcmp(argv[i], "-m"))
+            mlist = argv[i + 1];
+        else if (!strcmp(argv[i], "-s"))
+            shapes = argv[i + 1];
+        else if (!strcmp(argv[i], "-t"))
+            nt = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r"))
+            secs = atof(argv[i + 1]);
+        i++;
+    }
+    const int threads = nt > 0 ? nt : omp_get_max_threads();
+
+    /* STREAM-like copy: 2 x 256 MiB, bytes = read + write */
+    copy_ctx cc = {NULL, NULL, 64ll << 20, threads};
+    cc.a        = lq_aligned_alloc((size_t)cc.n * 4);
+    cc.b        = lq_aligned_alloc((size_t)cc.n * 4);
+    for (int64_t i = 0; i < cc.n; i++)
+        cc.a[i] = (float)i, cc.b[i] = 0.f;
+    const double tc   = best_time(run_copy, &cc, 1.0, 0);
+    const double bw   = 2.0 * (double)cc.n * 4 / tc / 1e9;
+    lq_aligned_free(cc.a);
+    lq_aligned_free(cc.b);
+    printf("threads %d, STREAM-like copy bandwidth %.2f GB/s (read + write)\n", threads, bw);
+    printf("%-20s %5s %11s %5s %9s %8s %8s %9s %8s\n", "format", "m", "n x k", "", "time ms",
+           "GB/s", "%copyBW", "sgemm ms", "vs sgemm");
+
+    const int64_t shp[2][2] = {{4096, 4096}, {11008, 4096}};
+    int64_t ms[16] = {1, 4, 16, 64, 256};
+    int     nms    = 5;
+    if (mlist) { /* -m 1,8,32 */
+        nms = 0;
+        for (const char *p = mlist; *p && nms < 16;) {
+            ms[nms++] = strtoll(p, NULL, 10);
+            p         = strchr(p, ',');
+            if (!p)
+                break;
+            p++;
+        }
+    }
+    for (int si = 0; si < 2; si++) {
+        if ((si == 0 && !strcmp(shapes, "large")) || (si == 1 && !strcmp(shapes, "small")))
+            continue;
+        const int64_t n = shp[si][0], k = shp[si][1];
+        lq_rng        r;
+        lq_rng_seed(&r, 2);
+        float *dense = lq_aligned_alloc((size_t)(n * k) * 4);
+        int64_t mmax = 1;
+        for (int mi = 0; mi < nms; mi++)
+            mmax = ms[mi] > mmax ? ms[mi] : mmax;
+        float *x     = lq_aligned_alloc((size_t)(mmax * k) * 4);
+        float *y     = lq_aligned_alloc((size_t)(mmax * n) * 4);
+        for (int64_t e = 0; e < n * k; e++)
+            dense[e] = 0.02f * lq_rng_normal(&r);
+        for (int64_t e = 0; e < mmax * k; e++)
+            x[e] = lq_rng_normal(&r);
+        double tsg[16];
+        for (int mi = 0; mi < nms; mi++) {
+            sgemm_ctx sc = {x, dense, y, (int)ms[mi], (int)n, (int)k};
+            tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu);
+            if (!ffilter || strstr("dense", ffilter))
+                printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", "dense-f32 sgemm",
+                       (long long)ms[mi], (long long)n, (long long)k, "", tsg[mi] * 1e3,
+                       (double)(n * k * 4) / tsg[mi] / 1e9,
+                       100.0 * (double)(n * k * 4) / tsg[mi] / 1e9 / bw, tsg[mi] * 1e3, 1.0);
+        }
+        for (size_t fi = 0; fi < sizeof k_fmts / sizeof k_fmts[0]; fi++) {
+            const fcase *c = &k_fmts[fi];
+            if (ffilter && !strstr(c->name, ffilter))
+                continue;
+            lq_qbuf qb;
+            lq_err  err = {0};
+            if (build(c, n, k, &qb, &err) != LQ_OK) {
+                fprintf(stderr, "%s: %s\n", c->name, err.msg);
+                continue;
+            }
+            const double wbytes = (double)lq_qlinear_bytes(&qb.q);
+            for (int mi = 0; mi < nms; mi++) {
+                const size_t wss = lq_qlinear_workspace_cpu(&qb.q, ms[mi]);
+                void        *ws  = wss ? lq_aligned_alloc(wss) : NULL;
+                fwd_ctx      fc  = {&qb.q, x, ms[mi], y, ws, wss, nt};
+                const double t   = best_time(run_fwd, &fc, secs, cpu);
+                printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", c->name,
+                       (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3, wbytes / t / 1e9,
+                       100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3, tsg[mi] / t);
+                fflush(stdout);
+                lq_aligned_free(ws);
+            }
+            lq_qbuf_free(&qb);
+        }
+        lq_aligned_free(dense);
+        lq_aligned_free(x);
+        lq_aligned_free(y);
+    }
+    printf("time: best of repeats; GB/s: stored weight bytes / time; vs sgemm > 1: faster than "
+           "OpenBLAS on the dense float32 weights\n");
+    return 0;
+}
