@@ -541,8 +541,12 @@ static lq_status copy_except(const lq_st *src, const char *dir, const char *vict
     return st;
 }
 
+/* same shape, dtype F32 (values irrelevant: the reader must reject the dtype) */
 static lq_status as_f32(lq_st_writer *wr, const lq_st_tensor *t, lq_err *err) {
-    return lq_st_writer_add(wr, t->name, LQ_DT_F32, t->ndim, t->shape, t->data, err);
+    float    *f  = calloc((size_t)t->numel + 1, sizeof *f);
+    lq_status st = lq_st_writer_add(wr, t->name, LQ_DT_F32, t->ndim, t->shape, f, err);
+    free(f);
+    return st;
 }
 
 static lq_status bad_gidx(lq_st_writer *wr, const lq_st_tensor *t, lq_err *err) {
