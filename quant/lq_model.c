@@ -317,8 +317,12 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
             lin_shape(c, (lq_lin_id)l, &ls[0], &ls[1]);
             snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)i,
                      k_lin_names[l]);
-            if (m->format != LQ_FMT_DENSE && !lq_st_find(m->st, name))
-                continue; /* quantized: lq_qlinear_read validates at load */
+            if (m->format != LQ_FMT_DENSE) {
+                /* quantized (no .weight, or an integer one): lq_qlinear_read validates it */
+                const lq_st_tensor *t = lq_st_find(m->st, name);
+                if (!t || !lq_dtype_is_float(t->dtype))
+                    continue;
+            }
             if ((s = check_tensor(m, name, 2, ls, err)))
                 goto fail;
             if (lin_has_bias(c, (lq_lin_id)l)) {

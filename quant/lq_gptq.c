@@ -1,0 +1,241 @@
+/* GPTQ (Frantar et al., "GPTQ: Accurate Post-Training Quantization for Generative Pre-trained
+ * Transformers", 2022), following IST-DASLab gptq.py step by step:
+ *   dead columns -> (static groups) -> act-order permutation -> damping -> U = chol(H^-1)^T
+ *   -> blocked column sweep with lazy updates -> un-permute.
+ * The weights are held transposed (Wt [k, n]) so that a column of W -- what GPTQ quantizes one
+ * at a time -- is a contiguous row, and every update is an axpy or an sgemm. */
+#include "lq_quant.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct perm_item {
+    float   key;
+    int64_t idx;
+} perm_item;
+
+/* torch.argsort(diag, descending=True) is not stable; ties keep index order here. */
+static int cmp_desc(const void *a, const void *b) {
+    const perm_item *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key > y->key ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Hinv upper Cholesky factor U (H^-1 = U^T U) in place of H; 0 on success. */
+static int chol_inverse_upper(float *H, int64_t k) {
+    /* L L^T = H (row-major 'L' == column-major 'U': we use row-major LAPACKE throughout). */
+    if (LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)k, H, (lapack_int)k) != 0)
+        return -1;
+    if (LAPACKE_spotri(LAPACK_ROW_MAJOR, 'L', (lapack_int)k, H, (lapack_int)k) != 0)
+        return -1;
+    /* spotri fills the lower triangle of H^-1; mirror it so 'U' sees the full matrix. */
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < i; j++)
+            H[j * k + i] = H[i * k + j];
+    if (LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)k, H, (lapack_int)k) != 0)
+        return -1;
+    for (int64_t i = 0; i < k; i++) /* clear the stale lower triangle */
+        for (int64_t j = 0; j < i; j++)
+            H[i * k + j] = 0;
+    return 0;
+}
+
+lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o, uint8_t *q,
+                  float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res,
+                  lq_err *err) {
+    const lq_qspec *qs   = &o->q;
+    int             maxq = (1 << qs->bits) - 1;
+    int64_t         g    = qs->group_size <= 0 || qs->group_size >= k ? 0 : qs->group_size;
+    int64_t         G    = lq_num_groups(k, qs->group_size);
+    int64_t         bs   = o->block_size > 0 ? o->block_size : 128;
+    const char     *name = o->name ? o->name : "linear";
+    if (qs->bits < 2 || qs->bits > 8)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: bits %d outside 2..8", name, qs->bits);
+    memset(res, 0, sizeof *res);
+
+    lq_status st   = LQ_OK;
+    float    *Wt   = lq_aligned_alloc((size_t)(k * n) * sizeof(float)); /* [k, n] permuted */
+    float    *Hp   = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+    float    *Err  = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
+    float    *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
+    float    *zr_r = malloc((size_t)n * sizeof(float));
+    float    *ssc  = NULL, *szr = NULL; /* static groups [G, n] */
+    int64_t  *perm = malloc((size_t)k * sizeof *perm);
+    int32_t  *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
+    perm_item *pi  = NULL;
+    if (!Wt || !Hp || !Err || !sc_r || !zr_r || !perm || !gcol) {
+        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for GPTQ (%lld x %lld)", name,
+                     (long long)n, (long long)k);
+        goto done;
+    }
+
+    /* Dead inputs: a column never excited carries no information; quantize it to zero. */
+    for (int64_t c = 0; c < k; c++)
+        if (H[c * k + c] == 0) {
+            H[c * k + c] = 1;
+            for (int64_t r = 0; r < n; r++)
+                W[r * k + c] = 0;
+        }
+    if (qs->group_size > 0 && o->static_groups && g) {
+        /* One quantizer per group from the unmodified, unpermuted weights. */
+        ssc = malloc((size_t)(G * n) * sizeof(float));
+        szr = malloc((size_t)(G * n) * sizeof(float));
+        if (!ssc || !szr) {
+            st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        for (int64_t gi = 0; gi < G; gi++) {
+            int64_t c0 = gi * g, w = c0 + g < k ? g : k - c0;
+            for (int64_t r = 0; r < n; r++)
+                lq_find_params(W + r * k + c0, 1, w, k, qs, &ssc[gi * n + r], &szr[gi * n + r]);
+        }
+    }
+    for (int64_t c = 0; c < k; c++)
+        perm[c] = c;
+    if (o->act_order) {
+        pi = malloc((size_t)k * sizeof *pi);
+        if (!pi) {
+            st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        for (int64_t c = 0; c < k; c++)
+            pi[c] = (perm_item){H[c * k + c], c};
+        qsort(pi, (size_t)k, sizeof *pi, cmp_desc);
+        for (int64_t c = 0; c < k; c++)
+            perm[c] = pi[c].idx;
+    }
+    /* Wt[i, :] = W[:, perm[i]] */
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t r = 0; r < n; r++)
+            Wt[i * n + r] = W[r * k + perm[i]];
+
+    /* Damping with retries: H + damp * mean(diag) I must be positive definite. */
+    double mean_diag = 0;
+    for (int64_t c = 0; c < k; c++)
+        mean_diag += H[c * k + c];
+    mean_diag /= (double)k;
+    double damp = o->damp;
+    for (int attempt = 0;; attempt++) {
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = 0; j < k; j++)
+                Hp[i * k + j] = H[perm[i] * k + perm[j]];
+        for (int64_t i = 0; i < k; i++)
+            Hp[i * k + i] += (float)(damp * mean_diag);
+        if (chol_inverse_upper(Hp, k) == 0)
+            break;
+        if (attempt >= o->damp_retries) {
+            st = lq_fail(err, LQ_ERR_CHOLESKY,
+                         "%s: Hessian not positive definite even with damping %.3g (after %d "
+                         "increases); use more calibration data or a larger --damp",
+                         name, damp, attempt);
+            goto done;
+        }
+        double nd = damp > 0 ? damp * 10 : 0.01;
+        if (o->warn) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "%s: Cholesky failed with damping %.3g; retrying with %.3g", name, damp, nd);
+            o->warn(o->warn_user, msg);
+        }
+        damp = nd;
+        res->retries++;
+    }
+    res->damp_used = damp;
+
+    /* Group of each permuted position (static: the original column's group). */
+    for (int64_t i = 0; i < k; i++)
+        gcol[i] = g ? (int32_t)((o->static_groups ? perm[i] : i) / g) : 0;
+    if (!g) /* per-channel: parameters from the whole (dead-zeroed) weight, once */
+        for (int64_t r = 0; r < n; r++)
+            lq_find_params(W + r * k, 1, k, k, qs, &sc_r[r], &zr_r[r]);
+
+    double loss = 0;
+    for (int64_t i1 = 0; i1 < k; i1 += bs) {
+        int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
+        for (int64_t i = i1; i < i2; i++) {
+            const float *U   = Hp + i * k; /* row i of U: U[i, i..] */
+            float       *w   = Wt + i * n;
+            float        d   = U[i];
+            float       *e   = Err + (i - i1) * n;
+            int32_t      grp = gcol[i];
+            if (g && !o->static_groups && i % g == 0) {
+                /* Group parameters at the group's first column from the error-updated weights,
+                 * as gptq.py. One deliberate difference: when g < block_size, gptq.py reads W,
+                 * which lacks the updates of this block's earlier columns (they live in W1);
+                 * we read the updated values (identical when g is a multiple of block_size). */
+                int64_t w_ = i + g < k ? g : k - i;
+                for (int64_t r = 0; r < n; r++) {
+                    float mn = w[r], mx = w[r];
+                    for (int64_t c = 1; c < w_; c++) {
+                        float v = Wt[(i + c) * n + r];
+                        mn      = v < mn ? v : mn;
+                        mx      = v > mx ? v : mx;
+                    }
+                    lq_params_from_range(mn, mx, qs, &sc_r[r], &zr_r[r]);
+                }
+                for (int64_t r = 0; r < n; r++) {
+                    scales[grp * n + r] = sc_r[r];
+                    zeros[grp * n + r]  = (int32_t)zr_r[r];
+                }
+            }
+            const float *sc = o->static_groups && g ? ssc + (int64_t)grp * n : sc_r;
+            const float *zr = o->static_groups && g ? szr + (int64_t)grp * n : zr_r;
+            int64_t      oc = perm[i];
+            double       l  = 0;
+            for (int64_t r = 0; r < n; r++) {
+                int   code   = lq_quant_code(w[r], sc[r], zr[r], maxq);
+                float qv     = sc[r] * ((float)code - zr[r]);
+                q[r * k + oc] = (uint8_t)code;
+                float diff   = w[r] - qv;
+                l += (double)diff * diff;
+                e[r] = diff / d;
+                w[r] = qv; /* Wt row i now holds the fake-quantized column */
+            }
+            loss += l / ((double)d * d) / 2;
+            /* intra-block update of the remaining columns of the block */
+            for (int64_t j = i + 1; j < i2; j++)
+                cblas_saxpy((int)n, -U[j], e, 1, Wt + j * n, 1);
+        }
+        /* lazy update of everything after the block: Wt[i2:] -= U[i1:i2, i2:]^T Err */
+        if (i2 < k)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)n, (int)cnt,
+                        -1.0f, Hp + i1 * k + i2, (int)k, Err, (int)n, 1.0f, Wt + i2 * n, (int)n);
+    }
+    res->loss = loss;
+
+    /* Outputs in the original column order. */
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t r = 0; r < n; r++)
+            W[r * k + perm[i]] = Wt[i * n + r];
+    if (!g) {
+        for (int64_t r = 0; r < n; r++) {
+            scales[r] = sc_r[r];
+            zeros[r]  = (int32_t)zr_r[r];
+        }
+    } else if (o->static_groups) {
+        memcpy(scales, ssc, (size_t)(G * n) * sizeof(float));
+        for (int64_t x = 0; x < G * n; x++)
+            zeros[x] = (int32_t)szr[x];
+    }
+    for (int64_t i = 0; i < k; i++)
+        g_idx[perm[i]] = gcol[i];
+    if (!isfinite(loss))
+        st = lq_fail(err, LQ_ERR_NUMERIC, "%s: GPTQ produced non-finite values", name);
+done:
+    lq_aligned_free(Wt);
+    lq_aligned_free(Hp);
+    lq_aligned_free(Err);
+    free(sc_r);
+    free(zr_r);
+    free(ssc);
+    free(szr);
+    free(perm);
+    free(gcol);
+    free(pi);
+    return st;
+}

@@ -1,0 +1,114 @@
+/* GPTQ method: per layer, "true sequential" sub-groups q/k/v -> o -> gate/up -> down; each
+ * sub-group's Hessians come from a forward of the layer in which the earlier sub-groups are
+ * already quantized (gptq llama.py), then the linears are quantized with lq_gptq. */
+#include "lq_methods.h"
+#include "lq_params_get.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+                              const int32_t *zeros, const float *scales, const int32_t *g_idx);
+int lq_gptq_packable(const lq_qjob *j, lq_lin_id l);
+
+typedef struct cap_ctx {
+    lq_xstats st[LQ_LIN_COUNT];
+    unsigned  mask;
+    int64_t   seqlen;
+} cap_ctx;
+
+/* q/k/v share one input and gate/up another: accumulate once, copy after. */
+static int source_of(int l) {
+    return l == LQ_LIN_K || l == LQ_LIN_V ? LQ_LIN_Q : l == LQ_LIN_UP ? LQ_LIN_GATE : l;
+}
+
+static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+    cap_ctx *c = user;
+    if (source_of(id) == (int)id && c->st[id].H)
+        lq_xstats_add(&c->st[id], x, t, t / c->seqlen);
+    return LQ_OK;
+}
+
+static void warn_cb(void *user, const char *msg) {
+    lq_qjob *j = user;
+    lq_qjob_warn(j, "%s", msg);
+}
+
+static lq_status gptq_layer(lq_qjob *j) {
+    static const unsigned seq_groups[4] = {
+        1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V, 1u << LQ_LIN_O,
+        1u << LQ_LIN_GATE | 1u << LQ_LIN_UP, 1u << LQ_LIN_DOWN};
+    const unsigned all     = (1u << LQ_LIN_COUNT) - 1;
+    int            true_sq = lq_params_bool(j->p, "true_sequential");
+    lq_gptq_opts   o       = {0};
+    o.q.bits               = (int)lq_params_i64(j->p, "bits");
+    o.q.group_size         = lq_params_i64(j->p, "group_size");
+    o.q.sym                = lq_params_bool(j->p, "sym");
+    o.q.v1_safe            = 1;
+    o.act_order            = lq_params_bool(j->p, "desc_act");
+    o.static_groups        = lq_params_bool(j->p, "static_groups");
+    o.damp                 = lq_params_f64(j->p, "damp");
+    o.damp_retries         = (int)lq_params_i64(j->p, "damp_retries");
+    o.block_size           = lq_params_i64(j->p, "block_size");
+    o.warn                 = warn_cb;
+    o.warn_user            = j;
+    for (int sg = 0; sg < (true_sq ? 4 : 1); sg++) {
+        unsigned mask = true_sq ? seq_groups[sg] : all;
+        cap_ctx  c;
+        memset(&c, 0, sizeof c);
+        c.seqlen    = j->seqlen;
+        lq_status s = LQ_OK;
+        for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++)
+            if ((mask >> l & 1) && source_of(l) == l)
+                s = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_HESSIAN, j->err);
+        if (s == LQ_OK)
+            s = lq_qjob_capture(j, mask, on_capture, &c);
+        for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++) {
+            if (!(mask >> l & 1) || !lq_gptq_packable(j, (lq_lin_id)l))
+                continue;
+            lq_xstats  *src = &c.st[source_of(l)];
+            lq_qlinear *w   = &j->L->lin[l].buf.q;
+            int64_t     n = w->n, k = w->k, G = lq_num_groups(k, o.q.group_size);
+            char        name[160];
+            lq_qjob_module(j, (lq_lin_id)l, name, sizeof name);
+            o.name      = name;
+            float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+            uint8_t *q  = malloc((size_t)(n * k));
+            float   *sc = malloc((size_t)(G * n) * sizeof(float));
+            int32_t *z  = malloc((size_t)(G * n) * sizeof(int32_t));
+            int32_t *gi = malloc((size_t)k * sizeof(int32_t));
+            if (!H || !q || !sc || !z || !gi) {
+                s = lq_fail(j->err, LQ_ERR_NOMEM, "%s: out of memory", name);
+            } else {
+                lq_xstats_finish(src);
+                memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
+                lq_gptq_result r;
+                s = lq_gptq((float *)(uintptr_t)w->dense, H, n, k, &o, q, sc, z, gi, &r, j->err);
+                if (s == LQ_OK) {
+                    j->loss[l] = r.loss;
+                    s          = lq_gptq_pack_linear(j, (lq_lin_id)l, &o.q, q, z, sc, gi);
+                }
+            }
+            lq_aligned_free(H);
+            free(q), free(sc), free(z), free(gi);
+        }
+        for (int l = 0; l < LQ_LIN_COUNT; l++)
+            lq_xstats_free(&c.st[l]);
+        LQ_TRY(s);
+    }
+    return LQ_OK;
+}
+
+const lq_method_traits lq_method_gptq = {
+    .name                = "gptq",
+    .help                = "GPTQ: Hessian-based error compensation from calibration data (GPTQ v1 "
+                           "checkpoint for AutoGPTQ/transformers/vLLM)",
+    .format              = LQ_FMT_GPTQ,
+    .needs_calib         = 1,
+    .propagate_quantized = 1,
+    .default_seqlen      = 2048,
+    .fill_qconfig        = lq_gptq_fill_qconfig,
+    .quantize_layer      = gptq_layer,
+};

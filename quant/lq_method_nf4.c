@@ -1,0 +1,51 @@
+/* NF4 (bitsandbytes Linear4bit): blockwise absmax NF4 codes, optional double quantization of
+ * the absmax statistics; no calibration. */
+#include "lq_methods.h"
+#include "lq_params_get.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void nf4_fill(const lq_params *p, lq_qconfig *c) {
+    c->group_size   = lq_params_i64(p, "blocksize");
+    c->double_quant = lq_params_bool(p, "double_quant");
+    snprintf(c->quant_type, sizeof c->quant_type, "nf4");
+}
+
+static lq_status nf4_layer(lq_qjob *j) {
+    int64_t bs = lq_params_i64(j->p, "blocksize");
+    int     dq = lq_params_bool(j->p, "double_quant");
+    if (bs & (bs - 1))
+        LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "nf4: blocksize %lld is not a power of two",
+                (long long)bs);
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        lq_qlinear *w = &j->L->lin[l].buf.q;
+        int64_t     N = w->n * w->k, nb = (N + bs - 1) / bs;
+        if (N % 2)
+            continue; /* two codes per byte */
+        uint8_t  *codes = malloc((size_t)N);
+        float    *am    = malloc((size_t)nb * sizeof(float));
+        lq_status st    = LQ_OK;
+        if (codes && am) {
+            lq_nf4_quantize(w->dense, N, bs, codes, am);
+            st = lq_pack_nf4(w->n, w->k, bs, codes, am, dq, 256, j->L->lin[l].bias, &j->out[l],
+                             j->err);
+            if (st == LQ_OK)
+                j->quantized[l] = 1;
+        } else {
+            st = lq_fail(j->err, LQ_ERR_NOMEM, "nf4: out of memory");
+        }
+        free(codes), free(am);
+        LQ_TRY(st);
+    }
+    return LQ_OK;
+}
+
+const lq_method_traits lq_method_nf4 = {
+    .name           = "nf4",
+    .help           = "bitsandbytes NF4: 4-bit normal-float blocks with absmax (optional double "
+                      "quant), no calibration data",
+    .format         = LQ_FMT_NF4,
+    .fill_qconfig   = nf4_fill,
+    .quantize_layer = nf4_layer,
+};

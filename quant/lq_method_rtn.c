@@ -1,0 +1,78 @@
+/* RTN: round-to-nearest per group, no calibration -- the baseline every method must beat.
+ * Written as a GPTQ v1 checkpoint (the same layout AutoGPTQ loads). */
+#include "lq_methods.h"
+#include "lq_params_get.h"
+
+#include <stdlib.h>
+
+void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+                              const int32_t *zeros, const float *scales, const int32_t *g_idx);
+int lq_gptq_packable(const lq_qjob *j, lq_lin_id l);
+
+void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
+    c->bits           = (int)lq_params_i64(p, "bits");
+    int64_t g         = lq_params_i64(p, "group_size");
+    c->group_size     = g <= 0 ? -1 : g;
+    c->sym            = lq_params_bool(p, "sym");
+    c->desc_act       = lq_params_bool(p, "desc_act");
+    c->static_groups  = lq_params_bool(p, "static_groups");
+    c->damp_percent   = lq_params_f64(p, "damp");
+    c->true_sequential = lq_params_bool(p, "true_sequential");
+}
+
+/* GPTQ v1 packs codes along k in 32-bit words and zeros along n. */
+int lq_gptq_packable(const lq_qjob *j, lq_lin_id l) {
+    const lq_qlinear *w    = &j->L->lin[l].buf.q;
+    int               bits = j->qcfg->bits;
+    int64_t           per  = bits == 3 ? 32 : 32 / bits;
+    return w->k % per == 0 && w->n % per == 0;
+}
+
+lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+                              const int32_t *zeros, const float *scales, const int32_t *g_idx) {
+    const lq_qlinear *w = &j->L->lin[l].buf.q;
+    int64_t           g = s->group_size > 0 ? s->group_size : w->k;
+    lq_status st = lq_pack_gptq(s->bits, w->n, w->k, g, q, zeros, scales, g_idx, j->L->lin[l].bias,
+                                &j->out[l], j->err);
+    if (st == LQ_OK)
+        j->quantized[l] = 1;
+    return st;
+}
+
+static lq_status rtn_layer(lq_qjob *j) {
+    lq_qspec s = {(int)lq_params_i64(j->p, "bits"), lq_params_i64(j->p, "group_size"),
+                  lq_params_bool(j->p, "sym"), 1};
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        if (!lq_gptq_packable(j, (lq_lin_id)l))
+            continue;
+        lq_qlinear *w  = &j->L->lin[l].buf.q;
+        int64_t     n  = w->n, k = w->k, G = lq_num_groups(k, s.group_size);
+        uint8_t    *q  = malloc((size_t)(n * k));
+        float      *sc = malloc((size_t)(G * n) * sizeof(float));
+        int32_t    *z  = malloc((size_t)(G * n) * sizeof(int32_t));
+        int32_t    *gi = malloc((size_t)k * sizeof(int32_t));
+        float      *W  = (float *)(uintptr_t)w->dense;
+        lq_status   st = LQ_ERR_NOMEM;
+        if (q && sc && z && gi) {
+            st = lq_rtn(W, n, k, &s, q, sc, z, gi, W, j->err);
+            if (st == LQ_OK)
+                st = lq_gptq_pack_linear(j, (lq_lin_id)l, &s, q, z, sc, gi);
+        } else {
+            lq_fail(j->err, st, "rtn: out of memory");
+        }
+        free(q), free(sc), free(z), free(gi);
+        LQ_TRY(st);
+    }
+    return LQ_OK;
+}
+
+const lq_method_traits lq_method_rtn = {
+    .name                = "rtn",
+    .help                = "round-to-nearest per group, no calibration data (GPTQ v1 checkpoint)",
+    .format              = LQ_FMT_GPTQ,
+    .needs_calib         = 0,
+    .propagate_quantized = 0,
+    .fill_qconfig        = lq_gptq_fill_qconfig,
+    .quantize_layer      = rtn_layer,
+};

@@ -1,0 +1,60 @@
+/* lq_methods.h -- the method-traits table and the per-layer job a method works on.
+ *
+ * The driver (lq_pipeline.c) walks the decoder layers; for each it loads the dense layer, hands
+ * it to the method's quantize_layer together with the calibration activations entering the
+ * layer, then writes whatever the method put in job->out[] and propagates the activations.
+ * A new method is one lq_method_<name>.c defining its traits plus one row in lq_methods.c. */
+#ifndef LQ_METHODS_H
+#define LQ_METHODS_H
+
+#include "lq_format_io.h"
+#include "lq_model.h"
+#include "lq_quant.h"
+
+typedef struct lq_qjob {
+    const lq_model     *model;
+    const lq_params    *p;
+    int64_t             layer;
+    lq_layer           *L;      /* dense float32 layer; methods may rewrite weights and norms */
+    float              *h;      /* calibration inputs of the layer [nseq * seqlen, d] or NULL */
+    int64_t             nseq, seqlen;
+    lq_fwd_ws          *ws;
+    lq_qbuf             out[LQ_LIN_COUNT]; /* packed results (format of the method) */
+    int                 quantized[LQ_LIN_COUNT];
+    double              loss[LQ_LIN_COUNT]; /* method-specific error measure (reported) */
+    lq_qconfig         *qcfg;   /* written to config.json; methods may add per-module info */
+    void (*warn)(void *user, const char *msg);
+    void               *warn_user;
+    lq_err             *err;
+} lq_qjob;
+
+typedef struct lq_method_traits {
+    const char *name;
+    const char *help;
+    lq_format   format;
+    int         needs_calib;         /* calibration activations flow through the layers */
+    int         propagate_quantized; /* next layer sees the quantized layer's output (GPTQ) */
+    int64_t     default_seqlen;      /* calibration window when --seqlen is not given */
+    /* Method options -> quantization_config (format defaults already filled). */
+    void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);
+    lq_status (*quantize_layer)(lq_qjob *j);
+} lq_method_traits;
+
+int                     lq_method_index(const char *name);
+const lq_method_traits *lq_method_traits_get(int i);
+
+/* Runs the layer forward over all calibration sequences, calling fn for the linears in
+ * lin_mask (bit i = lq_lin_id i) and stopping after the highest of them; h is not changed. */
+lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user);
+/* Module name "model.layers.<i>.<lin>" into buf. */
+void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap);
+void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) LQ_PRINTF(2, 3);
+
+/* Each method file. */
+extern const lq_method_traits lq_method_rtn;
+extern const lq_method_traits lq_method_gptq;
+extern const lq_method_traits lq_method_awq;
+extern const lq_method_traits lq_method_nf4;
+extern const lq_method_traits lq_method_int8;
+
+#endif

@@ -1,0 +1,602 @@
+/* lq_quantize: the layer-by-layer conversion driver.
+ *
+ *   validate -> open model (mmap) -> tokenizer + calibration windows -> embeddings
+ *   for each decoder layer: load (dense fp32) -> [FP forward for the next layer] -> method
+ *     -> [forward through the quantized layer] -> write its tensors -> free it
+ *   -> embeddings/norm/lm_head, config.json (+ quantize_config.json), tokenizer files
+ *   -> optional perplexity check -> report -> rename the temporary directory into place.
+ *
+ * Memory: one layer's weights, the calibration activations entering the current layer (twice
+ * when the method propagates FP outputs), and the method's statistics. Output tensors stream to
+ * disk as each layer finishes. */
+#define _XOPEN_SOURCE 700 /* realpath */
+
+#include "lq_dataset.h"
+#include "lq_json.h"
+#include "lq_methods.h"
+#include "lq_outdir.h"
+#include "lq_params_get.h"
+#include "lq_ppl.h"
+#include "lq_tok.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ------------------------------------------------------------------------------------------
+ * Job helpers used by the methods
+ * ------------------------------------------------------------------------------------------ */
+typedef struct mask_cap {
+    unsigned      mask;
+    lq_capture_fn fn;
+    void         *user;
+} mask_cap;
+
+static lq_status mask_fn(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+    mask_cap *m = user;
+    return (m->mask >> id & 1) ? m->fn(m->user, id, x, t, k) : LQ_OK;
+}
+
+lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user) {
+    if (!j->h)
+        LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
+    int top = -1;
+    for (int l = 0; l < LQ_LIN_COUNT; l++)
+        if (lin_mask >> l & 1)
+            top = l;
+    mask_cap m = {lin_mask, fn, user};
+    return lq_layer_forward(j->model, j->L, j->h, j->nseq, j->seqlen, mask_fn, &m, top, j->ws,
+                            j->err);
+}
+
+void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap) {
+    snprintf(buf, cap, "model.layers.%lld.%s", (long long)j->layer, lq_lin_name(id));
+}
+
+void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) {
+    if (!j->warn)
+        return;
+    char    msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    j->warn(j->warn_user, msg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Argument validation (order observed by the CLI tests: method, model dir, config.json,
+ * options, output)
+ * ------------------------------------------------------------------------------------------ */
+
+/* An output equal to, inside or around the input could destroy the input (--force replaces
+ * the output directory). */
+static int paths_overlap(const char *model_dir, const char *out_dir) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(model_dir, a))
+        return 0;
+    char   parent[PATH_MAX];
+    size_t n = strlen(out_dir);
+    if (n >= sizeof parent)
+        return 0;
+    memcpy(parent, out_dir, n + 1);
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = 0;
+    char       *slash = strrchr(parent, '/');
+    const char *base  = slash ? slash + 1 : parent;
+    if (slash == parent)
+        strcpy(b, "/");
+    else if (slash) {
+        *slash = 0;
+        if (!realpath(parent, b))
+            return 0;
+    } else if (!realpath(".", b))
+        return 0;
+    size_t bl = strlen(b);
+    if (bl + 1 + strlen(base) + 1 > sizeof b)
+        return 0;
+    if (b[bl - 1] != '/')
+        b[bl++] = '/';
+    strcpy(b + bl, base);
+    size_t al = strlen(a);
+    bl        = strlen(b);
+    return strcmp(a, b) == 0 || (strncmp(a, b, al) == 0 && b[al] == '/') ||
+           (strncmp(b, a, bl) == 0 && a[bl] == '/');
+}
+
+static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
+                          const lq_params *p, lq_err *err) {
+    if (!method || !model_dir || !out_dir || !*model_dir || !*out_dir)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_quantize: method, model_dir and out_dir are required");
+    if (lq_method_index(method) < 0)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown method \"%s\" (methods: rtn, gptq, awq, nf4, int8)",
+                method);
+    struct stat sb;
+    if (stat(model_dir, &sb) != 0)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", model_dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: not a directory", model_dir);
+    char cfgpath[4096];
+    if (!lq_path_join(cfgpath, sizeof cfgpath, model_dir, "config.json"))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", model_dir);
+    if (!lq_file_exists(cfgpath))
+        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: no config.json (not a Hugging Face model directory)",
+                model_dir);
+    lq_model_config cfg;
+    LQ_TRY(lq_config_load(model_dir, &cfg, err));
+    for (int i = 0; i < lq_param_count(); i++) {
+        const lq_param_info *pi = lq_param_get_info(i);
+        if (lq_params_is_set(p, pi->name) && !lq_param_applies(pi, method))
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "option %s does not apply to %s (applies to: %s)",
+                    pi->name, method, pi->methods);
+    }
+    if (paths_overlap(model_dir, out_dir))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
+                model_dir);
+    if (lstat(out_dir, &sb) == 0 && !lq_params_bool(p, "force"))
+        LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)", out_dir);
+    return LQ_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Driver
+ * ------------------------------------------------------------------------------------------ */
+typedef struct run {
+    const lq_method_traits *mt;
+    const lq_params        *p;
+    const lq_callbacks     *cb;
+    lq_err                 *err;
+    lq_model               *m;
+    lq_tokenizer           *tok;
+    lq_windows              win;
+    lq_qconfig              qcfg;
+    lq_outdir               od;
+    lq_st_writer           *wr;
+    lq_dtype                odt; /* unquantized tensors */
+    float                  *h, *hn;
+    lq_fwd_ws              *ws;
+    double                  t0, t_calib, t_layers;
+    int64_t                 n_quant, n_dense;
+    char                    skipped[LQ_LIN_COUNT][64];
+    int                     n_skipped;
+    double                  loss_sum[LQ_LIN_COUNT];
+    cJSON                  *check; /* ppl check results */
+} run;
+
+static int progress(run *r, const char *phase, int64_t step, int64_t total, double t_start,
+                    const char *detail) {
+    if (!r->cb || !r->cb->progress)
+        return 0;
+    double      el  = lq_now() - t_start;
+    double      eta = step > 0 && total > 0 ? el / (double)step * (double)(total - step) : -1;
+    lq_progress p   = {phase, step, total, el, eta, detail};
+    return r->cb->progress(&p, r->cb->user);
+}
+
+static void warn(void *user, const char *msg) {
+    run *r = user;
+    if (r->cb && r->cb->log)
+        r->cb->log(LQ_LOG_WARN, msg, r->cb->user);
+}
+
+static lq_status encode_cb(void *user, const char *text, int64_t len, int32_t **ids,
+                           int64_t *n_ids, lq_err *err) {
+    const lq_tokenizer *t = user;
+    return lq_tok_encode(t, text, len, lq_tok_adds_bos(t), ids, n_ids, err);
+}
+
+static lq_status write_vec(run *r, const char *name, const float *v, int64_t n) {
+    return lq_st_writer_add_f32(r->wr, name, r->odt, 1, &n, v, r->err);
+}
+
+static lq_status write_dense(run *r, const char *prefix, const lq_linear *l) {
+    char    name[512];
+    int64_t shape[2] = {l->buf.q.n, l->buf.q.k};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    LQ_TRY(lq_st_writer_add_f32(r->wr, name, r->odt, 2, shape, l->buf.q.dense, r->err));
+    if (l->bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        LQ_TRY(write_vec(r, name, l->bias, l->buf.q.n));
+    }
+    return LQ_OK;
+}
+
+static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w) {
+    const char *nm = lq_lin_name(l);
+    for (int i = 0; i < r->n_skipped; i++)
+        if (!strcmp(r->skipped[i], nm))
+            return;
+    snprintf(r->skipped[r->n_skipped++], sizeof r->skipped[0], "%s", nm);
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "model.layers.%lld.%s: [%lld x %lld] does not fit the %s layout at these settings; "
+             "kept unquantized in every layer (listed in quantization_config)",
+             (long long)layer, nm, (long long)w->n, (long long)w->k,
+             lq_format_traits_get(r->mt->format)->name);
+    warn(r, msg);
+}
+
+static lq_status do_layers(run *r) {
+    const lq_model_config *c    = &r->m->cfg;
+    int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen, d = c->hidden_size;
+    lq_status              st   = LQ_OK;
+    double                 t0   = lq_now();
+    for (int64_t i = 0; i < c->num_layers; i++) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "model.layers.%lld", (long long)i);
+        if (progress(r, "layer", i, c->num_layers, t0, detail))
+            LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted at layer %lld", (long long)i);
+        lq_layer L;
+        LQ_TRY(lq_model_load_layer(r->m, i, &L, r->err));
+        lq_qjob j;
+        memset(&j, 0, sizeof j);
+        j.model     = r->m;
+        j.p         = r->p;
+        j.layer     = i;
+        j.L         = &L;
+        j.h         = r->h;
+        j.nseq      = nseq;
+        j.seqlen    = seqlen;
+        j.ws        = r->ws;
+        j.qcfg      = &r->qcfg;
+        j.warn      = warn;
+        j.warn_user = r;
+        j.err       = r->err;
+        if (r->h && !r->mt->propagate_quantized) {
+            memcpy(r->hn, r->h, (size_t)(nseq * seqlen * d) * sizeof(float));
+            LQ_TRY_GOTO(lq_layer_forward(r->m, &L, r->hn, nseq, seqlen, NULL, NULL, -1, r->ws,
+                                         r->err));
+        }
+        LQ_TRY_GOTO(r->mt->quantize_layer(&j));
+        if (r->h && r->mt->propagate_quantized) {
+            LQ_TRY_GOTO(lq_layer_forward(r->m, &L, r->h, nseq, seqlen, NULL, NULL, -1, r->ws,
+                                         r->err));
+        } else if (r->h) {
+            float *t = r->h;
+            r->h     = r->hn;
+            r->hn    = t;
+        }
+        char name[512];
+        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
+        LQ_TRY_GOTO(write_vec(r, name, L.attn_norm, d));
+        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
+                 (long long)i);
+        LQ_TRY_GOTO(write_vec(r, name, L.mlp_norm, d));
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            char prefix[256];
+            lq_qjob_module(&j, (lq_lin_id)l, prefix, sizeof prefix);
+            if (j.quantized[l]) {
+                LQ_TRY_GOTO(lq_qlinear_write(r->wr, prefix, &j.out[l].q, &r->qcfg, r->err));
+                r->n_quant++;
+                r->loss_sum[l] += j.loss[l];
+            } else {
+                note_skipped(r, i, (lq_lin_id)l, &L.lin[l].buf.q);
+                LQ_TRY_GOTO(write_dense(r, prefix, &L.lin[l]));
+                r->n_dense++;
+            }
+        }
+    done:
+        for (int l = 0; l < LQ_LIN_COUNT; l++)
+            lq_qbuf_free(&j.out[l]);
+        lq_layer_free(&L);
+        if (st != LQ_OK)
+            return lq_err_prefix(r->err, "layer %lld", (long long)i);
+    }
+    progress(r, "layer", c->num_layers, c->num_layers, t0, "done");
+    return LQ_OK;
+}
+
+/* Files that travel with a checkpoint (tokenizer, generation defaults). */
+static lq_status copy_side_files(run *r, const char *model_dir) {
+    static const char *const names[] = {
+        "tokenizer.json",          "tokenizer.model", "tokenizer_config.json",
+        "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
+        "generation_config.json",  "tokenizer.bin",
+    };
+    char src[4200], dst[4200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!lq_path_join(src, sizeof src, model_dir, names[i]) || !lq_file_exists(src))
+            continue;
+        LQ_TRY(lq_outdir_path(&r->od, names[i], dst, sizeof dst, r->err));
+        LQ_TRY(lq_copy_file(src, dst, r->err));
+    }
+    /* An explicit --tokenizer travels under the name lq_tok_load_dir looks for. */
+    if (r->tok && lq_params_is_set(r->p, "tokenizer")) {
+        const char *tp   = lq_tok_source_path(r->tok);
+        lq_tok_kind kind = lq_tok_get_kind(r->tok);
+        const char *as   = kind == LQ_TOK_HF_JSON ? "tokenizer.json"
+                           : kind == LQ_TOK_SPM   ? "tokenizer.model"
+                                                  : "tokenizer.bin";
+        LQ_TRY(lq_outdir_path(&r->od, as, dst, sizeof dst, r->err));
+        if (!lq_file_exists(dst))
+            LQ_TRY(lq_copy_file(tp, dst, r->err));
+    }
+    return LQ_OK;
+}
+
+static lq_status write_config(run *r, const char *model_dir) {
+    char src[4200], dst[4200];
+    lq_path_join(src, sizeof src, model_dir, "config.json");
+    cJSON *root = NULL;
+    LQ_TRY(lq_json_load_file(src, 16 << 20, &root, r->err));
+    lq_status st = LQ_OK;
+    if (r->n_skipped > 0 && r->mt->format != LQ_FMT_GPTQ) {
+        r->qcfg.has_skip = 1;
+        for (int i = 0; i < r->n_skipped && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; i++)
+            snprintf(r->qcfg.skip[r->qcfg.n_skip++], sizeof r->qcfg.skip[0], "%s", r->skipped[i]);
+    }
+    cJSON_DeleteItemFromObject(root, "torch_dtype");
+    cJSON_AddStringToObject(root, "torch_dtype", r->qcfg.torch_dtype);
+    LQ_TRY_GOTO(lq_qconfig_apply(&r->qcfg, root, r->od.tmp_path, r->err));
+    if (r->n_skipped > 0 && r->mt->format == LQ_FMT_GPTQ) {
+        /* transformers/optimum GPTQConfig: which linears of each block are quantized. */
+        cJSON *qc  = cJSON_GetObjectItem(root, "quantization_config");
+        cJSON *all = cJSON_CreateArray(), *blk = cJSON_CreateArray();
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            int skip = 0;
+            for (int i = 0; i < r->n_skipped; i++)
+                skip |= !strcmp(r->skipped[i], lq_lin_name((lq_lin_id)l));
+            if (!skip)
+                cJSON_AddItemToArray(blk, cJSON_CreateString(lq_lin_name((lq_lin_id)l)));
+        }
+        cJSON_AddItemToArray(all, blk);
+        cJSON_AddItemToObject(qc, "modules_in_block_to_quantize", all);
+    }
+    LQ_TRY_GOTO(lq_outdir_path(&r->od, "config.json", dst, sizeof dst, r->err));
+    st = lq_json_write_file(root, dst, r->err);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+static lq_status calibrate(run *r) {
+    double      t0   = lq_now();
+    const char *path = lq_params_get(r->p, "calib");
+    if (!path || !*path)
+        LQ_FAIL(r->err, LQ_ERR_INVALID_ARG,
+                "%s needs calibration text: pass --calib FILE (.txt, .jsonl, .jsonl.zst)",
+                r->mt->name);
+    int64_t seqlen = lq_params_is_set(r->p, "seqlen") ? lq_params_i64(r->p, "seqlen")
+                                                      : r->mt->default_seqlen;
+    if (progress(r, "calibrate", 0, 1, t0, path))
+        LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
+    LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, lq_params_i64(r->p, "nsamples"), seqlen,
+                            r->m->cfg.max_position_embeddings,
+                            (uint64_t)lq_params_i64(r->p, "seed"), 0, &r->win, r->err));
+    int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
+    r->h      = lq_malloc_n(T * d, sizeof(float));
+    if (!r->mt->propagate_quantized)
+        r->hn = lq_malloc_n(T * d, sizeof(float));
+    if (!r->h || (!r->mt->propagate_quantized && !r->hn))
+        LQ_FAIL(r->err, LQ_ERR_NOMEM,
+                "out of memory for %lld x %lld calibration activations (%.1f GiB); lower "
+                "--nsamples or --seqlen",
+                (long long)T, (long long)d, (double)(T * d * 4) / (1 << 30));
+    LQ_TRY(lq_model_embed(r->m, r->win.ids, T, r->h, r->err));
+    int64_t chunk = 16384 / r->win.seqlen;
+    chunk         = chunk < 1 ? 1 : chunk > r->win.nsamples ? r->win.nsamples : chunk;
+    LQ_TRY(lq_fwd_ws_create(&r->m->cfg, chunk * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
+    r->t_calib = lq_now() - t0;
+    return LQ_OK;
+}
+
+static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *res) {
+    lq_text   txt = {0};
+    int32_t  *ids = NULL;
+    int64_t   n   = 0;
+    lq_status st  = lq_text_read_file(data, 0, &txt, r->err);
+    if (st == LQ_OK)
+        st = lq_tok_encode(r->tok, txt.data, txt.len, lq_tok_adds_bos(r->tok), &ids, &n, r->err);
+    if (st == LQ_OK) {
+        const char *proto = lq_params_get(r->p, "protocol");
+        lq_ppl_opts o     = {lq_params_i64(r->p, "ctx"),
+                             !strcmp(proto, "llamacpp") ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ,
+                             lq_tok_bos_id(r->tok), r->cb};
+        if (!strcmp(proto, "docs"))
+            st = lq_fail(r->err, LQ_ERR_UNSUPPORTED,
+                         "--check-ppl supports the gptq and llamacpp protocols");
+        else
+            st = lq_ppl_tokens(m, ids, n, &o, res, r->err);
+    }
+    free(ids);
+    lq_text_free(&txt);
+    return st;
+}
+
+/* --check-ppl: original vs quantized (read back from the finished temporary directory, so the
+ * check exercises the files exactly as a loader sees them). */
+static lq_status check_ppl(run *r, const char *data) {
+    lq_ppl_result a, b;
+    LQ_TRY(ppl_of(r, r->m, data, &a));
+    lq_model *q = NULL;
+    LQ_TRY(lq_model_open(r->od.tmp_path, &q, r->err));
+    lq_status st = ppl_of(r, q, data, &b);
+    lq_model_free(q);
+    LQ_TRY(st);
+    double inc = (b.ppl / a.ppl - 1) * 100;
+    r->check   = cJSON_CreateObject();
+    cJSON_AddStringToObject(r->check, "data_file", data);
+    cJSON_AddStringToObject(r->check, "protocol", lq_params_get(r->p, "protocol"));
+    cJSON_AddNumberToObject(r->check, "ctx", (double)a.ctx);
+    cJSON_AddNumberToObject(r->check, "tokens_scored", (double)a.tokens_scored);
+    cJSON_AddNumberToObject(r->check, "ppl_original", a.ppl);
+    cJSON_AddNumberToObject(r->check, "ppl_quantized", b.ppl);
+    cJSON_AddNumberToObject(r->check, "increase_percent", inc);
+    int bounded = lq_params_is_set(r->p, "max_ppl_increase");
+    double bound = lq_params_f64(r->p, "max_ppl_increase");
+    int    pass  = !bounded || inc <= bound;
+    if (bounded)
+        cJSON_AddNumberToObject(r->check, "max_increase_percent", bound);
+    cJSON_AddBoolToObject(r->check, "passed", pass);
+    if (!pass) {
+        char p[4200];
+        LQ_TRY(lq_outdir_path(&r->od, "PPL_CHECK_FAILED", p, sizeof p, r->err));
+        FILE *f = fopen(p, "w");
+        if (f) {
+            fprintf(f, "perplexity %.4f -> %.4f (+%.2f%%) exceeds the bound of %.2f%% on %s\n",
+                    a.ppl, b.ppl, inc, bound, data);
+            fclose(f);
+        }
+    }
+    return LQ_OK;
+}
+
+static int64_t dir_bytes(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int64_t        s = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char        p[4200];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (de->d_name[0] != '.' && stat(p, &sb) == 0 && S_ISREG(sb.st_mode))
+            s += sb.st_size;
+    }
+    closedir(d);
+    return s;
+}
+
+static char *report(run *r, const char *method, const char *model_dir, const char *out_dir,
+                    int ppl_failed) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "method", method);
+    cJSON_AddStringToObject(j, "format", lq_format_traits_get(r->mt->format)->name);
+    cJSON_AddStringToObject(j, "model_dir", model_dir);
+    cJSON_AddStringToObject(j, "out_dir", out_dir);
+    cJSON_AddNumberToObject(j, "bits", r->qcfg.bits);
+    cJSON_AddNumberToObject(j, "group_size", (double)r->qcfg.group_size);
+    cJSON_AddNumberToObject(j, "layers", (double)r->m->cfg.num_layers);
+    cJSON_AddNumberToObject(j, "quantized_linears", (double)r->n_quant);
+    cJSON_AddNumberToObject(j, "unquantized_linears", (double)r->n_dense);
+    cJSON *sk = cJSON_AddArrayToObject(j, "unquantized_modules");
+    for (int i = 0; i < r->n_skipped; i++)
+        cJSON_AddItemToArray(sk, cJSON_CreateString(r->skipped[i]));
+    if (r->win.nsamples) {
+        cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
+        cJSON_AddNumberToObject(j, "seqlen", (double)r->win.seqlen);
+        cJSON_AddNumberToObject(j, "calib_seconds", r->t_calib);
+    }
+    cJSON *loss = cJSON_AddObjectToObject(j, "loss_sum");
+    for (int l = 0; l < LQ_LIN_COUNT; l++)
+        cJSON_AddNumberToObject(loss, lq_lin_name((lq_lin_id)l), r->loss_sum[l]);
+    cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
+    cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
+    cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
+    cJSON_AddNumberToObject(j, "output_bytes", (double)dir_bytes(r->od.tmp_path));
+    if (r->check)
+        cJSON_AddItemReferenceToObject(j, "ppl_check", r->check);
+    cJSON_AddBoolToObject(j, "ppl_check_failed", ppl_failed);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
+                      const lq_params *p, const lq_callbacks *cb, char **report_json,
+                      lq_err *err) {
+    if (report_json)
+        *report_json = NULL;
+    LQ_TRY(validate(method, model_dir, out_dir, p, err));
+    run r;
+    memset(&r, 0, sizeof r);
+    r.t0        = lq_now();
+    r.mt        = lq_method_traits_get(lq_method_index(method));
+    r.p         = p;
+    r.cb        = cb;
+    r.err       = err;
+    lq_status st = LQ_OK;
+    int       ppl_failed = 0;
+    const char *odt = lq_params_get(p, "out_dtype");
+    r.odt           = odt && !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
+
+    LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
+    if (r.m->format != LQ_FMT_DENSE)
+        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED, "%s: already quantized (%s); start from the "
+                     "original checkpoint", model_dir, lq_format_traits_get(r.m->format)->name);
+    const char *check = lq_params_get(p, "check_ppl");
+    int         need_tok = r.mt->needs_calib || (check && *check);
+    const char *tp       = lq_params_get(p, "tokenizer");
+    if (need_tok || (tp && *tp))
+        LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
+                              : lq_tok_load_dir(model_dir, &r.tok, err));
+    lq_qconfig_default(r.mt->format, &r.qcfg);
+    r.mt->fill_qconfig(p, &r.qcfg);
+    snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
+             r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
+    if (r.mt->format == LQ_FMT_NF4)
+        snprintf(r.qcfg.compute_dtype, sizeof r.qcfg.compute_dtype, "%s", r.qcfg.torch_dtype);
+    snprintf(r.qcfg.model_name_or_path, sizeof r.qcfg.model_name_or_path, "%s", out_dir);
+    if (r.mt->needs_calib)
+        LQ_TRY_GOTO(calibrate(&r));
+    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, lq_params_bool(p, "force"), err));
+    LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
+    LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
+
+    double tl = lq_now();
+    LQ_TRY_GOTO(do_layers(&r));
+    r.t_layers = lq_now() - tl;
+    if (progress(&r, "write", 0, 1, lq_now(), out_dir))
+        LQ_FAIL_GOTO(err, LQ_ERR_INTERRUPTED, "interrupted");
+    {
+        const lq_model_config *c       = &r.m->cfg;
+        int64_t                shape[2] = {c->vocab_size, c->hidden_size};
+        LQ_TRY_GOTO(lq_st_writer_add_f32(r.wr, "model.embed_tokens.weight", r.odt, 2, shape,
+                                         r.m->embed, err));
+        LQ_TRY_GOTO(write_vec(&r, "model.norm.weight", r.m->final_norm, c->hidden_size));
+        if (!c->tie_word_embeddings)
+            LQ_TRY_GOTO(write_dense(&r, "lm_head", &r.m->lm_head));
+    }
+    LQ_TRY_GOTO(write_config(&r, model_dir));
+    LQ_TRY_GOTO(copy_side_files(&r, model_dir));
+    LQ_TRY_GOTO(lq_st_writer_finish(r.wr, err));
+    if (check && *check) {
+        LQ_TRY_GOTO(check_ppl(&r, check));
+        cJSON *pass = cJSON_GetObjectItem(r.check, "passed");
+        ppl_failed  = pass && !cJSON_IsTrue(pass);
+    }
+    {
+        char *rep = report(&r, method, model_dir, out_dir, ppl_failed);
+        char  rp[4200];
+        if (rep && lq_outdir_path(&r.od, "llmquant_report.json", rp, sizeof rp, err) == LQ_OK) {
+            FILE *f = fopen(rp, "w");
+            if (f) {
+                fprintf(f, "%s\n", rep);
+                fclose(f);
+            }
+        }
+        LQ_TRY_GOTO(lq_outdir_commit(&r.od, err));
+        if (report_json)
+            *report_json = rep;
+        else
+            free(rep);
+    }
+    if (ppl_failed) {
+        cJSON *c = r.check;
+        st = lq_fail(err, LQ_ERR_PPL_BOUND,
+                     "%s: perplexity %.4f -> %.4f (+%.2f%%) exceeds --max-ppl-increase %.2f%%; "
+                     "output written and marked with PPL_CHECK_FAILED",
+                     out_dir, cJSON_GetObjectItem(c, "ppl_original")->valuedouble,
+                     cJSON_GetObjectItem(c, "ppl_quantized")->valuedouble,
+                     cJSON_GetObjectItem(c, "increase_percent")->valuedouble,
+                     cJSON_GetObjectItem(c, "max_increase_percent")->valuedouble);
+    }
+done:
+    lq_st_writer_free(r.wr);
+    lq_outdir_abort(&r.od);
+    cJSON_Delete(r.check);
+    lq_fwd_ws_free(r.ws);
+    free(r.h);
+    free(r.hn);
+    lq_windows_free(&r.win);
+    lq_qconfig_free(&r.qcfg);
+    lq_tok_free(r.tok);
+    lq_model_free(r.m);
+    return st;
+}

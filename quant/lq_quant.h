@@ -1,0 +1,153 @@
+/* lq_quant.h -- quantization algorithms on plain arrays (no model, no files).
+ *
+ * Every method produces the neutral representation that kernels/lq_pack_* turn into on-disk
+ * layouts: integer codes uint8 [n, k] (row-major like W), zero points int32 [G, n], scales
+ * float [G, n], g_idx int32 [k]; plus, where the calibration driver propagates quantized
+ * activations, the fake-quantized weights W^ = s * (q - z) in float32. */
+#ifndef LQ_QUANT_H
+#define LQ_QUANT_H
+
+#include "lq_base.h"
+
+#include <math.h>
+
+/* Warnings from long-running algorithms (damping increased, ...). */
+typedef void (*lq_warn_fn)(void *user, const char *msg);
+
+/* ------------------------------------------------------------------------------------------
+ * Affine integer quantizer (IST-DASLab gptq quant.py `find_params`): the range always includes
+ * 0; sym puts the zero at (maxq+1)/2. v1_safe: GPTQ v1 checkpoints store zero-1 in `bits` bits,
+ * so an asymmetric zero of 0 would wrap to 2^bits-1 on load (GPTQModel reports ~13% of groups);
+ * with v1_safe a zero of 0 becomes 1 and the scale is recomputed so the maximum still fits
+ * (one code of the range is given up instead of corrupting the group).
+ * ------------------------------------------------------------------------------------------ */
+typedef struct lq_qspec {
+    int     bits;       /* 2..8 */
+    int64_t group_size; /* <= 0: one group over all k (per output channel) */
+    int     sym;
+    int     v1_safe;
+} lq_qspec;
+
+/* Parameters of each of `rows` rows over `cols` columns (row stride ld). */
+void lq_find_params(const float *w, int64_t rows, int64_t cols, int64_t ld, const lq_qspec *s,
+                    float *scale, float *zero);
+/* One row's parameters from its min and max (the core of lq_find_params). */
+void lq_params_from_range(float xmin, float xmax, const lq_qspec *s, float *scale, float *zero);
+
+static inline int lq_quant_code(float x, float scale, float zero, int maxq) {
+    float q = nearbyintf(x / scale) + zero;
+    return q < 0 ? 0 : q > (float)maxq ? maxq : (int)q;
+}
+
+/* Round-to-nearest. W [n, k]; outputs q [n, k], scales/zeros [G, n], g_idx [k] (c / g), and
+ * Wq [n, k] (may be NULL, may alias W). */
+lq_status lq_rtn(const float *W, int64_t n, int64_t k, const lq_qspec *s, uint8_t *q,
+                 float *scales, int32_t *zeros, int32_t *g_idx, float *Wq, lq_err *err);
+
+/* Number of groups for k input channels. */
+int64_t lq_num_groups(int64_t k, int64_t group_size);
+
+/* ------------------------------------------------------------------------------------------
+ * Calibration statistics of one Linear input (accumulated chunk by chunk).
+ *   H      = (2 / nsamples) sum x x^T (GPTQ add_batch: running rescale by sequence count)
+ *   absmean = mean over tokens of |x| per channel (AWQ)
+ *   absmax  = max over tokens of |x| per channel (LLM.int8 outlier columns)
+ * ------------------------------------------------------------------------------------------ */
+typedef struct lq_xstats {
+    int64_t k;
+    float  *H;       /* [k, k] upper triangle accumulated; lq_xstats_finish symmetrizes */
+    double *abssum;  /* [k] */
+    float  *absmax;  /* [k] */
+    int64_t nsamples;/* sequences seen */
+    int64_t ntokens;
+} lq_xstats;
+
+#define LQ_XS_HESSIAN 1u
+#define LQ_XS_ABSMEAN 2u
+#define LQ_XS_ABSMAX  4u
+
+lq_status lq_xstats_init(lq_xstats *s, int64_t k, unsigned what, lq_err *err);
+/* x [t, k] from nseq sequences (t = nseq * seqlen). */
+void      lq_xstats_add(lq_xstats *s, const float *x, int64_t t, int64_t nseq);
+void      lq_xstats_finish(lq_xstats *s);
+/* absmean [k] from the sums. */
+void      lq_xstats_absmean(const lq_xstats *s, float *out);
+void      lq_xstats_free(lq_xstats *s);
+
+/* ------------------------------------------------------------------------------------------
+ * GPTQ (Frantar et al. 2022, Alg. 1 with lazy batch updates) -- IST-DASLab gptq.py semantics.
+ * ------------------------------------------------------------------------------------------ */
+typedef struct lq_gptq_opts {
+    lq_qspec    q;
+    int         act_order;     /* desc_act */
+    int         static_groups;
+    double      damp;          /* percdamp, relative to mean(diag(H)) */
+    int         damp_retries;  /* times to multiply damping by 10 when Cholesky fails */
+    int64_t     block_size;    /* lazy-update block (128) */
+    const char *name;          /* layer name for messages */
+    lq_warn_fn  warn;
+    void       *warn_user;
+} lq_gptq_opts;
+
+typedef struct lq_gptq_result {
+    double loss;       /* sum over columns of (w - q)^2 / d^2 / 2 (the reference's Losses) */
+    double damp_used;  /* final relative damping */
+    int    retries;
+} lq_gptq_result;
+
+/* W [n, k] in: weights; out: fake-quantized weights. H [k, k] symmetric (destroyed).
+ * Outputs q [n, k], scales/zeros [G, n], g_idx [k]. */
+lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o, uint8_t *q,
+                  float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res,
+                  lq_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * AWQ (Lin et al. 2023; AutoAWQ quantizer/scale/clip semantics), 4-bit zero-point groups.
+ * ------------------------------------------------------------------------------------------ */
+/* AutoAWQ pseudo_quantize_tensor (zero_point=True): per group s = clamp(max-min, 1e-5)/maxq,
+ * z = clamp(-round(min/s), 0, maxq), q = clamp(round(w/s) + z, 0, maxq); 0 not forced in range.
+ * W [n, k] fake-quantized in place (q/scales/zeros may be NULL). */
+void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, uint8_t *q,
+                     float *scales, int32_t *zeros);
+
+/* Loss of a candidate: the driver runs the inspected module with the given fake-quantized
+ * weights (one per linear of the group, in group order) and returns the MSE vs its FP output. */
+typedef lq_status (*lq_awq_loss_fn)(void *user, float *const *wq, double *loss);
+
+typedef struct lq_awq_group {
+    int           nlin;
+    float *const *w;    /* [nlin] weights [n_i, k] (read only during the search) */
+    const int64_t *n;   /* [nlin] */
+    int64_t       k;
+    int64_t       group;
+    int           bits;
+    int           n_grid;      /* 20 */
+    int           duo_scaling; /* AutoAWQ default */
+} lq_awq_group;
+
+/* Grid search of per-input-channel scales s (k). x_mean [k]. best_ratio/best_loss optional. */
+lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_fn loss,
+                        void *user, float *best_s, double *best_ratio, double *best_loss,
+                        lq_err *err);
+
+/* auto_clip_layer: for each output channel and group, the max |w| shrink (max_shrink 0.5,
+ * n_grid 20) minimizing mean over (<= 512 subsampled) tokens of (x.(q(w) - w))^2 per group;
+ * applies the clamp to W in place. X [t, k]. */
+lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t, int64_t group,
+                      int bits, lq_err *err);
+
+/* ------------------------------------------------------------------------------------------
+ * NF4 (bitsandbytes): blockwise absmax over the flattened weight, nearest code by midpoints.
+ * ------------------------------------------------------------------------------------------ */
+void lq_nf4_quantize(const float *w, int64_t numel, int64_t blocksize, uint8_t *codes,
+                     float *absmax);
+
+/* ------------------------------------------------------------------------------------------
+ * LLM.int8 (bitsandbytes): row-wise absmax int8 weights; outlier input columns from
+ * calibration max |x| >= threshold (sorted ascending; at most max_out, largest first kept).
+ * ------------------------------------------------------------------------------------------ */
+void    lq_int8_quantize(const float *W, int64_t n, int64_t k, int8_t *cb, float *scb);
+int64_t lq_int8_outliers(const float *absmax, int64_t k, float threshold, int64_t max_out,
+                         int32_t *idx);
+
+#endif
