@@ -11,6 +11,7 @@
  * disk as each layer finishes. */
 #define _XOPEN_SOURCE 700 /* realpath */
 
+#include "lq_calib_cache.h"
 #include "lq_dataset.h"
 #include "lq_json.h"
 #include "lq_methods.h"
@@ -166,6 +167,8 @@ typedef struct run {
     lq_st_writer           *wr;
     lq_dtype                odt; /* unquantized tensors */
     const char             *spill_dir;
+    lq_ccache               cache;
+    int64_t                 cache_hits;
     int                     nthreads_est;
     lq_spill               *cur, *nxt; /* activations entering / leaving the current layer */
     float                  *chunk;     /* one chunk of chunk_seqs sequences */
@@ -232,10 +235,21 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
     warn(r, msg);
 }
 
-/* cur -> layer -> nxt, chunk by chunk. */
-static lq_status propagate(run *r, const lq_layer *L) {
-    int64_t d = r->m->cfg.hidden_size;
-    for (int64_t c = 0; c < lq_spill_count(r->cur); c++) {
+/* cur -> layer -> nxt, chunk by chunk. FP propagation (identical for every job on the same
+ * calibration set) goes through the batch cache when one is configured. */
+static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
+    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
+    int     fp = !r->mt->propagate_quantized && r->cache.enabled;
+    int64_t cn[4096];
+    if (fp && nc <= 4096) {
+        for (int64_t c = 0; c < nc; c++)
+            tot += (cn[c] = lq_spill_chunk_numel(r->cur, c));
+        if (lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d)) {
+            r->cache_hits++;
+            return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn, d, r->err);
+        }
+    }
+    for (int64_t c = 0; c < nc; c++) {
         LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
         int64_t n  = lq_spill_chunk_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
@@ -243,6 +257,8 @@ static lq_status propagate(run *r, const lq_layer *L) {
                                 r->err));
         LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
     }
+    if (fp && nc <= 4096)
+        lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, d);
     return LQ_OK;
 }
 
@@ -278,10 +294,10 @@ static lq_status do_layers(run *r) {
         /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
          * quantized one after it (GPTQ). */
         if (r->cur && !r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L));
+            LQ_TRY_GOTO(propagate(r, &L, i));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
         if (r->cur && r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L));
+            LQ_TRY_GOTO(propagate(r, &L, i));
         if (r->cur) {
             lq_spill *t = r->cur;
             r->cur      = r->nxt;
@@ -425,9 +441,17 @@ static lq_status calibrate(run *r) {
                                                       : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
-    LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, lq_params_i64(r->p, "nsamples"), seqlen,
-                            r->m->cfg.max_position_embeddings,
-                            (uint64_t)lq_params_i64(r->p, "seed"), 0, &r->win, r->err));
+    int64_t  nsam = lq_params_i64(r->p, "nsamples");
+    uint64_t seed = (uint64_t)lq_params_i64(r->p, "seed");
+    LQ_TRY(lq_ccache_open(&r->cache, lq_params_get(r->p, "cache_dir"), r->m->dir, path,
+                          lq_tok_source_path(r->tok), nsam, seqlen, seed, r->err));
+    if (lq_ccache_load_windows(&r->cache, &r->win)) {
+        r->cache_hits++;
+    } else {
+        LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, nsam, seqlen,
+                                r->m->cfg.max_position_embeddings, seed, 0, &r->win, r->err));
+        lq_ccache_store_windows(&r->cache, &r->win);
+    }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
     /* Chunks of whole sequences, ~16k tokens: wide GEMMs, bounded scratch. */
     int64_t cs = 16384 / r->win.seqlen;
@@ -544,6 +568,9 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON *sk = cJSON_AddArrayToObject(j, "unquantized_modules");
     for (int i = 0; i < r->n_skipped; i++)
         cJSON_AddItemToArray(sk, cJSON_CreateString(r->skipped[i]));
+    cJSON_AddNumberToObject(j, "cache_hits", (double)r->cache_hits);
+    if (lq_params_get(r->p, "job_tag")[0])
+        cJSON_AddStringToObject(j, "job_tag", lq_params_get(r->p, "job_tag"));
     if (r->win.nsamples) {
         cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
         cJSON_AddNumberToObject(j, "seqlen", (double)r->win.seqlen);
