@@ -8,8 +8,10 @@
  *    synonyms, and LQ_ERR_UNSUPPORTED naming the key for what we cannot run
  *  - broken checkpoints: LQ_ERR_QFORMAT / LQ_ERR_ST_MISSING_TENSOR naming file and tensor
  *
- * `test_format_io --dump DIR` writes one checkpoint per variant plus ref.safetensors (our
- * dequant_ref W, activations x and gemm_ref y) for tests/py/test_format_compat.py. */
+ * For tests/py/test_format_compat.py: `test_format_io --dump DIR` writes one checkpoint per
+ * variant plus ref.safetensors (our dequant_ref W, activations x and gemm_ref y);
+ * `test_format_io --read CKPT OUTDIR` loads a checkpoint the reference tools wrote and saves
+ * our dequantization of each linear. */
 #include "lq_format_io.h"
 #include "lq_json.h"
 #include "lq_test.h"
@@ -706,9 +708,47 @@ static int dump(const char *root) {
     return 0;
 }
 
+/* Checkpoint directories written by the reference tools (tests/py/test_format_compat.py), read
+ * through the public loader: OUTDIR/model.safetensors gets every linear's dequant_ref as F32
+ * [n, k] under its module name. Prints the error and returns its status on failure. */
+static int read_back(const char *dir, const char *outdir) {
+    lq_err         err = {0};
+    lq_checkpoint *ck  = NULL;
+    lq_st_writer  *wr  = NULL;
+    lq_status      st  = lq_checkpoint_open(dir, &ck, &err);
+    if (st == LQ_OK) {
+        mkdirs(outdir);
+        st = lq_st_writer_create(outdir, 0, &wr, &err);
+    }
+    for (int64_t i = 0; st == LQ_OK && i < lq_checkpoint_num_linears(ck); i++) {
+        lq_qlinear  w;
+        const char *name = lq_checkpoint_linear_name(ck, i);
+        st               = lq_checkpoint_get_linear(ck, name, &w, &err);
+        if (st == LQ_OK)
+            st = lq_qlinear_check(&w, &err);
+        if (st != LQ_OK)
+            break;
+        float  *wd       = malloc((size_t)(w.n * w.k) * 4);
+        int64_t shape[2] = {w.n, w.k};
+        lq_format_traits_get((lq_format)w.format)->dequant_ref(&w, wd);
+        st = lq_st_writer_add(wr, name, LQ_DT_F32, 2, shape, wd, &err);
+        free(wd);
+        printf("%s format %d [%lld, %lld]\n", name, w.format, (long long)w.n, (long long)w.k);
+    }
+    if (st == LQ_OK && wr)
+        st = lq_st_writer_finish(wr, &err);
+    lq_st_writer_free(wr);
+    lq_checkpoint_close(ck);
+    if (st != LQ_OK)
+        fprintf(stderr, "%s: %s (%s)\n", dir, err.msg, lq_status_name(st));
+    return (int)st;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump"))
         return dump(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--read"))
+        return read_back(argv[2], argv[3]);
     test_roundtrip();
     test_config();
     test_checkpoint();
