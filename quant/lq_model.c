@@ -111,6 +111,7 @@ static lq_status read_vec(const lq_st *st, const char *name, int64_t n, float **
         free(v);
         return s;
     }
+    lq_st_release(st, lq_st_find(st, name));
     *out = v;
     return LQ_OK;
 }
@@ -147,6 +148,7 @@ static lq_status load_dense_linear(const lq_model *m, const char *prefix, int64_
                 (long long)k);
     int64_t shape[2] = {n, k};
     LQ_TRY(lq_st_read_f32(m->st, name, 2, shape, w, err));
+    lq_st_release(m->st, lq_st_find(m->st, name)); /* keep RSS at one layer, not the file */
     out->buf.q.format = LQ_FMT_DENSE;
     out->buf.q.n      = n;
     out->buf.q.k      = k;
@@ -340,6 +342,7 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
         goto fail;
     }
     if ((s = lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, shape, m->embed, err)) ||
+        (lq_st_release(m->st, lq_st_find(m->st, "model.embed_tokens.weight")), 0) ||
         (s = read_vec(m->st, "model.norm.weight", d, &m->final_norm, err)))
         goto fail;
     if (c->tie_word_embeddings) {
