@@ -44,8 +44,8 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
         const int64_t G    = (k + c->gs - 1) / c->gs;
         const int     maxq = (1 << c->bits) - 1;
         uint8_t      *q    = malloc((size_t)(n * k));
-        int32_t      *z    = malloc((size_t)(G * n) * 4), *gi = NULL;
-        float        *s    = malloc((size_t)(G * n) * 4);
+        int32_t      *z = malloc((size_t)(G * n) * 4), *gi = NULL;
+        float        *s = malloc((size_t)(G * n) * 4);
         for (int64_t e = 0; e < n * k; e++)
             q[e] = (uint8_t)lq_rng_below(&r, (uint64_t)maxq + 1);
         for (int64_t e = 0; e < G * n; e++) {
@@ -87,7 +87,7 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
     }
     int8_t  *cb  = malloc((size_t)(n * k));
     float   *scb = malloc((size_t)n * 4), *ow = malloc((size_t)(n * c->n_outlier) * 4 + 4);
-    int32_t *oi  = malloc((size_t)c->n_outlier * 4 + 4);
+    int32_t *oi = malloc((size_t)c->n_outlier * 4 + 4);
     for (int64_t e = 0; e < n * k; e++)
         cb[e] = (int8_t)((int)lq_rng_below(&r, 255) - 127);
     for (int64_t i = 0; i < n; i++)
@@ -96,8 +96,7 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
         oi[j] = (int32_t)(j * (k / c->n_outlier) + 7);
     for (int64_t e = 0; e < n * c->n_outlier; e++)
         ow[e] = 0.1f * lq_rng_normal(&r);
-    lq_status st =
-        lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, c->threshold, NULL, out, err);
+    lq_status st = lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, c->threshold, NULL, out, err);
     free(cb);
     free(scb);
     free(ow);
@@ -120,7 +119,7 @@ typedef void (*run_fn)(void *ctx);
 static double best_time(run_fn fn, void *ctx, double secs, int cpu) {
     fn(ctx); /* warm up: page in, thread pools */
     double best = 1e30, t0 = lq_now();
-    int    it   = 0;
+    int    it = 0;
     while (it < 3 || lq_now() - t0 < secs) {
         const double a = clock_s(cpu);
         fn(ctx);
@@ -174,12 +173,11 @@ static void run_copy(void *p) {
         c->b[i] = c->a[i];
 }
 
-
 int main(int argc, char **argv) {
     const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
-    int         nt      = 0;
-    double      secs    = 0.5;
-    int cpu = 0;
+    int         nt   = 0;
+    double      secs = 0.5;
+    int         cpu  = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-c")) {
             cpu = 1;
@@ -207,8 +205,8 @@ int main(int argc, char **argv) {
     cc.b        = lq_aligned_alloc((size_t)cc.n * 4);
     for (int64_t i = 0; i < cc.n; i++)
         cc.a[i] = (float)i, cc.b[i] = 0.f;
-    const double tc   = best_time(run_copy, &cc, 1.0, 0);
-    const double bw   = 2.0 * (double)cc.n * 4 / tc / 1e9;
+    const double tc = best_time(run_copy, &cc, 1.0, 0);
+    const double bw = 2.0 * (double)cc.n * 4 / tc / 1e9;
     lq_aligned_free(cc.a);
     lq_aligned_free(cc.b);
     printf("threads %d, STREAM-like copy bandwidth %.2f GB/s (read + write)\n", threads, bw);
@@ -216,8 +214,8 @@ int main(int argc, char **argv) {
            "GB/s", "%copyBW", "sgemm ms", "vs sgemm");
 
     const int64_t shp[2][2] = {{4096, 4096}, {11008, 4096}};
-    int64_t ms[16] = {1, 4, 16, 64, 256};
-    int     nms    = 5;
+    int64_t       ms[16]    = {1, 4, 16, 64, 256};
+    int           nms       = 5;
     if (mlist) { /* -m 1,8,32 */
         nms = 0;
         for (const char *p = mlist; *p && nms < 16;) {
@@ -234,12 +232,12 @@ int main(int argc, char **argv) {
         const int64_t n = shp[si][0], k = shp[si][1];
         lq_rng        r;
         lq_rng_seed(&r, 2);
-        float *dense = lq_aligned_alloc((size_t)(n * k) * 4);
-        int64_t mmax = 1;
+        float  *dense = lq_aligned_alloc((size_t)(n * k) * 4);
+        int64_t mmax  = 1;
         for (int mi = 0; mi < nms; mi++)
             mmax = ms[mi] > mmax ? ms[mi] : mmax;
-        float *x     = lq_aligned_alloc((size_t)(mmax * k) * 4);
-        float *y     = lq_aligned_alloc((size_t)(mmax * n) * 4);
+        float *x = lq_aligned_alloc((size_t)(mmax * k) * 4);
+        float *y = lq_aligned_alloc((size_t)(mmax * n) * 4);
         for (int64_t e = 0; e < n * k; e++)
             dense[e] = 0.02f * lq_rng_normal(&r);
         for (int64_t e = 0; e < mmax * k; e++)
@@ -249,9 +247,9 @@ int main(int argc, char **argv) {
             sgemm_ctx sc = {x, dense, y, (int)ms[mi], (int)n, (int)k};
             tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu);
             if (!ffilter || strstr("dense", ffilter))
-                printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", "dense-f32 sgemm",
-                       (long long)ms[mi], (long long)n, (long long)k, "", tsg[mi] * 1e3,
-                       (double)(n * k * 4) / tsg[mi] / 1e9,
+                printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n",
+                       "dense-f32 sgemm", (long long)ms[mi], (long long)n, (long long)k, "",
+                       tsg[mi] * 1e3, (double)(n * k * 4) / tsg[mi] / 1e9,
                        100.0 * (double)(n * k * 4) / tsg[mi] / 1e9 / bw, tsg[mi] * 1e3, 1.0);
         }
         for (size_t fi = 0; fi < sizeof k_fmts / sizeof k_fmts[0]; fi++) {

@@ -94,5 +94,6 @@ int cmd_exit_codes(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 extern const cli_flag cli_quantize_flags[];
 extern const cli_flag cli_ppl_flags[];
 extern const cli_flag cli_inspect_flags[];
+extern const cli_flag cli_batch_flags[];
 
 #endif

@@ -16,8 +16,9 @@ static const cli_cmd k_cmds[] = {
      1, cli_inspect_flags, cmd_inspect},
     {"bench", "bench", "[ARGS]", "Kernel and end-to-end benchmarks (not available yet).", -1, NULL,
      cmd_bench},
-    {"batch", "batch", "JOB_FILE [options]", "Run a file of jobs (not available yet).", -1, NULL,
-     cmd_batch},
+    {"batch", "batch", "JOBS.jsonl [--shard I/N] [--cache-dir DIR]",
+     "Run a file of conversion jobs (resumable, shardable, shared calibration cache).", 1,
+     cli_batch_flags, cmd_batch},
     {"exit-codes", NULL, "", "Print the table of exit codes (one per lq_status).", 0, NULL,
      cmd_exit_codes},
 };

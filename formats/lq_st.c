@@ -1,5 +1,6 @@
 /* safetensors reader: one parser for files (mmap), buffers (fuzzing) and shard sets.
  * Every validation rule has its own status so bad files are diagnosable from the exit code. */
+#define _DEFAULT_SOURCE /* madvise(MADV_DONTNEED): posix_madvise DONTNEED is a no-op in glibc */
 #include "lq_st.h"
 
 #include "lq_json.h"
@@ -594,4 +595,16 @@ lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int6
                 (long long)bad, (long long)first);
     }
     return LQ_OK;
+}
+
+void lq_st_release(const lq_st *st, const lq_st_tensor *t) {
+    if (!st || !t || t->shard < 0 || t->shard >= st->nfiles || !st->files[t->shard].map ||
+        t->nbytes <= 0)
+        return;
+    /* Whole pages inside the tensor only: neighbours may still be in use. */
+    long      pg  = sysconf(_SC_PAGESIZE);
+    uintptr_t a   = (uintptr_t)t->data, e = a + (uintptr_t)t->nbytes;
+    uintptr_t a_p = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), e_p = e & ~((uintptr_t)pg - 1);
+    if (e_p > a_p)
+        madvise((void *)a_p, e_p - a_p, MADV_DONTNEED);
 }

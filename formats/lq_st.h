@@ -56,6 +56,11 @@ const char *lq_st_metadata(const lq_st *st, const char *key);
 /* Total bytes of tensor data over all shards. */
 int64_t lq_st_data_bytes(const lq_st *st);
 
+/* Drop the tensor's pages from this process's resident set (file-backed mappings are re-read
+ * from the page cache on the next access). The layer-by-layer driver calls it after converting a
+ * tensor so the mapped checkpoint does not accumulate in RSS. No-op for memory buffers. */
+void lq_st_release(const lq_st *st, const lq_st_tensor *t);
+
 /* Find `name`, check it is a float tensor of exactly `ndim` dims with the given shape (pass
  * expect_shape NULL to skip), convert to float32 into dst (numel floats). NaN/Inf ->
  * LQ_ERR_WEIGHT_NONFINITE naming file and tensor; missing -> LQ_ERR_ST_MISSING_TENSOR; wrong

@@ -83,15 +83,14 @@ LQ_API lq_status lq_checkpoint_get_linear(const lq_checkpoint *ck_c, const char 
                  "lq_checkpoint_get_linear: NULL argument");
     /* Loading on first use mutates the cache behind a const handle; the mutex makes that safe
      * for concurrent readers, and descriptors never move once loaded. */
-    lq_checkpoint *ck = (lq_checkpoint *)(uintptr_t)ck_c;
-    char *const   *hit =
-        bsearch(name, ck->names, (size_t)ck->count, sizeof *ck->names, cmp_name);
+    lq_checkpoint *ck  = (lq_checkpoint *)(uintptr_t)ck_c;
+    char *const   *hit = bsearch(name, ck->names, (size_t)ck->count, sizeof *ck->names, cmp_name);
     LQ_RETURN_IF(!hit, err, LQ_ERR_NOT_FOUND, "%s: no quantized linear of that name", name);
     const int64_t i  = hit - ck->names;
     lq_status     st = LQ_OK;
     pthread_mutex_lock(&ck->mu);
     if (!ck->loaded[i]) {
-        st = lq_qlinear_read(ck->st, ck->names[i], &ck->cfg, 0, 0, &ck->bufs[i], err);
+        st            = lq_qlinear_read(ck->st, ck->names[i], &ck->cfg, 0, 0, &ck->bufs[i], err);
         ck->loaded[i] = st == LQ_OK;
     }
     if (st == LQ_OK)

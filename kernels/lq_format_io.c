@@ -44,8 +44,8 @@ static lq_status put(lq_st_writer *wr, const char *prefix, const char *suffix, l
 }
 
 /* fp16 [n] bias as the model dtype (bitsandbytes keeps the Linear's bias dtype) or as F16. */
-static lq_status put_bias(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
-                          lq_dtype dt, lq_err *err) {
+static lq_status put_bias(lq_st_writer *wr, const char *prefix, const lq_qlinear *w, lq_dtype dt,
+                          lq_err *err) {
     if (!w->bias)
         return LQ_OK;
     if (dt == LQ_DT_F16)
@@ -53,9 +53,9 @@ static lq_status put_bias(lq_st_writer *wr, const char *prefix, const lq_qlinear
     float *tmp = lq_malloc_n(w->n, sizeof(float));
     LQ_RETURN_IF(!tmp, err, LQ_ERR_NOMEM, "%s.bias: out of memory", prefix);
     lq_f16_to_f32_array(w->bias, w->n, tmp);
-    char    name[NAME_CAP];
-    int64_t shape[1] = {w->n};
-    lq_status st     = tname(name, prefix, "bias", err);
+    char      name[NAME_CAP];
+    int64_t   shape[1] = {w->n};
+    lq_status st       = tname(name, prefix, "bias", err);
     if (st == LQ_OK)
         st = lq_st_writer_add_f32(wr, name, dt, 1, shape, tmp, err);
     free(tmp);
@@ -118,11 +118,11 @@ static void py_float_repr(double v, char *buf, size_t cap) {
 /* QuantState.as_dict(packed=True) non-tensor part, json.dumps formatting (", " / ": "). */
 static int nf4_state_json(const lq_qlinear *w, const lq_qconfig *c, const char *qt, char *buf,
                           size_t cap) {
-    int len = snprintf(buf, cap,
-                       "{\"quant_type\": \"%s\", \"blocksize\": %lld, \"dtype\": \"%s\", "
-                       "\"shape\": [%lld, %lld]",
-                       qt, (long long)w->group_size, c->torch_dtype, (long long)w->n,
-                       (long long)w->k);
+    int len =
+        snprintf(buf, cap,
+                 "{\"quant_type\": \"%s\", \"blocksize\": %lld, \"dtype\": \"%s\", "
+                 "\"shape\": [%lld, %lld]",
+                 qt, (long long)w->group_size, c->torch_dtype, (long long)w->n, (long long)w->k);
     if (w->nested_blocksize > 0) {
         char off[40];
         py_float_repr((double)w->nested_offset, off, sizeof off);
@@ -146,12 +146,12 @@ lq_status lq_write_nf4(lq_st_writer *wr, const char *prefix, const lq_qlinear *w
     LQ_TRY(put(wr, prefix, "weight.quant_map", LQ_DT_F32, 1, 16, 0, w->quant_map, err));
     if (dq) {
         const int64_t nnb = (nb + w->nested_blocksize - 1) / w->nested_blocksize;
-        LQ_TRY(put(wr, prefix, "weight.nested_absmax", LQ_DT_F32, 1, nnb, 0, w->nested_absmax,
-                   err));
-        LQ_TRY(put(wr, prefix, "weight.nested_quant_map", LQ_DT_F32, 1, 256, 0, w->nested_code,
-                   err));
+        LQ_TRY(
+            put(wr, prefix, "weight.nested_absmax", LQ_DT_F32, 1, nnb, 0, w->nested_absmax, err));
+        LQ_TRY(
+            put(wr, prefix, "weight.nested_quant_map", LQ_DT_F32, 1, 256, 0, w->nested_code, err));
     }
-    char js[512], suffix[64];
+    char      js[512], suffix[64];
     const int len = nf4_state_json(w, c, qt, js, sizeof js);
     snprintf(suffix, sizeof suffix, "weight.quant_state.bitsandbytes__%s", qt);
     LQ_TRY(put(wr, prefix, suffix, LQ_DT_U8, 1, len, 0, js, err));
@@ -161,14 +161,15 @@ lq_status lq_write_nf4(lq_st_writer *wr, const char *prefix, const lq_qlinear *w
 lq_status lq_write_int8(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
                         const lq_qconfig *c, lq_err *err) {
     LQ_TRY(check_fmt(w, LQ_FMT_INT8, prefix, err));
-    const uint8_t row = 0; /* weight_format "row" (bitsandbytes LINEAR_8BIT_WEIGHTS_FORMAT_MAPPING) */
+    const uint8_t row =
+        0; /* weight_format "row" (bitsandbytes LINEAR_8BIT_WEIGHTS_FORMAT_MAPPING) */
     LQ_TRY(put(wr, prefix, "weight", LQ_DT_I8, 2, w->n, w->k, w->qweight, err));
     LQ_TRY(put(wr, prefix, "SCB", LQ_DT_F32, 1, w->n, 0, w->scb, err));
     LQ_TRY(put(wr, prefix, "weight_format", LQ_DT_U8, 0, 0, 0, &row, err));
     if (w->n_outlier > 0) {
         LQ_TRY(put(wr, prefix, "outlier_idx", LQ_DT_I32, 1, w->n_outlier, 0, w->outlier_idx, err));
-        LQ_TRY(put(wr, prefix, "outlier_weight", LQ_DT_F16, 2, w->n, w->n_outlier, w->outlier_w,
-                   err));
+        LQ_TRY(
+            put(wr, prefix, "outlier_weight", LQ_DT_F16, 2, w->n, w->n_outlier, w->outlier_w, err));
     }
     return put_bias(wr, prefix, w, model_dtype(c), err);
 }
@@ -295,8 +296,8 @@ static lq_status finish(const rd *r, const char *main_tensor) {
     return LQ_OK;
 }
 
-static lq_status dims_match(const rd *r, const lq_st_tensor *t, int64_t n, int64_t k,
-                            int64_t n_exp, int64_t k_exp) {
+static lq_status dims_match(const rd *r, const lq_st_tensor *t, int64_t n, int64_t k, int64_t n_exp,
+                            int64_t k_exp) {
     if ((n_exp > 0 && n != n_exp) || (k_exp > 0 && k != k_exp))
         return lq_fail(r->err, LQ_ERR_QFORMAT,
                        "%s: tensor \"%s\" encodes a [%lld, %lld] linear, config.json expects "
@@ -332,9 +333,9 @@ lq_status lq_read_gptq(const lq_st *st, const char *prefix, const lq_qconfig *c,
                        int64_t k_exp, lq_qbuf *out, lq_err *err) {
     rd                  r = {st, prefix, out, err};
     const lq_st_tensor *qw, *qz, *sc, *gi;
-    const int           b      = c->bits;
-    static const int    i32[]  = {LQ_DT_I32, -1};
-    lq_qlinear         *q      = &out->q;
+    const int           b     = c->bits;
+    static const int    i32[] = {LQ_DT_I32, -1};
+    lq_qlinear         *q     = &out->q;
     LQ_TRY(find(&r, "qweight", 1, &qw));
     LQ_TRY(expect(&r, qw, i32, 2, -1, -1, "GPTQ qweight is I32 [k*bits/32, n]"));
     LQ_RETURN_IF((qw->shape[0] * 32) % b != 0, err, LQ_ERR_QFORMAT,
@@ -421,14 +422,14 @@ lq_status lq_read_awq(const lq_st *st, const char *prefix, const lq_qconfig *c, 
 }
 
 /* bitsandbytes QuantState JSON (packed non-tensor fields). */
-static lq_status nf4_state(const rd *r, const lq_st_tensor *t, char *qt, int64_t *bs,
-                           int64_t *n, int64_t *k, int64_t *nbs, float *offset) {
+static lq_status nf4_state(const rd *r, const lq_st_tensor *t, char *qt, int64_t *bs, int64_t *n,
+                           int64_t *k, int64_t *nbs, float *offset) {
     cJSON    *js = NULL;
     lq_status st;
     char      label[NAME_CAP + 64];
     snprintf(label, sizeof label, "%s: tensor \"%s\"", file_of(r, t), t->name);
     LQ_TRY(lq_json_parse(t->data, (size_t)t->nbytes, label, &js, r->err));
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(js, "shape");
+    const cJSON *shape  = cJSON_GetObjectItemCaseSensitive(js, "shape");
     char         dt[16] = "";
     *nbs                = 0;
     double off          = 0;
@@ -458,7 +459,7 @@ done:
 
 lq_status lq_read_nf4(const lq_st *st, const char *prefix, const lq_qconfig *c, int64_t n_exp,
                       int64_t k_exp, lq_qbuf *out, lq_err *err) {
-    rd                  r = {st, prefix, out, err};
+    rd                  r  = {st, prefix, out, err};
     const lq_st_tensor *qs = NULL, *qw, *am, *qm, *na = NULL, *nc = NULL;
     static const int    u8[] = {LQ_DT_U8, -1}, f32[] = {LQ_DT_F32, -1};
     const char         *kinds[3] = {c->quant_type[0] ? c->quant_type : "nf4", "nf4", "fp4"};
@@ -600,9 +601,9 @@ lq_status lq_qlinear_list(const lq_st *st, const lq_qconfig *c, char ***names, i
     size_t        bytes = 0;
     int64_t       cnt   = 0;
     for (int pass = 0; pass < 2; pass++) {
-        char **arr = pass ? *names : NULL;
-        char  *s   = pass ? (char *)(arr + cnt) : NULL;
-        int64_t j  = 0;
+        char  **arr = pass ? *names : NULL;
+        char   *s   = pass ? (char *)(arr + cnt) : NULL;
+        int64_t j   = 0;
         for (int64_t i = 0; i < nt; i++) {
             const lq_st_tensor *t = lq_st_get(st, i);
             size_t              stem;
@@ -694,7 +695,7 @@ void lq_qconfig_free(lq_qconfig *c) {
 lq_status lq_qconfig_add_outlier_module(lq_qconfig *c, const char *module, lq_err *err) {
     char **a = realloc(c->outlier_modules, (size_t)(c->n_outlier_modules + 1) * sizeof *a);
     LQ_RETURN_IF(!a, err, LQ_ERR_NOMEM, "out of memory");
-    c->outlier_modules = a;
+    c->outlier_modules      = a;
     a[c->n_outlier_modules] = strdup(module);
     LQ_RETURN_IF(!a[c->n_outlier_modules], err, LQ_ERR_NOMEM, "out of memory");
     c->n_outlier_modules++;
@@ -704,10 +705,10 @@ lq_status lq_qconfig_add_outlier_module(lq_qconfig *c, const char *module, lq_er
 static int add_ok(cJSON *o, const char *key, cJSON *v) {
     return v && cJSON_AddItemToObject(o, key, v);
 }
-#define ADD(o, key, v)                                                                         \
-    do {                                                                                       \
-        if (!add_ok((o), (key), (v)))                                                          \
-            LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory building quantization_config");          \
+#define ADD(o, key, v)                                                                             \
+    do {                                                                                           \
+        if (!add_ok((o), (key), (v)))                                                              \
+            LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory building quantization_config");              \
     } while (0)
 
 static cJSON *str_or_null(const char *s) {
@@ -806,8 +807,7 @@ lq_status lq_qconfig_to_json(const lq_qconfig *c, cJSON **out, lq_err *err) {
     return LQ_OK;
 }
 
-lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *dir,
-                           lq_err *err) {
+lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *dir, lq_err *err) {
     cJSON *qc;
     LQ_TRY(lq_qconfig_to_json(c, &qc, err));
     cJSON_DeleteItemFromObjectCaseSensitive(config_root, "quantization_config");
@@ -917,8 +917,8 @@ lq_status lq_hfcfg_parse_gptq(const cJSON *qc, const char *label, lq_qconfig *c,
 
 lq_status lq_hfcfg_parse_awq(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {
     int64_t     bits = 4, gs = 128;
-    const char *bk   = synonym(qc, (const char *const[]){"bits", "w_bit", NULL});
-    const char *gk   = synonym(qc, (const char *const[]){"group_size", "q_group_size", NULL});
+    const char *bk = synonym(qc, (const char *const[]){"bits", "w_bit", NULL});
+    const char *gk = synonym(qc, (const char *const[]){"group_size", "q_group_size", NULL});
     LQ_RETURN_IF(!gk, err, LQ_ERR_CONFIG_MISSING_KEY, "%s: key \"group_size\" is missing", label);
     if (bk)
         LQ_TRY(lq_json_get_i64(qc, bk, 1, 0, 64, &bits, label, err));
@@ -989,8 +989,7 @@ lq_status lq_hfcfg_parse_int8(const cJSON *qc, const char *label, lq_qconfig *c,
         const cJSON *it;
         cJSON_ArrayForEach(it, a) {
             LQ_RETURN_IF(!cJSON_IsString(it), err, LQ_ERR_CONFIG_VALUE,
-                         "%s: key \"llmquant_int8_outlier_modules\" has a non-string entry",
-                         label);
+                         "%s: key \"llmquant_int8_outlier_modules\" has a non-string entry", label);
             LQ_TRY(lq_qconfig_add_outlier_module(c, it->valuestring, err));
         }
     }
@@ -1001,8 +1000,8 @@ static lq_status parse_qc(const cJSON *qc, const char *label, const char *torch_
                           lq_qconfig *out, lq_err *err) {
     LQ_RETURN_IF(!cJSON_IsObject(qc), err, LQ_ERR_CONFIG_VALUE,
                  "%s: quantization_config must be an object", label);
-    char        qm[64] = "";
-    lq_format   f;
+    char         qm[64] = "";
+    lq_format    f;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
     if (v && !cJSON_IsNull(v))
         LQ_TRY(lq_json_get_str(qc, "quant_method", 1, qm, sizeof qm, label, err));
@@ -1028,8 +1027,10 @@ static lq_status parse_qc(const cJSON *qc, const char *label, const char *torch_
                      "%s: exactly one of \"load_in_4bit\" / \"load_in_8bit\" must be true", label);
         f = l4 ? LQ_FMT_NF4 : LQ_FMT_INT8;
     } else {
-        LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "%s: key \"quant_method\" = \"%s\" (supported: gptq, awq, "
-                "bitsandbytes)", label, qm);
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
+                "%s: key \"quant_method\" = \"%s\" (supported: gptq, awq, "
+                "bitsandbytes)",
+                label, qm);
     }
     lq_qconfig_default(f, out);
     if (torch_dtype && torch_dtype[0])

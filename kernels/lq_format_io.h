@@ -44,10 +44,10 @@ typedef struct lq_qconfig {
     int zero_point;
 
     /* bitsandbytes */
-    char   quant_type[8];      /* "nf4" (write); "fp4" is read too: the kernels use quant_map */
-    int    double_quant;       /* bnb_4bit_use_double_quant */
-    char   compute_dtype[16];  /* bnb_4bit_compute_dtype */
-    double int8_threshold;     /* llm_int8_threshold: runtime outlier threshold of LLM.int8 */
+    char   quant_type[8];     /* "nf4" (write); "fp4" is read too: the kernels use quant_map */
+    int    double_quant;      /* bnb_4bit_use_double_quant */
+    char   compute_dtype[16]; /* bnb_4bit_compute_dtype */
+    double int8_threshold;    /* llm_int8_threshold: runtime outlier threshold of LLM.int8 */
     int    int8_fp32_cpu_offload;
 
     /* model dtype ("float16", "bfloat16"): NF4 quant_state dtype, bitsandbytes bias dtype */
@@ -66,8 +66,8 @@ typedef struct lq_qconfig {
 
 /* Defaults of each format's reference tool (AutoGPTQ, AutoAWQ, transformers
  * BitsAndBytesConfig); group_size 128 (GPTQ/AWQ) or blocksize 64 (NF4). */
-void lq_qconfig_default(lq_format f, lq_qconfig *c);
-void lq_qconfig_free(lq_qconfig *c);
+void      lq_qconfig_default(lq_format f, lq_qconfig *c);
+void      lq_qconfig_free(lq_qconfig *c);
 lq_status lq_qconfig_add_outlier_module(lq_qconfig *c, const char *module, lq_err *err);
 
 /* config.json root -> *out (LQ_FMT_DENSE without "quantization_config"). Accepts the synonyms
@@ -84,8 +84,7 @@ lq_status lq_qconfig_parse_qc(const cJSON *qc, const char *label, lq_qconfig *ou
 lq_status lq_qconfig_to_json(const lq_qconfig *c, cJSON **out, lq_err *err);
 /* Set config_root["quantization_config"] (the caller writes config.json) and, for GPTQ, write
  * <dir>/quantize_config.json with the same object as AutoGPTQ does. dir may be NULL. */
-lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *dir,
-                           lq_err *err);
+lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *dir, lq_err *err);
 
 /* Write the tensors of one linear under <prefix>.* (format from w->format). */
 lq_status lq_qlinear_write(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
@@ -102,14 +101,13 @@ lq_status lq_qlinear_list(const lq_st *st, const lq_qconfig *c, char ***names, i
                           lq_err *err);
 
 /* Per-format pieces the traits table binds (write_tensors, read_tensors, write/parse config). */
-#define LQ_FMT_IO_DECL(fmt)                                                                    \
-    lq_status lq_write_##fmt(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,        \
-                             const lq_qconfig *c, lq_err *err);                                \
-    lq_status lq_read_##fmt(const lq_st *st, const char *prefix, const lq_qconfig *c,          \
-                            int64_t n, int64_t k, lq_qbuf *out, lq_err *err);                  \
-    lq_status lq_hfcfg_write_##fmt(const lq_qconfig *c, cJSON *qc, lq_err *err);               \
-    lq_status lq_hfcfg_parse_##fmt(const cJSON *qc, const char *label, lq_qconfig *c,          \
-                                   lq_err *err);
+#define LQ_FMT_IO_DECL(fmt)                                                                        \
+    lq_status lq_write_##fmt(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,            \
+                             const lq_qconfig *c, lq_err *err);                                    \
+    lq_status lq_read_##fmt(const lq_st *st, const char *prefix, const lq_qconfig *c, int64_t n,   \
+                            int64_t k, lq_qbuf *out, lq_err *err);                                 \
+    lq_status lq_hfcfg_write_##fmt(const lq_qconfig *c, cJSON *qc, lq_err *err);                   \
+    lq_status lq_hfcfg_parse_##fmt(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err);
 LQ_FMT_IO_DECL(dense)
 LQ_FMT_IO_DECL(gptq)
 LQ_FMT_IO_DECL(awq)

@@ -10,14 +10,14 @@
 
 #include <math.h>
 
-#define LQ_FMT_DECL(fmt)                                                                       \
-    lq_status lq_check_##fmt(const lq_qlinear *w, lq_err *err);                                \
-    size_t    lq_bytes_##fmt(const lq_qlinear *w);                                             \
-    void      lq_dequant_##fmt##_ref(const lq_qlinear *w, float *out);                         \
-    void      lq_gemm_##fmt##_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);   \
-    lq_status lq_dequant_##fmt##_cpu(const lq_qlinear *w, float *out, int nthreads);           \
-    size_t    lq_ws_##fmt##_cpu(const lq_qlinear *w, int64_t m);                               \
-    lq_status lq_gemm_##fmt##_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y,    \
+#define LQ_FMT_DECL(fmt)                                                                           \
+    lq_status lq_check_##fmt(const lq_qlinear *w, lq_err *err);                                    \
+    size_t    lq_bytes_##fmt(const lq_qlinear *w);                                                 \
+    void      lq_dequant_##fmt##_ref(const lq_qlinear *w, float *out);                             \
+    void      lq_gemm_##fmt##_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);       \
+    lq_status lq_dequant_##fmt##_cpu(const lq_qlinear *w, float *out, int nthreads);               \
+    size_t    lq_ws_##fmt##_cpu(const lq_qlinear *w, int64_t m);                                   \
+    lq_status lq_gemm_##fmt##_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y,        \
                                   void *ws, size_t ws_size, int nthreads);
 
 LQ_FMT_DECL(dense)
@@ -45,8 +45,7 @@ static inline uint32_t lq_stream_get(const int32_t *words, int64_t stride, int64
     return v & mask;
 }
 
-static inline void lq_stream_put(int32_t *words, int64_t stride, int64_t j, int bits,
-                                 uint32_t v) {
+static inline void lq_stream_put(int32_t *words, int64_t stride, int64_t j, int bits, uint32_t v) {
     const int64_t  pos  = j * bits;
     const int64_t  wi   = pos >> 5;
     const int      sh   = (int)(pos & 31);
@@ -68,8 +67,8 @@ static inline void lq_stream_put(int32_t *words, int64_t stride, int64_t j, int 
 /* GPTQ v1 stores zero - 1 in a b-bit field. Reading adds 1 back and masks, as AutoGPTQ's torch
  * dequant does, so a true zero of 0 (stored as 2^b - 1) reads back as 0 rather than 2^b. */
 static inline int32_t lq_gptq_zero(const lq_qlinear *w, int64_t g, int64_t col) {
-    const int64_t zw = w->n * w->bits / 32; /* int32 words per qzeros row */
-    const uint32_t f = lq_stream_get((const int32_t *)w->qzeros + g * zw, 1, col, w->bits);
+    const int64_t  zw = w->n * w->bits / 32; /* int32 words per qzeros row */
+    const uint32_t f  = lq_stream_get((const int32_t *)w->qzeros + g * zw, 1, col, w->bits);
     return (int32_t)((f + 1u) & ((1u << w->bits) - 1u));
 }
 
@@ -103,8 +102,8 @@ void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out
 
 /* INT8 (LLM.int8) constants, bit-for-bit the ones bitsandbytes multiplies with:
  * int8_mm_dequant uses 6.200124e-05 (~1/127^2), int8_vectorwise_dequant 1/127. */
-#define LQ_INT8_MM_DEQUANT   6.200124e-05f
-#define LQ_INT8_VEC_DEQUANT  7.874015718698502e-3f
+#define LQ_INT8_MM_DEQUANT  6.200124e-05f
+#define LQ_INT8_VEC_DEQUANT 7.874015718698502e-3f
 
 /* Output scale of the int32 accumulator of activation row r, weight row i. */
 static inline float lq_int8_out(int32_t acc, float rowmax, float scb) {

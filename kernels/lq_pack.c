@@ -304,9 +304,9 @@ lq_status lq_pack_int8(int64_t n, int64_t k, const int8_t *cb, const float *scb,
         ARG_FAIL("%s: %lld outlier columns need outlier_idx and w_outlier", fn,
                  (long long)n_outlier);
     {
-        lq_qlinear probe = *w;
-        probe.qweight    = cb;
-        probe.scb        = scb;
+        lq_qlinear probe  = *w;
+        probe.qweight     = cb;
+        probe.scb         = scb;
         probe.outlier_idx = outlier_idx;
         probe.outlier_w   = (const uint16_t *)scb;
         LQ_TRY(lq_check_int8(&probe, err));
@@ -328,7 +328,8 @@ lq_status lq_pack_int8(int64_t n, int64_t k, const int8_t *cb, const float *scb,
     void     *q8, *s, *oi = NULL, *ow = NULL;
     if ((st = alloc_arr(out, (size_t)(n * k), &q8, fn, "CB", err)) ||
         (st = alloc_arr(out, (size_t)n * 4, &s, fn, "SCB", err)) ||
-        (n_outlier > 0 && (st = alloc_arr(out, (size_t)n_outlier * 4, &oi, fn, "outlier_idx", err))) ||
+        (n_outlier > 0 &&
+         (st = alloc_arr(out, (size_t)n_outlier * 4, &oi, fn, "outlier_idx", err))) ||
         (n_outlier > 0 &&
          (st = alloc_arr(out, (size_t)(n * n_outlier) * 2, &ow, fn, "outlier_w", err))) ||
         (st = pack_bias(bias, n, out, fn, err))) {

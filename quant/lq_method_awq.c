@@ -242,6 +242,13 @@ done:
     return st;
 }
 
+static int64_t awq_work(const lq_model_config *c, int64_t tokens) {
+    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
+    int64_t mx = d > I ? d : I;
+    /* cached inputs of q/o/gate/down, reference + candidate outputs, candidate weights */
+    return 4 * tokens * (2 * d + qd + I) + 8 * tokens * mx + 4 * 3 * d * I;
+}
+
 const lq_method_traits lq_method_awq = {
     .name                = "awq",
     .help                = "AWQ: activation-aware scaling and clipping from calibration data "
@@ -252,4 +259,5 @@ const lq_method_traits lq_method_awq = {
     .default_seqlen      = 512, /* AutoAWQ: 128 samples x 512 tokens */
     .fill_qconfig        = awq_fill,
     .quantize_layer      = awq_layer,
+    .work_bytes          = awq_work,
 };

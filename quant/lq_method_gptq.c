@@ -101,6 +101,12 @@ static lq_status gptq_layer(lq_qjob *j) {
     return LQ_OK;
 }
 
+static int64_t gptq_work(const lq_model_config *c, int64_t tokens) {
+    int64_t d = c->hidden_size, I = c->intermediate_size, k = d > I ? d : I;
+    (void)tokens; /* Hessians, their copy, the permuted inverse, Wt and codes of the widest */
+    return 4 * (3 * k * k + 2 * d * I) + d * I;
+}
+
 const lq_method_traits lq_method_gptq = {
     .name                = "gptq",
     .help                = "GPTQ: Hessian-based error compensation from calibration data (GPTQ v1 "
@@ -111,4 +117,5 @@ const lq_method_traits lq_method_gptq = {
     .default_seqlen      = 2048,
     .fill_qconfig        = lq_gptq_fill_qconfig,
     .quantize_layer      = gptq_layer,
+    .work_bytes          = gptq_work,
 };

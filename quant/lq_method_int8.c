@@ -79,6 +79,11 @@ static lq_status int8_layer(lq_qjob *j) {
     return st;
 }
 
+static int64_t int8_work(const lq_model_config *c, int64_t tokens) {
+    (void)tokens; /* codes + outlier copies of the widest linear */
+    return 2 * c->hidden_size * c->intermediate_size;
+}
+
 const lq_method_traits lq_method_int8 = {
     .name                = "int8",
     .help                = "bitsandbytes LLM.int8: 8-bit row-wise absmax with fp16 outlier "
@@ -89,4 +94,5 @@ const lq_method_traits lq_method_int8 = {
     .default_seqlen      = 512,
     .fill_qconfig        = int8_fill,
     .quantize_layer      = int8_layer,
+    .work_bytes          = int8_work,
 };

@@ -10,14 +10,17 @@
 #include "lq_format_io.h"
 #include "lq_model.h"
 #include "lq_quant.h"
+#include "lq_spill.h"
 
 typedef struct lq_qjob {
     const lq_model     *model;
     const lq_params    *p;
     int64_t             layer;
     lq_layer           *L;      /* dense float32 layer; methods may rewrite weights and norms */
-    float              *h;      /* calibration inputs of the layer [nseq * seqlen, d] or NULL */
-    int64_t             nseq, seqlen;
+    lq_spill           *acts;   /* calibration inputs of the layer, chunks of chunk_seqs
+                                   sequences [chunk_seqs * seqlen, d]; NULL without calibration */
+    float              *chunk;  /* scratch for one chunk */
+    int64_t             nseq, seqlen, chunk_seqs;
     lq_fwd_ws          *ws;
     lq_qbuf             out[LQ_LIN_COUNT]; /* packed results (format of the method) */
     int                 quantized[LQ_LIN_COUNT];
@@ -38,6 +41,9 @@ typedef struct lq_method_traits {
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);
     lq_status (*quantize_layer)(lq_qjob *j);
+    /* Bytes of working memory beyond the layer's fp32 weights for `tokens` calibration tokens
+     * (statistics, caches), for the --max-memory plan. */
+    int64_t (*work_bytes)(const lq_model_config *c, int64_t tokens);
 } lq_method_traits;
 
 int                     lq_method_index(const char *name);

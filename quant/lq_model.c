@@ -239,6 +239,7 @@ static lq_status check_float(const lq_model *m, const char *name, int ndim, cons
                 want);
     }
     int64_t first, bad = count_nonfinite(t, &first);
+    lq_st_release(m->st, t); /* the scan touched every page: keep them out of RSS */
     if (bad < 0)
         LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory checking tensor \"%s\"", file, name);
     if (bad > 0)
@@ -362,6 +363,7 @@ static lq_status read_vec(const lq_model *m, const char *name, int64_t n, float 
         free(*out);
         *out = NULL;
     }
+    lq_st_release(m->st, lq_st_find(m->st, name));
     return st;
 }
 
@@ -378,6 +380,7 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
                          prefix, (long long)n, (long long)k);
         snprintf(name, sizeof name, "%s.weight", prefix);
         LQ_TRY_GOTO(lq_st_read_f32(m->st, name, 2, shape, w, err));
+        lq_st_release(m->st, lq_st_find(m->st, name)); /* RSS holds one layer, not the file */
         out->buf.q.format = LQ_FMT_DENSE;
         out->buf.q.n      = n;
         out->buf.q.k      = k;
@@ -503,6 +506,7 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
         const lq_model_config *c     = &m->cfg;
         const int64_t          vd[2] = {c->vocab_size, c->hidden_size};
         LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, vd, m->embed, err));
+        lq_st_release(m->st, lq_st_find(m->st, "model.embed_tokens.weight"));
         LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.norm.weight", 1, &c->hidden_size, m->final_norm,
                                    err));
         if (c->tie_word_embeddings)

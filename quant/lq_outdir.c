@@ -49,6 +49,23 @@ static void split_parent(const char *path, char *parent, size_t pcap, const char
     }
 }
 
+/* A process that no longer runs: gone, or a zombie nobody reaped (containers without an init
+ * keep killed children as zombies forever). */
+static int pid_dead(long pid) {
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char p[64], buf[256];
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n]          = 0;
+    const char *rp  = strrchr(buf, ')'); /* "pid (comm) S ..." -- comm may contain spaces */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 /* ".<base>.lqtmp-<pid>" siblings whose pid is gone are leftovers of a killed run. */
 static void remove_stale(const char *parent, const char *base) {
     DIR *d = opendir(parent);
@@ -62,7 +79,7 @@ static void remove_stale(const char *parent, const char *base) {
         if (strncmp(de->d_name, prefix, pl) != 0)
             continue;
         long pid = strtol(de->d_name + pl, NULL, 10);
-        if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+        if (pid > 0 && pid_dead(pid)) {
             char p[4096];
             snprintf(p, sizeof p, "%s/%s", parent, de->d_name);
             lq_remove_tree(p);

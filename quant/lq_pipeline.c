@@ -11,6 +11,7 @@
  * disk as each layer finishes. */
 #define _XOPEN_SOURCE 700 /* realpath */
 
+#include "lq_calib_cache.h"
 #include "lq_dataset.h"
 #include "lq_json.h"
 #include "lq_methods.h"
@@ -20,6 +21,7 @@
 #include "lq_tok.h"
 
 #include <dirent.h>
+#include <omp.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -43,15 +45,21 @@ static lq_status mask_fn(void *user, lq_lin_id id, const float *x, int64_t t, in
 }
 
 lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user) {
-    if (!j->h)
+    if (!j->acts)
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
     int top = -1;
     for (int l = 0; l < LQ_LIN_COUNT; l++)
         if (lin_mask >> l & 1)
             top = l;
     mask_cap m = {lin_mask, fn, user};
-    return lq_layer_forward(j->model, j->L, j->h, j->nseq, j->seqlen, mask_fn, &m, top, j->ws,
-                            j->err);
+    int64_t  d = j->model->cfg.hidden_size;
+    for (int64_t c = 0; c < lq_spill_count(j->acts); c++) {
+        LQ_TRY(lq_spill_read(j->acts, c, j->chunk, j->err));
+        int64_t ns = lq_spill_chunk_numel(j->acts, c) / (j->seqlen * d);
+        LQ_TRY(lq_layer_forward(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m, top, j->ws,
+                                j->err));
+    }
+    return LQ_OK;
 }
 
 void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap) {
@@ -158,7 +166,13 @@ typedef struct run {
     lq_outdir               od;
     lq_st_writer           *wr;
     lq_dtype                odt; /* unquantized tensors */
-    float                  *h, *hn;
+    const char             *spill_dir;
+    lq_ccache               cache;
+    int64_t                 cache_hits;
+    int                     nthreads_est;
+    lq_spill               *cur, *nxt; /* activations entering / leaving the current layer */
+    float                  *chunk;     /* one chunk of chunk_seqs sequences */
+    int64_t                 chunk_seqs;
     lq_fwd_ws              *ws;
     double                  t0, t_calib, t_layers;
     int64_t                 n_quant, n_dense;
@@ -221,9 +235,37 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
     warn(r, msg);
 }
 
+/* cur -> layer -> nxt, chunk by chunk. FP propagation (identical for every job on the same
+ * calibration set) goes through the batch cache when one is configured. */
+static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
+    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
+    int     fp = !r->mt->propagate_quantized && r->cache.enabled;
+    int64_t cn[4096];
+    if (fp && nc <= 4096) {
+        for (int64_t c = 0; c < nc; c++)
+            tot += (cn[c] = lq_spill_chunk_numel(r->cur, c));
+        if (lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d)) {
+            r->cache_hits++;
+            return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn, d, r->err);
+        }
+    }
+    for (int64_t c = 0; c < nc; c++) {
+        LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
+        int64_t n  = lq_spill_chunk_numel(r->cur, c);
+        int64_t ns = n / (r->win.seqlen * d);
+        LQ_TRY(lq_layer_forward(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1, r->ws,
+                                r->err));
+        LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
+    }
+    if (fp && nc <= 4096)
+        lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, d);
+    return LQ_OK;
+}
+
 static lq_status do_layers(run *r) {
     const lq_model_config *c    = &r->m->cfg;
     int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen, d = c->hidden_size;
+    (void)nseq;
     lq_status              st   = LQ_OK;
     double                 t0   = lq_now();
     for (int64_t i = 0; i < c->num_layers; i++) {
@@ -239,27 +281,28 @@ static lq_status do_layers(run *r) {
         j.p         = r->p;
         j.layer     = i;
         j.L         = &L;
-        j.h         = r->h;
-        j.nseq      = nseq;
-        j.seqlen    = seqlen;
+        j.acts       = r->cur;
+        j.chunk      = r->chunk;
+        j.nseq       = r->win.nsamples;
+        j.seqlen     = seqlen;
+        j.chunk_seqs = r->chunk_seqs;
         j.ws        = r->ws;
         j.qcfg      = &r->qcfg;
         j.warn      = warn;
         j.warn_user = r;
         j.err       = r->err;
-        if (r->h && !r->mt->propagate_quantized) {
-            memcpy(r->hn, r->h, (size_t)(nseq * seqlen * d) * sizeof(float));
-            LQ_TRY_GOTO(lq_layer_forward(r->m, &L, r->hn, nseq, seqlen, NULL, NULL, -1, r->ws,
-                                         r->err));
-        }
+        /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
+         * quantized one after it (GPTQ). */
+        if (r->cur && !r->mt->propagate_quantized)
+            LQ_TRY_GOTO(propagate(r, &L, i));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
-        if (r->h && r->mt->propagate_quantized) {
-            LQ_TRY_GOTO(lq_layer_forward(r->m, &L, r->h, nseq, seqlen, NULL, NULL, -1, r->ws,
-                                         r->err));
-        } else if (r->h) {
-            float *t = r->h;
-            r->h     = r->hn;
-            r->hn    = t;
+        if (r->cur && r->mt->propagate_quantized)
+            LQ_TRY_GOTO(propagate(r, &L, i));
+        if (r->cur) {
+            lq_spill *t = r->cur;
+            r->cur      = r->nxt;
+            r->nxt      = t;
+            LQ_TRY_GOTO(lq_spill_clear(r->nxt, r->err));
         }
         char name[512];
         snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
@@ -354,6 +397,39 @@ done:
     return st;
 }
 
+static int64_t layer_weight_bytes(const lq_model_config *c) {
+    int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim, kvd = c->num_kv_heads * c->head_dim;
+    return 4 * (d * qd * 2 + d * kvd * 2 + 3 * d * c->intermediate_size);
+}
+
+/* --max-memory: everything but the calibration activations is estimated up front (what the
+ * process holds now -- embeddings, mapped headers --, one layer's fp32 weights and their packed
+ * copies, the method's working set, the forward workspace and chunk buffers); the activations
+ * get what is left, split between the copy entering the layer and the one leaving it, and spill
+ * to disk (zstd) beyond that. */
+static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
+    int64_t maxmem = lq_params_size(r->p, "max_memory");
+    *budget        = -1;
+    if (maxmem <= 0)
+        return LQ_OK;
+    const lq_model_config *c  = &r->m->cfg;
+    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
+    int64_t tok = r->chunk_seqs * r->win.seqlen;
+    int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
+                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
+    int64_t lw    = layer_weight_bytes(c);
+    int64_t fixed = lq_cur_rss_bytes() + lw + lw / 4 + ws + 8 * tok * d +
+                    (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
+    int64_t left = maxmem - fixed;
+    if (left / 2 < 4 * tok * d)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM,
+                "--max-memory %.0f MiB is below the %.0f MiB needed for one layer, its working "
+                "set and two activation chunks",
+                (double)maxmem / (1 << 20), (double)(fixed + 8 * tok * d) / (1 << 20));
+    *budget = left / 2;
+    return LQ_OK;
+}
+
 static lq_status calibrate(run *r) {
     double      t0   = lq_now();
     const char *path = lq_params_get(r->p, "calib");
@@ -365,22 +441,36 @@ static lq_status calibrate(run *r) {
                                                       : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
-    LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, lq_params_i64(r->p, "nsamples"), seqlen,
-                            r->m->cfg.max_position_embeddings,
-                            (uint64_t)lq_params_i64(r->p, "seed"), 0, &r->win, r->err));
+    int64_t  nsam = lq_params_i64(r->p, "nsamples");
+    uint64_t seed = (uint64_t)lq_params_i64(r->p, "seed");
+    LQ_TRY(lq_ccache_open(&r->cache, lq_params_get(r->p, "cache_dir"), r->m->dir, path,
+                          lq_tok_source_path(r->tok), nsam, seqlen, seed, r->err));
+    if (lq_ccache_load_windows(&r->cache, &r->win)) {
+        r->cache_hits++;
+    } else {
+        LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, nsam, seqlen,
+                                r->m->cfg.max_position_embeddings, seed, 0, &r->win, r->err));
+        lq_ccache_store_windows(&r->cache, &r->win);
+    }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
-    r->h      = lq_malloc_n(T * d, sizeof(float));
-    if (!r->mt->propagate_quantized)
-        r->hn = lq_malloc_n(T * d, sizeof(float));
-    if (!r->h || (!r->mt->propagate_quantized && !r->hn))
-        LQ_FAIL(r->err, LQ_ERR_NOMEM,
-                "out of memory for %lld x %lld calibration activations (%.1f GiB); lower "
-                "--nsamples or --seqlen",
-                (long long)T, (long long)d, (double)(T * d * 4) / (1 << 30));
-    LQ_TRY(lq_model_embed(r->m, r->win.ids, T, r->h, r->err));
-    int64_t chunk = 16384 / r->win.seqlen;
-    chunk         = chunk < 1 ? 1 : chunk > r->win.nsamples ? r->win.nsamples : chunk;
-    LQ_TRY(lq_fwd_ws_create(&r->m->cfg, chunk * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
+    /* Chunks of whole sequences, ~16k tokens: wide GEMMs, bounded scratch. */
+    int64_t cs = 16384 / r->win.seqlen;
+    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    r->chunk_seqs = cs;
+    r->chunk      = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float));
+    if (!r->chunk)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
+    LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
+    int64_t budget = -1;
+    LQ_TRY(plan_memory(r, T, &budget));
+    LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->cur, r->err));
+    LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->nxt, r->err));
+    for (int64_t s0 = 0; s0 < r->win.nsamples; s0 += cs) {
+        int64_t ns = r->win.nsamples - s0 < cs ? r->win.nsamples - s0 : cs;
+        LQ_TRY(lq_model_embed(r->m, r->win.ids + s0 * r->win.seqlen, ns * r->win.seqlen,
+                              r->chunk, r->err));
+        LQ_TRY(lq_spill_append(r->cur, r->chunk, ns * r->win.seqlen * d, r->err));
+    }
     r->t_calib = lq_now() - t0;
     return LQ_OK;
 }
@@ -478,6 +568,9 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON *sk = cJSON_AddArrayToObject(j, "unquantized_modules");
     for (int i = 0; i < r->n_skipped; i++)
         cJSON_AddItemToArray(sk, cJSON_CreateString(r->skipped[i]));
+    cJSON_AddNumberToObject(j, "cache_hits", (double)r->cache_hits);
+    if (lq_params_get(r->p, "job_tag")[0])
+        cJSON_AddStringToObject(j, "job_tag", lq_params_get(r->p, "job_tag"));
     if (r->win.nsamples) {
         cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
         cJSON_AddNumberToObject(j, "seqlen", (double)r->win.seqlen);
@@ -533,9 +626,11 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (r.mt->format == LQ_FMT_NF4)
         snprintf(r.qcfg.compute_dtype, sizeof r.qcfg.compute_dtype, "%s", r.qcfg.torch_dtype);
     snprintf(r.qcfg.model_name_or_path, sizeof r.qcfg.model_name_or_path, "%s", out_dir);
+    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, lq_params_bool(p, "force"), err));
+    r.spill_dir    = r.od.tmp_path; /* same filesystem the user chose for the output */
+    r.nthreads_est = omp_get_max_threads();
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
-    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, lq_params_bool(p, "force"), err));
     LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
 
@@ -592,8 +687,9 @@ done:
     lq_outdir_abort(&r.od);
     cJSON_Delete(r.check);
     lq_fwd_ws_free(r.ws);
-    free(r.h);
-    free(r.hn);
+    lq_spill_free(r.cur);
+    lq_spill_free(r.nxt);
+    free(r.chunk);
     lq_windows_free(&r.win);
     lq_qconfig_free(&r.qcfg);
     lq_tok_free(r.tok);

@@ -18,11 +18,11 @@ typedef struct kcase {
     const char *name;
     lq_format   fmt;
     int         bits;
-    int64_t     n, k, gs;    /* gs: GPTQ/AWQ group (<= 0: per-channel), NF4 blocksize */
-    int         act_order;   /* GPTQ: permuted g_idx */
-    int         dq;          /* NF4 double quant (nested block 256) */
-    int         n_outlier;   /* INT8 stored outlier columns */
-    float       threshold;   /* INT8 runtime threshold (random mode; exact mode uses 200) */
+    int64_t     n, k, gs;  /* gs: GPTQ/AWQ group (<= 0: per-channel), NF4 blocksize */
+    int         act_order; /* GPTQ: permuted g_idx */
+    int         dq;        /* NF4 double quant (nested block 256) */
+    int         n_outlier; /* INT8 stored outlier columns */
+    float       threshold; /* INT8 runtime threshold (random mode; exact mode uses 200) */
     int         bias;
 } kcase;
 
@@ -38,12 +38,12 @@ static float pow2(int e) {
 }
 
 /* Build the quantized linear of case c. exact != 0: small integers and power-of-2 scales. */
-static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t seed,
-                       lq_qbuf *out, float **dense_owned) {
+static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t seed, lq_qbuf *out,
+                       float **dense_owned) {
     lq_rng r;
     lq_rng_seed(&r, seed);
-    lq_err    err = {0};
-    lq_status st  = LQ_OK;
+    lq_err    err  = {0};
+    lq_status st   = LQ_OK;
     float    *bias = NULL;
     if (c->bias) {
         bias = malloc((size_t)n * sizeof(float));
@@ -67,9 +67,9 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
         }
         *dense_owned = d;
     } else if (c->fmt == LQ_FMT_GPTQ || c->fmt == LQ_FMT_AWQ) {
-        const int     b  = c->fmt == LQ_FMT_AWQ ? 4 : c->bits;
-        const int64_t gs = c->gs <= 0 ? k : c->gs;
-        const int64_t G  = (k + gs - 1) / gs;
+        const int     b    = c->fmt == LQ_FMT_AWQ ? 4 : c->bits;
+        const int64_t gs   = c->gs <= 0 ? k : c->gs;
+        const int64_t G    = (k + gs - 1) / gs;
         const int     maxq = (1 << b) - 1;
         uint8_t      *q    = malloc((size_t)(n * k));
         int32_t      *z    = malloc((size_t)(G * n) * 4);
@@ -140,13 +140,14 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
         for (int64_t e = 0; e < n * k; e++)
             cb[e] = (int8_t)rnd_int(&r, -127, 127);
         for (int64_t i = 0; i < n; i++)
-            scb[i] = exact ? 127.f * pow2(rnd_int(&r, -6, -2)) : 0.05f + 0.2f * (float)lq_rng_uniform(&r);
+            scb[i] = exact ? 127.f * pow2(rnd_int(&r, -6, -2))
+                           : 0.05f + 0.2f * (float)lq_rng_uniform(&r);
         for (int j = 0; j < c->n_outlier; j++) /* spread, strictly increasing */
             oi[j] = (int32_t)((2 * j + 1) * k / (2 * c->n_outlier + 1));
         for (int64_t e = 0; e < n * c->n_outlier; e++)
             ow[e] = exact ? (float)rnd_int(&r, -8, 8) * 0.5f : 0.3f * rnd_normal(&r);
         const float thr = c->threshold > 0.f ? (exact ? 200.f : c->threshold) : 0.f;
-        st = lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, thr, bias, out, &err);
+        st              = lq_pack_int8(n, k, cb, scb, oi, c->n_outlier, ow, thr, bias, out, &err);
         free(cb);
         free(scb);
         free(oi);

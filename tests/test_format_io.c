@@ -8,8 +8,10 @@
  *    synonyms, and LQ_ERR_UNSUPPORTED naming the key for what we cannot run
  *  - broken checkpoints: LQ_ERR_QFORMAT / LQ_ERR_ST_MISSING_TENSOR naming file and tensor
  *
- * `test_format_io --dump DIR` writes one checkpoint per variant plus ref.safetensors (our
- * dequant_ref W, activations x and gemm_ref y) for tests/py/test_format_compat.py. */
+ * For tests/py/test_format_compat.py: `test_format_io --dump DIR` writes one checkpoint per
+ * variant plus ref.safetensors (our dequant_ref W, activations x and gemm_ref y);
+ * `test_format_io --read CKPT OUTDIR` loads a checkpoint the reference tools wrote and saves
+ * our dequantization of each linear. */
 #include "lq_format_io.h"
 #include "lq_json.h"
 #include "lq_test.h"
@@ -50,8 +52,7 @@ static const iocase k_io[] = {
      "weight:I8:[48,128];weight_format:U8:[]"},
     {{"int8_plain", LQ_FMT_INT8, 8, 32, 64, 0, 0, 0, 0, 0, 0},
      "SCB:F32:[32];weight:I8:[32,64];weight_format:U8:[]"},
-    {{"dense_bias", LQ_FMT_DENSE, 0, 32, 64, 0, 0, 0, 0, 0, 1},
-     "bias:F16:[32];weight:F16:[32,64]"},
+    {{"dense_bias", LQ_FMT_DENSE, 0, 32, 64, 0, 0, 0, 0, 0, 1}, "bias:F16:[32];weight:F16:[32,64]"},
 };
 #define NIO ((int)(sizeof k_io / sizeof k_io[0]))
 
@@ -149,8 +150,8 @@ static void same_dequant(const lq_qlinear *a, const lq_qlinear *b, const char *l
     CHECK_EQ_INT(a->k, b->k);
     if (a->n != b->n || a->k != b->k)
         return;
-    const lq_format_traits *t  = lq_format_traits_get((lq_format)a->format);
-    float                  *wa = malloc((size_t)(a->n * a->k) * 4), *wb = malloc((size_t)(a->n * a->k) * 4);
+    const lq_format_traits *t = lq_format_traits_get((lq_format)a->format);
+    float *wa = malloc((size_t)(a->n * a->k) * 4), *wb = malloc((size_t)(a->n * a->k) * 4);
     t->dequant_ref(a, wa);
     t->dequant_ref(b, wb);
     CHECK_MSG(!memcmp(wa, wb, (size_t)(a->n * a->k) * 4), "%s: dequant differs after round trip",
@@ -161,7 +162,7 @@ static void same_dequant(const lq_qlinear *a, const lq_qlinear *b, const char *l
     /* the forward too (INT8 also depends on threshold and the outlier columns) */
     const int64_t m = 3;
     float        *x = malloc((size_t)(m * a->k) * 4), *ya = malloc((size_t)(m * a->n) * 4),
-          *yb       = malloc((size_t)(m * a->n) * 4);
+          *yb = malloc((size_t)(m * a->n) * 4);
     lq_rng r;
     lq_rng_seed(&r, 11);
     for (int64_t e = 0; e < m * a->k; e++)
@@ -187,7 +188,7 @@ static void test_roundtrip(void) {
             CHECK_MSG(0, "%s: build", c->name);
             continue;
         }
-        lq_qconfig q = cfg_for(c);
+        lq_qconfig q   = cfg_for(c);
         qb.q.threshold = c->fmt == LQ_FMT_INT8 ? (float)q.int8_threshold : 0.f;
         for (int64_t e = 0; dense && e < c->n * c->k; e++) /* stored as the fp16 model dtype */
             dense[e] = lq_round_f16(dense[e]);
@@ -200,16 +201,15 @@ static void test_roundtrip(void) {
         if (!st)
             continue;
         check_tensor_set(st, k_prefix, k_io[ci].tensors, c->name);
-        CHECK_MSG(lq_qlinear_read(st, k_prefix, &q, c->n, c->k, &rb, &err) == LQ_OK,
-                  "%s: read: %s", c->name, err.msg);
+        CHECK_MSG(lq_qlinear_read(st, k_prefix, &q, c->n, c->k, &rb, &err) == LQ_OK, "%s: read: %s",
+                  c->name, err.msg);
         same_dequant(&qb.q, &rb.q, c->name);
         /* aligned file: arrays are views into the mapping, not copies */
         const lq_st_tensor *main_t = lq_st_find(st, c->fmt == LQ_FMT_GPTQ || c->fmt == LQ_FMT_AWQ
                                                         ? "model.layers.0.mlp.down_proj.qweight"
                                                         : "model.layers.0.mlp.down_proj.weight");
         if (c->fmt != LQ_FMT_DENSE)
-            CHECK_MSG(main_t && rb.q.qweight == main_t->data, "%s: qweight is not a view",
-                      c->name);
+            CHECK_MSG(main_t && rb.q.qweight == main_t->data, "%s: qweight is not a view", c->name);
         if (c->fmt == LQ_FMT_NF4) { /* quant_state is json.dumps of the non-tensor state */
             const lq_st_tensor *js =
                 lq_st_find(st, "model.layers.0.mlp.down_proj.weight.quant_state.bitsandbytes__nf4");
@@ -249,10 +249,10 @@ static void test_roundtrip(void) {
                 CHECK_MSG(lq_qlinear_read(ms, k_prefix, &q, 0, 0, &mb, &err) == LQ_OK,
                           "%s: read misaligned: %s", c->name, err.msg);
                 /* multi-byte arrays (I8/U8 ones are always aligned) */
-                const void *probe = c->fmt == LQ_FMT_INT8  ? (const void *)mb.q.scb
-                                    : c->fmt == LQ_FMT_NF4 ? (const void *)mb.q.quant_map
+                const void *probe = c->fmt == LQ_FMT_INT8    ? (const void *)mb.q.scb
+                                    : c->fmt == LQ_FMT_NF4   ? (const void *)mb.q.quant_map
                                     : c->fmt == LQ_FMT_DENSE ? mb.q.dense
-                                                              : mb.q.qweight;
+                                                             : mb.q.qweight;
                 CHECK_MSG((const char *)probe < buf || (const char *)probe >= buf + len + 1,
                           "%s: misaligned array used in place", c->name);
                 same_dequant(&qb.q, &mb.q, c->name);
@@ -264,8 +264,7 @@ static void test_roundtrip(void) {
         }
         /* expected dims from config.json must match */
         lq_qbuf bad;
-        CHECK_EQ_INT(lq_qlinear_read(st, k_prefix, &q, c->n + 8, c->k, &bad, &err),
-                     LQ_ERR_QFORMAT);
+        CHECK_EQ_INT(lq_qlinear_read(st, k_prefix, &q, c->n + 8, c->k, &bad, &err), LQ_ERR_QFORMAT);
         CHECK_MSG(strstr(err.msg, "config.json expects") != NULL, "%s: %s", c->name, err.msg);
         lq_qbuf_free(&rb);
         lq_st_close(st);
@@ -351,18 +350,20 @@ static void test_config(void) {
     free(s);
 
     /* synonyms and old files without quant_method */
-    CHECK_OK(parse_text("{\"w_bit\":4,\"q_group_size\":64,\"zero_point\":true,\"version\":\"GEMM\"}",
-                        &c, &err));
+    CHECK_OK(parse_text(
+        "{\"w_bit\":4,\"q_group_size\":64,\"zero_point\":true,\"version\":\"GEMM\"}", &c, &err));
     CHECK_EQ_INT(c.format, LQ_FMT_AWQ);
     CHECK_EQ_INT(c.group_size, 64);
-    CHECK_OK(parse_text("{\"bits\":3,\"group_size\":-1,\"desc_act\":true,\"sym\":false}", &c, &err));
+    CHECK_OK(
+        parse_text("{\"bits\":3,\"group_size\":-1,\"desc_act\":true,\"sym\":false}", &c, &err));
     CHECK_EQ_INT(c.format, LQ_FMT_GPTQ);
     CHECK_EQ_INT(c.bits, 3);
     CHECK_EQ_INT(c.group_size, -1);
     CHECK_EQ_INT(c.desc_act, 1);
     CHECK_EQ_INT(c.sym, 0);
     CHECK_OK(parse_text("{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,"
-                        "\"format\":\"gptq_v2\"}", &c, &err));
+                        "\"format\":\"gptq_v2\"}",
+                        &c, &err));
     CHECK_EQ_INT(c.gptq_v2, 1);
     CHECK_OK(parse_text("{\"quant_method\":\"bitsandbytes\",\"load_in_4bit\":true,"
                         "\"bnb_4bit_quant_type\":\"nf4\",\"llm_int8_skip_modules\":[\"lm_head\"]}",
@@ -378,12 +379,14 @@ static void test_config(void) {
     } bad[] = {
         {"{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"version\":\"gemv\"}", "version",
          LQ_ERR_UNSUPPORTED},
-        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"checkpoint_format\":\"marlin\"}",
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"checkpoint_format\":"
+         "\"marlin\"}",
          "checkpoint_format", LQ_ERR_UNSUPPORTED},
         {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"is_marlin_format\":true}",
          "is_marlin_format", LQ_ERR_UNSUPPORTED},
         {"{\"quant_method\":\"gptq\",\"bits\":5,\"group_size\":128}", "bits", LQ_ERR_UNSUPPORTED},
-        {"{\"quant_method\":\"awq\",\"w_bit\":8,\"q_group_size\":128}", "w_bit", LQ_ERR_UNSUPPORTED},
+        {"{\"quant_method\":\"awq\",\"w_bit\":8,\"q_group_size\":128}", "w_bit",
+         LQ_ERR_UNSUPPORTED},
         {"{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"zero_point\":false}",
          "zero_point", LQ_ERR_UNSUPPORTED},
         {"{\"quant_method\":\"bitsandbytes\",\"load_in_4bit\":true,"
@@ -520,8 +523,8 @@ static void test_checkpoint(void) {
 /* Rewrite one tensor of a valid file (raw header edit) and expect a named error. */
 typedef lq_status (*mutate_fn)(lq_st_writer *wr, const lq_st_tensor *t, lq_err *err);
 
-static lq_status copy_except(const lq_st *src, const char *dir, const char *victim,
-                             mutate_fn fn, lq_err *err) {
+static lq_status copy_except(const lq_st *src, const char *dir, const char *victim, mutate_fn fn,
+                             lq_err *err) {
     lq_st_writer *wr;
     mkdirs(dir);
     LQ_TRY(lq_st_writer_create(dir, 0, &wr, err));
@@ -541,8 +544,12 @@ static lq_status copy_except(const lq_st *src, const char *dir, const char *vict
     return st;
 }
 
+/* same shape, dtype F32 (values irrelevant: the reader must reject the dtype) */
 static lq_status as_f32(lq_st_writer *wr, const lq_st_tensor *t, lq_err *err) {
-    return lq_st_writer_add(wr, t->name, LQ_DT_F32, t->ndim, t->shape, t->data, err);
+    float    *f  = calloc((size_t)t->numel + 1, sizeof *f);
+    lq_status st = lq_st_writer_add(wr, t->name, LQ_DT_F32, t->ndim, t->shape, f, err);
+    free(f);
+    return st;
 }
 
 static lq_status bad_gidx(lq_st_writer *wr, const lq_st_tensor *t, lq_err *err) {
@@ -637,8 +644,8 @@ static int dump(const char *root) {
         write_checkpoint(dir, c, 900 + (uint64_t)ci, 1, &qb, &q);
         const lq_qlinear *w = &qb.q;
         const int64_t     m = 5, n = w->n, k = w->k;
-        float *wd = malloc((size_t)(n * k) * 4), *x = malloc((size_t)(m * k) * 4),
-              *y  = malloc((size_t)(m * n) * 4);
+        float            *wd = malloc((size_t)(n * k) * 4), *x = malloc((size_t)(m * k) * 4),
+              *y = malloc((size_t)(m * n) * 4);
         make_x(c, w, m, 0, 77, x);
         for (int64_t e = 0; e < m * k; e++) {
             if (c->fmt == LQ_FMT_INT8 && e % 97 == 3) /* runtime outliers at threshold 6 */
@@ -651,7 +658,8 @@ static int dump(const char *root) {
         lq_st_writer *wr = NULL;
         mkdirs(rdir);
         int64_t sw[2] = {n, k}, sx[2] = {m, k}, sy[2] = {m, n};
-        if (lq_st_writer_create(rdir, 0, &wr, &err) || lq_st_writer_add(wr, "w", LQ_DT_F32, 2, sw, wd, &err) ||
+        if (lq_st_writer_create(rdir, 0, &wr, &err) ||
+            lq_st_writer_add(wr, "w", LQ_DT_F32, 2, sw, wd, &err) ||
             lq_st_writer_add(wr, "x", LQ_DT_F32, 2, sx, x, &err) ||
             lq_st_writer_add(wr, "y", LQ_DT_F32, 2, sy, y, &err) || lq_st_writer_finish(wr, &err)) {
             fprintf(stderr, "dump %s: %s\n", c->name, err.msg);
@@ -680,7 +688,7 @@ static int dump(const char *root) {
             return 1;
         snprintf(dir, sizeof dir, "%s/double_quant", root);
         mkdirs(dir);
-        lq_st_writer *wr  = NULL;
+        lq_st_writer *wr    = NULL;
         int64_t       s1[1] = {nb}, s2[1] = {3}, s0[1] = {1};
         if (lq_st_writer_create(dir, 0, &wr, &err) ||
             lq_st_writer_add(wr, "absmax_in", LQ_DT_F32, 1, s1, am, &err) ||
@@ -700,9 +708,47 @@ static int dump(const char *root) {
     return 0;
 }
 
+/* Checkpoint directories written by the reference tools (tests/py/test_format_compat.py), read
+ * through the public loader: OUTDIR/model.safetensors gets every linear's dequant_ref as F32
+ * [n, k] under its module name. Prints the error and returns its status on failure. */
+static int read_back(const char *dir, const char *outdir) {
+    lq_err         err = {0};
+    lq_checkpoint *ck  = NULL;
+    lq_st_writer  *wr  = NULL;
+    lq_status      st  = lq_checkpoint_open(dir, &ck, &err);
+    if (st == LQ_OK) {
+        mkdirs(outdir);
+        st = lq_st_writer_create(outdir, 0, &wr, &err);
+    }
+    for (int64_t i = 0; st == LQ_OK && i < lq_checkpoint_num_linears(ck); i++) {
+        lq_qlinear  w;
+        const char *name = lq_checkpoint_linear_name(ck, i);
+        st               = lq_checkpoint_get_linear(ck, name, &w, &err);
+        if (st == LQ_OK)
+            st = lq_qlinear_check(&w, &err);
+        if (st != LQ_OK)
+            break;
+        float  *wd       = malloc((size_t)(w.n * w.k) * 4);
+        int64_t shape[2] = {w.n, w.k};
+        lq_format_traits_get((lq_format)w.format)->dequant_ref(&w, wd);
+        st = lq_st_writer_add(wr, name, LQ_DT_F32, 2, shape, wd, &err);
+        free(wd);
+        printf("%s format %d [%lld, %lld]\n", name, w.format, (long long)w.n, (long long)w.k);
+    }
+    if (st == LQ_OK && wr)
+        st = lq_st_writer_finish(wr, &err);
+    lq_st_writer_free(wr);
+    lq_checkpoint_close(ck);
+    if (st != LQ_OK)
+        fprintf(stderr, "%s: %s (%s)\n", dir, err.msg, lq_status_name(st));
+    return (int)st;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump"))
         return dump(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--read"))
+        return read_back(argv[2], argv[3]);
     test_roundtrip();
     test_config();
     test_checkpoint();

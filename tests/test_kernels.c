@@ -92,16 +92,16 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
         CHECK_MSG(0, "%s: build failed (seed %llu)", c->name, (unsigned long long)seed);
         return;
     }
-    const lq_qlinear *w = &qb.q;
+    const lq_qlinear *w   = &qb.q;
     lq_err            err = {0};
     CHECK_MSG(t->check(w, &err) == LQ_OK, "%s: check: %s", c->name, err.msg);
     CHECK_MSG(lq_qlinear_check(w, &err) == LQ_OK, "%s: lq_qlinear_check: %s", c->name, err.msg);
 
-    float *x     = malloc((size_t)(m * k) * sizeof(float));
-    float *yref  = malloc((size_t)(m * n) * sizeof(float));
-    float *ycpu  = malloc((size_t)(m * n) * sizeof(float));
-    float *wref  = malloc((size_t)(n * k) * sizeof(float));
-    float *wcpu  = malloc((size_t)(n * k) * sizeof(float));
+    float *x    = malloc((size_t)(m * k) * sizeof(float));
+    float *yref = malloc((size_t)(m * n) * sizeof(float));
+    float *ycpu = malloc((size_t)(m * n) * sizeof(float));
+    float *wref = malloc((size_t)(n * k) * sizeof(float));
+    float *wcpu = malloc((size_t)(n * k) * sizeof(float));
     make_x(c, w, m, exact, seed ^ 0x9e3779b97f4a7c15ull, x);
 
     const char *mode = exact ? "exact" : "random";
@@ -140,8 +140,8 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
                 wcpu[e] = NAN;
             CHECK_OK(lq_qlinear_dequant_cpu(w, wcpu, 0));
             const int64_t d = first_diff(wcpu, wref, n * k);
-            CHECK_MSG(d < 0, "%s cpu %s dequant seed=%llu: w[%lld] = %.9g, ref %.9g", c->name,
-                      mode, (unsigned long long)seed, (long long)d, d < 0 ? 0. : (double)wcpu[d],
+            CHECK_MSG(d < 0, "%s cpu %s dequant seed=%llu: w[%lld] = %.9g, ref %.9g", c->name, mode,
+                      (unsigned long long)seed, (long long)d, d < 0 ? 0. : (double)wcpu[d],
                       d < 0 ? 0. : (double)wref[d]);
         }
     }
@@ -161,10 +161,11 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
                     acc += (double)lq_f16_to_f32(w->bias[i]);
                 yd[r * n + i] = (float)acc;
             }
-        const double e   = nmse(yref, yd, m * n);
+        const double e = nmse(yref, yd, m * n);
         /* LLM.int8 quantizes activations to 8 bits: ~5e-5 NMSE for gaussian rows */
         const double tol = c->fmt == LQ_FMT_INT8 ? 1e-3 : 1e-12;
-        CHECK_MSG(e <= tol, "%s oracle %s m=%lld seed=%llu: NMSE(gemm_ref, x@dequant_ref^T) %.3g > %.3g",
+        CHECK_MSG(e <= tol,
+                  "%s oracle %s m=%lld seed=%llu: NMSE(gemm_ref, x@dequant_ref^T) %.3g > %.3g",
                   c->name, mode, (long long)m, (unsigned long long)seed, e, tol);
         if (c->fmt == LQ_FMT_INT8 && !exact)
             CHECK_MSG(e > 0, "%s oracle: int8 gemm equals the float product exactly", c->name);
@@ -186,7 +187,7 @@ static void autogptq_pack3(const uint32_t *intweight /* [k, n] */, int64_t k, in
     memset(qweight, 0, (size_t)(k * 3 / 32 * n) * 4);
     for (int64_t col = 0; col < n; col++) {
         int64_t i = 0, row = 0;
-#define IW(j) intweight[(j) * n + col]
+#define IW(j) intweight[(j)*n + col]
         while (row < k * 3 / 32) {
             for (int64_t j = i; j < i + 10; j++)
                 qweight[row * n + col] |= IW(j) << (3 * (j - i));
@@ -288,10 +289,10 @@ static void test_layouts(void) {
     }
     /* AWQ: qweight[c, j] = sum_f q[c, 8j + order[f]] << 4f */
     {
-        const int64_t n = 16, k = 32;
-        uint8_t       q[16 * 32];
-        int32_t       z[16];
-        float         s[16];
+        const int64_t    n = 16, k = 32;
+        uint8_t          q[16 * 32];
+        int32_t          z[16];
+        float            s[16];
         static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
         for (int e = 0; e < 16 * 32; e++)
             q[e] = (uint8_t)rnd_int(&r, 0, 15);
@@ -349,7 +350,7 @@ static void test_layouts(void) {
     }
     /* double quant: absmax within the 8-bit code error; offset = mean */
     {
-        const int64_t nb = 600;
+        const int64_t nb    = 600;
         uint8_t      *codes = calloc((size_t)(nb * 64), 1);
         float        *am    = malloc((size_t)nb * 4);
         double        mean  = 0;
@@ -387,7 +388,7 @@ static void test_f16_fast(void) {
 }
 
 static void test_validation(void) {
-    lq_err  err = {0};
+    lq_err  err        = {0};
     uint8_t q[64 * 64] = {0};
     int32_t z[64 * 2];
     float   s[64 * 2];
@@ -459,8 +460,8 @@ static void perf(const opts *o) {
         if (build(&cc, n, k, 0, 1, &qb, &dense) != LQ_OK)
             continue;
         for (int mi = 0; mi < 2; mi++) {
-            const int64_t m  = mi ? 64 : 1;
-            float        *x  = calloc((size_t)(m * k), 4), *y = calloc((size_t)(m * n), 4);
+            const int64_t m = mi ? 64 : 1;
+            float        *x = calloc((size_t)(m * k), 4), *y = calloc((size_t)(m * n), 4);
             const size_t  wsz = lq_qlinear_workspace_cpu(&qb.q, m);
             void         *ws  = wsz ? lq_aligned_alloc(wsz) : NULL;
             make_x(&cc, &qb.q, m, 0, 3, x);
@@ -508,7 +509,7 @@ int main(int argc, char **argv) {
         test_f16_fast();
         test_validation();
     }
-    int cuda_skip_printed = 0;
+    int cuda_skip_printed      = 0;
     int big_done[LQ_FMT_COUNT] = {0};
     for (int ci = 0; ci < NCASES; ci++) {
         const kcase *c = &k_cases[ci];

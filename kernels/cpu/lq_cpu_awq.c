@@ -19,7 +19,6 @@
 
 #define NB 16 /* output columns per block of the fused kernel (two words) */
 
-
 /* sc[g * ld + j] = scale, zs[g * ld + j] = scale * zero for columns i0 + j, j < nc. */
 static void awq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc,
                        int64_t ld, float *sc, float *zs) {
@@ -78,14 +77,15 @@ lq_status lq_dequant_awq_cpu(const lq_qlinear *w, float *out, int nthreads) {
 /* Group g of the columns [i0, i0 + 8 * NV) (NV whole words) into y (first group: assign).
  * M x NV accumulators in registers; see lq_cpu_gptq.c for the loop order. */
 #define AWQ_NV_MAX 8
-#define AWQ_NV(M) ((M) == 1 ? 8 : (M) == 2 ? 4 : (M) <= 4 ? 2 : 1)
-static inline __attribute__((always_inline)) void
-awq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t g, int64_t i0,
-                float *y, const int M, const int NV) {
-    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = k / gs, words = n / 8;
-    const lq_v8u    sh   = {0, 16, 4, 20, 8, 24, 12, 28}; /* 4 * field of column j */
-    const lq_v8u    mask = lq_v8u_splat(15u);
-    lq_v8f          acc[LQ_FUSED_M][AWQ_NV_MAX];
+#define AWQ_NV(M)  ((M) == 1 ? 8 : (M) == 2 ? 4 : (M) <= 4 ? 2 : 1)
+static inline __attribute__((always_inline)) void awq_group_block(const lq_qlinear *w,
+                                                                  const float *x, const float *xsum,
+                                                                  int64_t g, int64_t i0, float *y,
+                                                                  const int M, const int NV) {
+    const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs, words = n / 8;
+    const lq_v8u  sh   = {0, 16, 4, 20, 8, 24, 12, 28}; /* 4 * field of column j */
+    const lq_v8u  mask = lq_v8u_splat(15u);
+    lq_v8f        acc[LQ_FUSED_M][AWQ_NV_MAX];
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < NV; jv++)
             acc[r][jv] = lq_v8f_splat(0.f);
@@ -118,8 +118,8 @@ awq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t 
 }
 
 static inline __attribute__((always_inline)) void
-awq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
-                int64_t blk1, float *y, const int M, const int NV) {
+awq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0, int64_t blk1,
+                float *y, const int M, const int NV) {
     const int64_t G = w->k / w->group_size;
     for (int64_t g = 0; g < G; g++)
         for (int64_t bi = blk0; bi < blk1; bi++)
@@ -128,10 +128,10 @@ awq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t 
 
 typedef void (*awq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
                              int64_t blk1, float *y);
-#define AWQ_INST(M)                                                                            \
-    LQ_CLONES static void awq_fused_m##M(const lq_qlinear *w, const float *x, const float *xsum, \
-                                         int64_t blk0, int64_t blk1, float *y) {               \
-        awq_fused_range(w, x, xsum, blk0, blk1, y, M, AWQ_NV(M));                              \
+#define AWQ_INST(M)                                                                                \
+    LQ_CLONES static void awq_fused_m##M(const lq_qlinear *w, const float *x, const float *xsum,   \
+                                         int64_t blk0, int64_t blk1, float *y) {                   \
+        awq_fused_range(w, x, xsum, blk0, blk1, y, M, AWQ_NV(M));                                  \
     }
 AWQ_INST(1)
 AWQ_INST(2)
@@ -203,11 +203,11 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     } else {
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;
-        const int64_t tr = lq_tile_rows(w);
+        const int64_t tr   = lq_tile_rows(w);
         float        *tile = f, *sc = f + tr * k, *zs = sc + G * tr;
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
-/* serial on purpose: see LQ_TILE_ROWS */
+            /* serial on purpose: see LQ_TILE_ROWS */
             awq_params(w, 0, G, i0, nc, tr, sc, zs);
             awq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
             lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);

@@ -4,11 +4,12 @@
  * output columns, so every kernel walks word rows and vectorizes across output columns
  * (contiguous words, one uniform shift per input channel).
  *
- * Small m (<= LQ_FUSED_M) with the common layout (b in {2,4,8}, g_idx[c] == c / group_size,
- * groups made of whole words): per group acc = sum_c x[c] * q[c], then
+ * Small m with the common layout (b in {2,4,8}, g_idx[c] == c / group_size, groups made of
+ * whole words; m <= 16): per group acc = sum_c x[c] * q[c], then
  * y += s * acc - (s * z) * sum_c x[c]; one multiply-add per weight, scales/zeros decoded once
- * per group. Any other layout (act-order g_idx, 3-bit) dequantizes each weight with scale and
- * scale*zero precomputed as float [G, n] in the workspace.
+ * per group. Any other layout (act-order g_idx, 3-bit; m <= 8) dequantizes each weight with
+ * scale and scale*zero precomputed as float [G, n] in the workspace. Register-blocked
+ * instances per m (see gptq_group_block), software prefetch along the word rows.
  * Large m: tiles of W^T ([k, nt], the natural order of qweight) dequantized into the workspace,
  * then sgemm. */
 #include "lq_kernels_impl.h"
@@ -44,8 +45,8 @@ static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
 }
 
 /* sc[g * ld + j] = scale, zs[g * ld + j] = scale * zero for columns i0 + j, j < nc, all g. */
-LQ_CLONES static void gptq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc,
-                        int64_t ld, float *sc, float *zs) {
+LQ_CLONES static void gptq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0,
+                                  int64_t nc, int64_t ld, float *sc, float *zs) {
     const uint16_t *s = w->scales;
     for (int64_t g = g0; g < g1; g++)
         for (int64_t j = 0; j < nc; j++) {
@@ -56,21 +57,21 @@ LQ_CLONES static void gptq_params(const lq_qlinear *w, int64_t g0, int64_t g1, i
 }
 
 /* W^T rows c in [c0, c1) for output columns [i0, i0 + nc): out[(c - c0) * ldo + j]. */
-LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_t i0,
-                              int64_t nc, const float *sc, const float *zs, int64_t ldp,
-                              float *out, int64_t ldo) {
-    const int      b    = w->bits;
-    const uint32_t mask = (1u << b) - 1u;
+LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_t i0, int64_t nc,
+                              const float *sc, const float *zs, int64_t ldp, float *out,
+                              int64_t ldo) {
+    const int      b     = w->bits;
+    const uint32_t mask  = (1u << b) - 1u;
     const lq_v8u   vmask = lq_v8u_splat(mask);
-    const int64_t  n    = w->n;
+    const int64_t  n     = w->n;
     for (int64_t c = c0; c < c1; c++) {
         const int64_t   pos = c * b, wr = pos >> 5;
         const uint32_t  sh  = (uint32_t)(pos & 31);
         const uint32_t *row = (const uint32_t *)w->qweight + wr * n + i0;
         const float    *s = sc + (int64_t)w->g_idx[c] * ldp, *z = zs + (int64_t)w->g_idx[c] * ldp;
-        float          *o = out + (c - c0) * ldo;
+        float          *o        = out + (c - c0) * ldo;
         const int       straddle = sh + (uint32_t)b > 32; /* 3-bit value across two words */
-        int64_t         j = 0;
+        int64_t         j        = 0;
         for (; j + 8 <= nc; j += 8) {
             lq_v8u u = lq_v8u_load(row + j) >> sh;
             if (straddle)
@@ -114,7 +115,7 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * and NBW are compile-time constants of each instance so the M x NBW accumulators live in
  * registers (M * NBW = 64 floats at most: 8 AVX2 registers).
  * --------------------------------------------------------------------------------------- */
-#define NBW_MAX 32
+#define NBW_MAX       32
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
 /* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). */
@@ -177,8 +178,8 @@ gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t
  * stream through the thread's contiguous column range (a handful of sequential streams the
  * prefetcher follows) while the block's accumulators stay in registers. */
 static inline __attribute__((always_inline)) void
-gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
-                 int64_t blk1, float *y, const int b, const int M, const int NV) {
+gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0, int64_t blk1,
+                 float *y, const int b, const int M, const int NV) {
     const int64_t G = lq_gptq_groups(w);
     for (int64_t g = 0; g < G; g++)
         for (int64_t bi = blk0; bi < blk1; bi++)
@@ -191,24 +192,26 @@ static int gptq_nbw(int64_t m) {
     return 8 * GPTQ_NV(m);
 }
 
-typedef void (*gptq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum,
-                              int64_t blk0, int64_t blk1, float *y);
-#define GPTQ_INST(B, M)                                                                        \
-    LQ_CLONES static void gptq_fused_b##B##_m##M(const lq_qlinear *w, const float *x,           \
-                                                 const float *xsum, int64_t blk0, int64_t blk1, \
-                                                 float *y) {                                   \
-        gptq_fused_range(w, x, xsum, blk0, blk1, y, B, M, GPTQ_NV(M));                        \
+typedef void (*gptq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
+                              int64_t blk1, float *y);
+#define GPTQ_INST(B, M)                                                                            \
+    LQ_CLONES static void gptq_fused_b##B##_m##M(const lq_qlinear *w, const float *x,              \
+                                                 const float *xsum, int64_t blk0, int64_t blk1,    \
+                                                 float *y) {                                       \
+        gptq_fused_range(w, x, xsum, blk0, blk1, y, B, M, GPTQ_NV(M));                             \
     }
-#define GPTQ_INST_B(B)                                                                         \
-    GPTQ_INST(B, 1)                                                                            \
-    GPTQ_INST(B, 2) GPTQ_INST(B, 3) GPTQ_INST(B, 4) GPTQ_INST(B, 5) GPTQ_INST(B, 6)            \
-        GPTQ_INST(B, 7) GPTQ_INST(B, 8)
+#define GPTQ_INST_B(B)                                                                             \
+    GPTQ_INST(B, 1)                                                                                \
+    GPTQ_INST(B, 2)                                                                                \
+    GPTQ_INST(B, 3) GPTQ_INST(B, 4) GPTQ_INST(B, 5) GPTQ_INST(B, 6) GPTQ_INST(B, 7) GPTQ_INST(B, 8)
 GPTQ_INST_B(2)
 GPTQ_INST_B(4)
 GPTQ_INST_B(8)
-#define GPTQ_ROW(B)                                                                            \
-    {gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4,   \
-     gptq_fused_b##B##_m5, gptq_fused_b##B##_m6, gptq_fused_b##B##_m7, gptq_fused_b##B##_m8}
+#define GPTQ_ROW(B)                                                                                \
+    {                                                                                              \
+        gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4,    \
+            gptq_fused_b##B##_m5, gptq_fused_b##B##_m6, gptq_fused_b##B##_m7, gptq_fused_b##B##_m8 \
+    }
 static const gptq_fused_fn k_gptq_fused[3][LQ_FUSED_M] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
@@ -216,8 +219,8 @@ _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
  * [c0, c1) of the columns [i0, i0 + 8 * NV), each weight dequantized as s[g] * q - (s*z)[g]
  * from the precomputed float [G, n] arrays; added into y (assigned when c0 == 0). */
 static inline __attribute__((always_inline)) void
-gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float *zs,
-               int64_t c0, int64_t c1, int64_t i0, float *y, const int M, const int NV) {
+gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float *zs, int64_t c0,
+               int64_t c1, int64_t i0, float *y, const int M, const int NV) {
     const int       b    = w->bits;
     const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
     const int64_t   n = w->n, k = w->k;
@@ -234,7 +237,7 @@ gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float
         if (sh < (uint32_t)b) /* first value of this word row */
             for (int jv = 0; jv < NV; jv += 2)
                 __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
-        lq_v8f          wq[NBW_MAX / 8];
+        lq_v8f wq[NBW_MAX / 8];
         for (int jv = 0; jv < NV; jv++) {
             lq_v8u u = lq_v8u_load(row + 8 * jv) >> sh;
             if (sh + (uint32_t)b > 32) /* 3-bit value straddling two words */
@@ -259,8 +262,8 @@ gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float
  * through the whole column range. */
 #define GPTQ_ANY_KC 256
 static inline __attribute__((always_inline)) void
-gptq_any_range(const lq_qlinear *w, const float *x, const float *sc, const float *zs,
-               int64_t blk0, int64_t blk1, float *y, const int M, const int NV) {
+gptq_any_range(const lq_qlinear *w, const float *x, const float *sc, const float *zs, int64_t blk0,
+               int64_t blk1, float *y, const int M, const int NV) {
     for (int64_t c0 = 0; c0 < w->k; c0 += GPTQ_ANY_KC) {
         const int64_t c1 = c0 + GPTQ_ANY_KC < w->k ? c0 + GPTQ_ANY_KC : w->k;
         for (int64_t bi = blk0; bi < blk1; bi++)
@@ -268,13 +271,12 @@ gptq_any_range(const lq_qlinear *w, const float *x, const float *sc, const float
     }
 }
 
-typedef void (*gptq_any_fn)(const lq_qlinear *w, const float *x, const float *sc,
-                            const float *zs, int64_t blk0, int64_t blk1, float *y);
-#define GPTQ_ANY_INST(M)                                                                       \
-    LQ_CLONES static void gptq_any_m##M(const lq_qlinear *w, const float *x, const float *sc,   \
-                                        const float *zs, int64_t blk0, int64_t blk1,           \
-                                        float *y) {                                            \
-        gptq_any_range(w, x, sc, zs, blk0, blk1, y, M, GPTQ_NV(M));                            \
+typedef void (*gptq_any_fn)(const lq_qlinear *w, const float *x, const float *sc, const float *zs,
+                            int64_t blk0, int64_t blk1, float *y);
+#define GPTQ_ANY_INST(M)                                                                           \
+    LQ_CLONES static void gptq_any_m##M(const lq_qlinear *w, const float *x, const float *sc,      \
+                                        const float *zs, int64_t blk0, int64_t blk1, float *y) {   \
+        gptq_any_range(w, x, sc, zs, blk0, blk1, y, M, GPTQ_NV(M));                                \
     }
 GPTQ_ANY_INST(1)
 GPTQ_ANY_INST(2)
@@ -291,8 +293,8 @@ static const gptq_any_fn k_gptq_any[LQ_FUSED_M] = {gptq_any_m1, gptq_any_m2, gpt
 /* Any layout: dequantize 64 input channels of the block into a small W^T buffer (L1), then
  * multiply-add it into the m output rows. */
 LQ_CLONES static void gptq_fused_generic(const lq_qlinear *w, const float *x, int64_t m,
-                                         const float *sc, const float *zs, int64_t ldp,
-                                         int64_t i0, int64_t nc, float *y) {
+                                         const float *sc, const float *zs, int64_t ldp, int64_t i0,
+                                         int64_t nc, float *y) {
     const int64_t n = w->n, k = w->k;
     float         out[LQ_FUSED_M][NB];
     float         blk[64][NB];

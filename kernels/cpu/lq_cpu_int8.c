@@ -33,7 +33,7 @@ static size_t int8_ws_head(const lq_qlinear *w, int64_t m) {
 }
 
 static int8_ws int8_ws_split(const lq_qlinear *w, int64_t m, void *ws) {
-    int8_ws s;
+    int8_ws  s;
     uint8_t *p = ws;
     s.col      = p;
     p += al64((size_t)w->k);
@@ -171,8 +171,8 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
                 lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f);
                 for (int64_t r = 0; r < mr; r++)
                     for (int64_t j = 0; j < nc; j++)
-                        yt[r * n + j] =
-                            (yt[r * n + j] * (s.rowmax[r0 + r] * w->scb[i0 + j])) * LQ_INT8_MM_DEQUANT;
+                        yt[r * n + j] = (yt[r * n + j] * (s.rowmax[r0 + r] * w->scb[i0 + j])) *
+                                        LQ_INT8_MM_DEQUANT;
                 if (nf > 0) {
                     for (int64_t j = 0; j < nc; j++)
                         for (int64_t t = 0; t < nf; t++)

@@ -36,11 +36,11 @@ LQ_CLONES static void scale_run(float *o, int64_t len, float a) {
 }
 
 /* out[c - c0] = map[code(i, c)] * absmax(block of (i, c)) for c in [c0, c1). */
-static void nf4_decode(const lq_qlinear *w, const nf4_pairs *p, int64_t i, int64_t c0,
-                       int64_t c1, float *out) {
+static void nf4_decode(const lq_qlinear *w, const nf4_pairs *p, int64_t i, int64_t c0, int64_t c1,
+                       float *out) {
     const uint8_t *q  = w->qweight;
     const int64_t  e0 = i * w->k + c0, e1 = i * w->k + c1;
-    int64_t        e  = e0;
+    int64_t        e = e0;
     if (e & 1) { /* odd start (odd k): low nibble of a shared byte */
         out[0] = w->quant_map[q[e >> 1] & 15];
         e++;
@@ -65,14 +65,14 @@ LQ_CLONES static void nf4_rows_vec(const lq_qlinear *w, int64_t i0, int64_t i1, 
     const int64_t  k = w->k, bs = w->group_size;
     const uint8_t *qb = w->qweight;
     const lq_v8f   lo = lq_v8f_load(w->quant_map), hi = lq_v8f_load(w->quant_map + 8);
-    const lq_v8u   sh = {4, 0, 12, 8, 20, 16, 28, 24};
+    const lq_v8u   sh   = {4, 0, 12, 8, 20, 16, 28, 24};
     const lq_v8u   mask = lq_v8u_splat(15u);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t e0 = i * k;
         float        *o  = out + (i - i0) * k;
         for (int64_t s = e0; s < e0 + k;) {
             const int64_t blk = s / bs, end = (blk + 1) * bs < e0 + k ? (blk + 1) * bs : e0 + k;
-            const lq_v8f  a   = lq_v8f_splat(lq_nf4_absmax(w, blk));
+            const lq_v8f  a = lq_v8f_splat(lq_nf4_absmax(w, blk));
             for (; s < end; s += 8) {
                 uint32_t u;
                 memcpy(&u, qb + s / 2, 4);
@@ -95,7 +95,7 @@ static void nf4_rows(const lq_qlinear *w, int64_t i0, int64_t i1, float *out, in
     }
     nf4_pairs p;
     nf4_pairs_init(w, &p);
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp          parallel for schedule(static) num_threads(nt)
     for (int64_t i = i0; i < i1; i++)
         nf4_decode(w, &p, i, 0, w->k, out + (i - i0) * w->k);
 }
@@ -128,7 +128,7 @@ nf4_rows_fast(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float
     const int64_t  n = w->n, k = w->k, bs = w->group_size;
     const uint8_t *qb = w->qweight;
     const lq_v8f   lo = lq_v8f_load(w->quant_map), hi = lq_v8f_load(w->quant_map + 8);
-    const lq_v8u   sh = {4, 0, 12, 8, 20, 16, 28, 24}; /* high nibble first in each byte */
+    const lq_v8u   sh   = {4, 0, 12, 8, 20, 16, 28, 24}; /* high nibble first in each byte */
     const lq_v8u   mask = lq_v8u_splat(15u);
     for (int64_t i = i0; i < i1; i++) {
         lq_v8f acc[LQ_FUSED_M][2];
@@ -179,12 +179,11 @@ nf4_rows_fast(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float
     }
 }
 
-typedef void (*nf4_fast_fn)(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1,
-                            float *y);
-#define NF4_INST(M)                                                                            \
-    LQ_CLONES static void nf4_fast_m##M(const lq_qlinear *w, const float *x, int64_t i0,        \
-                                        int64_t i1, float *y) {                                \
-        nf4_rows_fast(w, x, i0, i1, y, M);                                                     \
+typedef void (*nf4_fast_fn)(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y);
+#define NF4_INST(M)                                                                                \
+    LQ_CLONES static void nf4_fast_m##M(const lq_qlinear *w, const float *x, int64_t i0,           \
+                                        int64_t i1, float *y) {                                    \
+        nf4_rows_fast(w, x, i0, i1, y, M);                                                         \
     }
 NF4_INST(1)
 NF4_INST(2)

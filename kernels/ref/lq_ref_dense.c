@@ -27,8 +27,7 @@ void lq_gemm_dense_ref(const lq_qlinear *w, const float *x, int64_t m, float *y)
                 acc[r] += (double)x[r * w->k + c] * wv;
         }
         for (int64_t r = 0; r < m; r++)
-            y[r * w->n + i] =
-                (float)(acc[r] + (w->bias ? (double)lq_f16_to_f32(w->bias[i]) : 0.0));
+            y[r * w->n + i] = (float)(acc[r] + (w->bias ? (double)lq_f16_to_f32(w->bias[i]) : 0.0));
     }
     free(acc);
 }

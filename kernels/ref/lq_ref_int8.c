@@ -25,7 +25,7 @@ void lq_dequant_int8_ref(const lq_qlinear *w, float *out) {
 
 void lq_gemm_int8_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     const int64_t n = w->n, k = w->k;
-    const int8_t *cb = w->qweight;
+    const int8_t *cb  = w->qweight;
     const float   thr = w->threshold;
     /* col[c]: 0 int8 path, 1 stored fp16 column, 2 runtime outlier column */
     unsigned char *col = calloc((size_t)k, 1);

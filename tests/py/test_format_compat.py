@@ -1,5 +1,7 @@
-"""Compatibility oracle: checkpoints written by llmquant, read back by the reference libraries'
-own code (installed from PyPI, not re-implemented here), compared with llmquant's dequant_ref.
+"""Compatibility oracle, both directions: checkpoints written by llmquant read by the reference
+libraries' own code (installed from PyPI, not re-implemented here), and checkpoints the reference
+libraries write (Linear4bit / Linear8bitLt state_dicts, WQLinear_GEMM.from_linear, AutoGPTQ
+QuantLinear.pack) read by llmquant's public loader; dequantizations compared bit for bit.
 
   bitsandbytes  create_dynamic_map / get_4bit_type tables bit for bit; NF4 via
                 Params4bit.from_prequantized + dequantize_4bit (bit-exact in fp16) and
@@ -37,9 +39,11 @@ except ImportError as e:  # pragma: no cover
 
 failures = []
 ran = []
+nchecks = [0]
 
 
 def check(cond, msg):
+    nchecks[0] += 1
     if not cond:
         failures.append(msg)
         print("FAIL: " + msg)
@@ -52,7 +56,7 @@ def find_dump_tool():
     return exe if exe and os.path.exists(exe) else None
 
 
-def load_ref_module(pkg, relpath, modname):
+def load_ref_module(pkg, modname):
     """Import pkg/relpath from the installed package without running pkg/__init__.py."""
     spec = importlib.util.find_spec(pkg)
     if spec is None or not spec.submodule_search_locations:
@@ -188,13 +192,13 @@ def test_bnb(root):
 
 # ---------------------------------------------------------------------------------------------
 def test_awq(root):
+    if importlib.util.find_spec("awq") is None:
+        print("SKIP autoawq: not installed")
+        return
     try:
-        pu = load_ref_module("awq", "utils/packing_utils.py", "awq.utils.packing_utils")
+        pu = load_ref_module("awq", "awq.utils.packing_utils")
     except Exception as e:  # noqa: BLE001 - any import failure means "not usable here"
-        pu = None
         print("SKIP autoawq: %s" % e)
-    if pu is None:
-        print("SKIP autoawq: not installed") if importlib.util.find_spec("awq") is None else None
         return
     ran.append("autoawq")
     name = "awq_g64_bias"
@@ -205,7 +209,7 @@ def test_awq(root):
     w = pu.dequantize_gemm(sub["qweight"], sub["qzeros"], sub["scales"], 4, gs)  # [k, n]
     exact_f16(ref["w"].t(), w, name + ": AutoAWQ dequantize_gemm != llmquant dequant_ref")
     try:
-        gemm = load_ref_module("awq", "modules/linear/gemm.py", "awq.modules.linear.gemm")
+        gemm = load_ref_module("awq", "awq.modules.linear.gemm")
     except Exception as e:  # noqa: BLE001
         print("SKIP autoawq WQLinear_GEMM.from_linear: %s" % e)
         return
@@ -227,7 +231,7 @@ def test_gptq(root):
         print("SKIP auto-gptq: not installed")
         return
     try:
-        ql = load_ref_module("auto_gptq", "nn_modules/qlinear/qlinear_cuda.py",
+        ql = load_ref_module("auto_gptq",
                              "auto_gptq.nn_modules.qlinear.qlinear_cuda")
     except Exception as e:  # noqa: BLE001
         print("SKIP auto-gptq: %s" % e)
@@ -264,6 +268,138 @@ def test_gptq(root):
         check(torch.equal(m2.g_idx.int(), sub["g_idx"]), name + ": g_idx differs")
 
 
+# ---------------------------------------------------------------------------------------------
+# The other direction: checkpoints the reference tools write, read by llmquant's public loader
+# (test_format_io --read runs lq_checkpoint_open / lq_checkpoint_get_linear / dequant_ref).
+def write_ckpt(d, tensors, qc):
+    from safetensors.torch import save_file
+    os.makedirs(d, exist_ok=True)
+    save_file({PREFIX + "." + k: v.contiguous() for k, v in tensors.items()},
+              os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "torch_dtype": "float16", "quantization_config": qc}, f)
+
+
+def read_ours(exe, d):
+    out = d + "_ours"
+    r = subprocess.run([exe, "--read", d, out], capture_output=True, text=True)
+    check(r.returncode == 0, "%s: llmquant could not load it: %s" % (d, r.stderr.strip()))
+    if r.returncode != 0:
+        return None
+    return load_file(os.path.join(out, "model.safetensors"))[PREFIX]
+
+
+def ref_written_bnb(exe, root):
+    try:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional as F
+        from transformers import BitsAndBytesConfig
+    except ImportError as e:
+        print("SKIP bitsandbytes (reference-written): %s" % e)
+        return
+    n, k = 96, 256
+    w = torch.randn(n, k) * 0.05
+    for dq in (False, True):
+        lin = bnb.nn.Linear4bit(k, n, bias=True, compute_dtype=torch.float32,
+                                compress_statistics=dq, quant_type="nf4")
+        lin.weight = bnb.nn.Params4bit(w.clone(), requires_grad=False, compress_statistics=dq,
+                                       quant_type="nf4")
+        lin = lin.to("cpu")
+        qc = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                bnb_4bit_use_double_quant=dq).to_dict()
+        d = os.path.join(root, "bnb_nf4_dq%d" % dq)
+        write_ckpt(d, lin.state_dict(), qc)
+        mine = read_ours(exe, d)
+        if mine is not None:
+            theirs = F.dequantize_4bit(lin.weight.data, lin.weight.quant_state)
+            check(torch.equal(mine, theirs.float()),
+                  d + ": llmquant dequant of a bitsandbytes NF4 file != dequantize_4bit")
+    l8 = bnb.nn.Linear8bitLt(k, n, bias=True, has_fp16_weights=False, threshold=6.0)
+    l8.weight = bnb.nn.Int8Params(w.clone(), requires_grad=False, has_fp16_weights=False)
+    l8 = l8.to("cpu")
+    d = os.path.join(root, "bnb_int8")
+    write_ckpt(d, l8.state_dict(), BitsAndBytesConfig(load_in_8bit=True).to_dict())
+    mine = read_ours(exe, d)
+    if mine is not None:
+        theirs = torch.ops.bitsandbytes.int8_vectorwise_dequant(l8.weight.data, l8.weight.SCB)
+        check(torch.equal(mine, theirs.float()),
+              d + ": llmquant dequant of a bitsandbytes LLM.int8 file != int8_vectorwise_dequant")
+
+
+def ref_written_awq(exe, root):
+    if importlib.util.find_spec("awq") is None:
+        print("SKIP autoawq (reference-written): not installed")
+        return
+    try:
+        pu = load_ref_module("awq", "awq.utils.packing_utils")
+        gemm = load_ref_module("awq", "awq.modules.linear.gemm")
+    except Exception as e:  # noqa: BLE001
+        print("SKIP autoawq (reference-written): %s" % e)
+        return
+    n, k, gs = 128, 256, 64
+    G = k // gs
+    s = (torch.rand(G, n) * 0.01 + 0.001).half().float()
+    z = torch.randint(0, 16, (G, n)).float()
+    q = torch.randint(0, 16, (n, k)).float()
+    gi = torch.arange(k) // gs
+    lin = torch.nn.Linear(k, n, bias=True)
+    lin.weight.data = (q - z[gi].t()) * s[gi].t()
+    lin.bias.data = lin.bias.data.half().float()
+    m = gemm.WQLinear_GEMM.from_linear(lin, 4, gs, scales=s, zeros=z)
+    m.half()
+    d = os.path.join(root, "awq_ref")
+    write_ckpt(d, {kk: v for kk, v in m.state_dict().items()},
+               {"quant_method": "awq", "zero_point": True, "group_size": gs, "bits": 4,
+                "version": "gemm", "modules_to_not_convert": None})
+    mine = read_ours(exe, d)
+    if mine is not None:
+        theirs = pu.dequantize_gemm(m.qweight, m.qzeros, m.scales, 4, gs)
+        exact_f16(mine.t(), theirs, d + ": llmquant dequant of an AutoAWQ file != dequantize_gemm")
+
+
+def ref_written_gptq(exe, root):
+    if importlib.util.find_spec("auto_gptq") is None:
+        print("SKIP auto-gptq (reference-written): not installed")
+        return
+    try:
+        ql = load_ref_module("auto_gptq",
+                             "auto_gptq.nn_modules.qlinear.qlinear_cuda")
+    except Exception as e:  # noqa: BLE001
+        print("SKIP auto-gptq (reference-written): %s" % e)
+        return
+    n, k = 64, 256
+    for bits, gs, act in ((4, 32, True), (3, 128, False), (8, -1, False), (2, 64, True)):
+        g = k if gs == -1 else gs
+        G = (k + g - 1) // g
+        s = (torch.rand(n, G) * 0.01 + 0.001).half().float()
+        z = torch.randint(1, 2 ** bits, (n, G)).float()  # v1 keeps zeros >= 1 portable
+        if act:
+            perm = torch.randperm(k)
+            gi = torch.empty(k, dtype=torch.int64)
+            gi[perm] = torch.arange(k) // g
+        else:
+            gi = torch.arange(k) // g
+        q = torch.randint(0, 2 ** bits, (n, k)).float()
+        lin = torch.nn.Linear(k, n, bias=True)
+        lin.weight.data = (q - z[:, gi]) * s[:, gi]
+        lin.bias.data = lin.bias.data.half().float()
+        m = ql.QuantLinear(bits, gs, k, n, bias=True, trainable=True)
+        m.pack(lin, s, z, gi.int())
+        m.half()  # fp16 scales and bias, as AutoGPTQ saves an fp16 model
+        d = os.path.join(root, "gptq_ref_b%d_g%d_act%d" % (bits, gs, act))
+        write_ckpt(d, {kk: v for kk, v in m.state_dict().items()},
+                   {"bits": bits, "group_size": gs, "damp_percent": 0.01, "desc_act": act,
+                    "static_groups": False, "sym": True, "true_sequential": True,
+                    "model_name_or_path": None, "model_file_base_name": "model",
+                    "is_marlin_format": False, "quant_method": "gptq"})
+        mine = read_ours(exe, d)
+        if mine is not None:
+            m.bias = None
+            with torch.no_grad():
+                wt = m(torch.eye(k, dtype=torch.float16))
+            exact_f16(mine.t(), wt, d + ": llmquant dequant of an AutoGPTQ file != its forward")
+
+
 def main():
     exe = find_dump_tool()
     if not exe:
@@ -278,6 +414,9 @@ def main():
         test_bnb(root)
         test_awq(root)
         test_gptq(root)
+        ref_written_bnb(exe, root)
+        ref_written_awq(exe, root)
+        ref_written_gptq(exe, root)
     if not ran:
         print("SKIP: none of bitsandbytes / autoawq / auto-gptq is installed")
         return 77
@@ -285,7 +424,7 @@ def main():
     if failures:
         print("%d check(s) FAILED" % len(failures))
         return 1
-    print("test_format_compat: all checks passed")
+    print("test_format_compat: all %d checks passed" % nchecks[0])
     return 0
 
 
