@@ -121,8 +121,8 @@ if [ -d "$M" ]; then
 fi
 run "$B" bench
 expect_error 9 "bench: not available yet" "bench -> LQ_ERR_UNSUPPORTED"
-run "$B" batch jobs.txt
-expect_error 9 "batch: not available yet" "batch -> LQ_ERR_UNSUPPORTED"
+run "$B" batch "$T/no-such-jobs.jsonl"
+expect_error 5 "no-such-jobs.jsonl" "batch with a missing job file -> LQ_ERR_NOT_FOUND"
 
 # --- --json: errors as a JSON object on stdout, still one line on stderr ---------------------
 run "$B" --json rtn "$T/no-such-model" -o "$T/o"
