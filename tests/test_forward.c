@@ -1,12 +1,16 @@
 /* Llama forward (quant/lq_model*.c) against an independent port of llama2.c run.c on the
  * original stories260K checkpoint, the layer-by-layer API contract (capture hook, stop_after,
- * attention/MLP sub-forwards, chunking), and lq_model_open's validation of broken checkpoints.
+ * attention/MLP sub-forwards, chunking), lq_model_open's validation of broken checkpoints, and
+ * quantized checkpoints (GPTQ, NF4, INT8 written through kernels/lq_format_io.h) against the
+ * same model with every quantized linear replaced by its scalar-reference dequantization.
  *
  * Oracle mode for tests/py/test_forward_oracle.py:
  *   test_forward --logits MODEL_DIR IDS_FILE NSEQ OUT_FILE [MAX_TOKENS]
  * reads int32 ids [NSEQ * seqlen], runs NSEQ independent sequences and writes float32 logits
  * [NSEQ * seqlen, vocab] to OUT_FILE. */
 #include "lq_base.h"
+#include "lq_format_io.h"
+#include "lq_json.h"
 #include "lq_model.h"
 #include "lq_test.h"
 #include "lq_test_llama2c.h"
@@ -462,6 +466,294 @@ static void test_validation(const char *src, const char *tmp) {
     CHECK_EQ_INT(lq_model_open(nodir, &m, &e), LQ_ERR_NOT_FOUND);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* 4. Quantized checkpoints.                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Round-to-nearest codes for one linear W [n, k] in format f; 0 = the format cannot hold this
+ * shape (the linear stays dense, as a quantizer would leave it). corrupt: one NaN scale. */
+static int quantize_rtn(lq_format f, const float *W, int64_t n, int64_t k, int corrupt,
+                        lq_qbuf *out, lq_err *err) {
+    lq_status st = LQ_ERR_INVALID_ARG;
+    if (f == LQ_FMT_GPTQ) {
+        const int64_t g = 32, G = k / g;
+        if (k % g || n % 8)
+            return 0;
+        uint8_t *q  = malloc((size_t)(n * k));
+        int32_t *z  = malloc((size_t)(G * n) * sizeof(int32_t));
+        float   *sc = malloc((size_t)(G * n) * sizeof(float));
+        for (int64_t gi = 0; q && z && sc && gi < G; gi++)
+            for (int64_t r = 0; r < n; r++) {
+                float mx = 0;
+                for (int64_t c = gi * g; c < (gi + 1) * g; c++)
+                    mx = fabsf(W[r * k + c]) > mx ? fabsf(W[r * k + c]) : mx;
+                const float s   = mx > 0 ? mx / 7.f : 1.f;
+                sc[gi * n + r]  = s;
+                z[gi * n + r]   = 8;
+                for (int64_t c = gi * g; c < (gi + 1) * g; c++) {
+                    const float v = roundf(W[r * k + c] / s) + 8;
+                    q[r * k + c]  = (uint8_t)(v < 0 ? 0 : v > 15 ? 15 : v);
+                }
+            }
+        if (q && z && sc)
+            st = lq_pack_gptq(4, n, k, g, q, z, sc, NULL, NULL, out, err);
+        for (int i = 0; st == LQ_OK && corrupt && i < out->nmem; i++)
+            if (out->mem[i] == out->q.scales)
+                ((uint16_t *)out->mem[i])[3] = 0x7e00; /* fp16 NaN */
+        free(q), free(z), free(sc);
+    } else if (f == LQ_FMT_NF4) {
+        const int64_t bs = 64, nb = (n * k + bs - 1) / bs;
+        uint8_t      *codes = malloc((size_t)(n * k));
+        float        *am    = malloc((size_t)nb * sizeof(float));
+        for (int64_t b = 0; codes && am && b < nb; b++) {
+            const int64_t e = (b + 1) * bs < n * k ? (b + 1) * bs : n * k;
+            float         mx = 0;
+            for (int64_t i = b * bs; i < e; i++)
+                mx = fabsf(W[i]) > mx ? fabsf(W[i]) : mx;
+            am[b] = mx;
+            for (int64_t i = b * bs; i < e; i++) {
+                const float x    = mx > 0 ? W[i] / mx : 0;
+                int         best = 0;
+                for (int c = 1; c < 16; c++)
+                    if (fabsf(lq_nf4_table[c] - x) < fabsf(lq_nf4_table[best] - x))
+                        best = c;
+                codes[i] = (uint8_t)best;
+            }
+        }
+        if (codes && am)
+            st = lq_pack_nf4(n, k, bs, codes, am, 1, 256, NULL, out, err);
+        free(codes), free(am);
+    } else if (f == LQ_FMT_INT8) {
+        int8_t *cb  = malloc((size_t)(n * k));
+        float  *scb = malloc((size_t)n * sizeof(float));
+        for (int64_t r = 0; cb && scb && r < n; r++) {
+            float mx = 0;
+            for (int64_t c = 0; c < k; c++)
+                mx = fabsf(W[r * k + c]) > mx ? fabsf(W[r * k + c]) : mx;
+            scb[r] = mx > 0 ? mx : 1;
+            for (int64_t c = 0; c < k; c++)
+                cb[r * k + c] = (int8_t)lrintf(W[r * k + c] * 127.f / scb[r]);
+        }
+        if (cb && scb)
+            st = lq_pack_int8(n, k, cb, scb, NULL, 0, NULL, 0.f, NULL, out, err);
+        free(cb), free(scb);
+    }
+    return st == LQ_OK ? 1 : -1;
+}
+
+/* Copy src to dst with every decoder linear that format f can hold quantized (RTN), the rest
+ * as is; quantization_config in config.json. Returns the number of quantized linears or -1. */
+static int write_quantized(const lq_model *m, const char *src, const char *dst, lq_format f,
+                           int corrupt, lq_err *err) {
+    char       p[4200];
+    cJSON     *root = NULL;
+    lq_qconfig qc;
+    int        nq = 0, ok = 1;
+    mkdir(dst, 0755);
+    snprintf(p, sizeof p, "%s/config.json", src);
+    if (lq_json_load_file(p, 1 << 20, &root, err) != LQ_OK)
+        return -1;
+    lq_qconfig_default(f, &qc);
+    if (f == LQ_FMT_GPTQ)
+        qc.group_size = 32;
+    snprintf(p, sizeof p, "%s/config.json", dst);
+    ok = lq_qconfig_apply(&qc, root, dst, err) == LQ_OK && lq_json_write_file(root, p, err) == LQ_OK;
+    cJSON_Delete(root);
+    lq_st_writer *w = NULL;
+    ok              = ok && lq_st_writer_create(dst, 0, &w, err) == LQ_OK;
+    for (int64_t i = 0; ok && i < lq_st_count(m->st); i++) {
+        const lq_st_tensor *t = lq_st_get(m->st, i);
+        char                prefix[256];
+        const size_t        len = strlen(t->name);
+        int                 q   = 0;
+        if (t->ndim == 2 && len > 7 && !strcmp(t->name + len - 7, ".weight") &&
+            !strncmp(t->name, "model.layers.", 13) && len - 7 < sizeof prefix) {
+            memcpy(prefix, t->name, len - 7);
+            prefix[len - 7] = 0;
+            float *W        = malloc((size_t)t->numel * sizeof(float));
+            lq_qbuf b       = {0};
+            if (!W) {
+                ok = 0;
+                break;
+            }
+            lq_convert_to_f32(t->dtype, t->data, t->numel, W);
+            /* corrupt only the first linear quantized */
+            q = quantize_rtn(f, W, t->shape[0], t->shape[1], corrupt && nq == 0, &b, err);
+            if (q > 0)
+                ok = lq_qlinear_write(w, prefix, &b.q, &qc, err) == LQ_OK;
+            ok = ok && q >= 0;
+            nq += q > 0;
+            lq_qbuf_free(&b);
+            free(W);
+        }
+        if (ok && q == 0)
+            ok = lq_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, err) == LQ_OK;
+    }
+    ok = ok && lq_st_writer_finish(w, err) == LQ_OK;
+    lq_st_writer_free(w);
+    lq_qconfig_free(&qc);
+    return ok ? nq : -1;
+}
+
+/* The same layer with every quantized linear dequantized by the format's scalar reference. */
+static lq_status dequantized_copy(const lq_model_config *cfg, const lq_layer *L, lq_layer *out,
+                                  lq_err *err) {
+    LQ_TRY(lq_layer_alloc_dense(cfg, out, err));
+    memcpy(out->attn_norm, L->attn_norm, (size_t)cfg->hidden_size * sizeof(float));
+    memcpy(out->mlp_norm, L->mlp_norm, (size_t)cfg->hidden_size * sizeof(float));
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        const lq_qlinear *q = &L->lin[l].buf.q;
+        float            *w = lq_linear_dense_mut(&out->lin[l]);
+        if (q->format == LQ_FMT_DENSE)
+            memcpy(w, q->dense, (size_t)(q->n * q->k) * sizeof(float));
+        else
+            lq_format_traits_get((lq_format)q->format)->dequant_ref(q, w);
+    }
+    return LQ_OK;
+}
+
+/* Capture hook: the linear's CPU forward on the captured input against the format's scalar
+ * reference gemm_ref (NMSE within the format's CPU bound). */
+typedef struct kcheck {
+    const lq_layer *L;
+    double          worst; /* max NMSE seen */
+    int             calls;
+    lq_status       st;
+} kcheck;
+
+static lq_status kcheck_fn(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+    kcheck           *c = user;
+    const lq_linear  *l = &c->L->lin[id];
+    const lq_qlinear *q = &l->buf.q;
+    (void)k;
+    if (q->format == LQ_FMT_DENSE)
+        return LQ_OK;
+    float *y = malloc((size_t)(t * q->n) * sizeof(float)), *r = malloc((size_t)(t * q->n) * 4);
+    if (!y || !r) {
+        free(y), free(r);
+        return LQ_ERR_NOMEM;
+    }
+    c->st = lq_linear_forward(l, x, t, y, NULL, 0, 0);
+    lq_format_traits_get((lq_format)q->format)->gemm_ref(q, x, t, r);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < t * q->n; i++) {
+        const double rb = r[i] + (l->bias ? l->bias[i % q->n] : 0.f);
+        num += (y[i] - rb) * (y[i] - rb);
+        den += rb * rb;
+    }
+    const double nmse = den > 0 ? num / den : num;
+    c->worst          = nmse > c->worst ? nmse : c->worst;
+    c->calls++;
+    free(y), free(r);
+    return c->st;
+}
+
+static void test_quantized(const char *src, const char *tmp) {
+    /* weight_only: the kernel equals x @ dequant(W)^T; LLM.int8 also quantizes activations */
+    static const struct {
+        lq_format f;
+        int       weight_only;
+    } fmts[] = {{LQ_FMT_GPTQ, 1}, {LQ_FMT_NF4, 1}, {LQ_FMT_INT8, 0}};
+    lq_err                 err    = {0};
+    lq_model              *orig   = NULL;
+    CHECK_OK(lq_model_open(src, &orig, &err));
+    if (orig)
+        CHECK_OK(lq_model_load_all(orig, &err));
+    if (!orig || !orig->layers) {
+        lq_model_free(orig);
+        return;
+    }
+    enum { NSEQ = 2, SEQ = 48 };
+    int32_t ids[NSEQ * SEQ];
+    lq_rng  rng;
+    lq_rng_seed(&rng, 99);
+    for (int i = 0; i < NSEQ * SEQ; i++)
+        ids[i] = (int32_t)lq_rng_below(&rng, 512);
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        const char *fname = lq_format_traits_get(fmts[fi].f)->name;
+        char        dst[4200];
+        snprintf(dst, sizeof dst, "%s/quant_%s", tmp, fname);
+        const int nq = write_quantized(orig, src, dst, fmts[fi].f, 0, &err);
+        CHECK_MSG(nq > 0, "%s: writing %s: %s", fname, dst, err.msg);
+        if (nq <= 0)
+            continue;
+        lq_model *m  = NULL;
+        lq_status st = lq_model_open(dst, &m, &err);
+        CHECK_MSG(st == LQ_OK, "%s: %s", fname, err.msg);
+        if (st != LQ_OK)
+            continue;
+        CHECK_EQ_INT(m->format, fmts[fi].f);
+        CHECK_OK(lq_model_load_all(m, &err));
+        int64_t nquant = 0;
+        for (int64_t l = 0; m->layers && l < m->cfg.num_layers; l++)
+            for (int i = 0; i < LQ_LIN_COUNT; i++)
+                nquant += m->layers[l].lin[i].buf.q.format == (int32_t)fmts[fi].f;
+        CHECK_EQ_INT(nquant, nq);
+        /* every quantized linear, fed its input inside the model, agrees with gemm_ref */
+        {
+            float     *h  = malloc((size_t)(NSEQ * SEQ * m->cfg.hidden_size) * sizeof(float));
+            lq_fwd_ws *ws = NULL;
+            CHECK_OK(lq_fwd_ws_create(&m->cfg, NSEQ * SEQ, SEQ, &ws, &err));
+            CHECK_OK(lq_model_embed(m, ids, NSEQ * SEQ, h, &err));
+            kcheck kc = {0};
+            for (int64_t l = 0; h && ws && l < m->cfg.num_layers; l++) {
+                kc.L = &m->layers[l];
+                CHECK_OK(lq_layer_forward(m, &m->layers[l], h, NSEQ, SEQ, kcheck_fn, &kc, -1, ws,
+                                          &err));
+            }
+            const double tol = lq_format_traits_get(fmts[fi].f)->tol_nmse_cpu;
+            CHECK_EQ_INT(kc.calls, nq);
+            CHECK_MSG(kc.worst <= tol, "%s: NMSE vs gemm_ref %g > %g", fname, kc.worst, tol);
+            lq_fwd_ws_free(ws);
+            free(h);
+        }
+        /* quantized forward vs dense forward over the dequantized weights */
+        lq_status s1 = LQ_OK, s2 = LQ_OK;
+        float    *lq = forward_logits(m, ids, NSEQ, SEQ, NSEQ * SEQ, &s1, &err);
+        lq_layer *qlayers = m->layers;
+        lq_layer *dl      = calloc((size_t)m->cfg.num_layers, sizeof *dl);
+        for (int64_t l = 0; dl && l < m->cfg.num_layers; l++)
+            CHECK_OK(dequantized_copy(&m->cfg, &qlayers[l], &dl[l], &err));
+        m->layers = dl;
+        float *ld = dl ? forward_logits(m, ids, NSEQ, SEQ, NSEQ * SEQ, &s2, &err) : NULL;
+        m->layers = qlayers;
+        /* and how far the RTN weights moved the model (sanity: quantized, not garbage) */
+        float *lo = forward_logits(orig, ids, NSEQ, SEQ, NSEQ * SEQ, &s2, &err);
+        CHECK(lq && ld);
+        if (lq && ld && lo) {
+            double dmax = 0, omax = 0, scale = 0;
+            for (int64_t i = 0; i < (int64_t)NSEQ * SEQ * 512; i++) {
+                dmax  = fmax(dmax, fabs((double)lq[i] - ld[i]));
+                omax  = fmax(omax, fabs((double)lq[i] - lo[i]));
+                scale = fmax(scale, fabs((double)ld[i]));
+            }
+            printf("%s checkpoint (%d linears quantized): logits vs dequantized-dense forward max "
+                   "|diff| %.3g (max |logit| %.3g); vs the original model %.3g\n",
+                   fname, nq, dmax, scale, omax);
+            if (fmts[fi].weight_only) {
+                CHECK_MSG(dmax < 1e-4 * scale, "%s: %g", fname, dmax);
+                CHECK(omax > 1e-2);
+            }
+            CHECK(omax < 0.5 * scale); /* 8-bit / 4-bit RTN of a real model: close, not equal */
+        }
+        free(lq), free(ld), free(lo);
+        for (int64_t l = 0; dl && l < m->cfg.num_layers; l++)
+            lq_layer_free(&dl[l]);
+        free(dl);
+        lq_model_free(m);
+    }
+    /* a NaN scale is caught at open, naming the linear */
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/quant_gptq_nan", tmp);
+    CHECK(write_quantized(orig, src, dst, LQ_FMT_GPTQ, 1, &err) > 0);
+    lq_model *m = NULL;
+    CHECK_EQ_INT(lq_model_open(dst, &m, &err), LQ_ERR_WEIGHT_NONFINITE);
+    CHECK_MSG(strstr(err.msg, "model.layers.0.") != NULL, "%s", err.msg);
+    printf("  NaN scale -> %s\n", err.msg);
+    lq_model_free(m);
+    lq_model_free(orig);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 6 && strcmp(argv[1], "--logits") == 0)
         return dump_logits(argc, argv);
@@ -493,5 +785,6 @@ int main(int argc, char **argv) {
     }
     lq_model_free(m);
     test_validation(dir, tmp);
+    test_quantized(dir, tmp);
     return lq_test_end("forward");
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Our float32 CPU forward (quant/lq_model*.c, driven through `test_forward --logits`) against
+transformers' own models (torch, float32, eager attention):
+
+  * stories260K (the real checkpoint): logits of two 160-token sequences and the per-window NLL;
+  * small random models covering what stories260K does not: Llama with GQA, attention and MLP
+    biases, an untied lm_head and llama3 RoPE scaling, stored in bf16; Qwen2 (q/k/v bias, tied
+    embeddings) with linear RoPE scaling in fp32; Mistral with a sliding window shorter than the
+    sequence, head_dim set explicitly, in fp16.
+
+Skips (exit 77) without torch / transformers / safetensors or without the built test binary."""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                              Qwen2Config, Qwen2ForCausalLM)
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+build, shared = os.environ.get("LQ_BUILD"), os.environ.get("LQ_SHARED")
+if not build:
+    print("SKIP: LQ_BUILD not set")
+    sys.exit(77)
+exe = os.path.join(build, "tests", "test_forward")
+if not os.path.exists(exe):
+    print(f"SKIP: {exe} not built")
+    sys.exit(77)
+tmp = os.environ.get("LQ_TMP") or tempfile.mkdtemp()
+os.makedirs(tmp, exist_ok=True)
+torch.manual_seed(0)
+failures = 0
+
+
+def ours(model_dir, ids, max_tokens=None):
+    """ids: int array [nseq, seqlen] -> our logits [nseq, seqlen, vocab]."""
+    nseq, seqlen = ids.shape
+    ids_path, out_path = os.path.join(tmp, "ids.bin"), os.path.join(tmp, "logits.bin")
+    ids.astype(np.int32).tofile(ids_path)
+    cmd = [exe, "--logits", model_dir, ids_path, str(nseq), out_path]
+    if max_tokens:
+        cmd.append(str(max_tokens))
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd}: {r.stderr}")
+    return np.fromfile(out_path, dtype=np.float32).reshape(nseq, seqlen, -1)
+
+
+def theirs(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor(ids, dtype=torch.long)).logits.float().numpy()
+
+
+def nll(logits, ids):
+    """Mean NLL of each sequence's next-token predictions (float64)."""
+    lg = torch.tensor(logits, dtype=torch.float64)
+    lp = torch.log_softmax(lg[:, :-1], -1)
+    tgt = torch.tensor(ids[:, 1:], dtype=torch.long)
+    return (-lp.gather(-1, tgt[..., None])[..., 0]).mean(-1).numpy()
+
+
+def compare(name, model_dir, model, ids, rel_tol, max_tokens=None):
+    global failures
+    a, b = ours(model_dir, ids, max_tokens), theirs(model, ids)
+    diff = float(np.abs(a - b).max())
+    scale = float(np.abs(b).max())
+    dn = float(np.abs(nll(a, ids) - nll(b, ids)).max())
+    ok = diff <= rel_tol * scale and dn <= 1e-4
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: max |logit diff| {diff:.3g} (max |logit| {scale:.3g}), "
+          f"max per-sequence NLL diff {dn:.3g}")
+    failures += not ok
+
+
+# ---- stories260K -----------------------------------------------------------------------------
+st = os.path.join(shared or "", "models", "stories260K")
+if shared and os.path.exists(os.path.join(st, "model.safetensors")):
+    m = LlamaForCausalLM.from_pretrained(st, dtype=torch.float32, attn_implementation="eager").eval()
+    rng = np.random.default_rng(1)
+    ids = rng.integers(3, 512, size=(2, 160))
+    ids[:, 0] = 1
+    compare("stories260K, 2 x 160 tokens", st, m, ids, 1e-5)
+    compare("stories260K, one sequence per chunk", st, m, ids, 1e-5, max_tokens=160)
+else:
+    print("SKIP part: stories260K not under LQ_SHARED")
+
+
+# ---- random small models ---------------------------------------------------------------------
+def random_model(cls, cfg, dtype, name):
+    """Random weights large enough that attention is not uniform, saved in `dtype`; returned
+    in float32 as loaded back from the file (what our loader reads)."""
+    torch.manual_seed(hash(name) % 1000)
+    m = cls(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0.0, 0.25)
+        for n_, p in m.named_parameters():
+            if "norm" in n_:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    d = os.path.join(tmp, name)
+    m.to(dtype).save_pretrained(d, safe_serialization=True)
+    return d, cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+
+
+cases = [
+    ("llama_gqa_bias_untied_llama3_bf16", LlamaForCausalLM, LlamaConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        attention_bias=True, mlp_bias=True, tie_word_embeddings=False, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 32}), torch.bfloat16, 96),
+    ("qwen2_tied_linear_rope_f32", Qwen2ForCausalLM, Qwen2Config(
+        vocab_size=300, hidden_size=64, intermediate_size=80, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=256,
+        tie_word_embeddings=True, use_sliding_window=False,
+        rope_parameters={"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}),
+     torch.float32, 96),
+    ("mistral_window16_head_dim_f16", MistralForCausalLM, MistralConfig(
+        vocab_size=300, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        sliding_window=16, tie_word_embeddings=False), torch.float16, 80),
+]
+for name, cls, cfg, dtype, seqlen in cases:
+    cfg._attn_implementation = "eager"
+    d, m = random_model(cls, cfg, dtype, name)
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, cfg.vocab_size, size=(3, seqlen))
+    compare(name, d, m, ids, 2e-5)
+    compare(name + ", chunked", d, m, ids, 2e-5, max_tokens=seqlen)
+
+if failures:
+    print(f"{failures} comparison(s) failed")
+    sys.exit(1)
+print("forward oracle: all comparisons passed")
