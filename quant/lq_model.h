@@ -26,6 +26,10 @@ typedef enum lq_lin_id {
 
 /* "self_attn.q_proj", ... ; module name is "model.layers.<i>.<this>". */
 const char *lq_lin_name(lq_lin_id id);
+/* Weight shape [n = out_features, k = in_features] of a linear under cfg. */
+void lq_lin_shape(const lq_model_config *cfg, lq_lin_id id, int64_t *n, int64_t *k);
+/* Whether cfg gives the linear a bias (qwen2 q/k/v, llama attention_bias / mlp_bias). */
+int lq_lin_has_bias(const lq_model_config *cfg, lq_lin_id id);
 
 typedef struct lq_linear {
     lq_qbuf buf;     /* buf.q describes the weights (LQ_FMT_DENSE: buf.q.dense float32 [n,k]) */
@@ -33,9 +37,18 @@ typedef struct lq_linear {
 } lq_linear;
 
 void lq_linear_free(lq_linear *l);
-/* y[m, n] = x[m, k] W^T + b through the CPU kernels (dense: OpenBLAS sgemm). */
+/* y[m, n] = x[m, k] W^T + b through the CPU kernels (dense: OpenBLAS sgemm; other formats:
+ * lq_format_traits_get(fmt)->gemm_cpu). Both biases are applied when present: buf.q.bias (fp16,
+ * by the kernel) and l->bias (float32); the model loader only ever sets l->bias. ws: at least
+ * lq_linear_ws_size(l, m) bytes, 64-byte aligned; NULL makes a quantized linear allocate its
+ * own scratch for the call (dense needs none). */
 lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
                             size_t ws_size, int nthreads);
+size_t    lq_linear_ws_size(const lq_linear *l, int64_t m);
+/* Writable float32 [n, k] weights of a dense linear that owns them (every dense linear the
+ * loader or lq_layer_alloc_dense makes), else NULL (quantized, or a view such as a tied
+ * lm_head). */
+float    *lq_linear_dense_mut(lq_linear *l);
 
 typedef struct lq_layer {
     float    *attn_norm; /* [d] input_layernorm.weight */
@@ -58,20 +71,44 @@ typedef struct lq_model {
     double          inv_freq[512]; /* RoPE inverse frequencies [head_dim/2], scaling applied */
 } lq_model;
 
+/* RoPE inverse frequencies inv[head_dim/2] for cfg (default, linear, llama3), in float32 with
+ * transformers' operation order, so that positions far out round like the reference. */
+void lq_rope_inv_freq(const lq_model_config *cfg, float *inv);
+
 /* Open a model directory: config.json (+ quantization_config), safetensors (mmap), embeddings,
- * final norm, lm_head and RoPE tables. Layers are not loaded. Validates every tensor's presence,
- * dtype and shape against the config up front so errors come before any work. */
+ * final norm, lm_head and RoPE frequencies. Layers are not loaded. Validates every tensor up
+ * front so errors come before any work: presence (LQ_ERR_ST_MISSING_TENSOR), float dtype
+ * (LQ_ERR_WEIGHT_DTYPE), shape vs config.json (LQ_ERR_WEIGHT_SHAPE), NaN/Inf
+ * (LQ_ERR_WEIGHT_NONFINITE), each message naming the file and the tensor; quantized linears
+ * through the format reader (LQ_ERR_QFORMAT ...) and by dequantizing them (NaN/Inf). A linear
+ * of a quantized checkpoint whose "<prefix>.weight" is a float tensor is loaded dense. */
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err);
 void      lq_model_free(lq_model *m);
 /* Load decoder layer i (dense float32 or quantized descriptors) into *out. */
 lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_err *err);
 lq_status lq_model_load_all(lq_model *m, lq_err *err);
 
-/* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. */
+/* A model without files (synthetic tests, benchmarks, algorithms on made-up layers): embed
+ * zeroed [vocab, d], final_norm all ones, lm_head tied to embed or a zeroed dense [vocab, d]
+ * per cfg->tie_word_embeddings, RoPE from cfg. The caller fills the arrays and attaches layers
+ * (lq_layer_alloc_dense) as it likes; lq_model_free frees m->layers when set. */
+lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *err);
+/* Dense float32 layer for cfg: norms all ones, weights and biases (where cfg has them) zeroed. */
+lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err);
+
+/* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. Forwards take
+ * any number of sequences: they run chunks of whole sequences of at most max_tokens tokens
+ * (max_seq <= max_tokens), which is what bounds the memory. Holds the RoPE tables for
+ * positions < max_seq. Quantized-kernel scratch grows on first use. One forward at a time. */
 typedef struct lq_fwd_ws lq_fwd_ws;
 lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
                            lq_fwd_ws **out, lq_err *err);
 void      lq_fwd_ws_free(lq_fwd_ws *ws);
+/* CPU threads of the forwards using ws (<= 0: all cores, the default). */
+void      lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
+int64_t   lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
+/* Bytes held by ws (for memory reports). */
+size_t    lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 
 /* Called with the input activations of Linear `lin` of a layer: x [t, k] row-major, one call per
  * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear.
@@ -81,7 +118,9 @@ typedef lq_status (*lq_capture_fn)(void *user, lq_lin_id lin, const float *x, in
 
 /* h [nseq * seqlen, d] in/out: residual stream through decoder layer `layer` for nseq
  * independent sequences of seqlen tokens (positions 0..seqlen-1). cap may be NULL.
- * stop_after >= 0: return right after the inputs of that linear were captured (h unchanged). */
+ * stop_after >= 0: return right after the inputs of that linear were captured (h unchanged).
+ * Captures come in lq_lin_id order within each chunk (q, k, v, o, gate, up, down); with
+ * stop_after = s every linear with id <= s is captured, for every chunk. */
 lq_status lq_layer_forward(const lq_model *m, const lq_layer *layer, float *h, int64_t nseq,
                            int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
                            lq_fwd_ws *ws, lq_err *err);

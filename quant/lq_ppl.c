@@ -1,3 +1,4 @@
+/* Perplexity: the protocols of lq_ppl.h over token ids, and the public lq_perplexity job. */
 #include "lq_ppl.h"
 
 #include "lq_dataset.h"
@@ -6,187 +7,298 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-int64_t lq_ppl_default_ctx(const lq_model_config *c, int protocol) {
-    int64_t d = protocol == LQ_PPL_LLAMACPP ? 512 : 2048;
-    return c->max_position_embeddings < d ? c->max_position_embeddings : d;
+static const char *const k_protocols[LQ_PPL_PROTOCOL_COUNT] = {"gptq", "llamacpp", "docs"};
+
+lq_status lq_ppl_protocol_parse(const char *name, int *protocol, lq_err *err) {
+    for (int i = 0; i < LQ_PPL_PROTOCOL_COUNT; i++)
+        if (name && strcmp(name, k_protocols[i]) == 0) {
+            *protocol = i;
+            return LQ_OK;
+        }
+    LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown perplexity protocol \"%s\" (gptq, llamacpp, docs)",
+            name ? name : "");
 }
 
-/* Sum of -log softmax(logits)[target] over rows [r0, r1) predicting ids[r+1]. */
-static double nll_rows(const float *logits, int64_t V, const int32_t *tgt, int64_t r0,
-                       int64_t r1) {
+const char *lq_ppl_protocol_name(int p) {
+    return (p >= 0 && p < LQ_PPL_PROTOCOL_COUNT) ? k_protocols[p] : "?";
+}
+
+int64_t lq_ppl_default_ctx(const lq_model_config *c, int protocol) {
+    const int64_t want = protocol == LQ_PPL_LLAMACPP ? 512 : 2048;
+    return c->max_position_embeddings < want ? c->max_position_embeddings : want;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The engine: batches of equal-length sequences through every layer, then logits of the     */
+/* scored rows in blocks, -log softmax[target] summed in double.                              */
+/* ---------------------------------------------------------------------------------------- */
+typedef struct ppl_run {
+    lq_model          *m;
+    const lq_ppl_opts *o;
+    lq_ppl_exec        ex;
+    lq_err            *err;
+    lq_fwd_ws         *ws;
+    float             *h;      /* [batch tokens, d] residual stream */
+    int64_t            h_cap;  /* floats */
+    float             *logits; /* [lrows, vocab] */
+    int64_t            lrows;
+    int                nthreads;
+    double             nll_sum;
+    int64_t            scored, windows_done, windows_total, tokens_run;
+    double             t0;
+} ppl_run;
+
+static lq_status progress(ppl_run *r, const char *detail) {
+    const lq_callbacks *cb = r->o ? r->o->cb : NULL;
+    if (!cb || !cb->progress)
+        return LQ_OK;
+    const double el   = lq_now() - r->t0;
+    const double done = (double)r->windows_done;
+    lq_progress  p    = {.phase     = "ppl",
+                         .step      = r->windows_done,
+                         .total     = r->windows_total,
+                         .elapsed_s = el,
+                         .eta_s = done > 0 ? el / done * (double)(r->windows_total - r->windows_done)
+                                           : -1.0,
+                         .detail = detail};
+    if (cb->progress(&p, cb->user))
+        LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "perplexity: cancelled after %lld of %lld windows",
+                (long long)r->windows_done, (long long)r->windows_total);
+    return LQ_OK;
+}
+
+/* -log softmax(row)[target], in double. */
+static double row_nll(const float *row, int64_t V, int32_t target) {
+    double mx = row[0];
+    for (int64_t i = 1; i < V; i++)
+        mx = row[i] > mx ? row[i] : mx;
     double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static)
-    for (int64_t r = r0; r < r1; r++) {
-        const float *l  = logits + r * V;
-        float        mx = l[0];
-        for (int64_t j = 1; j < V; j++)
-            mx = l[j] > mx ? l[j] : mx;
-        double z = 0;
-        for (int64_t j = 0; j < V; j++)
-            z += exp((double)(l[j] - mx));
-        s += log(z) + mx - l[tgt[r + 1]];
+    for (int64_t i = 0; i < V; i++)
+        s += exp((double)row[i] - mx);
+    return mx + log(s) - (double)row[target];
+}
+
+/* nb sequences of L tokens (ids [nb * L] contiguous): forward, then score the predictions made
+ * at positions first .. L-2. */
+static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L, int64_t first) {
+    lq_model     *m = r->m;
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, T = nb * L;
+    lq_err       *err = r->err;
+    if (r->h_cap < T * d) {
+        lq_aligned_free(r->h);
+        r->h_cap = 0;
+        r->h     = lq_aligned_alloc((size_t)(T * d) * sizeof(float));
+        LQ_RETURN_IF(!r->h, err, LQ_ERR_NOMEM,
+                     "perplexity: out of memory for the activations of %lld tokens", (long long)T);
+        r->h_cap = T * d;
     }
-    return s;
+    LQ_TRY(lq_model_embed(m, ids, T, r->h, err));
+    for (int64_t l = 0; l < m->cfg.num_layers; l++) {
+        if (m->layers) {
+            LQ_TRY(lq_layer_forward(m, &m->layers[l], r->h, nb, L, NULL, NULL, -1, r->ws, err));
+            continue;
+        }
+        lq_layer layer;
+        LQ_TRY(lq_model_load_layer(m, l, &layer, err));
+        const lq_status st = lq_layer_forward(m, &layer, r->h, nb, L, NULL, NULL, -1, r->ws, err);
+        lq_layer_free(&layer);
+        LQ_TRY(st);
+        char detail[64];
+        snprintf(detail, sizeof detail, "model.layers.%lld", (long long)l);
+        LQ_TRY(progress(r, detail)); /* streamed batches are long: keep cancel responsive */
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const int32_t *seq = ids + b * L;
+        for (int64_t r0 = first; r0 < L - 1; r0 += r->lrows) {
+            const int64_t rows = L - 1 - r0 < r->lrows ? L - 1 - r0 : r->lrows;
+            LQ_TRY(lq_model_logits(m, r->h + (b * L + r0) * d, rows, r->logits, r->ws, err));
+            double        sum = 0;
+            int64_t       bad = -1;
+            const float  *lg  = r->logits;
+#pragma omp parallel for reduction(+ : sum) reduction(max : bad) num_threads(r->nthreads) \
+    if (rows * V >= (1 << 18))
+            for (int64_t j = 0; j < rows; j++) {
+                const double v = row_nll(lg + j * V, V, seq[r0 + j + 1]);
+                sum += v;
+                if (!isfinite(v))
+                    bad = r0 + j > bad ? r0 + j : bad;
+            }
+            LQ_RETURN_IF(bad >= 0, err, LQ_ERR_NUMERIC,
+                         "%s: NaN/Inf logits at position %lld of window %lld", m->dir,
+                         (long long)bad, (long long)(r->windows_done + b));
+            r->nll_sum += sum;
+            r->scored += rows;
+        }
+    }
+    r->windows_done += nb;
+    r->tokens_run += T;
+    return progress(r, NULL);
+}
+
+static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const lq_ppl_exec *ex,
+                          int64_t max_len, int64_t total_tokens, int64_t nwin, lq_err *err) {
+    memset(r, 0, sizeof *r);
+    r->m             = m;
+    r->o             = o;
+    if (ex)
+        r->ex = *ex;
+    r->err           = err;
+    r->windows_total = nwin;
+    r->nthreads      = r->ex.nthreads > 0 ? r->ex.nthreads : omp_get_max_threads();
+    r->t0            = lq_now();
+    /* chunks of a few thousand tokens keep every GEMM wide while the workspace stays small */
+    int64_t max_tokens = total_tokens < 4096 ? total_tokens : 4096;
+    max_tokens         = max_tokens < max_len ? max_len : max_tokens;
+    LQ_TRY(lq_fwd_ws_create(&m->cfg, max_tokens, max_len, &r->ws, err));
+    lq_fwd_ws_set_threads(r->ws, r->nthreads);
+    /* logits in blocks of <= 64 MiB */
+    const int64_t V = m->cfg.vocab_size;
+    r->lrows        = ((int64_t)1 << 24) / V;
+    r->lrows        = r->lrows < 1 ? 1 : r->lrows > max_len ? max_len : r->lrows;
+    r->logits       = lq_aligned_alloc((size_t)(r->lrows * V) * sizeof(float));
+    LQ_RETURN_IF(!r->logits, err, LQ_ERR_NOMEM, "perplexity: out of memory for logits");
+    return LQ_OK;
+}
+
+static void run_free(ppl_run *r) {
+    lq_fwd_ws_free(r->ws);
+    lq_aligned_free(r->h);
+    lq_aligned_free(r->logits);
+}
+
+static void run_result(const ppl_run *r, int64_t ctx, int64_t tokens, lq_ppl_result *res) {
+    res->tokens        = tokens;
+    res->tokens_scored = r->scored;
+    res->windows       = r->windows_done;
+    res->ctx           = ctx;
+    res->tokens_run    = r->tokens_run;
+    res->nll           = r->scored ? r->nll_sum / (double)r->scored : NAN;
+    res->ppl           = exp(res->nll);
+    res->seconds       = lq_now() - r->t0;
+}
+
+/* Windows per batch: a workspace chunk's worth with all layers resident; with layers streamed,
+ * as many as the activation budget holds, so each layer is loaded once per batch. */
+static int64_t batch_windows(const ppl_run *r, int64_t L) {
+    int64_t nb;
+    if (r->m->layers) {
+        nb = lq_fwd_ws_max_tokens(r->ws) / L;
+    } else {
+        const int64_t budget = r->ex.max_act_bytes > 0 ? r->ex.max_act_bytes : (int64_t)1 << 30;
+        nb = budget / (L * r->m->cfg.hidden_size * (int64_t)sizeof(float));
+    }
+    return nb < 1 ? 1 : nb;
 }
 
 lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
-                        lq_ppl_result *r, lq_err *err) {
-    memset(r, 0, sizeof *r);
-    double  t0  = lq_now();
-    int64_t ctx = o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, o->protocol);
-    if (ctx < 2 || ctx > m->cfg.max_position_embeddings)
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "perplexity window %lld outside [2, %lld]",
-                (long long)ctx, (long long)m->cfg.max_position_embeddings);
-    int64_t need = o->protocol == LQ_PPL_LLAMACPP ? 2 * ctx : ctx;
-    if (n < need)
-        LQ_FAIL(err, LQ_ERR_CALIB_EMPTY,
-                "text has %lld tokens, the %s protocol needs at least %lld (ctx %lld)",
-                (long long)n, o->protocol == LQ_PPL_LLAMACPP ? "llamacpp" : "gptq",
-                (long long)need, (long long)ctx);
-    if (o->protocol == LQ_PPL_LLAMACPP && o->bos < 0)
-        LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "the llamacpp protocol needs a tokenizer with BOS");
-    LQ_TRY(lq_model_load_all(m, err));
-    int64_t nwin = n / ctx, d = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    /* Several windows per forward keep the GEMMs wide; bounded to ~16k tokens of activations. */
-    int64_t per = 16384 / ctx > 0 ? 16384 / ctx : 1;
-    if (per > nwin)
-        per = nwin;
-    lq_fwd_ws *ws     = NULL;
-    float     *h      = lq_malloc_n(per * ctx * d, sizeof(float));
-    float     *logits = lq_malloc_n(ctx * V, sizeof(float));
-    int32_t   *win    = lq_malloc_n(per * ctx, sizeof(int32_t));
-    lq_status  st     = LQ_OK;
-    if (!h || !logits || !win) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "out of memory for perplexity (%lld-token windows)",
-                     (long long)ctx);
-        goto done;
-    }
-    LQ_TRY_GOTO(lq_fwd_ws_create(&m->cfg, per * ctx, ctx, &ws, err));
-    int64_t first = o->protocol == LQ_PPL_LLAMACPP ? ctx / 2 : 0;
-    double  sum   = 0;
-    int64_t cnt   = 0;
-    for (int64_t w0 = 0; w0 < nwin; w0 += per) {
-        int64_t nw = nwin - w0 < per ? nwin - w0 : per;
-        memcpy(win, ids + w0 * ctx, (size_t)(nw * ctx) * sizeof(int32_t));
-        if (o->protocol == LQ_PPL_LLAMACPP)
-            for (int64_t w = 0; w < nw; w++)
-                win[w * ctx] = o->bos;
-        LQ_TRY_GOTO(lq_model_embed(m, win, nw * ctx, h, err));
-        for (int64_t l = 0; l < m->cfg.num_layers; l++)
-            LQ_TRY_GOTO(lq_layer_forward(m, &m->layers[l], h, nw, ctx, NULL, NULL, -1, ws, err));
-        for (int64_t w = 0; w < nw; w++) {
-            /* only rows that are scored need logits */
-            LQ_TRY_GOTO(lq_model_logits(m, h + (w * ctx + first) * d, ctx - 1 - first,
-                                        logits + first * V, ws, err));
-            sum += nll_rows(logits, V, win + w * ctx, first, ctx - 1);
-            cnt += ctx - 1 - first;
-        }
-        if (o->cb && o->cb->progress) {
-            double       el = lq_now() - t0;
-            int64_t      dn = w0 + nw;
-            lq_progress  p  = {"ppl", dn, nwin, el, el / (double)dn * (double)(nwin - dn), NULL};
-            if (o->cb->progress(&p, o->cb->user)) {
-                st = lq_fail(err, LQ_ERR_INTERRUPTED, "perplexity interrupted");
-                goto done;
+                        lq_ppl_result *res, lq_err *err) {
+    return lq_ppl_tokens_ex(m, ids, n, o, NULL, res, err);
+}
+
+lq_status lq_ppl_tokens_ex(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
+                           const lq_ppl_exec *ex, lq_ppl_result *res, lq_err *err) {
+    memset(res, 0, sizeof *res);
+    const int p = o ? o->protocol : LQ_PPL_GPTQ;
+    LQ_RETURN_IF(p != LQ_PPL_GPTQ && p != LQ_PPL_LLAMACPP, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: protocol %s does not window a token stream (gptq, llamacpp)",
+                 lq_ppl_protocol_name(p));
+    const int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, p);
+    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
+    const int64_t need = p == LQ_PPL_LLAMACPP ? 2 * ctx : ctx;
+    LQ_RETURN_IF(n < need, err, LQ_ERR_CALIB_EMPTY,
+                 "perplexity: the text has %lld tokens; the %s protocol with ctx %lld needs at "
+                 "least %lld",
+                 (long long)n, lq_ppl_protocol_name(p), (long long)ctx, (long long)need);
+    const int64_t nwin  = n / ctx;
+    const int64_t first = p == LQ_PPL_LLAMACPP ? ctx / 2 : 0;
+    const int     bos   = p == LQ_PPL_LLAMACPP && o && o->bos >= 0;
+    ppl_run       r;
+    int32_t      *buf = NULL;
+    lq_status     st  = run_init(&r, m, o, ex, ctx, nwin * ctx, nwin, err);
+    if (st == LQ_OK) {
+        const int64_t nb = batch_windows(&r, ctx);
+        if (bos && !(buf = lq_malloc_n(nb * ctx, sizeof(int32_t))))
+            st = lq_fail(err, LQ_ERR_NOMEM, "perplexity: out of memory");
+        for (int64_t w0 = 0; st == LQ_OK && w0 < nwin; w0 += nb) {
+            const int64_t  k   = nwin - w0 < nb ? nwin - w0 : nb;
+            const int32_t *win = ids + w0 * ctx;
+            if (bos) { /* llama-perplexity: tokens[batch_start] = BOS in every chunk */
+                memcpy(buf, win, (size_t)(k * ctx) * sizeof(int32_t));
+                for (int64_t i = 0; i < k; i++)
+                    buf[i * ctx] = o->bos;
+                win = buf;
             }
+            st = run_batch(&r, win, k, ctx, first);
         }
     }
-    r->nll           = sum / (double)cnt;
-    r->ppl           = exp(r->nll);
-    r->tokens        = n;
-    r->tokens_scored = cnt;
-    r->windows       = nwin;
-    r->ctx           = ctx;
-    r->seconds       = lq_now() - t0;
-    if (!isfinite(r->nll))
-        st = lq_fail(err, LQ_ERR_NUMERIC, "%s: perplexity is not finite", m->dir);
-done:
-    lq_fwd_ws_free(ws);
-    free(h);
-    free(logits);
-    free(win);
+    if (st == LQ_OK)
+        run_result(&r, ctx, n, res);
+    free(buf);
+    run_free(&r);
     return st;
 }
 
 lq_status lq_ppl_sequences(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
-                           const lq_ppl_opts *o, lq_ppl_result *r, lq_err *err) {
-    memset(r, 0, sizeof *r);
-    double  t0  = lq_now();
-    int64_t ctx = o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_GPTQ);
-    if (ctx > m->cfg.max_position_embeddings)
-        ctx = m->cfg.max_position_embeddings;
-    LQ_TRY(lq_model_load_all(m, err));
-    int64_t    d = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    lq_fwd_ws *ws     = NULL;
-    float     *h      = lq_malloc_n(ctx * d, sizeof(float));
-    float     *logits = lq_malloc_n(ctx * V, sizeof(float));
-    lq_status  st     = LQ_OK;
-    double     sum    = 0;
-    int64_t    cnt = 0, used = 0;
-    if (!h || !logits) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "out of memory for perplexity");
-        goto done;
-    }
-    LQ_TRY_GOTO(lq_fwd_ws_create(&m->cfg, ctx, ctx, &ws, err));
+                           const lq_ppl_opts *o, lq_ppl_result *res, lq_err *err) {
+    return lq_ppl_sequences_ex(m, ids, off, nseq, o, NULL, res, err);
+}
+
+lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
+                              const lq_ppl_opts *o, const lq_ppl_exec *ex, lq_ppl_result *res,
+                              lq_err *err) {
+    memset(res, 0, sizeof *res);
+    int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_DOCS);
+    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
+    int64_t maxlen = 0, total = 0, used = 0;
     for (int64_t i = 0; i < nseq; i++) {
-        int64_t L = off[i + 1] - off[i];
-        if (L > ctx)
-            L = ctx;
-        if (L < 2)
-            continue;
-        LQ_TRY_GOTO(lq_model_embed(m, ids + off[i], L, h, err));
-        for (int64_t l = 0; l < m->cfg.num_layers; l++)
-            LQ_TRY_GOTO(lq_layer_forward(m, &m->layers[l], h, 1, L, NULL, NULL, -1, ws, err));
-        LQ_TRY_GOTO(lq_model_logits(m, h, L - 1, logits, ws, err));
-        sum += nll_rows(logits, V, ids + off[i], 0, L - 1);
-        cnt += L - 1;
-        used++;
-        if (o->cb && o->cb->progress) {
-            double      el = lq_now() - t0;
-            lq_progress p  = {"ppl", i + 1, nseq, el, el / (double)(i + 1) * (double)(nseq - i - 1),
-                              NULL};
-            if (o->cb->progress(&p, o->cb->user)) {
-                st = lq_fail(err, LQ_ERR_INTERRUPTED, "perplexity interrupted");
-                goto done;
-            }
-        }
+        LQ_RETURN_IF(off[i + 1] < off[i], err, LQ_ERR_INVALID_ARG,
+                     "perplexity: sequence offsets decrease at %lld", (long long)i);
+        const int64_t L = off[i + 1] - off[i] < ctx ? off[i + 1] - off[i] : ctx;
+        maxlen          = L > maxlen ? L : maxlen;
+        total += L;
+        used += L >= 2;
     }
-    if (cnt == 0) {
-        st = lq_fail(err, LQ_ERR_CALIB_EMPTY, "no document with at least 2 tokens");
-        goto done;
+    LQ_RETURN_IF(used == 0, err, LQ_ERR_CALIB_EMPTY,
+                 "perplexity: none of the %lld documents has the 2 tokens needed to score one",
+                 (long long)nseq);
+    ppl_run   r;
+    lq_status st = run_init(&r, m, o, ex, maxlen, total, used, err);
+    for (int64_t i = 0; st == LQ_OK && i < nseq; i++) {
+        const int64_t L = off[i + 1] - off[i] < ctx ? off[i + 1] - off[i] : ctx;
+        if (L >= 2)
+            st = run_batch(&r, ids + off[i], 1, L, 0);
     }
-    r->nll           = sum / (double)cnt;
-    r->ppl           = exp(r->nll);
-    r->tokens        = off[nseq];
-    r->tokens_scored = cnt;
-    r->windows       = used;
-    r->ctx           = ctx;
-    r->seconds       = lq_now() - t0;
-    if (!isfinite(r->nll))
-        st = lq_fail(err, LQ_ERR_NUMERIC, "%s: perplexity is not finite", m->dir);
-done:
-    lq_fwd_ws_free(ws);
-    free(h);
-    free(logits);
+    if (st == LQ_OK)
+        run_result(&r, ctx, off[nseq], res);
+    run_free(&r);
     return st;
 }
 
-/* Split at sep, strip (Python str.strip whitespace), encode BOS + doc. */
+/* ---------------------------------------------------------------------------------------- */
+/* Public job                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* docs protocol: split at sep, strip (Python str.strip whitespace), encode [BOS +] doc. */
 static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t len,
                              const char *sep, int32_t **ids_out, int64_t **off_out,
                              int64_t *ndocs, lq_err *err) {
-    size_t   sl  = strlen(sep);
-    int64_t  cap = 1024, n = 0, nd = 0, ocap = 64;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int64_t *off = malloc((size_t)ocap * sizeof *off);
-    if (!ids || !off) {
-        free(ids);
-        free(off);
-        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-    }
+    const size_t sl  = strlen(sep);
+    int64_t      cap = 1024, n = 0, nd = 0, ocap = 64;
+    int32_t     *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t     *off = malloc((size_t)ocap * sizeof *off);
+    lq_status    st  = LQ_OK;
+    if (!ids || !off)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
     off[0]        = 0;
     const char *p = text, *end = text + len;
     while (p <= end) {
@@ -199,31 +311,20 @@ static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t 
         while (b > a && strchr(" \t\n\r\f\v", b[-1]))
             b--;
         if (b > a) {
-            int32_t  *t  = NULL;
-            int64_t   nt = 0;
-            lq_status s  = lq_tok_encode(tok, a, b - a, lq_tok_bos_id(tok) >= 0, &t, &nt, err);
-            if (s != LQ_OK) {
-                free(ids);
-                free(off);
-                return s;
-            }
-            if (n + nt > cap || nd + 2 > ocap) {
-                while (n + nt > cap)
-                    cap *= 2;
-                while (nd + 2 > ocap)
-                    ocap *= 2;
-                int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
-                int64_t *no = realloc(off, (size_t)ocap * sizeof *off);
-                if (ni)
-                    ids = ni;
-                if (no)
-                    off = no;
-                if (!ni || !no) {
-                    free(t);
-                    free(ids);
-                    free(off);
-                    LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-                }
+            int32_t *t  = NULL;
+            int64_t  nt = 0;
+            LQ_TRY_GOTO(lq_tok_encode(tok, a, b - a, lq_tok_adds_bos(tok), &t, &nt, err));
+            while (n + nt > cap)
+                cap *= 2;
+            while (nd + 2 > ocap)
+                ocap *= 2;
+            int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
+            ids         = ni ? ni : ids;
+            int64_t *no = ni ? realloc(off, (size_t)ocap * sizeof *off) : NULL;
+            off         = no ? no : off;
+            if (!ni || !no) {
+                free(t);
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
             }
             memcpy(ids + n, t, (size_t)nt * sizeof *t);
             free(t);
@@ -234,51 +335,95 @@ static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t 
             break;
         p = q + sl;
     }
+done:
+    if (st != LQ_OK) {
+        free(ids);
+        free(off);
+        return st;
+    }
     *ids_out = ids;
     *off_out = off;
     *ndocs   = nd;
     return LQ_OK;
 }
 
-/* ------------------------------------------------------------------------------------------
- * Public job: lq_perplexity
- * ------------------------------------------------------------------------------------------ */
+/* Float32 bytes of all decoder layers if loaded dense. */
+static double dense_layer_bytes(const lq_model_config *c) {
+    double per = 0;
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(c, (lq_lin_id)l, &n, &k);
+        per += (double)n * (double)k * 4.0;
+    }
+    return per * (double)c->num_layers;
+}
+
+static double phys_ram_bytes(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+}
+
+static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...)
+    LQ_PRINTF(3, 4);
+static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) {
+    if (!cb || !cb->log)
+        return;
+    char    buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cb->log(lv, buf, cb->user);
+}
+
 lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,
                         const lq_callbacks *cb, char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
-    if (!model_dir || !data_file)
+    if (!model_dir || !data_file || !*model_dir || !*data_file)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_perplexity: model_dir and data_file are required");
     lq_model     *m   = NULL;
     lq_tokenizer *tok = NULL;
     lq_text       txt = {0};
     int32_t      *ids = NULL;
-    int64_t       nid = 0;
+    int64_t      *off = NULL, nid = 0, nd = 0;
     lq_status     st  = LQ_OK;
+    const double  t0  = lq_now();
+    lq_ppl_opts   o   = {0};
+    const char   *proto = lq_params_get(p, "protocol");
+    LQ_TRY(lq_ppl_protocol_parse(proto, &o.protocol, err));
     LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
     const char *tp = lq_params_get(p, "tokenizer");
-    LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err) : lq_tok_load_dir(model_dir, &tok, err));
+    LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
+                          : lq_tok_load_dir(model_dir, &tok, err));
     LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
-    const char *proto = lq_params_get(p, "protocol");
-    lq_ppl_opts o     = {0};
-    o.protocol        = (proto && !strcmp(proto, "llamacpp")) ? LQ_PPL_LLAMACPP
-                        : (proto && !strcmp(proto, "docs")) ? LQ_PPL_DOCS
-                                                            : LQ_PPL_GPTQ;
-    o.ctx             = lq_params_i64(p, "ctx");
-    o.bos             = lq_tok_bos_id(tok);
-    o.cb              = cb;
-    /* gptq: BOS once if the tokenizer adds it; llamacpp tokenizes with BOS too (replaced per
-     * chunk anyway). */
+    o.ctx      = lq_params_i64(p, "ctx");
+    o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
+    o.cb                = cb;
+    const lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
+
+    /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
+     * mostly views into the mapping); otherwise each batch of windows streams the layers. */
+    const double need = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
+    const double ram  = phys_ram_bytes();
+    const int    resident = ram <= 0 || need <= ram / 2;
+    if (resident)
+        LQ_TRY_GOTO(lq_model_load_all(m, err));
+    else
+        log_msg(cb, LQ_LOG_INFO,
+                "%s: %.1f GiB of float32 layers over half the RAM: layers are streamed per batch "
+                "of windows",
+                model_dir, need / (1 << 30));
+    const double load_s = lq_now() - t0;
+
     lq_ppl_result r;
     if (o.protocol == LQ_PPL_DOCS) {
-        int64_t *off = NULL, nd = 0;
         LQ_TRY_GOTO(encode_docs(tok, txt.data, txt.len, lq_params_get(p, "doc_separator"), &ids,
                                 &off, &nd, err));
-        st = lq_ppl_sequences(m, ids, off, nd, &o, &r, err);
-        free(off);
+        st = lq_ppl_sequences_ex(m, ids, off, nd, &o, &ex, &r, err);
     } else {
         LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
-        st = lq_ppl_tokens(m, ids, nid, &o, &r, err);
+        st = lq_ppl_tokens_ex(m, ids, nid, &o, &ex, &r, err);
     }
     if (st != LQ_OK) {
         lq_err_prefix(err, "%s", data_file);
@@ -286,24 +431,33 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     }
     if (report_json) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "model_dir", model_dir);
-        cJSON_AddStringToObject(j, "data_file", data_file);
-        cJSON_AddStringToObject(j, "protocol", proto ? proto : "gptq");
-        cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
+        if (!j)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
         cJSON_AddNumberToObject(j, "ppl", r.ppl);
         cJSON_AddNumberToObject(j, "nll", r.nll);
         cJSON_AddNumberToObject(j, "tokens", (double)r.tokens);
         cJSON_AddNumberToObject(j, "tokens_scored", (double)r.tokens_scored);
         cJSON_AddNumberToObject(j, "windows", (double)r.windows);
+        cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
+        cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(o.protocol));
         cJSON_AddNumberToObject(j, "seconds", r.seconds);
+        /* forward throughput: every token pushed through the model, scored or not */
         cJSON_AddNumberToObject(j, "tokens_per_second",
-                                r.seconds > 0 ? (double)r.tokens_scored / r.seconds : 0);
+                                r.seconds > 0 ? (double)r.tokens_run / r.seconds : 0);
+        cJSON_AddNumberToObject(j, "load_seconds", load_s);
+        cJSON_AddStringToObject(j, "layers", resident ? "resident" : "streamed");
         cJSON_AddStringToObject(j, "format", lq_format_traits_get(m->format)->name);
+        cJSON_AddStringToObject(j, "model_dir", model_dir);
+        cJSON_AddStringToObject(j, "data_file", data_file);
+        cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
         *report_json = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
+        if (!*report_json)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
     }
 done:
     free(ids);
+    free(off);
     lq_text_free(&txt);
     lq_tok_free(tok);
     lq_model_free(m);

@@ -1,16 +1,29 @@
-/* lq_ppl.h -- perplexity over a token stream with the two standard protocols.
+/* lq_ppl.h -- perplexity of a model on token ids (internal API; the public lq_perplexity in
+ * llmquant.h adds model/tokenizer/text loading and the JSON report).
  *
- * "gptq" (GPTQ/AWQ papers, gptq/datautils.py + llama_eval): the whole text is one token stream
- *   with BOS once at the very start (when the tokenizer adds BOS); it is cut into
- *   floor(n / ctx) non-overlapping windows, the tail is dropped, every window is evaluated
- *   independently and scores its ctx-1 next-token predictions; ppl = exp(mean NLL).
- * "llamacpp" (llama-perplexity): windows of n_ctx tokens whose first token is replaced by BOS;
- *   only the second half of each window is scored (n_ctx - 1 - n_ctx/2 tokens), so every scored
- *   token sees at least n_ctx/2 tokens of context. Needs at least 2 * n_ctx tokens.
- * "docs" (llama2.c-style evaluation of document collections such as TinyStories): the text is
- *   split at a separator ("<|endoftext|>"), each document is stripped of surrounding whitespace,
- *   encoded as BOS + text, truncated to ctx, and all its next-token predictions are scored. This
- *   reproduces the llama2.c reference for stories260K (NLL 1.266 on tinystories_sample.txt). */
+ * Protocols:
+ *  "gptq"     (GPTQ / AWQ papers: gptq/datautils.py + llama.py llama_eval, llm-awq entry.py):
+ *             the whole text is ONE token stream with BOS once at its start (when the tokenizer
+ *             adds BOS); it is cut into floor(n / ctx) non-overlapping windows, the tail dropped;
+ *             each window runs independently (no BOS re-inserted) and scores its ctx - 1
+ *             next-token predictions; ppl = exp(mean NLL over all n_windows * (ctx - 1)).
+ *             ctx default min(2048, max_position_embeddings); needs n >= ctx.
+ *  "llamacpp" (llama.cpp llama-perplexity): the same stream cut into floor(n / ctx) chunks whose
+ *             first token is replaced by BOS (when the tokenizer adds BOS); only positions
+ *             >= ctx/2 are scored, i.e. ctx - 1 - ctx/2 predictions per chunk, each with at
+ *             least ctx/2 tokens of context. ctx default min(512, max_position_embeddings);
+ *             needs n >= 2 * ctx, like llama-perplexity.
+ *  "docs"     (llama2.c-style evaluation of document collections such as TinyStories; in
+ *             lq_perplexity): the text is split at a separator ("<|endoftext|>"), each document
+ *             stripped of surrounding whitespace and encoded as BOS + text, truncated to ctx,
+ *             and all its next-token predictions scored (lq_ppl_sequences). This is the
+ *             protocol behind the llama2.c reference for stories260K: NLL 1.266 on
+ *             tinystories_sample.txt (tests/test_ppl.c lists the windowings that do not).
+ *
+ * Memory: with m->layers loaded (lq_model_load_all) windows run a few at a time through all
+ * layers; without, they run in batches layer by layer, each layer loaded, applied to the batch
+ * and freed (batch activations bounded by max_act_bytes), so a model whose float32 weights do
+ * not fit in RAM still evaluates. */
 #ifndef LQ_PPL_H
 #define LQ_PPL_H
 
@@ -19,36 +32,60 @@
 typedef enum lq_ppl_protocol {
     LQ_PPL_GPTQ     = 0,
     LQ_PPL_LLAMACPP = 1,
-    LQ_PPL_DOCS     = 2
+    LQ_PPL_DOCS     = 2,
+    LQ_PPL_PROTOCOL_COUNT
 } lq_ppl_protocol;
+
+/* "gptq" / "llamacpp" / "docs" <-> enum; parse fails with LQ_ERR_INVALID_ARG listing them. */
+lq_status   lq_ppl_protocol_parse(const char *name, int *protocol, lq_err *err);
+const char *lq_ppl_protocol_name(int protocol);
 
 typedef struct lq_ppl_opts {
     int64_t             ctx;      /* window; 0 = protocol default */
     int                 protocol; /* lq_ppl_protocol */
-    int32_t             bos;      /* BOS id, -1 if the tokenizer has none */
-    const lq_callbacks *cb;       /* progress ("ppl", windows) */
+    int32_t             bos;      /* llamacpp: written over each chunk's first token; -1 = the
+                                     tokenizer adds no BOS (chunks left as they are) */
+    const lq_callbacks *cb;       /* progress ("ppl", windows done / total) and cancel */
 } lq_ppl_opts;
+
+/* Execution knobs that do not change the result. */
+typedef struct lq_ppl_exec {
+    int     nthreads;      /* <= 0: all cores */
+    int64_t max_act_bytes; /* streamed layers: activation budget per batch (0: 1 GiB) */
+} lq_ppl_exec;
 
 typedef struct lq_ppl_result {
     double  ppl;
     double  nll;           /* mean NLL per scored token (nats) */
-    int64_t tokens;        /* tokens in the stream */
+    int64_t tokens;        /* tokens in the stream / all documents */
     int64_t tokens_scored;
     int64_t windows;
     int64_t ctx;
-    double  seconds;
+    double  seconds;       /* forward + scoring wall time */
+    int64_t tokens_run;    /* tokens pushed through the model */
 } lq_ppl_result;
 
-/* Default window of a protocol for a model: gptq min(2048, max_pos), llamacpp min(512, max_pos). */
+/* Default window of a protocol for a model: gptq and docs min(2048, max_pos), llamacpp
+ * min(512, max_pos). */
 int64_t lq_ppl_default_ctx(const lq_model_config *c, int protocol);
 
-/* Evaluate ids[n] (BOS already prepended for gptq if wanted). Loads all layers. */
+/* gptq / llamacpp windows over ids[n] (BOS already at ids[0] when the tokenizer adds one).
+ * Text too short -> LQ_ERR_CALIB_EMPTY naming the token count and the count needed; ctx over
+ * max_position_embeddings -> LQ_ERR_INVALID_ARG; NaN/Inf logits -> LQ_ERR_NUMERIC naming the
+ * window; progress callback non-zero -> LQ_ERR_INTERRUPTED. */
 lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
                         lq_ppl_result *r, lq_err *err);
+/* The same with execution knobs (ex may be NULL: defaults). */
+lq_status lq_ppl_tokens_ex(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
+                           const lq_ppl_exec *ex, lq_ppl_result *r, lq_err *err);
 
-/* Evaluate independent sequences (docs protocol): seq i is ids[off[i] .. off[i+1]), all its
- * predictions scored (sequences longer than ctx are truncated to ctx). */
+/* Independent sequences (docs protocol): seq i is ids[off[i] .. off[i+1]), truncated to ctx,
+ * all its next-token predictions scored; sequences under 2 tokens are skipped (not counted in
+ * r->windows). None long enough -> LQ_ERR_CALIB_EMPTY. */
 lq_status lq_ppl_sequences(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
                            const lq_ppl_opts *o, lq_ppl_result *r, lq_err *err);
+lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
+                              const lq_ppl_opts *o, const lq_ppl_exec *ex, lq_ppl_result *r,
+                              lq_err *err);
 
 #endif

@@ -1,0 +1,444 @@
+/* Llama-family decoder forward in float32 on the CPU, shaped exactly like transformers'
+ * LlamaForCausalLM (eager attention): RMSNorm with eps inside the root, rotate-half RoPE, GQA by
+ * sharing each KV head between num_heads / num_kv_heads query heads, causal (and, for Mistral,
+ * sliding-window) mask, softmax in float32, SwiGLU MLP.
+ *
+ * Every Linear runs over all tokens of a chunk at once (one GEMM per Linear per chunk).
+ * Attention runs as independent jobs of (sequence, head, block of query rows), each two sgemms
+ * around a masked softmax, spread over OpenMP threads; a query block only multiplies against
+ * the keys it may see, so the causal half of QK^T is mostly skipped. Chunks hold whole
+ * sequences and at most ws->max_tokens tokens: that, not the number of sequences, bounds the
+ * memory. */
+#include "lq_model.h"
+
+#include "lq_dtype.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below these sizes a loop runs on the calling thread: waking the OpenMP team (whose idle
+ * threads then spin and compete with OpenBLAS's own threads for the cores) costs more than
+ * the loop. Elementwise loops are counted in elements, attention in multiply-adds. */
+#define PAR_ELEMS (1 << 20)
+#define PAR_MACS  (1 << 22)
+
+/* Query rows per attention job: large enough for sgemm efficiency, small enough that the
+ * per-thread score block (QB x max_seq floats) stays in cache-friendly sizes and that causal
+ * blocks skip most masked keys. */
+#define QB 64
+
+struct lq_fwd_ws {
+    int64_t d, qd, kvd, ff, max_tokens, max_seq;
+    int     nthreads;
+    float  *xn;  /* [T, d]   normalized input of the current sub-block */
+    float  *q;   /* [T, qd]  */
+    float  *k;   /* [T, kvd] */
+    float  *v;   /* [T, kvd] */
+    float  *att; /* [T, qd]  attention output (input of o_proj) */
+    float  *r;   /* [T, d]   residual after attention */
+    float  *o;   /* [T, d]   o_proj / down_proj output */
+    float  *g;   /* [T, ff]  gate, then silu(gate) * up */
+    float  *u;   /* [T, ff]  up */
+    float  *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
+    int64_t half;
+    float  *scores;
+    size_t  scores_cap; /* floats */
+    void   *kws;        /* quantized-kernel scratch */
+    size_t  kws_cap;    /* bytes */
+    size_t  bytes;
+};
+
+static int ws_threads(const lq_fwd_ws *ws) {
+    return ws->nthreads > 0 ? ws->nthreads : omp_get_max_threads();
+}
+
+void lq_fwd_ws_free(lq_fwd_ws *ws) {
+    if (!ws)
+        return;
+    float *bufs[] = {ws->xn, ws->q,      ws->k,        ws->v,        ws->att,   ws->r,
+                     ws->o,  ws->g,      ws->u,        ws->rope_cos, ws->rope_sin, ws->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        lq_aligned_free(bufs[i]);
+    lq_aligned_free(ws->kws);
+    free(ws);
+}
+
+static float *ws_alloc(lq_fwd_ws *ws, int64_t rows, int64_t cols, int *ok) {
+    int64_t n;
+    if (!*ok || !lq_mul_i64(rows, cols, &n) || !lq_mul_i64(n, (int64_t)sizeof(float), &n)) {
+        *ok = 0;
+        return NULL;
+    }
+    float *p = lq_aligned_alloc((size_t)n);
+    if (!p)
+        *ok = 0;
+    ws->bytes += (size_t)n;
+    return p;
+}
+
+lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
+                           lq_fwd_ws **out, lq_err *err) {
+    *out = NULL;
+    LQ_RETURN_IF(max_seq < 1 || max_tokens < max_seq, err, LQ_ERR_INVALID_ARG,
+                 "forward workspace: need 1 <= max_seq (%lld) <= max_tokens (%lld)",
+                 (long long)max_seq, (long long)max_tokens);
+    LQ_RETURN_IF(cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2, err,
+                 LQ_ERR_UNSUPPORTED, "forward workspace: head_dim %lld (even, <= 1024)",
+                 (long long)cfg->head_dim);
+    lq_fwd_ws *ws = calloc(1, sizeof *ws);
+    LQ_RETURN_IF(!ws, err, LQ_ERR_NOMEM, "forward workspace: out of memory");
+    ws->d          = cfg->hidden_size;
+    ws->qd         = cfg->num_heads * cfg->head_dim;
+    ws->kvd        = cfg->num_kv_heads * cfg->head_dim;
+    ws->ff         = cfg->intermediate_size;
+    ws->max_tokens = max_tokens;
+    ws->max_seq    = max_seq;
+    int ok         = 1;
+    const int64_t T = max_tokens;
+    ws->xn          = ws_alloc(ws, T, ws->d, &ok);
+    ws->q           = ws_alloc(ws, T, ws->qd, &ok);
+    ws->k           = ws_alloc(ws, T, ws->kvd, &ok);
+    ws->v           = ws_alloc(ws, T, ws->kvd, &ok);
+    ws->att         = ws_alloc(ws, T, ws->qd, &ok);
+    ws->r           = ws_alloc(ws, T, ws->d, &ok);
+    ws->o           = ws_alloc(ws, T, ws->d, &ok);
+    ws->g           = ws_alloc(ws, T, ws->ff, &ok);
+    ws->u           = ws_alloc(ws, T, ws->ff, &ok);
+    ws->half        = cfg->head_dim / 2;
+    ws->rope_cos    = ws_alloc(ws, max_seq, ws->half, &ok);
+    ws->rope_sin    = ws_alloc(ws, max_seq, ws->half, &ok);
+    if (ok) {
+        /* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
+        float inv[512];
+        lq_rope_inv_freq(cfg, inv);
+        for (int64_t p = 0; p < max_seq; p++)
+            for (int64_t j = 0; j < ws->half; j++) {
+                const float a                   = (float)p * inv[j];
+                ws->rope_cos[p * ws->half + j] = (float)cos((double)a);
+                ws->rope_sin[p * ws->half + j] = (float)sin((double)a);
+            }
+    }
+    if (!ok) {
+        const double gib = (double)ws->bytes / (1 << 30);
+        lq_fwd_ws_free(ws);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "forward workspace: out of memory (%.2f GiB for %lld tokens)",
+                gib, (long long)max_tokens);
+    }
+    *out = ws;
+    return LQ_OK;
+}
+
+void lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads) {
+    ws->nthreads = nthreads > 0 ? nthreads : 0;
+}
+
+int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
+    return ws->max_tokens;
+}
+
+size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws) {
+    return ws->bytes + ws->scores_cap * sizeof(float) + ws->kws_cap;
+}
+
+static lq_status ensure_scores(lq_fwd_ws *ws, int nt, lq_err *err) {
+    const size_t need = (size_t)nt * QB * (size_t)ws->max_seq;
+    if (ws->scores_cap >= need)
+        return LQ_OK;
+    lq_aligned_free(ws->scores);
+    ws->scores_cap = 0;
+    ws->scores     = lq_aligned_alloc(need * sizeof(float));
+    LQ_RETURN_IF(!ws->scores, err, LQ_ERR_NOMEM, "forward workspace: out of memory for scores");
+    ws->scores_cap = need;
+    return LQ_OK;
+}
+
+static lq_status ensure_kws(lq_fwd_ws *ws, size_t need, lq_err *err) {
+    if (ws->kws_cap >= need)
+        return LQ_OK;
+    lq_aligned_free(ws->kws);
+    ws->kws_cap = 0;
+    ws->kws     = lq_aligned_alloc(need);
+    LQ_RETURN_IF(!ws->kws, err, LQ_ERR_NOMEM, "forward workspace: out of memory (%zu bytes of "
+                 "kernel scratch)", need);
+    ws->kws_cap = need;
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out) {
+#pragma omp parallel for schedule(static) if (rows * d >= PAR_ELEMS)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * d;
+        float       *o  = out + r * d;
+        double       ss = 0;
+        for (int64_t i = 0; i < d; i++)
+            ss += (double)xr[i] * xr[i];
+        const float inv = (float)(1.0 / sqrt(ss / (double)d + eps));
+        for (int64_t i = 0; i < d; i++)
+            o[i] = w[i] * (xr[i] * inv);
+    }
+}
+
+static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
+                     lq_fwd_ws *ws, lq_err *err) {
+    LQ_TRY(ensure_kws(ws, lq_linear_ws_size(l, t), err));
+    const lq_status st = lq_linear_forward(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws));
+    if (st != LQ_OK) {
+        const lq_format_traits *tr = lq_format_traits_get((lq_format)l->buf.q.format);
+        return lq_fail(err, st, "%s [%lld x %lld, %s]: linear forward over %lld tokens failed (%s)",
+                       what, (long long)l->buf.q.n, (long long)l->buf.q.k, tr ? tr->name : "?",
+                       (long long)t, lq_status_name(st));
+    }
+    return LQ_OK;
+}
+
+/* Record the input of linear `id`; *stop once the linear stop_after has been captured. */
+static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const float *x, int64_t t,
+                         int64_t k, int stop_after, int *stop, lq_err *err) {
+    if (cap) {
+        const lq_status st = cap(user, id, x, t, k);
+        if (st != LQ_OK)
+            return lq_fail(err, st, "capture hook for %s returned %s", lq_lin_name(id),
+                           lq_status_name(st));
+    }
+    if (stop_after >= 0 && (int)id >= stop_after)
+        *stop = 1;
+    return LQ_OK;
+}
+
+/* Rotate-half RoPE in place on x [T, ld]: heads of hd values at columns h*hd; token t sits at
+ * position t % seqlen. */
+static void rope_apply(const lq_fwd_ws *ws, float *x, int64_t T, int64_t ld, int64_t nheads,
+                       int64_t seqlen, int nt) {
+    const int64_t half = ws->half, hd = 2 * half;
+#pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t p = t % seqlen;
+        const float  *c = ws->rope_cos + p * half, *s = ws->rope_sin + p * half;
+        for (int64_t h = 0; h < nheads; h++) {
+            float *v = x + t * ld + h * hd;
+            for (int64_t j = 0; j < half; j++) {
+                const float x1 = v[j], x2 = v[j + half];
+                v[j]        = x1 * c[j] - x2 * s[j];
+                v[j + half] = x2 * c[j] + x1 * s[j];
+            }
+        }
+    }
+}
+
+/* Softmax of row[lo..hi] (inclusive), zero elsewhere in [0, n). */
+static void softmax_masked(float *row, int64_t n, int64_t lo, int64_t hi) {
+    float mx = -INFINITY;
+    for (int64_t j = lo; j <= hi; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int64_t j = lo; j <= hi; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t j = 0; j < lo; j++)
+        row[j] = 0.f;
+    for (int64_t j = lo; j <= hi; j++)
+        row[j] *= inv;
+    for (int64_t j = hi + 1; j < n; j++)
+        row[j] = 0.f;
+}
+
+/* q/k/v projections, RoPE and attention of ns sequences: xn [ns*seqlen, d] -> out [.., qd]
+ * (the input of o_proj). Captures q, k, v inputs. */
+static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn, int64_t ns,
+                           int64_t seqlen, float *out, lq_fwd_ws *ws, lq_capture_fn cap,
+                           void *user, int stop_after, int *stop, lq_err *err) {
+    const lq_model_config *c = &m->cfg;
+    const int64_t T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
+                  KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd, W = c->sliding_window;
+    const int nt = ws_threads(ws);
+    for (int id = LQ_LIN_Q; id <= LQ_LIN_V; id++) {
+        LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+        if (*stop)
+            return LQ_OK;
+    }
+    LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
+    LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
+    LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
+    rope_apply(ws, ws->q, T, qd, H, seqlen, nt);
+    rope_apply(ws, ws->k, T, kvd, KV, seqlen, nt);
+    LQ_TRY(ensure_scores(ws, nt, err));
+
+    const int64_t nqb = (seqlen + QB - 1) / QB, njobs = ns * H * nqb, group = H / KV;
+    const float   scale = 1.0f / sqrtf((float)hd);
+    const float  *q = ws->q, *k = ws->k, *v = ws->v;
+    float        *scores = ws->scores;
+    const int64_t sstride = (int64_t)QB * ws->max_seq;
+    const int64_t macs    = ns * H * seqlen * seqlen * hd; /* QK^T + PV over the causal half */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (macs >= PAR_MACS)
+    for (int64_t job = 0; job < njobs; job++) {
+        /* the heaviest (last) query blocks first: better balance under dynamic scheduling */
+        const int64_t b = nqb - 1 - job % nqb, h = (job / nqb) % H, s = job / (nqb * H);
+        const int64_t i0 = b * QB, i1 = i0 + QB < seqlen ? i0 + QB : seqlen, rows = i1 - i0;
+        const int64_t j0 = (W > 0 && i0 - W + 1 > 0) ? i0 - W + 1 : 0, cols = i1 - j0;
+        const int64_t kvh = h / group, base = s * seqlen;
+        float        *S   = scores + (int64_t)omp_get_thread_num() * sstride;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)hd, scale,
+                    q + (base + i0) * qd + h * hd, (int)qd, k + (base + j0) * kvd + kvh * hd,
+                    (int)kvd, 0.f, S, (int)cols);
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t i  = i0 + r;
+            const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
+            softmax_masked(S + r * cols, cols, lo - j0, i - j0);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)cols, 1.f,
+                    S, (int)cols, v + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f,
+                    out + (base + i0) * qd + h * hd, (int)qd);
+    }
+    return LQ_OK;
+}
+
+/* SwiGLU MLP: xn [T, d] -> out [T, d] (down_proj output). Captures gate, up, down inputs. */
+static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *out,
+                          lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after, int *stop,
+                          lq_err *err) {
+    const int64_t d = ws->d, ff = ws->ff;
+    const int     nt = ws_threads(ws);
+    for (int id = LQ_LIN_GATE; id <= LQ_LIN_UP; id++) {
+        LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+        if (*stop)
+            return LQ_OK;
+    }
+    LQ_TRY(lin("mlp.gate_proj", &L->lin[LQ_LIN_GATE], xn, T, ws->g, ws, err));
+    LQ_TRY(lin("mlp.up_proj", &L->lin[LQ_LIN_UP], xn, T, ws->u, ws, err));
+    float        *g = ws->g;
+    const float  *u = ws->u;
+    const int64_t n = T * ff;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
+    if (*stop)
+        return LQ_OK;
+    return lin("mlp.down_proj", &L->lin[LQ_LIN_DOWN], g, T, out, ws, err);
+}
+
+static lq_status check_layer(const lq_model *m, const lq_layer *L, lq_err *err) {
+    LQ_RETURN_IF(!L || !L->attn_norm || !L->mlp_norm, err, LQ_ERR_INVALID_ARG,
+                 "%s: layer not loaded", m->dir);
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(&m->cfg, (lq_lin_id)l, &n, &k);
+        LQ_RETURN_IF(L->lin[l].buf.q.n != n || L->lin[l].buf.q.k != k, err, LQ_ERR_INVALID_ARG,
+                     "%s: %s is [%lld x %lld], the config implies [%lld x %lld]", m->dir,
+                     lq_lin_name((lq_lin_id)l), (long long)L->lin[l].buf.q.n,
+                     (long long)L->lin[l].buf.q.k, (long long)n, (long long)k);
+    }
+    return LQ_OK;
+}
+
+static lq_status check_seq(const lq_model *m, int64_t nseq, int64_t seqlen, const lq_fwd_ws *ws,
+                           lq_err *err) {
+    LQ_RETURN_IF(!ws, err, LQ_ERR_INVALID_ARG, "forward: no workspace");
+    LQ_RETURN_IF(nseq < 0 || seqlen < 1, err, LQ_ERR_INVALID_ARG,
+                 "forward: bad batch (%lld sequences of %lld tokens)", (long long)nseq,
+                 (long long)seqlen);
+    LQ_RETURN_IF(seqlen > ws->max_seq, err, LQ_ERR_INVALID_ARG,
+                 "forward: sequence length %lld over the workspace's %lld", (long long)seqlen,
+                 (long long)ws->max_seq);
+    LQ_RETURN_IF(ws->d != m->cfg.hidden_size || ws->ff != m->cfg.intermediate_size ||
+                     ws->qd != m->cfg.num_heads * m->cfg.head_dim ||
+                     ws->kvd != m->cfg.num_kv_heads * m->cfg.head_dim ||
+                     ws->half != m->cfg.head_dim / 2,
+                 err, LQ_ERR_INVALID_ARG, "forward: workspace made for another model shape");
+    return LQ_OK;
+}
+
+lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64_t nseq,
+                           int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
+                           lq_fwd_ws *ws, lq_err *err) {
+    LQ_TRY(check_seq(m, nseq, seqlen, ws, err));
+    LQ_TRY(check_layer(m, L, err));
+    const int64_t d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
+    const double  eps = m->cfg.rms_norm_eps;
+    const int     nt  = ws_threads(ws);
+    for (int64_t s0 = 0; s0 < nseq; s0 += per) {
+        const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
+        float        *hc = h + s0 * seqlen * d;
+        int           stop = 0;
+        lq_rmsnorm(hc, L->attn_norm, T, d, eps, ws->xn);
+        LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after, &stop, err));
+        if (!stop)
+            LQ_TRY(capture(cap, user, LQ_LIN_O, ws->att, T, ws->qd, stop_after, &stop, err));
+        if (stop)
+            continue;
+        LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, ws->o, ws, err));
+        float *r = ws->r, *o = ws->o;
+#pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
+        for (int64_t i = 0; i < T * d; i++)
+            r[i] = hc[i] + o[i];
+        lq_rmsnorm(r, L->mlp_norm, T, d, eps, ws->xn);
+        LQ_TRY(mlp_core(L, ws->xn, T, o, ws, cap, user, stop_after, &stop, err));
+        if (stop)
+            continue;
+#pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
+        for (int64_t i = 0; i < T * d; i++)
+            hc[i] = r[i] + o[i];
+    }
+    return LQ_OK;
+}
+
+lq_status lq_attn_forward(const lq_model *m, const lq_layer *L, const float *xn, int64_t nseq,
+                          int64_t seqlen, float *out, lq_fwd_ws *ws, lq_err *err) {
+    LQ_TRY(check_seq(m, nseq, seqlen, ws, err));
+    LQ_TRY(check_layer(m, L, err));
+    const int64_t d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
+    for (int64_t s0 = 0; s0 < nseq; s0 += per) {
+        const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
+        int           stop = 0;
+        LQ_TRY(attn_core(m, L, xn + s0 * seqlen * d, ns, seqlen, ws->att, ws, NULL, NULL, -1,
+                         &stop, err));
+        LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, out + s0 * seqlen * d, ws,
+                   err));
+    }
+    return LQ_OK;
+}
+
+lq_status lq_mlp_forward(const lq_model *m, const lq_layer *L, const float *xn, int64_t ntok,
+                         float *out, lq_fwd_ws *ws, lq_err *err) {
+    LQ_TRY(check_seq(m, ntok > 0, 1, ws, err));
+    LQ_TRY(check_layer(m, L, err));
+    const int64_t d = m->cfg.hidden_size, per = ws->max_tokens;
+    for (int64_t t0 = 0; t0 < ntok; t0 += per) {
+        const int64_t T    = ntok - t0 < per ? ntok - t0 : per;
+        int           stop = 0;
+        LQ_TRY(mlp_core(L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
+    }
+    return LQ_OK;
+}
+
+lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float *h, lq_err *err) {
+    const int64_t d = m->cfg.hidden_size;
+    for (int64_t i = 0; i < n; i++) {
+        LQ_RETURN_IF(ids[i] < 0 || ids[i] >= m->cfg.vocab_size, err, LQ_ERR_INVALID_ARG,
+                     "token id %d at position %lld outside the vocabulary [0, %lld)", (int)ids[i],
+                     (long long)i, (long long)m->cfg.vocab_size);
+        memcpy(h + i * d, m->embed + (int64_t)ids[i] * d, (size_t)d * sizeof(float));
+    }
+    return LQ_OK;
+}
+
+lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *logits,
+                          lq_fwd_ws *ws, lq_err *err) {
+    LQ_RETURN_IF(!ws || ws->d != m->cfg.hidden_size, err, LQ_ERR_INVALID_ARG,
+                 "logits: workspace missing or made for another model shape");
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, per = ws->max_tokens;
+    for (int64_t t0 = 0; t0 < t; t0 += per) {
+        const int64_t T = t - t0 < per ? t - t0 : per;
+        lq_rmsnorm(h + t0 * d, m->final_norm, T, d, m->cfg.rms_norm_eps, ws->xn);
+        LQ_TRY(lin("lm_head", &m->lm_head, ws->xn, T, logits + t0 * V, ws, err));
+    }
+    return LQ_OK;
+}
