@@ -82,6 +82,16 @@ J
 for _ in $(seq 100); do [ -f outk/a/model.safetensors ] && break; sleep 0.1; done
 sleep 0.5
 kill -9 $pid; wait $pid 2>/dev/null
+# The job in flight dies with its parent (PR_SET_PDEATHSIG); wait until it has.
+for t in outk/.*.lqtmp-*; do
+    [ -e "$t" ] || continue
+    cpid=${t##*-}
+    for _ in $(seq 50); do
+        st=$(awk '{print $3}' /proc/$cpid/stat 2>/dev/null)
+        [ -z "$st" ] || [ "$st" = Z ] && break
+        sleep 0.1
+    done
+done
 check '[ -f outk/a/llmquant_report.json ] && [ ! -e outk/c ]' "kill -9: first job finished, last not started"
 "$BIN" batch slow.jsonl --json > k.json 2>/dev/null; rc=$?
 check '[ $rc = 0 ]' "resume exit 0"

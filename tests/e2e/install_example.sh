@@ -17,23 +17,28 @@ LIBDIR=$(dirname "$(find prefix -name llmquant.pc | head -1)")/..
 export PKG_CONFIG_PATH=$LIBDIR/pkgconfig LD_LIBRARY_PATH=$LIBDIR
 check '[ "$(pkg-config --modversion llmquant)" = "$("$LQ_BIN" --version | awk "{print \$2}")" ]' "pkg-config version matches the CLI"
 
+# A sanitizer build installs an instrumented library: programs linking it need the runtime too.
+SO=$(find prefix -name 'libllmquant.so.*' | head -1)
+SAN=""
+nm -D "$SO" | grep -q " U __asan_init" && SAN="$SAN -fsanitize=address"
+nm -D "$SO" | grep -q " U __ubsan_" && SAN="$SAN -fsanitize=undefined"
+
 # The public header compiles alone as C11 and C++17, warnings as errors.
 printf '#include <llmquant.h>\nint main(void){return lq_version()==LQ_VERSION_NUMBER?0:1;}\n' > h.c
-cc -std=c11 -Wall -Wextra -Wpedantic -Werror h.c $(pkg-config --cflags --libs llmquant) -o h_c
+cc $SAN -std=c11 -Wall -Wextra -Wpedantic -Werror h.c $(pkg-config --cflags --libs llmquant) -o h_c
 check '[ $? = 0 ] && ./h_c' "header as C11, linked through pkg-config"
 if command -v c++ >/dev/null; then
     printf '#include <llmquant.h>\n#include <cstdio>\nint main(){lq_err e{}; lq_qlinear q{}; (void)e; (void)q; std::printf("%%s\\n", lq_status_name(LQ_ERR_ST_TRUNCATED)); return 0;}\n' > h.cpp
-    c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror h.cpp $(pkg-config --cflags --libs llmquant) -o h_cpp
+    c++ $SAN -std=c++17 -Wall -Wextra -Wpedantic -Werror h.cpp $(pkg-config --cflags --libs llmquant) -o h_cpp
     check '[ $? = 0 ] && [ "$(./h_cpp)" = LQ_ERR_ST_TRUNCATED ]' "header as C++17"
 fi
 
 # Only the API is exported from the shared library.
-SO=$(find prefix -name 'libllmquant.so.*' | head -1)
 bad=$(nm -D --defined-only "$SO" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^lq_' | grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$' || true)
 check '[ -z "$bad" ]' "only lq_* symbols exported (extra: $(echo $bad | head -c 200))"
 check '[ $(nm -D --defined-only "$SO" | grep -c " T lq_") -ge 30 ]' "API symbols exported"
 
-cc -std=c11 -O2 -Wall -Wextra -Werror "$LQ_SRC/examples/qlinear_example.c" $(pkg-config --cflags --libs llmquant) -lm -o qlinear_example
+cc $SAN -std=c11 -O2 -Wall -Wextra -Werror "$LQ_SRC/examples/qlinear_example.c" $(pkg-config --cflags --libs llmquant) -lm -o qlinear_example
 check '[ $? = 0 ]' "example builds against the installed library"
 M=$S/models/stories260K
 "$LQ_BIN" -q rtn "$M" -o ck-gptq --group-size 32
