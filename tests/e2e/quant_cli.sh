@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# End-to-end quantization on stories260K: every method writes a checkpoint whose perplexity is
+# finite and close to FP16 (int8 within 1%, GPTQ/AWQ no worse than RTN at the same bits/group),
+# the reports and config keys are right, the input stays byte-identical, every bad input fails
+# with its own exit code and a one-line message naming the file and leaves nothing behind, and a
+# failing --check-ppl bound exits LQ_ERR_PPL_BOUND with the output marked.
+# No python: JSON is checked with jq when present, else with grep.
+set -e
+. "$(dirname "$0")/cli_lib.bash"
+B="$LQ_BIN"
+S="${LQ_SHARED:-/nonexistent}"
+M="$S/models/stories260K"
+[ -f "$M/model.safetensors" ] || { echo "SKIP: $M not found (LQ_SHARED)"; exit 77; }
+TOK="$M/llama2c/tok512.bin"
+DATA="$S/data/tinystories/tinystories_sample.txt"
+CAL="$S/data/wikitext2/wiki.valid.tokens"
+rm -rf "$T"
+mkdir -p "$T"
+W="$T/w"
+mkdir -p "$W"
+CALIB=(--tokenizer "$TOK" --calib "$CAL" --nsamples 8 --seqlen 128)
+
+hash_dir() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+HASH0=$(hash_dir "$M")
+
+# json_get FILE KEY: a top-level number or string (jq when present).
+json_get() {
+    if command -v jq >/dev/null 2>&1; then
+        jq -r ".$2" "$1"
+    else
+        grep -o "\"$2\":[^,}]*" "$1" | head -1 | sed 's/^[^:]*://; s/"//g'
+    fi
+}
+json_valid() {
+    CHECKS=$((CHECKS + 1))
+    if command -v jq >/dev/null 2>&1; then
+        jq -e . "$1" >/dev/null 2>&1 || fail "$2: not valid JSON: $(head -c 200 "$1")"
+    else
+        grep -q '^{.*}$' "$1" || fail "$2: not a JSON object: $(head -c 200 "$1")"
+    fi
+}
+# fcmp "EXPR": floating-point comparison with awk (exit status)
+fcmp() { awk "BEGIN { exit !($1) }"; }
+
+# ppl NAME DIR [options]: perplexity of DIR on DATA into PPL_<NAME>
+ppl() {
+    local name=$1 dir=$2
+    shift 2
+    run "$B" ppl "$dir" --data "$DATA" --json -q "$@"
+    expect_rc 0 "ppl $name"
+    cp "$T/out" "$W/ppl_$name.json"
+    json_valid "$W/ppl_$name.json" "ppl $name --json"
+    local p
+    p=$(json_get "$W/ppl_$name.json" ppl)
+    CHECKS=$((CHECKS + 1))
+    if ! fcmp "$p == $p + 0 && $p > 1 && $p < 1e6"; then
+        fail "ppl $name: '$p' is not a finite perplexity"
+        p=1e30
+    fi
+    printf -v "PPL_$name" '%s' "$p"
+    echo "ppl $name = $p"
+}
+
+# quant NAME METHOD [options]: quantize into $W/NAME with --json, check report and ppl
+quant() {
+    local name=$1 method=$2
+    shift 2
+    run "$B" "$method" "$M" -o "$W/$name" --json -q "$@"
+    expect_rc 0 "$method $name"
+    cp "$T/out" "$W/q_$name.json"
+    json_valid "$W/q_$name.json" "$method $name --json"
+    CHECKS=$((CHECKS + 1))
+    [ "$(json_get "$W/q_$name.json" method)" = "$method" ] || fail "$name: report method"
+    expect_in "$W/q_$name.json" '"ppl_check_failed":false' "$name report"
+    json_valid "$W/$name/llmquant_report.json" "$name llmquant_report.json"
+    json_valid "$W/$name/config.json" "$name config.json"
+    ppl "$name" "$W/$name"
+}
+
+# --- FP16 baseline and every method -----------------------------------------------------------
+ppl fp "$M" --tokenizer "$TOK"
+quant rtn4 rtn --bits 4 --group-size 32 --tokenizer "$TOK"
+quant gptq4 gptq --bits 4 --group-size 32 "${CALIB[@]}"
+quant gptq4act gptq --bits 4 --group-size 32 --desc-act "${CALIB[@]}"
+quant awq4 awq --bits 4 --group-size 32 "${CALIB[@]}"
+quant nf4 nf4 --tokenizer "$TOK"
+quant int8 int8 "${CALIB[@]}"
+
+CHECKS=$((CHECKS + 1))
+fcmp "$PPL_int8 <= $PPL_fp * 1.01 && $PPL_int8 >= $PPL_fp * 0.99" ||
+    fail "int8 ppl $PPL_int8 not within 1% of FP16 $PPL_fp"
+for q in rtn4 gptq4 gptq4act awq4 nf4; do
+    CHECKS=$((CHECKS + 1))
+    v=PPL_$q
+    # 4-bit on a 64-wide model: a clear but bounded degradation
+    fcmp "${!v} >= $PPL_fp * 0.98 && ${!v} <= $PPL_fp * 1.5" ||
+        fail "$q ppl ${!v} outside [0.98, 1.5] x FP16 $PPL_fp"
+done
+for q in gptq4 gptq4act awq4; do
+    CHECKS=$((CHECKS + 1))
+    v=PPL_$q
+    fcmp "${!v} <= $PPL_rtn4 * 1.01" || fail "$q ppl ${!v} > RTN $PPL_rtn4 * 1.01"
+done
+
+# --- config.json quantization_config keys (reference §3) ---------------------------------------
+for k in bits group_size damp_percent desc_act static_groups sym true_sequential \
+    model_name_or_path model_file_base_name quant_method checkpoint_format; do
+    expect_in "$W/gptq4/config.json" "\"$k\"" "gptq config.json quantization_config"
+    expect_in "$W/gptq4/quantize_config.json" "\"$k\"" "gptq quantize_config.json"
+done
+expect_in "$W/gptq4/config.json" '"quant_method": "gptq"' "gptq quant_method"
+expect_in "$W/gptq4act/config.json" '"desc_act": true' "gptq act-order desc_act"
+for k in '"quant_method": "awq"' '"zero_point": true' '"group_size": 32' '"bits": 4' \
+    '"version": "gemm"' '"modules_to_not_convert"'; do
+    expect_in "$W/awq4/config.json" "$k" "awq config.json"
+done
+for k in '"quant_method": "bitsandbytes"' '"load_in_4bit": true' '"bnb_4bit_quant_type": "nf4"' \
+    '"bnb_4bit_use_double_quant"' '"bnb_4bit_compute_dtype"' '"bnb_4bit_quant_storage": "uint8"'; do
+    expect_in "$W/nf4/config.json" "$k" "nf4 config.json"
+done
+for k in '"quant_method": "bitsandbytes"' '"load_in_8bit": true' '"llm_int8_threshold"'; do
+    expect_in "$W/int8/config.json" "$k" "int8 config.json"
+done
+if command -v jq >/dev/null 2>&1; then
+    CHECKS=$((CHECKS + 1))
+    [ "$(jq -r .quantization_config.group_size "$W/gptq4/config.json")" = 32 ] ||
+        fail "gptq config group_size"
+fi
+
+# --- the input model is untouched --------------------------------------------------------------
+CHECKS=$((CHECKS + 1))
+[ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
+
+# --- --check-ppl: a failing bound exits LQ_ERR_PPL_BOUND (91) and marks the output -----------
+run "$B" rtn "$M" -o "$W/chk" --group-size 32 --tokenizer "$TOK" -q --check-ppl "$DATA" \
+    --max-ppl-increase 0.0001
+expect_error 91 "exceeds --max-ppl-increase" "--check-ppl failing bound"
+CHECKS=$((CHECKS + 1))
+[ -f "$W/chk/PPL_CHECK_FAILED" ] || fail "--check-ppl: output not marked PPL_CHECK_FAILED"
+expect_in "$W/chk/llmquant_report.json" '"ppl_check_failed":true' "--check-ppl report"
+run "$B" rtn "$M" -o "$W/chk2" --group-size 32 --tokenizer "$TOK" -q --check-ppl "$DATA" \
+    --max-ppl-increase 50
+expect_rc 0 "--check-ppl passing bound"
+CHECKS=$((CHECKS + 1))
+[ ! -e "$W/chk2/PPL_CHECK_FAILED" ] || fail "--check-ppl passing bound marked the output"
+
+# --- bad inputs: own exit code, one line naming the file, no output, no temporaries -----------
+BAD="$T/bad"
+mkdir -p "$BAD"
+mkbad() { rm -rf "$BAD/$1"; cp -r "$M" "$BAD/$1"; chmod -R u+w "$BAD/$1"; }
+ST=model.safetensors
+HL=$(od -An -tu8 -N8 "$M/$ST" | tr -d ' ')
+# byte offset in the file of tensor $1's data
+tensor_off() {
+    local o
+    o=$(head -c $((8 + HL)) "$M/$ST" | tail -c "$HL" |
+        grep -o "\"$1\":{[^}]*}" | sed 's/.*"data_offsets":\[\([0-9]*\),.*/\1/')
+    echo $((8 + HL + o))
+}
+Q0=model.layers.0.self_attn.q_proj.weight
+
+mkbad nan
+printf '\000\176' | dd of="$BAD/nan/$ST" bs=1 seek=$(($(tensor_off $Q0) + 2 * 70)) conv=notrunc status=none
+mkbad dtype # same-width dtype: passes the container checks, fails as a weight
+hpos=$(grep -abo "\"$Q0\":{\"dtype\":\"F16\"" "$M/$ST" | head -1 | cut -d: -f1)
+printf 'I16' | dd of="$BAD/dtype/$ST" bs=1 seek=$((hpos + ${#Q0} + 13)) conv=notrunc status=none
+mkbad shape
+sed -i 's/"intermediate_size": *172/"intermediate_size": 176/' "$BAD/shape/config.json"
+mkbad arch
+sed -i 's/"model_type": *"llama"/"model_type": "gpt2"/' "$BAD/arch/config.json"
+mkbad trunc # data cut short
+truncate -s -1000 "$BAD/trunc/$ST"
+mkbad trunchdr # cut inside the header
+truncate -s 100 "$BAD/trunchdr/$ST"
+: >"$BAD/empty.txt"
+
+# bad_case NAME RC NEEDLE METHOD MODEL [options]
+bad_case() {
+    local name=$1 rc=$2 needle=$3 method=$4 model=$5
+    shift 5
+    local out="$W/bad_$name"
+    run "$B" "$method" "$model" -o "$out" -q "$@"
+    expect_error "$rc" "$needle" "bad input $name"
+    CHECKS=$((CHECKS + 1))
+    [ ! -e "$out" ] || fail "bad input $name: output directory left behind"
+    CHECKS=$((CHECKS + 1))
+    if ls -A "$W" | grep -q lqtmp; then fail "bad input $name: temporary left in $W"; fi
+}
+bad_case nan 57 "$ST" rtn "$BAD/nan" --tokenizer "$TOK"
+bad_case nan_gptq 57 "$ST" gptq "$BAD/nan" "${CALIB[@]}"
+bad_case dtype 55 "$ST" rtn "$BAD/dtype" --tokenizer "$TOK"
+bad_case shape 56 "$ST" rtn "$BAD/shape" --tokenizer "$TOK"
+bad_case arch 43 "config.json" rtn "$BAD/arch" --tokenizer "$TOK"
+bad_case trunc 27 "$ST" rtn "$BAD/trunc" --tokenizer "$TOK"
+bad_case trunchdr 20 "$ST" rtn "$BAD/trunchdr" --tokenizer "$TOK"
+bad_case notok 70 "stories260K" gptq "$M" --calib "$CAL" --nsamples 8 --seqlen 128
+bad_case emptycal 80 "empty.txt" gptq "$M" --tokenizer "$TOK" --calib "$BAD/empty.txt" \
+    --nsamples 8 --seqlen 128
+
+# output directory exists: refused (6) and left as it was; --force replaces it
+mkdir -p "$W/exists"
+echo keep >"$W/exists/marker"
+run "$B" rtn "$M" -o "$W/exists" --group-size 32 --tokenizer "$TOK" -q
+expect_error 6 "exists" "existing output"
+CHECKS=$((CHECKS + 1))
+[ -f "$W/exists/marker" ] && [ ! -e "$W/exists/model.safetensors" ] || fail "existing output touched"
+run "$B" rtn "$M" -o "$W/exists" --group-size 32 --tokenizer "$TOK" -q --force
+expect_rc 0 "--force over an existing output"
+CHECKS=$((CHECKS + 1))
+[ ! -e "$W/exists/marker" ] && [ -f "$W/exists/model.safetensors" ] || fail "--force did not replace"
+
+CHECKS=$((CHECKS + 1))
+[ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
+finish
