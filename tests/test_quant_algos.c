@@ -292,7 +292,7 @@ static void check_through_ref(int bits, int64_t n, int64_t k, int64_t gs, const 
 }
 
 static void test_gptq_beats_rtn(void) {
-    const int64_t n = 64, k = 256, t = 512;
+    const int64_t n = 32, k = 256, t = 512;
     const int64_t groups[] = {-1, 32, 128};
     float        *X  = malloc((size_t)(t * k) * sizeof(float));
     float        *H  = malloc((size_t)(k * k) * sizeof(float));
