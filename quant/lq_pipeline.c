@@ -13,6 +13,7 @@
 
 #include "lq_calib_cache.h"
 #include "lq_dataset.h"
+#include "lq_gpu.h"
 #include "lq_json.h"
 #include "lq_methods.h"
 #include "lq_outdir.h"
@@ -180,6 +181,7 @@ typedef struct run {
     int                     n_skipped;
     double                  loss_sum[LQ_LIN_COUNT];
     cJSON                  *check; /* ppl check results */
+    lq_gpu                 *gpu;   /* NULL: everything on the CPU */
 } run;
 
 static int progress(run *r, const char *phase, int64_t step, int64_t total, double t_start,
@@ -287,6 +289,7 @@ static lq_status do_layers(run *r) {
         j.seqlen     = seqlen;
         j.chunk_seqs = r->chunk_seqs;
         j.ws        = r->ws;
+        j.gpu       = r->gpu;
         j.qcfg      = &r->qcfg;
         j.warn      = warn;
         j.warn_user = r;
@@ -553,6 +556,34 @@ static int64_t dir_bytes(const char *dir) {
     return s;
 }
 
+/* --device auto|cpu|cuda. auto without a usable device runs on the CPU after one notice (a
+ * CUDA build on a machine without a driver must still work); cuda without one is an error. */
+static lq_status pick_device(run *r) {
+    const char *dev = lq_params_get(r->p, "device");
+    if (!dev || !strcmp(dev, "cpu"))
+        return LQ_OK;
+    int n = lq_gpu_device_count();
+    if (n == 0) {
+#ifdef LQ_HAVE_CUDA
+        const char *why = "no usable CUDA device (driver or GPU missing)";
+#else
+        const char *why = "this llmquant was built without CUDA";
+#endif
+        if (!strcmp(dev, "cuda"))
+            LQ_FAIL(r->err, LQ_ERR_NO_DEVICE, "--device cuda: %s", why);
+#ifdef LQ_HAVE_CUDA
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s; computing on the CPU", why);
+        if (r->cb && r->cb->log)
+            r->cb->log(LQ_LOG_WARN, msg, r->cb->user);
+#endif
+        return LQ_OK;
+    }
+    if (!r->mt->gpu)
+        return LQ_OK; /* the method has no GPU path yet: CPU */
+    return lq_gpu_open(0, &r->gpu, r->err);
+}
+
 static char *report(run *r, const char *method, const char *model_dir, const char *out_dir,
                     int ppl_failed) {
     cJSON *j = cJSON_CreateObject();
@@ -582,6 +613,9 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
     cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
+    cJSON_AddStringToObject(j, "device", r->gpu ? lq_gpu_describe(r->gpu) : "cpu");
+    if (r->gpu)
+        cJSON_AddNumberToObject(j, "gpu_peak_bytes", (double)lq_gpu_peak_bytes(r->gpu));
     cJSON_AddNumberToObject(j, "output_bytes", (double)dir_bytes(r->od.tmp_path));
     if (r->check)
         cJSON_AddItemReferenceToObject(j, "ppl_check", r->check);
@@ -619,6 +653,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_dir(model_dir, &r.tok, err));
+    LQ_TRY_GOTO(pick_device(&r));
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(p, &r.qcfg);
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
@@ -694,5 +729,6 @@ done:
     lq_qconfig_free(&r.qcfg);
     lq_tok_free(r.tok);
     lq_model_free(r.m);
+    lq_gpu_close(r.gpu);
     return st;
 }
