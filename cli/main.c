@@ -14,8 +14,6 @@ static const cli_cmd k_cmds[] = {
     {"inspect", "inspect", "MODEL_DIR [options]",
      "Describe a model directory: shapes, tensors, parameters, memory for weights and KV cache.",
      1, cli_inspect_flags, cmd_inspect},
-    {"bench", "bench", "[ARGS]", "Kernel and end-to-end benchmarks (not available yet).", -1, NULL,
-     cmd_bench},
     {"batch", "batch", "JOBS.jsonl [--shard I/N] [--cache-dir DIR]",
      "Run a file of conversion jobs (resumable, shardable, shared calibration cache).", 1,
      cli_batch_flags, cmd_batch},
