@@ -30,6 +30,9 @@ struct lq_gpu {
     float   *dwork; /* cuSOLVER workspace */
     int64_t  work_elems;
     int     *dinfo;
+    /* dense GEMM buffers of the forwards (grown, reused) */
+    float   *dgW, *dgx, *dgy;
+    int64_t  gW_cap, gx_cap, gy_cap; /* elements */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -148,6 +151,9 @@ extern "C" void lq_gpu_close(lq_gpu *g) {
     dev_free(g, g->dU, g->U_k * g->U_k * (int64_t)sizeof(float));
     dev_free(g, g->dwork, g->work_elems * (int64_t)sizeof(float));
     dev_free(g, g->dinfo, sizeof(int));
+    dev_free(g, g->dgW, g->gW_cap * (int64_t)sizeof(float));
+    dev_free(g, g->dgx, g->gx_cap * (int64_t)sizeof(float));
+    dev_free(g, g->dgy, g->gy_cap * (int64_t)sizeof(float));
     if (g->solver)
         cusolverDnDestroy(g->solver);
     if (g->blas)
@@ -569,6 +575,49 @@ done:
         cudaStreamSynchronize(g->stream);
     dev_free(g, base, total);
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Dense GEMM of the calibration forwards. The weights are uploaded on every call: methods
+ * rewrite them in place between forwards (AWQ scaling, GPTQ fake quantization), and the upload
+ * is no larger than the activations' for calibration-sized chunks.
+ * ------------------------------------------------------------------------------------------ */
+static lq_status grow(lq_gpu *g, float **p, int64_t *cap, int64_t elems, const char *what,
+                      lq_err *err) {
+    if (elems <= *cap)
+        return LQ_OK;
+    dev_free(g, *p, *cap * (int64_t)sizeof(float));
+    *p   = NULL;
+    *cap = 0;
+    LQ_TRY(dev_alloc(g, (void **)p, elems * (int64_t)sizeof(float), what, err));
+    *cap = elems;
+    return LQ_OK;
+}
+
+extern "C" lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k,
+                                       const float *x, int64_t t, float *y, lq_err *err) {
+    lq_gpu *g = (lq_gpu *)user;
+    if (n > INT32_MAX || k > INT32_MAX || t > INT32_MAX)
+        return LQ_ERR_UNSUPPORTED;
+    LQ_TRY(grow(g, &g->dgW, &g->gW_cap, n * k, "layer weights", err));
+    LQ_TRY(grow(g, &g->dgx, &g->gx_cap, t * k, "activations", err));
+    LQ_TRY(grow(g, &g->dgy, &g->gy_cap, t * n, "activations", err));
+    CU_TRY(cudaMemcpyAsync(g->dgW, W, (size_t)(n * k) * sizeof(float), cudaMemcpyHostToDevice,
+                           g->stream),
+           "copying layer weights");
+    CU_TRY(cudaMemcpyAsync(g->dgx, x, (size_t)(t * k) * sizeof(float), cudaMemcpyHostToDevice,
+                           g->stream),
+           "copying activations");
+    /* Row-major y = x W^T is column-major y' (n x t) = W' (k x n)^T x' (k x t). */
+    const float one = 1.f, zero = 0.f;
+    BLAS_TRY(cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)t, (int)k, &one, g->dgW,
+                         (int)k, g->dgx, (int)k, &zero, g->dgy, (int)n),
+             "linear forward");
+    CU_TRY(cudaMemcpyAsync(y, g->dgy, (size_t)(t * n) * sizeof(float), cudaMemcpyDeviceToHost,
+                           g->stream),
+           "reading activations");
+    CU_TRY(cudaStreamSynchronize(g->stream), "linear forward");
+    return LQ_OK;
 }
 
 extern "C" void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be) {

@@ -38,6 +38,11 @@ lq_status lq_gpu_hess_add(lq_gpu_hess *h, const float *x, int64_t t, int64_t nse
 lq_status lq_gpu_hess_get(lq_gpu_hess *h, lq_xstats *s, lq_err *err);
 void      lq_gpu_hess_free(lq_gpu_hess *h);
 
+/* y[t, n] = x[t, k] W^T with cuBLAS SGEMM (fp32, no TF32) for the calibration forwards
+ * (lq_dense_gemm_fn; user = lq_gpu *). Host arrays in and out; synchronous. */
+lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
+                            int64_t t, float *y, lq_err *err);
+
 /* GPTQ backend on g (see lq_gptq_ex); the backend borrows g. */
 void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be);
 

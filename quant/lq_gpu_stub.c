@@ -48,6 +48,12 @@ void lq_gpu_hess_free(lq_gpu_hess *h) {
     (void)h;
 }
 
+lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
+                            int64_t t, float *y, lq_err *err) {
+    (void)user, (void)W, (void)n, (void)k, (void)x, (void)t, (void)y, (void)err;
+    return LQ_ERR_UNSUPPORTED; /* the forward stays on the CPU */
+}
+
 static lq_status no_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
     (void)ctx, (void)Hp, (void)k;
     LQ_FAIL(err, LQ_ERR_NO_CUDA_BUILD, "llmquant was built without CUDA");

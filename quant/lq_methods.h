@@ -38,7 +38,7 @@ typedef struct lq_method_traits {
     lq_format   format;
     int         needs_calib;         /* calibration activations flow through the layers */
     int         propagate_quantized; /* next layer sees the quantized layer's output (GPTQ) */
-    int         gpu;                 /* has a GPU path (--device) */
+    int         gpu;                 /* quantizes on the device too (not only the forwards) */
     int64_t     default_seqlen;      /* calibration window when --seqlen is not given */
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);

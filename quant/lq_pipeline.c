@@ -464,6 +464,8 @@ static lq_status calibrate(run *r) {
     if (!r->chunk)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
     LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
+    if (r->gpu) /* calibration forwards: dense linears through cuBLAS */
+        lq_fwd_ws_set_dense_gemm(r->ws, lq_gpu_dense_gemm, r->gpu);
     int64_t budget = -1;
     LQ_TRY(plan_memory(r, T, &budget));
     LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->cur, r->err));
@@ -579,8 +581,8 @@ static lq_status pick_device(run *r) {
 #endif
         return LQ_OK;
     }
-    if (!r->mt->gpu)
-        return LQ_OK; /* the method has no GPU path yet: CPU */
+    if (!r->mt->gpu && !r->mt->needs_calib)
+        return LQ_OK; /* nothing to accelerate (RTN, NF4): CPU */
     return lq_gpu_open(0, &r->gpu, r->err);
 }
 
