@@ -277,6 +277,15 @@ static lq_status do_layers(run *r) {
             LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted at layer %lld", (long long)i);
         lq_layer L;
         LQ_TRY(lq_model_load_layer(r->m, i, &L, r->err));
+        if (i + 1 < c->num_layers) { /* overlap the next layer's disk reads with this one */
+            char pre[64];
+            int  pl = snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)(i + 1));
+            for (int64_t t = 0; t < lq_st_count(r->m->st); t++) {
+                const lq_st_tensor *tt = lq_st_get(r->m->st, t);
+                if (!strncmp(tt->name, pre, (size_t)pl))
+                    lq_st_prefetch(r->m->st, tt);
+            }
+        }
         lq_qjob j;
         memset(&j, 0, sizeof j);
         j.model     = r->m;
