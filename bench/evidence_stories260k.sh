@@ -9,10 +9,11 @@
 # keep the 15 MLP linears in fp16 (reported by the tool); NF4 and INT8 quantize all 35.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$here/build}
+build=$(cd "${1:-$here/build}" && pwd)
 out=${2:-/tmp/lq_evidence}
 shared=${LQ_SHARED:-$here/../shared}
 [ -d "$shared/models" ] || shared=$here/../../shared
+shared=$(cd "$shared" && pwd)
 bin=$build/llmquant
 model=$shared/models/stories260K
 tok=$model/llama2c/tok512.bin
