@@ -19,6 +19,12 @@ extern "C" {
 
 typedef struct lq_gpu lq_gpu;
 
+/* The --device policy of every job: "cpu" -> NULL; "auto" without a usable device -> NULL after
+ * one LQ_LOG_WARN notice (CUDA builds); "cuda" without one -> LQ_ERR_NO_DEVICE; otherwise
+ * device 0 when `useful` (the job has work for it), else NULL. */
+lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb, lq_gpu **out,
+                         lq_err *err);
+
 /* Usable CUDA devices; 0 without a driver or device (never fails, never crashes). */
 int       lq_gpu_device_count(void);
 lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err);

@@ -567,34 +567,6 @@ static int64_t dir_bytes(const char *dir) {
     return s;
 }
 
-/* --device auto|cpu|cuda. auto without a usable device runs on the CPU after one notice (a
- * CUDA build on a machine without a driver must still work); cuda without one is an error. */
-static lq_status pick_device(run *r) {
-    const char *dev = lq_params_get(r->p, "device");
-    if (!dev || !strcmp(dev, "cpu"))
-        return LQ_OK;
-    int n = lq_gpu_device_count();
-    if (n == 0) {
-#ifdef LQ_HAVE_CUDA
-        const char *why = "no usable CUDA device (driver or GPU missing)";
-#else
-        const char *why = "this llmquant was built without CUDA";
-#endif
-        if (!strcmp(dev, "cuda"))
-            LQ_FAIL(r->err, LQ_ERR_NO_DEVICE, "--device cuda: %s", why);
-#ifdef LQ_HAVE_CUDA
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s; computing on the CPU", why);
-        if (r->cb && r->cb->log)
-            r->cb->log(LQ_LOG_WARN, msg, r->cb->user);
-#endif
-        return LQ_OK;
-    }
-    if (!r->mt->gpu && !r->mt->needs_calib)
-        return LQ_OK; /* nothing to accelerate (RTN, NF4): CPU */
-    return lq_gpu_open(0, &r->gpu, r->err);
-}
-
 static char *report(run *r, const char *method, const char *model_dir, const char *out_dir,
                     int ppl_failed) {
     cJSON *j = cJSON_CreateObject();
@@ -664,7 +636,8 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_dir(model_dir, &r.tok, err));
-    LQ_TRY_GOTO(pick_device(&r));
+    LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), r.mt->gpu || r.mt->needs_calib, cb,
+                               &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(p, &r.qcfg);
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
