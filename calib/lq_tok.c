@@ -9,17 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct lq_tokenizer {
-    lq_tok_kind kind;
-    char        path[4096];
-    int64_t     n;
-    char      **piece;  /* [n] NUL-terminated */
-    int32_t    *plen;   /* [n] */
-    float      *score;  /* [n] */
-    int32_t    *sorted; /* ids sorted by piece bytes, for lookup */
-    int32_t     bos, eos;
-    int         adds_bos;
-};
+#include "lq_tok_impl.h"
 
 void lq_tok_free(lq_tokenizer *t) {
     if (!t)
@@ -30,6 +20,8 @@ void lq_tok_free(lq_tokenizer *t) {
     free(t->plen);
     free(t->score);
     free(t->sorted);
+    free(t->htab);
+    free(t->user);
     free(t);
 }
 
@@ -55,21 +47,21 @@ const char *lq_tok_source_path(const lq_tokenizer *t) {
     return t->path;
 }
 
-static int cmp_bytes(const char *a, int32_t al, const char *b, int32_t bl) {
+int lq_tok_cmp_bytes(const char *a, int32_t al, const char *b, int32_t bl) {
     int c = memcmp(a, b, (size_t)(al < bl ? al : bl));
     return c ? c : (al > bl) - (al < bl);
 }
 
 /* qsort_r is not portable C; sort an index array with a simple merge sort over the table. */
-static void sort_ids(const lq_tokenizer *t, int32_t *ids, int32_t *tmp, int64_t n) {
+void lq_tok_sort_ids(const lq_tokenizer *t, int32_t *ids, int32_t *tmp, int64_t n) {
     if (n < 2)
         return;
     int64_t h = n / 2;
-    sort_ids(t, ids, tmp, h);
-    sort_ids(t, ids + h, tmp, n - h);
+    lq_tok_sort_ids(t, ids, tmp, h);
+    lq_tok_sort_ids(t, ids + h, tmp, n - h);
     int64_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        int c = cmp_bytes(t->piece[ids[i]], t->plen[ids[i]], t->piece[ids[j]], t->plen[ids[j]]);
+        int c = lq_tok_cmp_bytes(t->piece[ids[i]], t->plen[ids[i]], t->piece[ids[j]], t->plen[ids[j]]);
         tmp[k++] = (c <= 0) ? ids[i++] : ids[j++];
     }
     while (i < h)
@@ -81,22 +73,48 @@ static void sort_ids(const lq_tokenizer *t, int32_t *ids, int32_t *tmp, int64_t 
 
 /* Id of the piece with exactly these bytes, -1 if none (first id on duplicates, like a stable
  * sort + lower bound). */
-static int32_t lookup(const lq_tokenizer *t, const char *s, int32_t len) {
-    int64_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        int32_t id  = t->sorted[mid];
-        if (cmp_bytes(t->piece[id], t->plen[id], s, len) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+static uint64_t piece_hash(const char *s, int32_t len) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int32_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+lq_status lq_tok_index(lq_tokenizer *t, lq_err *err) {
+    uint64_t cap = 16;
+    while (cap < 2 * (uint64_t)t->nsorted)
+        cap *= 2;
+    free(t->htab);
+    t->htab = malloc(cap * sizeof *t->htab);
+    if (!t->htab)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    memset(t->htab, 0xff, cap * sizeof *t->htab);
+    t->hmask = cap - 1;
+    /* sorted[] is stable in id order within equal bytes: the first inserted wins */
+    for (int64_t k = 0; k < t->nsorted; k++) {
+        int32_t  id = t->sorted[k];
+        uint64_t p  = piece_hash(t->piece[id], t->plen[id]) & t->hmask;
+        for (;; p = (p + 1) & t->hmask) {
+            int32_t o = t->htab[p];
+            if (o < 0) {
+                t->htab[p] = id;
+                break;
+            }
+            if (!lq_tok_cmp_bytes(t->piece[o], t->plen[o], t->piece[id], t->plen[id]))
+                break;
+        }
     }
-    if (lo < t->n) {
-        int32_t id = t->sorted[lo];
-        if (cmp_bytes(t->piece[id], t->plen[id], s, len) == 0)
+    return LQ_OK;
+}
+
+int32_t lq_tok_lookup(const lq_tokenizer *t, const char *s, int32_t len) {
+    for (uint64_t p = piece_hash(s, len) & t->hmask;; p = (p + 1) & t->hmask) {
+        int32_t id = t->htab[p];
+        if (id < 0)
+            return -1;
+        if (t->plen[id] == len && !memcmp(t->piece[id], s, (size_t)len))
             return id;
     }
-    return -1;
 }
 
 static lq_status load_llama2c(const uint8_t *buf, size_t len, const char *label,
@@ -147,8 +165,10 @@ static lq_status load_llama2c(const uint8_t *buf, size_t len, const char *label,
         t->sorted[i]            = (int32_t)i;
         pos += 8 + (size_t)t->plen[i];
     }
-    sort_ids(t, t->sorted, tmp, n);
+    lq_tok_sort_ids(t, t->sorted, tmp, n);
     free(tmp);
+    t->nsorted  = n;
+    LQ_TRY(lq_tok_index(t, err));
     t->kind     = LQ_TOK_LLAMA2C;
     t->bos      = 1; /* llama2.c / SentencePiece convention: <unk>=0, <s>=1, </s>=2 */
     t->eos      = 2;
@@ -164,27 +184,16 @@ typedef struct sym {
     int64_t ver;        /* bumped when the symbol changes */
 } sym;
 
-typedef struct cand {
-    float   score;
-    int64_t left, right; /* symbol indices */
-    int64_t lver, rver;
-    int32_t id;          /* merged piece */
-} cand;
 
-/* Heap order: higher score first; on ties the leftmost pair (run.c scans left to right and
- * keeps the first strictly better one). Original indices increase left to right. */
+
+
 static int cand_before(const cand *a, const cand *b) {
     if (a->score != b->score)
         return a->score > b->score;
     return a->left < b->left;
 }
 
-typedef struct heap {
-    cand   *v;
-    int64_t n, cap;
-} heap;
-
-static int heap_push(heap *h, cand c) {
+int lq_tok_heap_push(heap *h, cand c) {
     if (h->n == h->cap) {
         int64_t nc = h->cap ? h->cap * 2 : 256;
         cand   *nv = realloc(h->v, (size_t)nc * sizeof *nv);
@@ -205,7 +214,7 @@ static int heap_push(heap *h, cand c) {
     return 0;
 }
 
-static cand heap_pop(heap *h) {
+cand lq_tok_heap_pop(heap *h) {
     cand top = h->v[0], last = h->v[--h->n];
     int64_t i = 0;
     for (;;) {
@@ -232,11 +241,11 @@ static int try_pair(const lq_tokenizer *t, const sym *s, int64_t a, heap *h, cha
     int32_t la = t->plen[s[a].id], lb = t->plen[s[b].id];
     memcpy(buf, t->piece[s[a].id], (size_t)la);
     memcpy(buf + la, t->piece[s[b].id], (size_t)lb);
-    int32_t id = lookup(t, buf, la + lb);
+    int32_t id = lq_tok_lookup(t, buf, la + lb);
     if (id < 0)
         return 0;
-    cand c = {t->score[id], a, b, s[a].ver, s[b].ver, id};
-    return heap_push(h, c);
+    cand c = {t->score[id], id, a, b, (int32_t)s[a].ver, (int32_t)s[b].ver};
+    return lq_tok_heap_push(h, c);
 }
 
 static int utf8_len(unsigned char c) {
@@ -265,7 +274,7 @@ static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t
     }
     int64_t ns = 0;
     if (len > 0) { /* run.c: add_dummy_prefix when the text is non-empty */
-        int32_t sp = lookup(t, " ", 1);
+        int32_t sp = lq_tok_lookup(t, " ", 1);
         if (sp >= 0)
             s[ns++].id = sp;
     }
@@ -275,7 +284,7 @@ static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t
         while (j < len && j - i < 4 && ((unsigned char)text[j] & 0xc0) == 0x80)
             j++;
         (void)utf8_len;
-        int32_t id = lookup(t, text + i, (int32_t)(j - i));
+        int32_t id = lq_tok_lookup(t, text + i, (int32_t)(j - i));
         if (id >= 0) {
             s[ns++].id = id;
         } else {
@@ -300,8 +309,8 @@ static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t
             goto done;
         }
     while (h.n > 0) {
-        cand c = heap_pop(&h);
-        if (s[c.left].ver != c.lver || s[c.right].ver != c.rver || s[c.left].next != c.right ||
+        cand c = lq_tok_heap_pop(&h);
+        if ((int32_t)s[c.left].ver != c.lver || (int32_t)s[c.right].ver != c.rver || s[c.left].next != c.right ||
             s[c.left].id < 0 || s[c.right].id < 0)
             continue; /* stale */
         int64_t a = c.left, b = c.right;
@@ -346,6 +355,8 @@ lq_status lq_tok_encode(const lq_tokenizer *t, const char *text, int64_t len, in
     *n_ids = 0;
     if (t->kind == LQ_TOK_LLAMA2C)
         return encode_llama2c(t, text, len, add_bos, ids, n_ids, err);
+    if (t->kind == LQ_TOK_SPM)
+        return lq_tok_encode_spm(t, text, len, add_bos, ids, n_ids, err);
     LQ_FAIL(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer kind not implemented", t->path);
 }
 
@@ -361,6 +372,8 @@ lq_status lq_tok_load_memory(const void *buf, size_t len, lq_tok_kind kind, cons
     lq_status s = LQ_OK;
     if (kind == LQ_TOK_LLAMA2C)
         s = load_llama2c(buf, len, t->path, t, err);
+    else if (kind == LQ_TOK_SPM)
+        s = lq_tok_load_spm(buf, len, t->path, t, err);
     else
         s = lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer format not supported yet",
                     t->path);
