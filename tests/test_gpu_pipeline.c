@@ -32,11 +32,11 @@ static void rand_inputs(lq_rng *r, float *X, int64_t t, int64_t k) {
 static void test_hessian(lq_gpu *g, uint64_t seed, int64_t k) {
     lq_rng r;
     lq_rng_seed(&r, seed);
-    int64_t    seqlen = 64, chunks = 3, nseq = 2, t = seqlen * nseq;
-    float     *X = malloc((size_t)(t * k) * sizeof(float));
-    lq_xstats  cpu, gpu;
-    lq_err     err = {0};
-    lq_gpu_hess *h = NULL;
+    int64_t      seqlen = 64, chunks = 3, nseq = 2, t = seqlen * nseq;
+    float       *X = malloc((size_t)(t * k) * sizeof(float));
+    lq_xstats    cpu, gpu;
+    lq_err       err = {0};
+    lq_gpu_hess *h   = NULL;
     CHECK_OK(lq_xstats_init(&cpu, k, LQ_XS_HESSIAN, &err));
     CHECK_OK(lq_xstats_init(&gpu, k, LQ_XS_HESSIAN, &err));
     CHECK_OK(lq_gpu_hess_create(g, k, &h, &err));
@@ -129,10 +129,10 @@ static void test_gptq(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, gcase c, i
         free(A), free(ev);
     }
 
-    int64_t G = lq_num_groups(k, c.group);
-    float  *W2 = malloc((size_t)(n * k) * sizeof(float));
-    float  *H2 = malloc((size_t)(k * k) * sizeof(float));
-    float  *H1 = malloc((size_t)(k * k) * sizeof(float));
+    int64_t  G  = lq_num_groups(k, c.group);
+    float   *W2 = malloc((size_t)(n * k) * sizeof(float));
+    float   *H2 = malloc((size_t)(k * k) * sizeof(float));
+    float   *H1 = malloc((size_t)(k * k) * sizeof(float));
     uint8_t *q1 = malloc((size_t)(n * k)), *q2 = malloc((size_t)(n * k));
     float   *s1 = malloc((size_t)(G * n) * sizeof(float)), *s2 = malloc((size_t)(G * n) * 4);
     int32_t *z1 = malloc((size_t)(G * n) * 4), *z2 = malloc((size_t)(G * n) * 4);
@@ -140,11 +140,16 @@ static void test_gptq(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, gcase c, i
     memcpy(W2, W, (size_t)(n * k) * sizeof(float));
     memcpy(H1, st.H, (size_t)(k * k) * sizeof(float));
     memcpy(H2, st.H, (size_t)(k * k) * sizeof(float));
-    int          nw1 = 0, nw2 = 0;
-    lq_gptq_opts o   = {.q = {c.bits, c.group, c.sym, 1}, .act_order = c.act_order,
-                        .static_groups = c.static_groups, .damp = 0.01,
-                        .damp_retries = 8, .block_size = 128, .name = "test",
-                        .warn = warn_count, .warn_user = &nw1};
+    int             nw1 = 0, nw2 = 0;
+    lq_gptq_opts    o = {.q             = {c.bits, c.group, c.sym, 1},
+                         .act_order     = c.act_order,
+                         .static_groups = c.static_groups,
+                         .damp          = 0.01,
+                         .damp_retries  = 8,
+                         .block_size    = 128,
+                         .name          = "test",
+                         .warn          = warn_count,
+                         .warn_user     = &nw1};
     lq_gptq_result  r1, r2;
     lq_gptq_backend be;
     lq_gpu_gptq_backend(g, &be);
@@ -162,11 +167,10 @@ static void test_gptq(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, gcase c, i
         CHECK_MSG(frac >= 0.99 && far * 1000 <= n * k,
                   "seed %llu n %lld k %lld bits %d group %lld act %d static %d sym %d: %.4f of "
                   "codes equal, %lld differ by more than one step",
-                  (unsigned long long)seed, (long long)n, (long long)k, c.bits,
-                  (long long)c.group, c.act_order, c.static_groups, c.sym, frac, (long long)far);
+                  (unsigned long long)seed, (long long)n, (long long)k, c.bits, (long long)c.group,
+                  c.act_order, c.static_groups, c.sym, frac, (long long)far);
         CHECK_MSG(fabs(r1.loss - r2.loss) <= 0.01 * fabs(r1.loss) + 1e-9,
-                  "seed %llu: loss CPU %.6g GPU %.6g", (unsigned long long)seed, r1.loss,
-                  r2.loss);
+                  "seed %llu: loss CPU %.6g GPU %.6g", (unsigned long long)seed, r1.loss, r2.loss);
         CHECK_EQ_INT(memcmp(g1, g2, (size_t)k * 4), 0);
         CHECK_EQ_INT(r2.retries, r1.retries);
         if (singular)
@@ -181,8 +185,10 @@ static void test_gptq(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, gcase c, i
 
 static double ppl_of(const char *bin, const char *out) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' ppl '%s' --data '%s/data/tinystories/tinystories_sample.txt' "
-             "--quiet --json", bin, out, getenv("LQ_SHARED"));
+    snprintf(cmd, sizeof cmd,
+             "'%s' ppl '%s' --data '%s/data/tinystories/tinystories_sample.txt' "
+             "--quiet --json",
+             bin, out, getenv("LQ_SHARED"));
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -200,7 +206,7 @@ static void test_e2e(void) {
         printf("e2e part skipped: LQ_BIN/LQ_SHARED/LQ_TMP not set\n");
         return;
     }
-    double ppl[2];
+    double      ppl[2];
     const char *dev[2] = {"cpu", "cuda"};
     for (int i = 0; i < 2; i++) {
         char out[2048], cmd[8192];
@@ -250,14 +256,14 @@ int main(void) {
     test_hessian(g, 11, 64);
     test_hessian(g, 12, 1000);
     const gcase cases[] = {
-        {4, 128, 0, 0, 1}, {4, 128, 1, 0, 1}, {4, 32, 1, 1, 0}, {3, 64, 0, 0, 0},
+        {4, 128, 0, 0, 1}, {4, 128, 1, 0, 1}, {4, 32, 1, 1, 0},  {3, 64, 0, 0, 0},
         {2, -1, 1, 0, 0},  {8, 128, 0, 0, 1}, {4, 256, 1, 0, 0}, {4, 48, 0, 0, 1},
     };
     uint64_t seed = 100;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         test_gptq(g, seed++, 96, 512, cases[i], 0);
-    test_gptq(g, seed++, 256, 1000, cases[1], 0); /* k not a multiple of the block */
-    test_gptq(g, seed++, 64, 256, cases[0], 1);   /* indefinite H: damping retry */
+    test_gptq(g, seed++, 256, 1000, cases[1], 0);  /* k not a multiple of the block */
+    test_gptq(g, seed++, 64, 256, cases[0], 1);    /* indefinite H: damping retry */
     test_gptq(g, seed++, 4096, 4096, cases[1], 0); /* real size */
     lq_gpu_close(g);
     test_e2e();

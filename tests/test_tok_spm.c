@@ -40,24 +40,26 @@ static void test_vectors(const lq_tokenizer *t, const char *path) {
         nl = memchr(line, '\n', (size_t)(buf + len - line));
         if (!nl)
             nl = buf + len;
-        *nl     = 0;
+        *nl      = 0;
         cJSON *j = cJSON_Parse(line);
         if (!j)
             continue;
         const cJSON *tx = cJSON_GetObjectItem(j, "text"), *ids = cJSON_GetObjectItem(j, "ids");
         int32_t     *got = NULL;
         int64_t      n   = 0;
-        CHECK_OK(lq_tok_encode(t, tx->valuestring, (int64_t)strlen(tx->valuestring), 0, &got, &n,
-                               &err));
+        CHECK_OK(
+            lq_tok_encode(t, tx->valuestring, (int64_t)strlen(tx->valuestring), 0, &got, &n, &err));
         int same = n == cJSON_GetArraySize(ids);
         for (int64_t i = 0; same && i < n; i++)
             same = got[i] == cJSON_GetArrayItem(ids, (int)i)->valueint;
         if (!same && bad++ < 5) {
-            fprintf(stderr, "case %lld \"%.60s\": %lld ids, reference %d; first ids:", (long long)cases,
+            fprintf(stderr,
+                    "case %lld \"%.60s\": %lld ids, reference %d; first ids:", (long long)cases,
                     tx->valuestring, (long long)n, cJSON_GetArraySize(ids));
             for (int64_t i = 0; i < n && i < 12; i++)
                 fprintf(stderr, " %d/%d", got[i],
-                        i < cJSON_GetArraySize(ids) ? cJSON_GetArrayItem(ids, (int)i)->valueint : -1);
+                        i < cJSON_GetArraySize(ids) ? cJSON_GetArrayItem(ids, (int)i)->valueint
+                                                    : -1);
             fputc('\n', stderr);
         }
         free(got);
@@ -104,10 +106,10 @@ static void test_wikitext(const lq_tokenizer *t, const char *shared, const char 
 }
 
 static void test_rejects(const char *model_path) {
-    char   *buf = NULL;
-    int64_t len = 0;
-    lq_err  err = {0};
-    lq_tokenizer *t = NULL;
+    char         *buf = NULL;
+    int64_t       len = 0;
+    lq_err        err = {0};
+    lq_tokenizer *t   = NULL;
     CHECK_OK(lq_read_file(model_path, 1 << 26, &buf, &len, &err));
     if (!buf)
         return;
@@ -116,23 +118,23 @@ static void test_rejects(const char *model_path) {
                  LQ_ERR_TOKENIZER_FORMAT);
     CHECK(t == NULL && strstr(err.msg, "half.model"));
     /* not a protobuf */
-    CHECK_EQ_INT(lq_tok_load_memory("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11,
-                                    LQ_TOK_SPM, "junk.model", &t, &err),
+    CHECK_EQ_INT(lq_tok_load_memory("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11, LQ_TOK_SPM,
+                                    "junk.model", &t, &err),
                  LQ_ERR_TOKENIZER_FORMAT);
     /* a unigram model: one piece {piece "a", score 0, type 1}, trainer_spec {model_type 1} */
-    static const unsigned char uni[] = {0x0a, 0x08, 0x0a, 0x01, 'a', 0x15, 0, 0, 0, 0,
-                                        0x12, 0x02, 0x18, 0x01};
+    static const unsigned char uni[] = {0x0a, 0x08, 0x0a, 0x01, 'a',  0x15, 0,
+                                        0,    0,    0,    0x12, 0x02, 0x18, 0x01};
     CHECK_EQ_INT(lq_tok_load_memory(uni, sizeof uni, LQ_TOK_SPM, "uni.model", &t, &err),
                  LQ_ERR_TOKENIZER_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "UNIGRAM") != NULL, "%s", err.msg);
     /* A 4-piece BPE model without byte fallback: a run of unknown characters is one <unk>,
      * as sentencepiece emits it. Pieces: <unk> (UNKNOWN), "a", U+2581, U+2581 "a" (score 1). */
     static const unsigned char bpe[] = {
-        0x0a, 0x0e, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x15, 0, 0, 0, 0, 0x18, 0x02,
-        0x0a, 0x0a, 0x0a, 0x01, 'a', 0x15, 0, 0, 0, 0, 0x18, 0x01,
-        0x0a, 0x0c, 0x0a, 0x03, 0xe2, 0x96, 0x81, 0x15, 0, 0, 0, 0, 0x18, 0x01,
-        0x0a, 0x0d, 0x0a, 0x04, 0xe2, 0x96, 0x81, 'a', 0x15, 0, 0, 0x80, 0x3f, 0x18, 0x01,
-        0x12, 0x02, 0x18, 0x02};
+        0x0a, 0x0e, 0x0a, 0x05, '<',  'u',  'n',  'k',  '>',  0x15, 0,   0,    0,
+        0,    0x18, 0x02, 0x0a, 0x0a, 0x0a, 0x01, 'a',  0x15, 0,    0,   0,    0,
+        0x18, 0x01, 0x0a, 0x0c, 0x0a, 0x03, 0xe2, 0x96, 0x81, 0x15, 0,   0,    0,
+        0,    0x18, 0x01, 0x0a, 0x0d, 0x0a, 0x04, 0xe2, 0x96, 0x81, 'a', 0x15, 0,
+        0,    0x80, 0x3f, 0x18, 0x01, 0x12, 0x02, 0x18, 0x02};
     CHECK_OK(lq_tok_load_memory(bpe, sizeof bpe, LQ_TOK_SPM, "tiny.model", &t, &err));
     if (t) {
         int32_t *ids = NULL;
