@@ -21,6 +21,7 @@ void lq_tok_free(lq_tokenizer *t) {
     free(t->score);
     free(t->sorted);
     free(t->htab);
+    lq_tok_hf_free(t->hf);
     free(t->user);
     free(t);
 }
@@ -357,6 +358,8 @@ lq_status lq_tok_encode(const lq_tokenizer *t, const char *text, int64_t len, in
         return encode_llama2c(t, text, len, add_bos, ids, n_ids, err);
     if (t->kind == LQ_TOK_SPM)
         return lq_tok_encode_spm(t, text, len, add_bos, ids, n_ids, err);
+    if (t->kind == LQ_TOK_HF_JSON)
+        return lq_tok_encode_hf(t, text, len, add_bos, ids, n_ids, err);
     LQ_FAIL(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer kind not implemented", t->path);
 }
 
@@ -374,6 +377,8 @@ lq_status lq_tok_load_memory(const void *buf, size_t len, lq_tok_kind kind, cons
         s = load_llama2c(buf, len, t->path, t, err);
     else if (kind == LQ_TOK_SPM)
         s = lq_tok_load_spm(buf, len, t->path, t, err);
+    else if (kind == LQ_TOK_HF_JSON)
+        s = lq_tok_load_hf(buf, len, t->path, t, err);
     else
         s = lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer format not supported yet",
                     t->path);

@@ -24,6 +24,7 @@ struct lq_tokenizer {
     int         byte_fallback, add_dummy_prefix, remove_extra_ws, escape_ws;
     int32_t     byte_id[256];
     int32_t    *user;   /* user-defined pieces (matched before BPE), longest first */
+    struct lq_tok_hf *hf; /* tokenizer.json pipeline (lq_tok_hf.c) */
     int         ws_split; /* no piece joins a non-U+2581 character to a following U+2581:
                              words merge independently (same result, small heaps) */
     int64_t     nuser;
@@ -51,6 +52,12 @@ void    lq_tok_sort_ids(const lq_tokenizer *t, int32_t *ids, int32_t *tmp, int64
  * on duplicates), -1 if none. lq_tok_index builds the hash index it uses. */
 int32_t   lq_tok_lookup(const lq_tokenizer *t, const char *s, int32_t len);
 lq_status lq_tok_index(lq_tokenizer *t, lq_err *err);
+
+lq_status lq_tok_load_hf(const char *json, size_t len, const char *label, lq_tokenizer *t,
+                         lq_err *err);
+lq_status lq_tok_encode_hf(const lq_tokenizer *t, const char *text, int64_t len, int add_bos,
+                           int32_t **ids, int64_t *n_ids, lq_err *err);
+void      lq_tok_hf_free(struct lq_tok_hf *hf);
 
 lq_status lq_tok_load_spm(const uint8_t *buf, size_t len, const char *label, lq_tokenizer *t,
                           lq_err *err);

@@ -3,107 +3,7 @@
  * whitespace runs, byte fallback, CJK, emoji, control-piece look-alikes), the whole WikiText-2
  * test join by count + FNV-1a of the ids, malformed and unsupported models rejected with their
  * codes. Prints the encode throughput. */
-#include "lq_tok.h"
-#include "lq_test.h"
-
-#include <cjson/cJSON.h>
-#include <stdint.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t fnv1a(const int32_t *ids, int64_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t v = (uint32_t)ids[i];
-        for (int b = 0; b < 4; b++) {
-            h ^= (v >> (8 * b)) & 0xff;
-            h *= 0x100000001b3ull;
-        }
-    }
-    return h;
-}
-
-static void test_vectors(const lq_tokenizer *t, const char *path) {
-    char   *buf = NULL;
-    int64_t len = 0;
-    lq_err  err = {0};
-    CHECK_OK(lq_read_file(path, 1 << 26, &buf, &len, &err));
-    if (!buf)
-        return;
-    int64_t cases = 0, bad = 0;
-    for (char *line = buf, *nl; line < buf + len; line = nl + 1) {
-        nl = memchr(line, '\n', (size_t)(buf + len - line));
-        if (!nl)
-            nl = buf + len;
-        *nl      = 0;
-        cJSON *j = cJSON_Parse(line);
-        if (!j)
-            continue;
-        const cJSON *tx = cJSON_GetObjectItem(j, "text"), *ids = cJSON_GetObjectItem(j, "ids");
-        int32_t     *got = NULL;
-        int64_t      n   = 0;
-        CHECK_OK(
-            lq_tok_encode(t, tx->valuestring, (int64_t)strlen(tx->valuestring), 0, &got, &n, &err));
-        int same = n == cJSON_GetArraySize(ids);
-        for (int64_t i = 0; same && i < n; i++)
-            same = got[i] == cJSON_GetArrayItem(ids, (int)i)->valueint;
-        if (!same && bad++ < 5) {
-            fprintf(stderr,
-                    "case %lld \"%.60s\": %lld ids, reference %d; first ids:", (long long)cases,
-                    tx->valuestring, (long long)n, cJSON_GetArraySize(ids));
-            for (int64_t i = 0; i < n && i < 12; i++)
-                fprintf(stderr, " %d/%d", got[i],
-                        i < cJSON_GetArraySize(ids) ? cJSON_GetArrayItem(ids, (int)i)->valueint
-                                                    : -1);
-            fputc('\n', stderr);
-        }
-        free(got);
-        cJSON_Delete(j);
-        cases++;
-    }
-    CHECK_MSG(bad == 0 && cases > 300, "%lld of %lld cases differ from sentencepiece",
-              (long long)bad, (long long)cases);
-    printf("%lld strings: ids identical to sentencepiece\n", (long long)cases);
-    free(buf);
-}
-
-static void test_wikitext(const lq_tokenizer *t, const char *shared, const char *ref_path) {
-    char   *ref = NULL, *txt = NULL, path[4096];
-    int64_t rl = 0, tl = 0;
-    lq_err  err = {0};
-    CHECK_OK(lq_read_file(ref_path, 1 << 20, &ref, &rl, &err));
-    cJSON *r = ref ? cJSON_Parse(ref) : NULL;
-    snprintf(path, sizeof path, "%s/%s", shared,
-             r ? cJSON_GetObjectItem(r, "file")->valuestring : "?");
-    if (lq_read_file(path, 1 << 28, &txt, &tl, &err) != LQ_OK) {
-        printf("WikiText-2 comparison skipped: %s\n", err.msg);
-    } else {
-        int32_t *ids = NULL;
-        int64_t  n   = 0;
-        double   t0  = now_s();
-        CHECK_OK(lq_tok_encode(t, txt, tl, 0, &ids, &n, &err));
-        double dt = now_s() - t0;
-        char   h[32];
-        snprintf(h, sizeof h, "%016llx", (unsigned long long)fnv1a(ids, n));
-        int64_t want_n = (int64_t)cJSON_GetObjectItem(r, "n")->valuedouble;
-        CHECK_MSG(n == want_n && !strcmp(h, cJSON_GetObjectItem(r, "fnv1a64")->valuestring),
-                  "WikiText-2 test join: %lld ids (hash %s), sentencepiece %lld (hash %s)",
-                  (long long)n, h, (long long)want_n,
-                  cJSON_GetObjectItem(r, "fnv1a64")->valuestring);
-        printf("WikiText-2 test join: %lld bytes -> %lld ids in %.3f s (%.2f M tokens/s), "
-               "identical to sentencepiece\n",
-               (long long)tl, (long long)n, dt, (double)n / dt / 1e6);
-        free(ids);
-    }
-    cJSON_Delete(r);
-    free(ref);
-    free(txt);
-}
+#include "lq_test_tok.h"
 
 static void test_rejects(const char *model_path) {
     char         *buf = NULL;
@@ -175,8 +75,8 @@ int main(void) {
     CHECK_OK(lq_tok_encode(t, "Hello", 5, 1, &ids, &n, &err));
     CHECK(n == 2 && ids[0] == 1 && ids[1] == 15043);
     free(ids);
-    test_vectors(t, vec);
-    test_wikitext(t, shared, ref);
+    test_vectors(t, vec, "sentencepiece");
+    test_wikitext(t, shared, ref, "sentencepiece");
     lq_tok_free(t);
     test_rejects(model);
     return lq_test_end("tok_spm");
