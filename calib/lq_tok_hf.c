@@ -197,7 +197,7 @@ static lq_status add_pre(struct lq_tok_hf *hf, const cJSON *n, const char *label
     memset(s, 0, sizeof *s);
     if (!strcmp(ty, "Metaspace")) {
         const char *r = jstr(n, "replacement"), *ps = jstr(n, "prepend_scheme");
-        if (!r || strlen(r) >= sizeof s->repl)
+        if (!r || !*r || strlen(r) >= sizeof s->repl) /* an empty one would never advance */
             LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: Metaspace replacement", label);
         s->kind = PRE_METASPACE;
         strcpy(s->repl, r);
