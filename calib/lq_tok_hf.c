@@ -60,6 +60,7 @@ struct lq_tok_hf {
     int64_t    pcap;
     int32_t    unk, byte_tok[256];
     int        byte_fallback, fuse_unk, ignore_merges, has_unk_token;
+    int        ws_cut; /* no merge crosses a U+2581 that follows another character */
     hadded    *added;
     int64_t    nadded;
     int32_t    first[2][257]; /* per set (0 raw, 1 normalized): added[] index range by byte */
@@ -624,6 +625,18 @@ lq_status lq_tok_hf_load(const char *buf, size_t len, lq_tokenizer *t, lq_err *e
         snprintf(nm, sizeof nm, "<0x%02X>", b);
         h->byte_tok[b] = lq_tok_map_get(&h->vocab, nm, 6);
     }
+    /* As for tokenizer.model (lq_tok_spm.c): when no vocab token holds U+2581 after another
+     * character and U+2581 itself is a token (never unknown, so no unk run crosses it), words
+     * can be merged piecewise between U+2581s. ignore_merges looks up whole words, so it keeps
+     * whole words. */
+    h->ws_cut = !h->ignore_merges && lq_tok_map_get(&h->vocab, "\xe2\x96\x81", 3) >= 0;
+    for (int64_t i = 0; h->ws_cut && i < t->n; i++)
+        for (int32_t q = 1; t->piece[i] && q + 3 <= t->plen[i]; q++)
+            if (!memcmp(t->piece[i] + q, "\xe2\x96\x81", 3) &&
+                (q < 3 || memcmp(t->piece[i] + q - 3, "\xe2\x96\x81", 3))) {
+                h->ws_cut = 0;
+                break;
+            }
     t->kind       = LQ_TOK_HF_JSON;
     int32_t tbos  = template_bos(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0);
     t->adds_bos   = tbos >= 0;
@@ -1222,6 +1235,45 @@ static lq_status bpe_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_w
     return LQ_OK;
 }
 
+/* Word -> ids through a per-call cache (keys point into the final arena). */
+typedef struct wcache {
+    lq_tok_map map;
+    lq_tok_ids pool; /* cached id runs */
+    int64_t   *runs, nruns, cap;
+} wcache;
+
+static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_ws *ws,
+                            wcache *c, lq_tok_ids *out, lq_err *err) {
+    int32_t r = n <= 256 ? lq_tok_map_get(&c->map, w, n) : -1;
+    if (r >= 0) {
+        for (int64_t k = c->runs[2 * r]; k < c->runs[2 * r] + c->runs[2 * r + 1]; k++)
+            if (lq_tok_ids_push(out, c->pool.v[k]) < 0)
+                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        return LQ_OK;
+    }
+    int64_t from = out->n;
+    LQ_TRY(bpe_word(t, w, n, ws, out, err));
+    if (n > 256 || c->nruns >= INT32_MAX)
+        return LQ_OK;
+    if (c->nruns == c->cap) {
+        int64_t  nc = c->cap ? 2 * c->cap : 256;
+        int64_t *nv = realloc(c->runs, (size_t)(2 * nc) * sizeof *nv);
+        if (!nv)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        c->runs = nv;
+        c->cap  = nc;
+    }
+    c->runs[2 * c->nruns]     = c->pool.n;
+    c->runs[2 * c->nruns + 1] = out->n - from;
+    for (int64_t k = from; k < out->n; k++)
+        if (lq_tok_ids_push(&c->pool, out->v[k]) < 0)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    if (lq_tok_map_put(&c->map, w, (int32_t)n, (int32_t)c->nruns) < 0)
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    c->nruns++;
+    return LQ_OK;
+}
+
 lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
                            lq_tok_ids *out, lq_err *err) {
     const lq_tok_hf *h  = t->hf;
@@ -1230,9 +1282,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
     segs             s1 = {0}, s2 = {0}, tmp = {0};
     pstate           ps = {0};
     bpe_ws           ws = {0};
-    lq_tok_map       cache = {0};
-    lq_tok_ids       pool  = {0}; /* cached id runs */
-    int64_t         *runs  = NULL, nruns = 0, capruns = 0;
+    wcache           cache = {0};
     if (put_lossy(&a, text, len) < 0 || !(ps.md = pcre2_match_data_create(1, NULL)))
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     if (a.n == 0)
@@ -1271,7 +1321,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
     }
     if (h->pre)
         LQ_TRY_GOTO(pre_apply(t, h->pre, &a, &s1, &tmp, &ps, err));
-    if (lq_tok_map_init(&cache, 1024) < 0)
+    if (lq_tok_map_init(&cache.map, 1024) < 0)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     for (int64_t i = 0; i < s1.n; i++) {
         seg x = s1.v[i];
@@ -1283,32 +1333,20 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
         if (x.len == 0)
             continue;
         const char *w = a.b + x.off;
-        int32_t     r = x.len <= 256 ? lq_tok_map_get(&cache, w, x.len) : -1;
-        if (r >= 0) {
-            for (int64_t k = runs[2 * r]; k < runs[2 * r] + runs[2 * r + 1]; k++)
-                if (lq_tok_ids_push(out, pool.v[k]) < 0)
-                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        if (!h->ws_cut) {
+            LQ_TRY_GOTO(model_word(t, w, x.len, &ws, &cache, out, err));
             continue;
         }
-        int64_t from = out->n;
-        LQ_TRY_GOTO(bpe_word(t, w, x.len, &ws, out, err));
-        if (x.len <= 256 && nruns < INT32_MAX) {
-            if (nruns == capruns) {
-                int64_t  nc = capruns ? 2 * capruns : 256;
-                int64_t *nv = realloc(runs, (size_t)(2 * nc) * sizeof *nv);
-                if (!nv)
-                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-                runs    = nv;
-                capruns = nc;
-            }
-            runs[2 * nruns]     = pool.n;
-            runs[2 * nruns + 1] = out->n - from;
-            for (int64_t k = from; k < out->n; k++)
-                if (lq_tok_ids_push(&pool, out->v[k]) < 0)
-                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-            if (lq_tok_map_put(&cache, w, (int32_t)x.len, (int32_t)nruns) < 0)
-                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-            nruns++;
+        /* see ws_cut: words split before each U+2581 that follows another character */
+        for (int64_t b = 0; b < x.len;) {
+            int64_t e = b + 1;
+            while (e < x.len && !(e >= 3 && !memcmp(w + e, "\xe2\x96\x81", 3) &&
+                                  memcmp(w + e - 3, "\xe2\x96\x81", 3)))
+                e++;
+            if (e + 3 > x.len)
+                e = x.len;
+            LQ_TRY_GOTO(model_word(t, w + b, e - b, &ws, &cache, out, err));
+            b = e;
         }
     }
 done:
@@ -1320,8 +1358,8 @@ done:
     free(ps.mr);
     free(ws.s);
     free(ws.h.v);
-    lq_tok_map_free(&cache);
-    free(pool.v);
-    free(runs);
+    lq_tok_map_free(&cache.map);
+    free(cache.pool.v);
+    free(cache.runs);
     return st;
 }

@@ -21,6 +21,7 @@ struct lq_tok_spm {
     int32_t    byte_id[256];
     int32_t    unk;
     int        byte_fallback, add_dummy_prefix, remove_extra_ws, escape_ws, has_unused;
+    int        ws_cut; /* merges never cross a U+2581 that follows another character */
 };
 
 void lq_tok_spm_free(lq_tok_spm *s) {
@@ -339,6 +340,22 @@ lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_er
             id = lq_tok_map_get(&s->pieces, nm, 6);
         s->byte_id[b] = id >= 0 ? id : s->unk;
     }
+    /* With no mergeable piece holding U+2581 after another character, the normalized text can
+     * be cut before every such U+2581 and the words merged independently (and cached): the
+     * result is the same as merging the whole text at once. UNUSED pieces are re-split from
+     * halves recorded anywhere in the text, so they keep the whole-text path. */
+    s->ws_cut = sp.escape_ws && !s->has_unused;
+    for (i = 0; s->ws_cut && i < n; i++) {
+        int ty = s->type[i];
+        if (ty != PT_NORMAL && ty != PT_USER && ty != PT_UNUSED)
+            continue;
+        for (int32_t q = 1; q + 3 <= t->plen[i]; q++)
+            if (!memcmp(t->piece[i] + q, "\xe2\x96\x81", 3) &&
+                (q < 3 || memcmp(t->piece[i] + q - 3, "\xe2\x96\x81", 3))) {
+                s->ws_cut = 0;
+                break;
+            }
+    }
     s->byte_fallback    = sp.byte_fallback;
     s->add_dummy_prefix = sp.add_dummy_prefix;
     s->remove_extra_ws  = sp.remove_extra_ws;
@@ -491,34 +508,27 @@ static int emit(const lq_tokenizer *t, const char *norm, int64_t start, int64_t 
     return 0;
 }
 
-lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
-                            lq_tok_ids *out, lq_err *err) {
-    const lq_tok_spm *s    = t->spm;
-    lq_status         st   = LQ_OK;
-    char             *norm = malloc((size_t)(3 * len + 4));
-    ssym             *sy   = NULL;
-    rev_ent          *rev  = NULL;
-    int64_t          *stk  = NULL;
-    lq_tok_heap       h    = {0};
-    if (!norm)
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    int64_t nn = normalize(s, text, len, norm);
-    if (nn == 0)
-        goto done;
-    sy = malloc((size_t)nn * sizeof *sy);
-    if (s->has_unused)
-        rev = calloc((size_t)t->n, sizeof *rev);
-    if (!sy || (s->has_unused && !rev))
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    int64_t ns = 0;
-    for (int64_t i = 0; i < nn;) {
-        int64_t l      = user_match(s, norm + i, nn - i);
+/* BPE over norm[b, e) (one word, or the whole text), appending the ids. */
+typedef struct spm_ws {
+    ssym       *sy;
+    rev_ent    *rev;
+    int64_t    *stk;
+    lq_tok_heap h;
+} spm_ws;
+
+static int bpe_range(const lq_tokenizer *t, const char *norm, int64_t b, int64_t e, spm_ws *w,
+                     lq_tok_ids *out) {
+    const lq_tok_spm *s  = t->spm;
+    ssym             *sy = w->sy;
+    int64_t           ns = 0;
+    for (int64_t i = b; i < e;) {
+        int64_t l      = user_match(s, norm + i, e - i);
         int     freeze = l > 0;
         if (!freeze) {
             static const uint8_t k_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
             l = k_len[(unsigned char)norm[i] >> 4];
-            if (l > nn - i)
-                l = nn - i;
+            if (l > e - i)
+                l = e - i;
         }
         sy[ns] = (ssym){i, ns - 1, -1, (int32_t)l, freeze};
         if (ns > 0)
@@ -526,35 +536,100 @@ lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len
         ns++;
         i += l;
     }
+    w->h.n = 0;
     for (int64_t i = 0; i + 1 < ns; i++)
-        if (add_pair(t, norm, sy, i, i + 1, &h, rev) < 0)
-            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    while (h.n > 0) {
-        lq_tok_cand c = lq_tok_heap_pop(&h);
+        if (add_pair(t, norm, sy, i, i + 1, &w->h, w->rev) < 0)
+            return -1;
+    while (w->h.n > 0) {
+        lq_tok_cand c = lq_tok_heap_pop(&w->h);
         int64_t     l = c.pos, r = sy[l].next;
         /* stale when either side was consumed or grew since the candidate was pushed */
         if (sy[l].len == 0 || r < 0 || sy[r].len == 0 || (int64_t)sy[l].len + sy[r].len != c.aux)
             continue;
-        sy[l].len = (int32_t)c.aux;
+        sy[l].len  = (int32_t)c.aux;
         sy[l].next = sy[r].next;
         if (sy[r].next >= 0)
             sy[sy[r].next].prev = l;
         sy[r].len = 0;
-        if (add_pair(t, norm, sy, sy[l].prev, l, &h, rev) < 0 ||
-            add_pair(t, norm, sy, l, sy[l].next, &h, rev) < 0)
-            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        if (add_pair(t, norm, sy, sy[l].prev, l, &w->h, w->rev) < 0 ||
+            add_pair(t, norm, sy, l, sy[l].next, &w->h, w->rev) < 0)
+            return -1;
     }
-    stk = malloc(sizeof *stk * (size_t)(2 * (LQ_TOK_MAX_PIECE + 2)));
-    if (!stk)
+    for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = sy[i].next)
+        if (emit(t, norm, sy[i].start, sy[i].len, w->rev, w->stk, out) < 0)
+            return -1;
+    return 0;
+}
+
+static int is_cut(const char *norm, int64_t p) {
+    static const char ws[] = "\xe2\x96\x81";
+    return p >= 3 && !memcmp(norm + p, ws, 3) && memcmp(norm + p - 3, ws, 3);
+}
+
+lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
+                            lq_tok_ids *out, lq_err *err) {
+    const lq_tok_spm *s     = t->spm;
+    lq_status         st    = LQ_OK;
+    char             *norm  = malloc((size_t)(3 * len + 4));
+    spm_ws            w     = {0};
+    lq_tok_map        cache = {0};
+    lq_tok_ids        pool  = {0};
+    int64_t          *runs  = NULL, nruns = 0, capruns = 0;
+    if (!norm)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    for (int64_t i = 0; i >= 0; i = sy[i].next)
-        if (emit(t, norm, sy[i].start, sy[i].len, rev, stk, out) < 0)
+    int64_t nn = normalize(s, text, len, norm);
+    if (nn == 0)
+        goto done;
+    w.sy = malloc((size_t)nn * sizeof *w.sy);
+    if (s->has_unused)
+        w.rev = calloc((size_t)t->n, sizeof *w.rev);
+    w.stk = malloc(sizeof *w.stk * (size_t)(s->has_unused ? 2 * (LQ_TOK_MAX_PIECE + 2) : 4));
+    if (!w.sy || !w.stk || (s->has_unused && !w.rev) || lq_tok_map_init(&cache, 1024) < 0)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    for (int64_t b = 0; b < nn;) {
+        int64_t e = nn;
+        if (s->ws_cut)
+            for (e = b + 1; e < nn && !is_cut(norm, e); e++)
+                ;
+        int32_t r = e - b <= 256 ? lq_tok_map_get(&cache, norm + b, e - b) : -1;
+        if (r >= 0) {
+            for (int64_t k = runs[2 * r]; k < runs[2 * r] + runs[2 * r + 1]; k++)
+                if (lq_tok_ids_push(out, pool.v[k]) < 0)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            b = e;
+            continue;
+        }
+        int64_t from = out->n;
+        if (bpe_range(t, norm, b, e, &w, out) < 0)
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        if (e - b <= 256 && nruns < INT32_MAX) {
+            if (nruns == capruns) {
+                int64_t  nc = capruns ? 2 * capruns : 256;
+                int64_t *nv = realloc(runs, (size_t)(2 * nc) * sizeof *nv);
+                if (!nv)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+                runs    = nv;
+                capruns = nc;
+            }
+            runs[2 * nruns]     = pool.n;
+            runs[2 * nruns + 1] = out->n - from;
+            for (int64_t k = from; k < out->n; k++)
+                if (lq_tok_ids_push(&pool, out->v[k]) < 0)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            if (lq_tok_map_put(&cache, norm + b, (int32_t)(e - b), (int32_t)nruns) < 0)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            nruns++;
+        }
+        b = e;
+    }
 done:
     free(norm);
-    free(sy);
-    free(rev);
-    free(stk);
-    free(h.v);
+    free(w.sy);
+    free(w.rev);
+    free(w.stk);
+    free(w.h.v);
+    lq_tok_map_free(&cache);
+    free(pool.v);
+    free(runs);
     return st;
 }
