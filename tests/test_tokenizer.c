@@ -26,11 +26,9 @@ typedef struct tcase {
     int64_t n;
 } tcase;
 
-static int64_t load_cases(tcase **out) {
-    char    p[2200];
+static int64_t load_cases_file(const char *p, tcase **out) {
     int64_t n;
-    snprintf(p, sizeof p, "%s/tok/cases.txt", g_data);
-    char *b = slurp(p, &n);
+    char   *b = slurp(p, &n);
     if (!b)
         return -1;
     int64_t cap = 0, nc = 0;
@@ -55,6 +53,41 @@ static int64_t load_cases(tcase **out) {
     free(b);
     *out = c;
     return nc;
+}
+
+static int64_t load_cases(tcase **out) {
+    char p[2200];
+    snprintf(p, sizeof p, "%s/tok/cases.txt", g_data);
+    return load_cases_file(p, out);
+}
+
+/* --encode TOKENIZER CASES: print the ids of every case, one line each (no BOS), for
+ * tests/py/test_tok_oracle.py to compare with the python libraries live. */
+static int encode_mode(const char *tok, const char *cases) {
+    lq_tokenizer *t = NULL;
+    lq_err        e = {0};
+    tcase        *c = NULL;
+    int64_t       nc = load_cases_file(cases, &c);
+    if (nc < 0 || lq_tok_load_file(tok, &t, &e) != LQ_OK) {
+        fprintf(stderr, "%s\n", nc < 0 ? "cannot read cases" : e.msg);
+        return 1;
+    }
+    for (int64_t k = 0; k < nc; k++) {
+        int32_t *ids = NULL;
+        int64_t  n   = 0;
+        if (lq_tok_encode(t, c[k].s, c[k].n, 0, &ids, &n, &e) != LQ_OK) {
+            fprintf(stderr, "case %lld: %s\n", (long long)k, e.msg);
+            return 1;
+        }
+        for (int64_t i = 0; i < n; i++)
+            printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+        free(ids);
+        free(c[k].s);
+    }
+    free(c);
+    lq_tok_free(t);
+    return 0;
 }
 
 /* Compare every case with <name>.ids. */
@@ -272,7 +305,9 @@ static void test_dir_order(void) {
     lq_tok_free(t);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--encode"))
+        return encode_mode(argv[2], argv[3]);
     const char *data = lq_test_env_or_skip("LQ_TEST_DATA");
     snprintf(g_data, sizeof g_data, "%s", data);
     tcase  *c  = NULL;
