@@ -1340,11 +1340,9 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
         /* see ws_cut: words split before each U+2581 that follows another character */
         for (int64_t b = 0; b < x.len;) {
             int64_t e = b + 1;
-            while (e < x.len && !(e >= 3 && !memcmp(w + e, "\xe2\x96\x81", 3) &&
+            while (e < x.len && !(e >= 3 && e + 3 <= x.len && !memcmp(w + e, "\xe2\x96\x81", 3) &&
                                   memcmp(w + e - 3, "\xe2\x96\x81", 3)))
                 e++;
-            if (e + 3 > x.len)
-                e = x.len;
             LQ_TRY_GOTO(model_word(t, w + b, e - b, &ws, &cache, out, err));
             b = e;
         }

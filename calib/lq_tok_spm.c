@@ -561,9 +561,9 @@ static int bpe_range(const lq_tokenizer *t, const char *norm, int64_t b, int64_t
     return 0;
 }
 
-static int is_cut(const char *norm, int64_t p) {
+static int is_cut(const char *norm, int64_t nn, int64_t p) {
     static const char ws[] = "\xe2\x96\x81";
-    return p >= 3 && !memcmp(norm + p, ws, 3) && memcmp(norm + p - 3, ws, 3);
+    return p >= 3 && p + 3 <= nn && !memcmp(norm + p, ws, 3) && memcmp(norm + p - 3, ws, 3);
 }
 
 lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
@@ -589,7 +589,7 @@ lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len
     for (int64_t b = 0; b < nn;) {
         int64_t e = nn;
         if (s->ws_cut)
-            for (e = b + 1; e < nn && !is_cut(norm, e); e++)
+            for (e = b + 1; e < nn && !is_cut(norm, nn, e); e++)
                 ;
         int32_t r = e - b <= 256 ? lq_tok_map_get(&cache, norm + b, e - b) : -1;
         if (r >= 0) {
