@@ -589,11 +589,8 @@ static int32_t template_bos(const cJSON *pp, int depth) {
 lq_status lq_tok_hf_load(const char *buf, size_t len, lq_tokenizer *t, lq_err *err) {
     cJSON    *root = NULL;
     lq_status st   = lq_json_parse(buf, len, t->path, &root, err);
-    if (st != LQ_OK) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "invalid JSON");
-        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s", msg);
-    }
+    if (st != LQ_OK)
+        return st; /* LQ_ERR_JSON naming the file, as for every JSON file of the project */
     if (!(t->hf = calloc(1, sizeof *t->hf)))
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     lq_tok_hf   *h = t->hf;
@@ -1182,7 +1179,14 @@ static lq_status bpe_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_w
             if (all) { /* as in tokenizers, a pending unk is not flushed first */
                 for (int64_t k = 0; k < l; k++)
                     ADD(h->byte_tok[(unsigned char)w[i + k]], 1);
-            } else if (h->has_unk_token) {
+            } else if (!h->has_unk_token) {
+                /* tokenizers silently drops the character; losing text unnoticed is worse
+                 * than refusing it */
+                return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT,
+                               "%s: character \"%.*s\" is not in the vocab and there is no "
+                               "unk_token",
+                               t->path, (int)l, w + i);
+            } else {
                 if (h->unk < 0)
                     return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT,
                                    "%s: unk_token is not in the vocab", t->path);

@@ -570,6 +570,7 @@ lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len
                             lq_tok_ids *out, lq_err *err) {
     const lq_tok_spm *s     = t->spm;
     lq_status         st    = LQ_OK;
+    int64_t           out0  = out->n;
     char             *norm  = malloc((size_t)(3 * len + 4));
     spm_ws            w     = {0};
     lq_tok_map        cache = {0};
@@ -621,6 +622,15 @@ lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len
             nruns++;
         }
         b = e;
+    }
+    /* sentencepiece_processor.cc merges a run of unknown pieces into one <unk> (without byte
+     * fallback; with it, unknowns became bytes above) */
+    if (!s->byte_fallback) {
+        int64_t k = out0;
+        for (int64_t i = out0; i < out->n; i++)
+            if (!(out->v[i] == s->unk && k > out0 && out->v[k - 1] == s->unk))
+                out->v[k++] = out->v[i];
+        out->n = k;
     }
 done:
     free(norm);

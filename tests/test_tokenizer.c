@@ -1,6 +1,6 @@
 /* Tokenizers against reference ids from python sentencepiece / tokenizers, committed in
- * tests/data/tok/ by tests/data/tok/gen_vectors.py (see there for what each file is): every case
- * of cases.txt (the first 200 lines of WikiText-2 test, their join, edge strings, random mixes)
+ * tests/data/tok/ by tests/data/tok/gen_oracle_vectors.py (see there for what each file is):
+ * every case of cases.txt (the first 200 lines of WikiText-2 test, their join, edge strings, random mixes)
  * must encode to exactly the reference ids. Plus error codes for malformed / unsupported
  * files, BOS/EOS and the load_dir order. The Llama-2 tokenizer.model comes from LQ_SHARED and
  * is skipped (not failed) when absent. */
@@ -214,7 +214,7 @@ static void test_errors(void) {
     expect_fail(no_unk, sizeof no_unk, LQ_TOK_SPM, LQ_ERR_TOKENIZER_FORMAT, "no unk");
     /* tokenizer.json */
     const char *bad_json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}";
-    expect_fail(bad_json, strlen(bad_json), LQ_TOK_HF_JSON, LQ_ERR_TOKENIZER_FORMAT, "bad json");
+    expect_fail(bad_json, strlen(bad_json), LQ_TOK_HF_JSON, LQ_ERR_JSON, "bad json");
     const char *wp = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}";
     expect_fail(wp, strlen(wp), LQ_TOK_HF_JSON, LQ_ERR_TOKENIZER_UNSUPPORTED, "wordpiece");
     const char *merge_oov =

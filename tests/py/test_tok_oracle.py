@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Our tokenizers against python sentencepiece / tokenizers, live: the committed cases plus a
-fresh batch of random strings (another seed than gen_vectors.py), every vector set of
+fresh batch of random strings (another seed than gen_oracle_vectors.py), every vector set of
 tests/data/tok/, and the whole WikiText-2 test join with the Llama-2 tokenizer.model (ids and
 time, ours via bench_tok vs sentencepiece). Skips (exit 77) without the packages or the build."""
 import os
@@ -25,7 +25,7 @@ if not build or not src:
     sys.exit(77)
 data = os.path.join(src, "tests", "data", "tok")
 sys.path.insert(0, data)
-import gen_vectors as gv  # noqa: E402
+import gen_oracle_vectors as gv  # noqa: E402
 
 exe = os.path.join(build, "tests", "test_tokenizer")
 cases = gv.read_cases(data)
