@@ -1,17 +1,9 @@
-/* SentencePiece tokenizer.model (BPE model type), encoded as sentencepiece's
- * bpe_model.cc does: normalize (identity rules: optional whitespace cleanup,
- * dummy prefix, ' ' -> U+2581)
- *   -> one symbol per user-defined piece (longest match) or UTF-8 character
- *   -> merge the adjacent pair whose concatenation is the highest-scoring piece
- * (leftmost on ties) until none is left; merges only produce NORMAL /
- * USER_DEFINED / UNUSED pieces
- *   -> a symbol that is no piece becomes its bytes <0xNN> (byte_fallback) or
- * <unk>. The protobuf is read with a bounded reader of the few fields used
- * (sentencepiece_model.proto: ModelProto.pieces=1 {piece=1, score=2, type=3},
- * trainer_spec=2 {model_type=3, byte_fallback=35, unk_id=40, bos_id=41,
- * eos_id=42}, normalizer_spec=3 {name=1, precompiled_charsmap=2,
- * add_dummy_prefix=3, remove_extra_whitespaces=4, escape_whitespaces=5}). */
-#include "lq_tok_impl.h"
+/* SentencePiece tokenizer.model (BPE model type): a bounded protobuf reader for ModelProto and
+ * an encoder following sentencepiece's normalizer.cc (identity rules: no precompiled charsmap),
+ * bpe_model.cc (merge the adjacent pair whose merged piece has the best score, leftmost on
+ * ties; user-defined pieces frozen; UNUSED pieces re-split) and sentencepiece_processor.cc
+ * (unknown pieces decomposed into <0xNN> byte pieces when byte_fallback is on). */
+#include "lq_tok_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,463 +11,635 @@
 
 enum { PT_NORMAL = 1, PT_UNKNOWN = 2, PT_CONTROL = 3, PT_USER = 4, PT_UNUSED = 5, PT_BYTE = 6 };
 
+struct lq_tok_spm {
+    uint8_t   *type;   /* [n] piece type */
+    lq_tok_map pieces; /* NORMAL, USER_DEFINED, UNUSED: what merges may produce */
+    lq_tok_map resv;   /* CONTROL, UNKNOWN, BYTE */
+    lq_tok_map user;   /* USER_DEFINED only, for the longest-prefix matcher */
+    int32_t    user_max;
+    uint8_t    user_first[32]; /* bitset of first bytes of user-defined pieces */
+    int32_t    byte_id[256];
+    int32_t    unk;
+    int        byte_fallback, add_dummy_prefix, remove_extra_ws, escape_ws, has_unused;
+    int        ws_cut; /* merges never cross a U+2581 that follows another character */
+};
+
+void lq_tok_spm_free(lq_tok_spm *s) {
+    if (!s)
+        return;
+    free(s->type);
+    lq_tok_map_free(&s->pieces);
+    lq_tok_map_free(&s->resv);
+    lq_tok_map_free(&s->user);
+    free(s);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Protobuf wire format, every read bounds-checked against the enclosing message. */
 typedef struct pb {
     const uint8_t *p, *end;
 } pb;
 
-/* 0 ok, -1 malformed */
-static int pb_varint(pb *b, uint64_t *v) {
-    uint64_t r = 0;
-    for (int sh = 0; sh < 64; sh += 7) {
-        if (b->p >= b->end)
+static int pb_varint(pb *r, uint64_t *v) {
+    uint64_t x = 0;
+    for (int i = 0; i < 10; i++) {
+        if (r->p >= r->end)
             return -1;
-        uint8_t c = *b->p++;
-        r |= (uint64_t)(c & 0x7f) << sh;
-        if (!(c & 0x80)) {
-            *v = r;
+        uint8_t b = *r->p++;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = x;
             return 0;
         }
     }
     return -1;
 }
 
-/* Next field: number, wire type, and for length-delimited fields the payload.
- */
-typedef struct pb_field {
-    uint32_t       num;
-    int            wt;
-    uint64_t       v;    /* varint / fixed value */
-    const uint8_t *data; /* wire type 2 */
-    size_t         len;
-} pb_field;
+/* Next field key; 1 = got one, 0 = end of message, -1 = malformed. */
+static int pb_key(pb *r, uint32_t *field, uint32_t *wt) {
+    if (r->p >= r->end)
+        return 0;
+    uint64_t k;
+    if (pb_varint(r, &k) < 0 || (k >> 3) == 0 || (k >> 3) > 0x1fffffff)
+        return -1;
+    *field = (uint32_t)(k >> 3);
+    *wt    = (uint32_t)(k & 7);
+    return 1;
+}
 
-static int pb_next(pb *b, pb_field *f) {
-    uint64_t key;
-    if (pb_varint(b, &key))
+static int pb_bytes(pb *r, pb *sub) {
+    uint64_t n;
+    if (pb_varint(r, &n) < 0 || n > (uint64_t)(r->end - r->p))
         return -1;
-    f->num = (uint32_t)(key >> 3);
-    f->wt  = (int)(key & 7);
-    if (f->num == 0)
+    sub->p   = r->p;
+    sub->end = r->p + n;
+    r->p += n;
+    return 0;
+}
+
+static int pb_fixed32(pb *r, uint32_t *v) {
+    if (r->end - r->p < 4)
         return -1;
-    switch (f->wt) {
-    case 0:
-        return pb_varint(b, &f->v);
+    *v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+         (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return 0;
+}
+
+/* Skip a field of wire type wt (groups, types 3/4, are not used by ModelProto: malformed). */
+static int pb_skip(pb *r, uint32_t wt) {
+    uint64_t v;
+    pb       sub;
+    switch (wt) {
+    case 0: return pb_varint(r, &v);
     case 1:
-        if (b->end - b->p < 8)
+        if (r->end - r->p < 8)
             return -1;
-        memcpy(&f->v, b->p, 8);
-        b->p += 8;
+        r->p += 8;
         return 0;
+    case 2: return pb_bytes(r, &sub);
     case 5: {
-        if (b->end - b->p < 4)
-            return -1;
         uint32_t x;
-        memcpy(&x, b->p, 4);
-        f->v = x;
-        b->p += 4;
-        return 0;
+        return pb_fixed32(r, &x);
     }
-    case 2: {
-        uint64_t l;
-        if (pb_varint(b, &l) || l > (uint64_t)(b->end - b->p))
-            return -1;
-        f->data = b->p;
-        f->len  = (size_t)l;
-        b->p += l;
-        return 0;
-    }
-    default: /* groups (3, 4) are not used by sentencepiece_model.proto */
-        return -1;
+    default: return -1;
     }
 }
+
+/* int32 fields travel as 64-bit two's complement varints. */
+static int pb_int32(pb *r, uint32_t wt, int32_t *out) {
+    uint64_t v;
+    if (wt != 0 || pb_varint(r, &v) < 0)
+        return -1;
+    *out = (int32_t)(uint32_t)(v & 0xffffffffu);
+    return 0;
+}
+
+#define PB_BAD(what)                                                                           \
+    return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed tokenizer.model (%s)", t->path, \
+                   what)
 
 typedef struct spm_spec {
-    int     model_type; /* 1 unigram (default), 2 bpe, 3 word, 4 char */
-    int     byte_fallback;
-    int32_t unk, bos, eos;
-    int     add_dummy_prefix, remove_extra_ws, escape_ws;
+    int32_t model_type, unk_id, bos_id, eos_id;
+    int     byte_fallback, ws_suffix, add_dummy_prefix, remove_extra_ws, escape_ws;
+    int64_t charsmap_len;
     char    norm_name[64];
-    size_t  charsmap_len;
 } spm_spec;
 
-static int parse_trainer(const uint8_t *d, size_t n, spm_spec *s) {
-    pb       b = {d, d + n};
-    pb_field f;
-    while (b.p < b.end) {
-        if (pb_next(&b, &f))
-            return -1;
-        if (f.wt != 0)
-            continue;
-        if (f.num == 3)
-            s->model_type = (int)f.v;
-        else if (f.num == 35)
-            s->byte_fallback = f.v != 0;
-        else if (f.num == 40)
-            s->unk = (int32_t)f.v;
-        else if (f.num == 41)
-            s->bos = (int32_t)f.v;
-        else if (f.num == 42)
-            s->eos = (int32_t)f.v;
+static lq_status parse_trainer(pb r, spm_spec *sp, lq_tokenizer *t, lq_err *err) {
+    uint32_t f, wt;
+    int      k;
+    while ((k = pb_key(&r, &f, &wt)) == 1) {
+        int32_t v  = 0;
+        int     rc = 0;
+        switch (f) {
+        case 3: rc = pb_int32(&r, wt, &sp->model_type); break;
+        case 24: rc = pb_int32(&r, wt, &v), sp->ws_suffix = v != 0; break;
+        case 35: rc = pb_int32(&r, wt, &v), sp->byte_fallback = v != 0; break;
+        case 40: rc = pb_int32(&r, wt, &sp->unk_id); break;
+        case 41: rc = pb_int32(&r, wt, &sp->bos_id); break;
+        case 42: rc = pb_int32(&r, wt, &sp->eos_id); break;
+        default: rc = pb_skip(&r, wt);
+        }
+        if (rc < 0)
+            PB_BAD("trainer_spec field");
     }
-    return 0;
+    if (k < 0)
+        PB_BAD("trainer_spec key");
+    return LQ_OK;
 }
 
-static int parse_normalizer(const uint8_t *d, size_t n, spm_spec *s) {
-    pb       b = {d, d + n};
-    pb_field f;
-    while (b.p < b.end) {
-        if (pb_next(&b, &f))
-            return -1;
-        if (f.num == 1 && f.wt == 2)
-            snprintf(s->norm_name, sizeof s->norm_name, "%.*s", (int)(f.len < 63 ? f.len : 63),
-                     (const char *)f.data);
-        else if (f.num == 2 && f.wt == 2)
-            s->charsmap_len = f.len;
-        else if (f.num == 3 && f.wt == 0)
-            s->add_dummy_prefix = f.v != 0;
-        else if (f.num == 4 && f.wt == 0)
-            s->remove_extra_ws = f.v != 0;
-        else if (f.num == 5 && f.wt == 0)
-            s->escape_ws = f.v != 0;
+static lq_status parse_normalizer(pb r, spm_spec *sp, lq_tokenizer *t, lq_err *err) {
+    uint32_t f, wt;
+    int      k;
+    while ((k = pb_key(&r, &f, &wt)) == 1) {
+        int32_t v  = 0;
+        int     rc = 0;
+        pb      sub;
+        switch (f) {
+        case 1:
+            if (wt != 2 || pb_bytes(&r, &sub) < 0) {
+                rc = -1;
+                break;
+            }
+            snprintf(sp->norm_name, sizeof sp->norm_name, "%.*s",
+                     (int)(sub.end - sub.p < 60 ? sub.end - sub.p : 60), (const char *)sub.p);
+            break;
+        case 2:
+            if (wt != 2 || pb_bytes(&r, &sub) < 0)
+                rc = -1;
+            else
+                sp->charsmap_len = sub.end - sub.p;
+            break;
+        case 3: rc = pb_int32(&r, wt, &v), sp->add_dummy_prefix = v != 0; break;
+        case 4: rc = pb_int32(&r, wt, &v), sp->remove_extra_ws = v != 0; break;
+        case 5: rc = pb_int32(&r, wt, &v), sp->escape_ws = v != 0; break;
+        default: rc = pb_skip(&r, wt);
+        }
+        if (rc < 0)
+            PB_BAD("normalizer_spec field");
     }
-    return 0;
+    if (k < 0)
+        PB_BAD("normalizer_spec key");
+    return LQ_OK;
 }
 
-/* One SentencePiece message; piece bytes are copied. */
-static int parse_piece(const uint8_t *d, size_t n, lq_tokenizer *t, int64_t i, uint8_t *type) {
-    pb       b = {d, d + n};
-    pb_field f;
-    *type = PT_NORMAL;
-    while (b.p < b.end) {
-        if (pb_next(&b, &f))
-            return -1;
-        if (f.num == 1 && f.wt == 2) {
-            if (f.len > 65536)
-                return -1;
-            free(t->piece[i]);
-            t->piece[i] = malloc(f.len + 1);
-            if (!t->piece[i])
-                return -2;
-            memcpy(t->piece[i], f.data, f.len);
-            t->piece[i][f.len] = 0;
-            t->plen[i]         = (int32_t)f.len;
-        } else if (f.num == 2 && f.wt == 5) {
-            uint32_t x = (uint32_t)f.v;
-            memcpy(&t->score[i], &x, 4);
-        } else if (f.num == 3 && f.wt == 0) {
-            *type = (uint8_t)(f.v > 6 ? 0 : f.v);
+/* One SentencePiece message: piece (1), score (2, float), type (3, default NORMAL). */
+static lq_status parse_piece(pb r, lq_tokenizer *t, int64_t id, lq_err *err) {
+    uint32_t f, wt;
+    int      k, have = 0;
+    int32_t  type = PT_NORMAL;
+    while ((k = pb_key(&r, &f, &wt)) == 1) {
+        pb       sub;
+        uint32_t bits;
+        if (f == 1) {
+            if (wt != 2 || pb_bytes(&r, &sub) < 0)
+                PB_BAD("piece string");
+            int64_t n = sub.end - sub.p;
+            if (n > LQ_TOK_MAX_PIECE)
+                return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld is %lld bytes long",
+                               t->path, (long long)id, (long long)n);
+            free(t->piece[id]);
+            t->piece[id] = malloc((size_t)n + 1);
+            if (!t->piece[id])
+                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            memcpy(t->piece[id], sub.p, (size_t)n);
+            t->piece[id][n] = 0;
+            t->plen[id]     = (int32_t)n;
+            have            = 1;
+        } else if (f == 2) {
+            if (wt != 5 || pb_fixed32(&r, &bits) < 0)
+                PB_BAD("piece score");
+            memcpy(&t->score[id], &bits, 4);
+        } else if (f == 3) {
+            if (pb_int32(&r, wt, &type) < 0)
+                PB_BAD("piece type");
+        } else if (pb_skip(&r, wt) < 0) {
+            PB_BAD("piece field");
         }
     }
-    return t->piece[i] ? 0 : -1;
+    if (k < 0)
+        PB_BAD("piece key");
+    if (!have || t->plen[id] == 0)
+        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld is empty", t->path,
+                       (long long)id);
+    if (type < PT_NORMAL || type > PT_BYTE)
+        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld has unknown type %d",
+                       t->path, (long long)id, type);
+    t->spm->type[id] = (uint8_t)type;
+    return LQ_OK;
 }
 
-lq_status lq_tok_load_spm(const uint8_t *buf, size_t len, const char *label, lq_tokenizer *t,
-                          lq_err *err) {
-    spm_spec sp = {.model_type       = 1,
-                   .unk              = 0,
-                   .bos              = 1,
-                   .eos              = 2,
-                   .add_dummy_prefix = 1,
-                   .remove_extra_ws  = 1,
-                   .escape_ws        = 1};
-    int64_t  n  = 0;
-    pb       b  = {buf, buf + len};
-    pb_field f;
-    /* Pass 1: count pieces, read the specs. */
-    while (b.p < b.end) {
-        if (pb_next(&b, &f))
-            LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT,
-                    "%s: not a SentencePiece model (malformed protobuf at byte %lld)", label,
-                    (long long)(b.p - buf));
-        if (f.num == 1 && f.wt == 2)
-            n++;
-        else if (f.num == 2 && f.wt == 2 && parse_trainer(f.data, f.len, &sp))
-            LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed trainer_spec", label);
-        else if (f.num == 3 && f.wt == 2 && parse_normalizer(f.data, f.len, &sp))
-            LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed normalizer_spec", label);
+lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_err *err) {
+    spm_spec sp = {.model_type = 1, /* proto default: UNIGRAM */
+                   .unk_id = 0, .bos_id = 1, .eos_id = 2, .add_dummy_prefix = 1,
+                   .remove_extra_ws = 1, .escape_ws = 1};
+    pb       r  = {buf, buf + len};
+    uint32_t f, wt;
+    int      k;
+    int64_t  n = 0;
+    pb       trainer = {buf, buf}, norm = {buf, buf};
+    /* Pass 1: count pieces and find the specs (the last occurrence wins, as in protobuf). */
+    while ((k = pb_key(&r, &f, &wt)) == 1) {
+        pb sub;
+        if (f >= 1 && f <= 3) {
+            if (wt != 2 || pb_bytes(&r, &sub) < 0)
+                PB_BAD("top-level field");
+            if (f == 1)
+                n++;
+            else if (f == 2)
+                trainer = sub;
+            else
+                norm = sub;
+        } else if (pb_skip(&r, wt) < 0) {
+            PB_BAD("top-level field");
+        }
     }
-    if (n < 1 || n > (1 << 24))
-        LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: %lld pieces", label, (long long)n);
+    if (k < 0)
+        PB_BAD("top-level key");
+    LQ_TRY(parse_trainer(trainer, &sp, t, err));
+    LQ_TRY(parse_normalizer(norm, &sp, t, err));
     if (sp.model_type != 2) {
         static const char *const names[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
-        LQ_FAIL(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
-                "%s: SentencePiece model type %s is not supported (BPE only)", label,
-                names[sp.model_type >= 1 && sp.model_type <= 4 ? sp.model_type : 0]);
+        return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
+                       "%s: SentencePiece model type %s (%d) is not supported (BPE only)",
+                       t->path, sp.model_type >= 1 && sp.model_type <= 4 ? names[sp.model_type]
+                                                                         : "unknown",
+                       sp.model_type);
     }
-    /* Normalization rules beyond whitespace handling live in a compiled charsmap
-     * (NFKC etc.); Llama/Mistral BPE models use "identity". */
-    if (sp.charsmap_len > 0 || (sp.norm_name[0] && strcmp(sp.norm_name, "identity")))
-        LQ_FAIL(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
-                "%s: SentencePiece normalizer \"%s\" is not supported (identity only)", label,
-                sp.norm_name);
-    t->n          = n;
-    t->piece      = calloc((size_t)n, sizeof *t->piece);
-    t->plen       = calloc((size_t)n, sizeof *t->plen);
-    t->score      = calloc((size_t)n, sizeof *t->score);
-    t->sorted     = calloc((size_t)n, sizeof *t->sorted);
-    uint8_t *type = calloc((size_t)n, 1);
-    int32_t *tmp  = calloc((size_t)n, sizeof *tmp);
-    t->user       = calloc((size_t)n, sizeof *t->user);
-    lq_status st  = LQ_OK;
-    if (!t->piece || !t->plen || !t->score || !t->sorted || !type || !tmp || !t->user) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", label);
-        goto done;
-    }
+    if (sp.charsmap_len > 0)
+        return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
+                       "%s: normalizer \"%s\" with a precompiled charsmap is not supported "
+                       "(identity normalization only)",
+                       t->path, sp.norm_name);
+    if (sp.ws_suffix)
+        return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
+                       "%s: treat_whitespace_as_suffix is not supported", t->path);
+    if (n < 1 || n > LQ_TOK_MAX_VOCAB)
+        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: %lld pieces", t->path, (long long)n);
+    t->spm = calloc(1, sizeof *t->spm);
+    if (!t->spm)
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    lq_tok_spm *s = t->spm;
+    LQ_TRY(lq_tok_alloc_pieces(t, n, err));
+    s->type = calloc((size_t)n, 1);
+    if (!s->type || lq_tok_map_init(&s->pieces, n) < 0 || lq_tok_map_init(&s->resv, 512) < 0 ||
+        lq_tok_map_init(&s->user, 16) < 0)
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     /* Pass 2: the pieces. */
-    b.p       = buf;
+    r       = (pb){buf, buf + len};
     int64_t i = 0;
-    while (b.p < b.end) {
-        if (pb_next(&b, &f)) { /* validated in pass 1 */
-            st = lq_fail(err, LQ_ERR_INTERNAL, "%s: protobuf changed between passes", label);
-            goto done;
+    while (pb_key(&r, &f, &wt) == 1) {
+        pb sub;
+        if (f == 1) {
+            pb_bytes(&r, &sub); /* validated in pass 1 */
+            LQ_TRY(parse_piece(sub, t, i, err));
+            i++;
+        } else {
+            pb_skip(&r, wt);
         }
-        if (f.num != 1 || f.wt != 2)
-            continue;
-        int r = parse_piece(f.data, f.len, t, i, &type[i]);
-        if (r == -2) {
-            st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", label);
-            goto done;
-        }
-        if (r) {
-            st = lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed piece %lld", label,
-                         (long long)i);
-            goto done;
-        }
-        i++;
     }
-    for (int b2 = 0; b2 < 256; b2++)
-        t->byte_id[b2] = -1;
-    int64_t ns = 0;
+    s->unk = -1;
     for (i = 0; i < n; i++) {
-        uint8_t ty = type[i];
-        if (ty == PT_NORMAL || ty == PT_USER || ty == PT_UNUSED)
-            t->sorted[ns++] = (int32_t)i;
-        if (ty == PT_USER && t->plen[i] > 0)
-            t->user[t->nuser++] = (int32_t)i;
-        unsigned x;
-        char     tail;
-        if (ty == PT_BYTE && t->plen[i] == 6 && sscanf(t->piece[i], "<0x%2X>%c", &x, &tail) == 1 &&
-            x < 256)
-            t->byte_id[x] = (int32_t)i;
+        int        ty  = s->type[i];
+        int        nrm = ty == PT_NORMAL || ty == PT_USER || ty == PT_UNUSED;
+        lq_tok_map *m  = nrm ? &s->pieces : &s->resv;
+        int        rc  = lq_tok_map_put(m, t->piece[i], t->plen[i], (int32_t)i);
+        if (rc < 0)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        if (rc == 0) /* sentencepiece refuses these too ("is already defined") */
+            return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld \"%.40s\" is defined twice",
+                           t->path, (long long)i, t->piece[i]);
+        if (ty == PT_USER) {
+            if (lq_tok_map_put(&s->user, t->piece[i], t->plen[i], (int32_t)i) < 0)
+                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            if (t->plen[i] > s->user_max)
+                s->user_max = t->plen[i];
+            unsigned char c0 = (unsigned char)t->piece[i][0];
+            s->user_first[c0 >> 3] |= (uint8_t)(1u << (c0 & 7));
+        }
+        if (ty == PT_UNKNOWN) {
+            if (s->unk >= 0)
+                return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: more than one unknown piece",
+                               t->path);
+            s->unk = (int32_t)i;
+        }
+        if (ty == PT_UNUSED)
+            s->has_unused = 1;
+        if (ty == PT_BYTE && !sp.byte_fallback)
+            return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT,
+                           "%s: byte piece %lld but byte_fallback is off", t->path, (long long)i);
     }
-    lq_tok_sort_ids(t, t->sorted, tmp, ns);
-    t->nsorted  = ns;
-    t->ws_split = 1;
-    for (int64_t k = 0; k < ns && t->ws_split; k++) {
-        const char *p = t->piece[t->sorted[k]];
-        int32_t     l = t->plen[t->sorted[k]];
-        for (int32_t c = 1; c + 3 <= l; c++)
-            if (!memcmp(p + c, "\xe2\x96\x81", 3) &&
-                !(c >= 3 && !memcmp(p + c - 3, "\xe2\x96\x81", 3))) {
-                t->ws_split = 0;
+    if (s->unk < 0)
+        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: no unknown piece (<unk>)", t->path);
+    for (int b = 0; b < 256; b++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "<0x%02X>", b);
+        int32_t id = lq_tok_map_get(&s->resv, nm, 6);
+        if (id < 0)
+            id = lq_tok_map_get(&s->pieces, nm, 6);
+        s->byte_id[b] = id >= 0 ? id : s->unk;
+    }
+    /* With no mergeable piece holding U+2581 after another character, the normalized text can
+     * be cut before every such U+2581 and the words merged independently (and cached): the
+     * result is the same as merging the whole text at once. UNUSED pieces are re-split from
+     * halves recorded anywhere in the text, so they keep the whole-text path. */
+    s->ws_cut = sp.escape_ws && !s->has_unused;
+    for (i = 0; s->ws_cut && i < n; i++) {
+        int ty = s->type[i];
+        if (ty != PT_NORMAL && ty != PT_USER && ty != PT_UNUSED)
+            continue;
+        for (int32_t q = 1; q + 3 <= t->plen[i]; q++)
+            if (!memcmp(t->piece[i] + q, "\xe2\x96\x81", 3) &&
+                (q < 3 || memcmp(t->piece[i] + q - 3, "\xe2\x96\x81", 3))) {
+                s->ws_cut = 0;
                 break;
             }
     }
-    st = lq_tok_index(t, err);
-    if (st != LQ_OK)
-        goto done;
-    /* longest user-defined piece first */
-    for (int64_t a = 1; a < t->nuser; a++)
-        for (int64_t c = a; c > 0 && t->plen[t->user[c]] > t->plen[t->user[c - 1]]; c--) {
-            int32_t x      = t->user[c];
-            t->user[c]     = t->user[c - 1];
-            t->user[c - 1] = x;
-        }
-    if (sp.byte_fallback)
-        for (int b2 = 0; b2 < 256; b2++)
-            if (t->byte_id[b2] < 0) {
-                st = lq_fail(err, LQ_ERR_TOKENIZER_FORMAT,
-                             "%s: byte_fallback without a <0x%02X> piece", label, b2);
-                goto done;
-            }
-    if (sp.unk < 0 || sp.unk >= n) {
-        st = lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: unk_id %d outside the %lld pieces", label,
-                     sp.unk, (long long)n);
-        goto done;
-    }
+    s->byte_fallback    = sp.byte_fallback;
+    s->add_dummy_prefix = sp.add_dummy_prefix;
+    s->remove_extra_ws  = sp.remove_extra_ws;
+    s->escape_ws        = sp.escape_ws;
     t->kind             = LQ_TOK_SPM;
-    t->unk              = sp.unk;
-    t->bos              = sp.bos >= 0 && sp.bos < n ? sp.bos : -1;
-    t->eos              = sp.eos >= 0 && sp.eos < n ? sp.eos : -1;
-    t->adds_bos         = t->bos >= 0; /* LlamaTokenizer(Fast) add_bos_token default */
-    t->byte_fallback    = sp.byte_fallback;
-    t->add_dummy_prefix = sp.add_dummy_prefix;
-    t->remove_extra_ws  = sp.remove_extra_ws;
-    t->escape_ws        = sp.escape_ws;
-done:
-    free(type);
-    free(tmp);
-    return st;
+    t->bos = (sp.bos_id >= 0 && sp.bos_id < n && s->type[sp.bos_id] == PT_CONTROL) ? sp.bos_id : -1;
+    t->eos = (sp.eos_id >= 0 && sp.eos_id < n && s->type[sp.eos_id] == PT_CONTROL) ? sp.eos_id : -1;
+    t->adds_bos = t->bos >= 0; /* Llama-style SentencePiece models are used with BOS */
+    return LQ_OK;
 }
 
-/* ----------------------------------------------------------------------------------------
- */
+/* ---------------------------------------------------------------------------------------- */
+/* Encoding. */
+
+/* Longest user-defined piece at s[0..n), 0 if none. */
+static int64_t user_match(const lq_tok_spm *s, const char *p, int64_t n) {
+    unsigned char c0 = (unsigned char)p[0];
+    if (!s->user.n || !(s->user_first[c0 >> 3] & (1u << (c0 & 7))))
+        return 0;
+    for (int64_t l = n < s->user_max ? n : s->user_max; l > 0; l--)
+        if (lq_tok_map_get(&s->user, p, l) >= 0)
+            return l;
+    return 0;
+}
+
+/* normalizer.cc Normalize() without a charsmap: ill-formed UTF-8 bytes become U+FFFD one byte
+ * at a time, extra spaces dropped if asked, the dummy prefix added, spaces escaped as U+2581.
+ * out needs 3 * len + 3 bytes. */
+static int64_t normalize(const lq_tok_spm *s, const char *in, int64_t len, char *out) {
+    static const char ws[] = "\xe2\x96\x81";
+    int64_t           i = 0, o = 0;
+    if (s->remove_extra_ws)
+        while (i < len && in[i] == ' ')
+            i++;
+    if (i == len)
+        return 0;
+    if (s->add_dummy_prefix) {
+        if (s->escape_ws)
+            memcpy(out + o, ws, 3), o += 3;
+        else
+            out[o++] = ' ';
+    }
+    int prev_space = s->remove_extra_ws;
+    while (i < len) {
+        const char *u  = in + i;
+        int64_t     ul = user_match(s, u, len - i), used;
+        if (ul > 0) {
+            used = ul;
+        } else {
+            uint32_t cp;
+            ul = lq_tok_utf8_dec((const unsigned char *)u, len - i, &cp);
+            if (ul == 0) {
+                u  = "\xef\xbf\xbd";
+                ul = 3;
+                used = 1;
+            } else {
+                used = ul;
+            }
+        }
+        int64_t a = 0;
+        if (prev_space)
+            while (a < ul && u[a] == ' ')
+                a++;
+        if (a < ul) {
+            for (int64_t k = a; k < ul; k++) {
+                if (s->escape_ws && u[k] == ' ')
+                    memcpy(out + o, ws, 3), o += 3;
+                else
+                    out[o++] = u[k];
+            }
+            prev_space = u[ul - 1] == ' ';
+        }
+        i += used;
+        if (!s->remove_extra_ws)
+            prev_space = 0;
+    }
+    if (s->remove_extra_ws) {
+        if (s->escape_ws)
+            while (o >= 3 && !memcmp(out + o - 3, ws, 3))
+                o -= 3;
+        else
+            while (o >= 1 && out[o - 1] == ' ')
+                o--;
+    }
+    return o;
+}
+
 typedef struct ssym {
-    int64_t start; /* bytes of the normalized text */
+    int64_t start, prev, next;
     int32_t len;
-    int32_t id; /* piece, or -1 when the span is no piece */
-    int64_t prev, next, ver;
+    int32_t freeze;
 } ssym;
 
-/* SentencePiece's UTF-8 decoding: a malformed sequence counts as one byte. */
-static int32_t char_len(const unsigned char *s, int64_t n) {
-    unsigned c = s[0];
-    int32_t  l = c < 0x80             ? 1
-                 : (c & 0xe0) == 0xc0 ? 2
-                 : (c & 0xf0) == 0xe0 ? 3
-                 : (c & 0xf8) == 0xf0 ? 4
-                                      : 1;
-    if (l > n)
-        return 1;
-    for (int32_t i = 1; i < l; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 1;
-    return l;
+/* Where an UNUSED piece was last seen formed from two halves (bpe_model.cc rev_merge). */
+typedef struct rev_ent {
+    int64_t start;
+    int32_t llen, rlen;
+} rev_ent;
+
+static int32_t piece_to_id(const lq_tok_spm *s, const char *p, int64_t n) {
+    int32_t id = lq_tok_map_get(&s->resv, p, n);
+    if (id < 0)
+        id = lq_tok_map_get(&s->pieces, p, n);
+    return id >= 0 ? id : s->unk;
 }
 
-static int try_merge(const lq_tokenizer *t, const char *txt, const ssym *s, int64_t a, heap *h) {
-    int64_t b = s[a].next;
-    if (b < 0)
+static int add_pair(const lq_tokenizer *t, const char *norm, ssym *sy, int64_t l, int64_t r,
+                    lq_tok_heap *h, rev_ent *rev) {
+    if (l < 0 || r < 0 || sy[l].freeze || sy[r].freeze)
         return 0;
-    int32_t id = lq_tok_lookup(t, txt + s[a].start, s[a].len + s[b].len);
+    int64_t n  = (int64_t)sy[l].len + sy[r].len;
+    int32_t id = lq_tok_map_get(&t->spm->pieces, norm + sy[l].start, n);
     if (id < 0)
         return 0;
-    cand c = {t->score[id], id, a, b, (int32_t)s[a].ver, (int32_t)s[b].ver};
+    if (rev && t->spm->type[id] == PT_UNUSED)
+        rev[id] = (rev_ent){sy[l].start, sy[l].len, sy[r].len};
+    lq_tok_cand c = {-(double)t->score[id], l, n, id};
     return lq_tok_heap_push(h, c);
 }
 
-lq_status lq_tok_encode_spm(const lq_tokenizer *t, const char *text, int64_t len, int add_bos,
-                            int32_t **ids, int64_t *n_ids, lq_err *err) {
-    /* Normalize: each byte grows to at most 3 (' ' -> U+2581), plus the dummy
-     * prefix. */
-    char     *nt  = malloc((size_t)(3 * len + 4));
-    ssym     *s   = malloc((size_t)(len + 2) * sizeof *s);
-    int32_t  *out = NULL;
-    heap      h   = {0};
-    lq_status st  = LQ_OK;
-    if (!nt || !s) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory for %lld bytes", (long long)len);
-        goto done;
-    }
-    int64_t a = 0, e = len;
-    if (t->remove_extra_ws) {
-        while (a < e && text[a] == ' ')
-            a++;
-        while (e > a && text[e - 1] == ' ')
-            e--;
-    }
-    int64_t m = 0;
-    if (e > a && t->add_dummy_prefix)
-        nt[m++] = ' ';
-    for (int64_t i = a; i < e; i++) {
-        if (t->remove_extra_ws && text[i] == ' ' && i > a && text[i - 1] == ' ')
+/* Emit one final piece: re-split UNUSED pieces into their halves (explicit stack, halves are
+ * strictly shorter), then byte-fallback unknowns. */
+static int emit(const lq_tokenizer *t, const char *norm, int64_t start, int64_t len,
+                const rev_ent *rev, int64_t *stk, lq_tok_ids *out) {
+    const lq_tok_spm *s  = t->spm;
+    int64_t           sp = 0;
+    stk[sp++]            = start;
+    stk[sp++]            = len;
+    while (sp > 0) {
+        int64_t l = stk[--sp], b = stk[--sp];
+        int32_t id = piece_to_id(s, norm + b, l);
+        if (rev && id >= 0 && s->type[id] == PT_UNUSED && rev[id].llen > 0 &&
+            rev[id].llen + rev[id].rlen == l) {
+            const rev_ent *e = &rev[id];
+            /* right half pushed first so the left half comes out first */
+            stk[sp++] = e->start + e->llen;
+            stk[sp++] = e->rlen;
+            stk[sp++] = e->start;
+            stk[sp++] = e->llen;
             continue;
-        nt[m++] = text[i];
+        }
+        if (id == s->unk && s->byte_fallback) {
+            for (int64_t k = 0; k < l; k++)
+                if (lq_tok_ids_push(out, s->byte_id[(unsigned char)norm[b + k]]) < 0)
+                    return -1;
+        } else if (lq_tok_ids_push(out, id) < 0) {
+            return -1;
+        }
     }
-    if (t->escape_ws) { /* expand in place from the back */
-        int64_t sp = 0;
-        for (int64_t i = 0; i < m; i++)
-            sp += nt[i] == ' ';
-        for (int64_t i = m - 1, j = m + 2 * sp - 1; i >= 0; i--) {
-            if (nt[i] == ' ') {
-                nt[j--] = (char)0x81;
-                nt[j--] = (char)0x96;
-                nt[j--] = (char)0xe2;
-            } else {
-                nt[j--] = nt[i];
-            }
+    return 0;
+}
+
+/* BPE over norm[b, e) (one word, or the whole text), appending the ids. */
+typedef struct spm_ws {
+    ssym       *sy;
+    rev_ent    *rev;
+    int64_t    *stk;
+    lq_tok_heap h;
+} spm_ws;
+
+static int bpe_range(const lq_tokenizer *t, const char *norm, int64_t b, int64_t e, spm_ws *w,
+                     lq_tok_ids *out) {
+    const lq_tok_spm *s  = t->spm;
+    ssym             *sy = w->sy;
+    int64_t           ns = 0;
+    for (int64_t i = b; i < e;) {
+        int64_t l      = user_match(s, norm + i, e - i);
+        int     freeze = l > 0;
+        if (!freeze) {
+            static const uint8_t k_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+            l = k_len[(unsigned char)norm[i] >> 4];
+            if (l > e - i)
+                l = e - i;
         }
-        m += 2 * sp;
-    }
-    /* Initial symbols. */
-    int64_t ns = 0;
-    for (int64_t i = 0; i < m;) {
-        int32_t l = 0, id = -1;
-        for (int64_t u = 0; u < t->nuser; u++) {
-            int32_t pid = t->user[u], pl = t->plen[pid];
-            if (pl <= m - i && !memcmp(nt + i, t->piece[pid], (size_t)pl)) {
-                l  = pl;
-                id = pid;
-                break;
-            }
-        }
-        if (!l) {
-            l  = char_len((const unsigned char *)nt + i, m - i);
-            id = lq_tok_lookup(t, nt + i, l);
-        }
-        s[ns] = (ssym){i, l, id, ns - 1, -1, 0};
+        sy[ns] = (ssym){i, ns - 1, -1, (int32_t)l, freeze};
         if (ns > 0)
-            s[ns - 1].next = ns;
+            sy[ns - 1].next = ns;
         ns++;
         i += l;
     }
-    /* Segments: with ws_split, a U+2581 after another character starts a new word
-     * that no merge crosses, so each word gets its own (small, cache-resident)
-     * heap. */
-    for (int64_t s0 = 0, s1; s0 < ns; s0 = s1) {
-        s1 = s0 + 1;
-        if (t->ws_split)
-            while (s1 < ns &&
-                   !(s[s1].len == 3 && !memcmp(nt + s[s1].start, "\xe2\x96\x81", 3) &&
-                     !(s[s1 - 1].len == 3 && !memcmp(nt + s[s1 - 1].start, "\xe2\x96\x81", 3))))
-                s1++;
-        else
-            s1 = ns;
-        for (int64_t i = s0; i + 1 < s1; i++)
-            if (try_merge(t, nt, s, i, &h) < 0) {
-                st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-                goto done;
-            }
-        while (h.n > 0) {
-            cand c = lq_tok_heap_pop(&h);
-            if ((int32_t)s[c.left].ver != c.lver || (int32_t)s[c.right].ver != c.rver ||
-                s[c.left].next != c.right)
-                continue; /* stale */
-            int64_t l = c.left, r = c.right;
-            s[l].id = c.id;
-            s[l].len += s[r].len;
-            s[l].ver++;
-            s[r].ver++;
-            s[r].len  = 0;
-            s[l].next = s[r].next;
-            if (s[r].next >= 0)
-                s[s[r].next].prev = l;
-            if ((s[l].prev >= 0 && try_merge(t, nt, s, s[l].prev, &h) < 0) ||
-                try_merge(t, nt, s, l, &h) < 0) {
-                st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-                goto done;
-            }
-        }
+    w->h.n = 0;
+    for (int64_t i = 0; i + 1 < ns; i++)
+        if (add_pair(t, norm, sy, i, i + 1, &w->h, w->rev) < 0)
+            return -1;
+    while (w->h.n > 0) {
+        lq_tok_cand c = lq_tok_heap_pop(&w->h);
+        int64_t     l = c.pos, r = sy[l].next;
+        /* stale when either side was consumed or grew since the candidate was pushed */
+        if (sy[l].len == 0 || r < 0 || sy[r].len == 0 || (int64_t)sy[l].len + sy[r].len != c.aux)
+            continue;
+        sy[l].len  = (int32_t)c.aux;
+        sy[l].next = sy[r].next;
+        if (sy[r].next >= 0)
+            sy[sy[r].next].prev = l;
+        sy[r].len = 0;
+        if (add_pair(t, norm, sy, sy[l].prev, l, &w->h, w->rev) < 0 ||
+            add_pair(t, norm, sy, l, sy[l].next, &w->h, w->rev) < 0)
+            return -1;
     }
-    /* Worst case: every byte falls back. */
-    out = malloc((size_t)(m + 1) * sizeof *out);
-    if (!out) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
+    for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = sy[i].next)
+        if (emit(t, norm, sy[i].start, sy[i].len, w->rev, w->stk, out) < 0)
+            return -1;
+    return 0;
+}
+
+static int is_cut(const char *norm, int64_t nn, int64_t p) {
+    static const char ws[] = "\xe2\x96\x81";
+    return p >= 3 && p + 3 <= nn && !memcmp(norm + p, ws, 3) && memcmp(norm + p - 3, ws, 3);
+}
+
+lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
+                            lq_tok_ids *out, lq_err *err) {
+    const lq_tok_spm *s     = t->spm;
+    lq_status         st    = LQ_OK;
+    int64_t           out0  = out->n;
+    char             *norm  = malloc((size_t)(3 * len + 4));
+    spm_ws            w     = {0};
+    lq_tok_map        cache = {0};
+    lq_tok_ids        pool  = {0};
+    int64_t          *runs  = NULL, nruns = 0, capruns = 0;
+    if (!norm)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    int64_t nn = normalize(s, text, len, norm);
+    if (nn == 0)
         goto done;
+    w.sy = malloc((size_t)nn * sizeof *w.sy);
+    if (s->has_unused)
+        w.rev = calloc((size_t)t->n, sizeof *w.rev);
+    w.stk = malloc(sizeof *w.stk * (size_t)(s->has_unused ? 2 * (LQ_TOK_MAX_PIECE + 2) : 4));
+    if (!w.sy || !w.stk || (s->has_unused && !w.rev) || lq_tok_map_init(&cache, 1024) < 0)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    for (int64_t b = 0; b < nn;) {
+        int64_t e = nn;
+        if (s->ws_cut)
+            for (e = b + 1; e < nn && !is_cut(norm, nn, e); e++)
+                ;
+        int32_t r = e - b <= 256 ? lq_tok_map_get(&cache, norm + b, e - b) : -1;
+        if (r >= 0) {
+            for (int64_t k = runs[2 * r]; k < runs[2 * r] + runs[2 * r + 1]; k++)
+                if (lq_tok_ids_push(out, pool.v[k]) < 0)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            b = e;
+            continue;
+        }
+        int64_t from = out->n;
+        if (bpe_range(t, norm, b, e, &w, out) < 0)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        if (e - b <= 256 && nruns < INT32_MAX) {
+            if (nruns == capruns) {
+                int64_t  nc = capruns ? 2 * capruns : 256;
+                int64_t *nv = realloc(runs, (size_t)(2 * nc) * sizeof *nv);
+                if (!nv)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+                runs    = nv;
+                capruns = nc;
+            }
+            runs[2 * nruns]     = pool.n;
+            runs[2 * nruns + 1] = out->n - from;
+            for (int64_t k = from; k < out->n; k++)
+                if (lq_tok_ids_push(&pool, out->v[k]) < 0)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            if (lq_tok_map_put(&cache, norm + b, (int32_t)(e - b), (int32_t)nruns) < 0)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            nruns++;
+        }
+        b = e;
     }
-    int64_t n = 0;
-    if (add_bos && t->bos >= 0)
-        out[n++] = t->bos;
-    int prev_unk = 0;
-    for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next) {
-        int unk = s[i].id < 0;
-        if (!unk)
-            out[n++] = s[i].id;
-        else if (t->byte_fallback)
-            for (int32_t k = 0; k < s[i].len; k++)
-                out[n++] = t->byte_id[(unsigned char)nt[s[i].start + k]];
-        else if (!prev_unk) /* sentencepiece merges a run of unknown pieces into one
-                             */
-            out[n++] = t->unk;
-        prev_unk = unk;
+    /* sentencepiece_processor.cc merges a run of unknown pieces into one <unk> (without byte
+     * fallback; with it, unknowns became bytes above) */
+    if (!s->byte_fallback) {
+        int64_t k = out0;
+        for (int64_t i = out0; i < out->n; i++)
+            if (!(out->v[i] == s->unk && k > out0 && out->v[k - 1] == s->unk))
+                out->v[k++] = out->v[i];
+        out->n = k;
     }
-    *ids   = out;
-    *n_ids = n;
-    out    = NULL;
 done:
-    free(out);
-    free(nt);
-    free(s);
-    free(h.v);
+    free(norm);
+    free(w.sy);
+    free(w.rev);
+    free(w.stk);
+    free(w.h.v);
+    lq_tok_map_free(&cache);
+    free(pool.v);
+    free(runs);
     return st;
 }

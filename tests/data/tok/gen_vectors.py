@@ -88,6 +88,7 @@ with tempfile.TemporaryDirectory() as d:
     tk.save(os.path.join(d, "t.json"))
     subprocess.run(["zstd", "-q", "-19", "-f", os.path.join(d, "t.json"), "-o",
                     os.path.join(here, "llama2_legacy.json.zst")], check=True)
+tk.encode_special_tokens = True  # special tokens are not parsed from text (lq_tok_encode)
 write("llama2_legacy", lambda t: tk.encode(t, add_special_tokens=False).ids, 300,
       "tokenizers " + tokenizers.__version__)
 
@@ -115,5 +116,6 @@ for name in ("bl_llama3", "bl_gpt2"):
         tk.post_processor = processors.TemplateProcessing(
             single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", tk.token_to_id("<|begin_of_text|>"))])
     tk.save(os.path.join(here, name + ".json"))
+    tk.encode_special_tokens = True
     write(name, lambda t: tk.encode(t, add_special_tokens=False).ids, 100,
           "tokenizers " + tokenizers.__version__)
