@@ -8,7 +8,7 @@
  * Methods: RTN / GPTQ (act-order off, on) at w4 g128 and w3 g128 (asymmetric, v1-safe zeros),
  * AWQ w4 g128 (scale search + clip), NF4 (blocks of 64), INT8 (row absmax + fp16 outlier
  * columns, threshold 6). Each method runs in its own child process so its wall time and peak
- * RSS (wait4) are its own. Prints a markdown table; PASS when GPTQ < RTN and AWQ < RTN.
+ * RSS (wait4) are its own (peak RSS includes the layer, its inputs and the evaluation). Prints a markdown table; PASS when GPTQ < RTN and AWQ < RTN.
  *
  * Usage: bench_recon [--quick] [--threads N]      (--quick: 1024-wide layers) */
 #define _GNU_SOURCE
@@ -234,35 +234,36 @@ typedef struct result {
     char   info[64];
 } result;
 
-static result run_child(const char *m, int bits, const layer *L) {
+/* Each method runs in a fresh process (this program with --run): its wall time and peak RSS
+ * are its own, and no OpenMP runtime is forked mid-flight (libgomp hangs in a forked child). */
+static result run_child(const char *self, int quick, int shape, const char *m, int bits) {
     result res = {0};
     int    fd[2];
     if (pipe(fd))
         return res;
-    double t0  = now_s();
-    pid_t  pid = fork();
+    pid_t pid = fork();
     if (pid == 0) {
+        char sh[16], bt[16];
+        snprintf(sh, sizeof sh, "%d", shape);
+        snprintf(bt, sizeof bt, "%d", bits);
+        dup2(fd[1], STDOUT_FILENO);
         close(fd[0]);
-        float *Wq = malloc((size_t)(L->n * L->k) * sizeof(float));
-        result r  = {0};
-        double t1 = now_s();
-        r.ok      = Wq && run_method(m, bits, L, Wq, r.info, sizeof r.info) == 0;
-        r.secs    = now_s() - t1;
-        if (r.ok)
-            r.err = rel_err(L, Wq);
-        if (write(fd[1], &r, sizeof r) != (ssize_t)sizeof r)
-            _exit(2);
-        _exit(0);
+        close(fd[1]);
+        execl(self, self, "--run", sh, m, bt, quick ? "--quick" : "--full", (char *)NULL);
+        _exit(127);
     }
     close(fd[1]);
-    if (read(fd[0], &res, sizeof res) != (ssize_t)sizeof res)
-        res.ok = 0;
+    char    buf[512];
+    ssize_t len = read(fd[0], buf, sizeof buf - 1);
     close(fd[0]);
     struct rusage ru;
-    int           status;
+    int           status = 0;
     wait4(pid, &status, 0, &ru);
     res.rss_kb = ru.ru_maxrss;
-    (void)t0;
+    if (len > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        buf[len] = 0;
+        res.ok   = sscanf(buf, "%lf %lf %63[^\n]", &res.err, &res.secs, res.info) >= 2;
+    }
     return res;
 }
 
@@ -275,7 +276,21 @@ int main(int argc, char **argv) {
             omp_set_num_threads(atoi(argv[++i]));
     }
     const int64_t shapes[3][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-    const int64_t qshapes[3][2] = {{1024, 1024}, {2752, 1024}, {1024, 2752}};
+    const int64_t qshapes[3][2] = {{1024, 1024}, {2816, 1024}, {1024, 2816}};
+    if (argc >= 6 && !strcmp(argv[1], "--run")) { /* child: one method on one layer */
+        int     si = atoi(argv[2]), bits = atoi(argv[4]);
+        int64_t n  = quick ? qshapes[si][0] : shapes[si][0];
+        int64_t k  = quick ? qshapes[si][1] : shapes[si][1];
+        layer   L  = make_layer(n, k, 1000 + (uint64_t)si);
+        float  *Wq = malloc((size_t)(n * k) * sizeof(float));
+        char    info[64] = "-";
+        double  t0 = now_s();
+        if (!Wq || run_method(argv[3], bits, &L, Wq, info, sizeof info))
+            return 1;
+        double secs = now_s() - t0;
+        printf("%.8f %.3f %s\n", rel_err(&L, Wq), secs, info);
+        return 0;
+    }
     struct {
         const char *m;
         int         bits;
@@ -291,10 +306,9 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 3; si++) {
         int64_t n = quick ? qshapes[si][0] : shapes[si][0];
         int64_t k = quick ? qshapes[si][1] : shapes[si][1];
-        layer   L = make_layer(n, k, 1000 + (uint64_t)si);
         double  rtn_err[9] = {0};
         for (int mi = 0; mi < nm; mi++) {
-            result r = run_child(meth[mi].m, meth[mi].bits, &L);
+            result r = run_child("/proc/self/exe", quick, si, meth[mi].m, meth[mi].bits);
             if (!r.ok) {
                 printf("| %lldx%lld | %s | %d | FAILED | | | | |\n", (long long)n, (long long)k,
                        meth[mi].m, meth[mi].bits);
@@ -317,7 +331,6 @@ int main(int argc, char **argv) {
                    (double)r.rss_kb / 1024.0, r.info);
             fflush(stdout);
         }
-        free(L.W), free(L.Xc), free(L.Xe), free(L.Ye);
     }
     printf("\n%s\n", fails ? "FAIL: a method did not beat RTN" : "all checks PASS");
     return fails ? 1 : 0;

@@ -134,7 +134,8 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
 /* ------------------------------------------------------------------------------------------
  * AWQ (Lin et al. 2023; AutoAWQ quantizer/scale/clip semantics), 4-bit zero-point groups.
  * ------------------------------------------------------------------------------------------ */
-/* AutoAWQ pseudo_quantize_tensor (zero_point=True): per group s = clamp(max-min, 1e-5)/maxq,
+/* k must be a multiple of group (search and clip return LQ_ERR_INVALID_ARG otherwise).
+ * AutoAWQ pseudo_quantize_tensor (zero_point=True): per group s = clamp(max-min, 1e-5)/maxq,
  * z = clamp(-round(min/s), 0, maxq), q = clamp(round(w/s) + z, 0, maxq); 0 not forced in range.
  * W [n, k] fake-quantized in place (q/scales/zeros may be NULL). */
 void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, uint8_t *q,
