@@ -419,20 +419,39 @@ static int64_t layer_weight_bytes(const lq_model_config *c) {
  * copies, the method's working set, the forward workspace and chunk buffers); the activations
  * get what is left, split between the copy entering the layer and the one leaving it, and spill
  * to disk (zstd) beyond that. */
+/* Bytes everything but the spilled activations needs with chunks of cs sequences. */
+static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
+    const lq_model_config *c  = &r->m->cfg;
+    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
+    int64_t tok = cs * r->win.seqlen;
+    int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
+                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
+    int64_t lw  = layer_weight_bytes(c);
+    return lq_cur_rss_bytes() + lw + lw / 4 + ws + 8 * tok * d +
+           (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
+}
+
+/* Chunk size: ~16k tokens (wide GEMMs), fewer sequences when a --max-memory budget would not
+ * hold the forward scratch of such a chunk plus two chunks of activations. */
+static int64_t plan_chunk(const run *r, int64_t T) {
+    int64_t cs = 16384 / r->win.seqlen;
+    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    int64_t maxmem = lq_params_size(r->p, "max_memory");
+    int64_t d      = r->m->cfg.hidden_size;
+    while (maxmem > 0 && cs > 1 &&
+           maxmem - fixed_bytes(r, cs, T) < 2 * 4 * cs * r->win.seqlen * d)
+        cs = cs * 3 / 4 < cs - 1 ? cs * 3 / 4 : cs - 1;
+    return cs;
+}
+
 static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
     int64_t maxmem = lq_params_size(r->p, "max_memory");
     *budget        = -1;
     if (maxmem <= 0)
         return LQ_OK;
-    const lq_model_config *c  = &r->m->cfg;
-    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
-    int64_t tok = r->chunk_seqs * r->win.seqlen;
-    int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
-                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
-    int64_t lw    = layer_weight_bytes(c);
-    int64_t fixed = lq_cur_rss_bytes() + lw + lw / 4 + ws + 8 * tok * d +
-                    (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
-    int64_t left = maxmem - fixed;
+    int64_t d = r->m->cfg.hidden_size, tok = r->chunk_seqs * r->win.seqlen;
+    int64_t fixed = fixed_bytes(r, r->chunk_seqs, T);
+    int64_t left  = maxmem - fixed;
     if (left / 2 < 4 * tok * d)
         LQ_FAIL(r->err, LQ_ERR_NOMEM,
                 "--max-memory %.0f MiB is below the %.0f MiB needed for one layer, its working "
@@ -465,9 +484,7 @@ static lq_status calibrate(run *r) {
         lq_ccache_store_windows(&r->cache, &r->win);
     }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
-    /* Chunks of whole sequences, ~16k tokens: wide GEMMs, bounded scratch. */
-    int64_t cs = 16384 / r->win.seqlen;
-    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    int64_t cs    = plan_chunk(r, T);
     r->chunk_seqs = cs;
     r->chunk      = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float));
     if (!r->chunk)
