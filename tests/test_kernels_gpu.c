@@ -58,11 +58,6 @@ static const kcase k_cases[] = {
 };
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
-static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
-
-/* the one case also run with a 4096-row batch (cuBLAS path at scale) */
-static const kcase k_big_m = {"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1};
-
 /* A valid host descriptor for the API-contract checks. */
 static int contract_case(lq_qbuf *qb, float **dense) {
     return build(&k_cases[2], k_cases[2].n, k_cases[2].k, 1, 1, qb, dense) == LQ_OK;
@@ -70,6 +65,7 @@ static int contract_case(lq_qbuf *qb, float **dense) {
 
 #ifndef LQ_HAVE_CUDA
 int main(void) {
+    (void)make_x; /* shared helper header: the device half of this file uses it */
     int count = -1;
     CHECK_OK(lq_cuda_device_count(&count));
     CHECK_EQ_INT(count, 0);
@@ -96,6 +92,11 @@ int main(void) {
     return 77;
 }
 #else
+
+static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
+
+/* the one case also run with a 4096-row batch (cuBLAS path at scale) */
+static const kcase k_big_m = {"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1};
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
