@@ -1,0 +1,390 @@
+/* Properties of the quantization algorithms (quant/lq_quant.h), with fixed seeds printed on
+ * failure:
+ *   RTN     codes in range, symmetric zero point, error <= half a step everywhere
+ *   GPTQ    with a diagonal Hessian it is RTN, code for code (no error feedback to spread);
+ *           with correlated inputs it beats RTN on its own objective tr((W-Q) H (W-Q)^T) for
+ *           bits 2/3/4/8, per-channel / 32 / 128 groups, act-order, static groups, sym/asym;
+ *           the returned g_idx/scales/zeros reproduce the fake-quantized weights; an indefinite
+ *           Hessian takes the damping retry (warning) and succeeds; no retries left ->
+ *           LQ_ERR_CHOLESKY; a dead input column quantizes to exact zeros
+ *   AWQ     the returned scales are the best of the evaluated grid and normalized
+ *           (sqrt(max*min) = 1); clipping never increases the output error on its tokens
+ *   NF4     every code is the nearest table value of x/absmax (brute force)
+ *   INT8    SCB = row absmax, codes round(127 w / SCB); outliers = columns over the threshold */
+#include "lq_kernels.h"
+#include "lq_quant.h"
+#include "lq_test.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <omp.h>
+#include <stdint.h>
+
+static void gen_inputs(lq_rng *r, float *X, int64_t t, int64_t k) {
+    for (int64_t i = 0; i < t; i++) {
+        float c1 = lq_rng_normal(r), c2 = lq_rng_normal(r);
+        for (int64_t c = 0; c < k; c++) {
+            float v      = (c % 2 ? c1 : c2) * 0.8f + lq_rng_normal(r);
+            X[i * k + c] = c % 31 == 7 ? 12.f * v : v;
+        }
+    }
+}
+
+static float *hessian(const float *X, int64_t t, int64_t k) {
+    lq_xstats s;
+    lq_err    err = {0};
+    if (lq_xstats_init(&s, k, LQ_XS_HESSIAN, &err))
+        return NULL;
+    lq_xstats_add(&s, X, t, 1);
+    lq_xstats_finish(&s);
+    float *H = s.H;
+    s.H      = NULL;
+    lq_xstats_free(&s);
+    return H;
+}
+
+/* tr((W-Q) H (W-Q)^T) */
+static double proxy(const float *W, const float *Q, const float *H, int64_t n, int64_t k) {
+    double tot = 0;
+    double *d  = malloc((size_t)k * sizeof(double));
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t c = 0; c < k; c++)
+            d[c] = (double)W[r * k + c] - Q[r * k + c];
+        for (int64_t i = 0; i < k; i++) {
+            double a = 0;
+            for (int64_t j = 0; j < k; j++)
+                a += (double)H[i * k + j] * d[j];
+            tot += d[i] * a;
+        }
+    }
+    free(d);
+    return tot;
+}
+
+static void test_rtn(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 24, k = 96;
+    float        *W = malloc((size_t)(n * k) * 4), *Q = malloc((size_t)(n * k) * 4);
+    for (int64_t i = 0; i < n * k; i++)
+        W[i] = lq_rng_normal(&r) * (i % 13 == 0 ? 5.f : 1.f);
+    for (int bits = 2; bits <= 8; bits++)
+        for (int sym = 0; sym < 2; sym++)
+            for (int gi = 0; gi < 3; gi++) {
+                const int64_t gs[3] = {-1, 32, 48};
+                lq_qspec      qs    = {bits, gs[gi], sym, 1};
+                int64_t       G     = lq_num_groups(k, qs.group_size);
+                uint8_t      *q     = malloc((size_t)(n * k));
+                float        *sc    = malloc((size_t)(G * n) * 4);
+                int32_t      *z = malloc((size_t)(G * n) * 4), *g = malloc((size_t)k * 4);
+                lq_err        err = {0};
+                CHECK_OK(lq_rtn(W, n, k, &qs, q, sc, z, g, Q, &err));
+                int maxq = (1 << bits) - 1, bad = 0;
+                for (int64_t rr = 0; rr < n; rr++)
+                    for (int64_t c = 0; c < k; c++) {
+                        int64_t gg = g[c];
+                        float   s = sc[gg * n + rr], zz = (float)z[gg * n + rr];
+                        bad += q[rr * k + c] > maxq;
+                        bad += Q[rr * k + c] != s * ((float)q[rr * k + c] - zz);
+                        /* half a step, plus the rounding of s * (q - z) (a few ulp of w) */
+                        if (fabsf(W[rr * k + c] - Q[rr * k + c]) >
+                            0.5f * s + 4e-7f * fabsf(W[rr * k + c])) {
+                            if (bad < 2)
+                                fprintf(stderr, "w %.9g q %d s %.9g z %.9g wq %.9g\n",
+                                        W[rr * k + c], q[rr * k + c], s, zz, Q[rr * k + c]);
+                            bad++;
+                        }
+                        bad += sym && z[gg * n + rr] != (maxq + 1) / 2;
+                        bad += !sym && z[gg * n + rr] < 1; /* v1-safe: zero-1 must be >= 0 */
+                    }
+                CHECK_MSG(bad == 0, "seed %llu rtn bits %d sym %d group %lld: %d violations",
+                          (unsigned long long)seed, bits, sym, (long long)qs.group_size, bad);
+                free(q), free(sc), free(z), free(g);
+            }
+    free(W), free(Q);
+}
+
+typedef struct gcfg {
+    int     bits;
+    int64_t group;
+    int     act, stat, sym;
+} gcfg;
+
+static void count_warn(void *user, const char *msg) {
+    (void)msg;
+    ++*(int *)user;
+}
+
+static lq_status run_gptq(const float *W0, const float *H0, int64_t n, int64_t k, gcfg c,
+                          double damp, int retries, float *Wq, uint8_t *q, float *sc,
+                          int32_t *z, int32_t *g, lq_gptq_result *res, int *warns) {
+    float *H = malloc((size_t)(k * k) * 4);
+    memcpy(H, H0, (size_t)(k * k) * 4);
+    memcpy(Wq, W0, (size_t)(n * k) * 4);
+    lq_gptq_opts o = {.q = {c.bits, c.group, c.sym, 1}, .act_order = c.act, .static_groups = c.stat,
+                      .damp = damp, .damp_retries = retries, .block_size = 32, .name = "t",
+                      .warn = count_warn, .warn_user = warns};
+    lq_err    err = {0};
+    lq_status s   = lq_gptq(Wq, H, n, k, &o, q, sc, z, g, res, &err);
+    free(H);
+    return s;
+}
+
+static void test_gptq(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 32, k = 128, t = 512;
+    float        *X = malloc((size_t)(t * k) * 4), *W = malloc((size_t)(n * k) * 4);
+    float        *Wq = malloc((size_t)(n * k) * 4), *Wr = malloc((size_t)(n * k) * 4);
+    gen_inputs(&r, X, t, k);
+    for (int64_t i = 0; i < n * k; i++)
+        W[i] = 0.1f * lq_rng_normal(&r);
+    float  *H = hessian(X, t, k);
+    int64_t G = k; /* enough for every group size used */
+    uint8_t *q = malloc((size_t)(n * k)), *qr = malloc((size_t)(n * k));
+    float   *sc = malloc((size_t)(G * n) * 4), *scr = malloc((size_t)(G * n) * 4);
+    int32_t *z = malloc((size_t)(G * n) * 4), *zr = malloc((size_t)(G * n) * 4);
+    int32_t *g = malloc((size_t)k * 4), *gr = malloc((size_t)k * 4);
+    lq_err   err = {0};
+    lq_gptq_result res;
+    int            warns = 0;
+
+    /* 1. diagonal Hessian: GPTQ == RTN (no act-order: the order is the identity) */
+    float *D = calloc((size_t)(k * k), 4);
+    for (int64_t i = 0; i < k; i++)
+        D[i * k + i] = 0.5f + (float)lq_rng_uniform(&r);
+    const int64_t groups[3] = {-1, 32, 128};
+    for (int bits = 2; bits <= 8; bits += 2)
+        for (int gi = 0; gi < 3; gi++)
+            for (int sym = 0; sym < 2; sym++) {
+                gcfg c = {bits, groups[gi], 0, 0, sym};
+                CHECK_OK(run_gptq(W, D, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns));
+                lq_qspec qs = {bits, groups[gi], sym, 1};
+                CHECK_OK(lq_rtn(W, n, k, &qs, qr, scr, zr, gr, Wr, &err));
+                CHECK_MSG(!memcmp(q, qr, (size_t)(n * k)) && !memcmp(g, gr, (size_t)k * 4),
+                          "seed %llu bits %d group %lld sym %d: GPTQ with diagonal H differs "
+                          "from RTN",
+                          (unsigned long long)seed, bits, (long long)groups[gi], sym);
+            }
+
+    /* 2. correlated inputs: GPTQ beats RTN on its objective */
+    const gcfg cfgs[] = {{2, 32, 0, 0, 0},  {3, 128, 0, 0, 0}, {4, -1, 0, 0, 1},
+                         {4, 32, 1, 0, 0},  {4, 32, 1, 1, 1},  {4, 128, 1, 0, 0},
+                         {8, 32, 0, 0, 1},  {3, 32, 1, 1, 0},  {2, -1, 1, 0, 1}};
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
+        gcfg c = cfgs[ci];
+        CHECK_OK(run_gptq(W, H, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns));
+        lq_qspec qs = {c.bits, c.group, c.sym, 1};
+        CHECK_OK(lq_rtn(W, n, k, &qs, qr, scr, zr, gr, Wr, &err));
+        double pg = proxy(W, Wq, H, n, k), pr = proxy(W, Wr, H, n, k);
+        CHECK_MSG(pg < pr, "seed %llu bits %d group %lld act %d static %d sym %d: GPTQ %.6g >= "
+                  "RTN %.6g", (unsigned long long)seed, c.bits, (long long)c.group, c.act,
+                  c.stat, c.sym, pg, pr);
+        /* 3. g_idx / scales / zeros reproduce the fake-quantized weights */
+        int64_t nG = lq_num_groups(k, c.group), bad = 0;
+        for (int64_t col = 0; col < k; col++)
+            bad += g[col] < 0 || g[col] >= nG;
+        for (int64_t rr = 0; rr < n && !bad; rr++)
+            for (int64_t col = 0; col < k; col++) {
+                int64_t gg = g[col];
+                bad += Wq[rr * k + col] != sc[gg * n + rr] * ((float)q[rr * k + col] -
+                                                              (float)z[gg * n + rr]);
+            }
+        if (c.act && !c.stat && c.group > 0) { /* act-order groups hold `group` columns each */
+            int64_t *cnt = calloc((size_t)nG, sizeof *cnt);
+            for (int64_t col = 0; col < k; col++)
+                cnt[g[col]]++;
+            for (int64_t gg = 0; gg < nG; gg++)
+                bad += cnt[gg] != (gg < nG - 1 ? c.group : k - c.group * (nG - 1));
+            free(cnt);
+        }
+        CHECK_MSG(bad == 0, "seed %llu config %zu: %lld inconsistent g_idx/scales/codes",
+                  (unsigned long long)seed, ci, (long long)bad);
+    }
+
+    /* 4. indefinite Hessian: damping retry with a warning, then success; no retries: error */
+    float *Hi = malloc((size_t)(k * k) * 4);
+    memcpy(Hi, H, (size_t)(k * k) * 4);
+    double mean = 0;
+    for (int64_t i = 0; i < k; i++)
+        mean += H[i * k + i];
+    mean /= (double)k;
+    /* smallest eigenvalue moved to -5% of the mean diagonal: indefinite at damp 0.01, positive
+     * definite after the first retry (0.1), as a rank-deficient calibration set can make it */
+    float *Ev = malloc((size_t)(k * k) * 4), *ev = malloc((size_t)k * 4);
+    memcpy(Ev, H, (size_t)(k * k) * 4);
+    CHECK_EQ_INT(LAPACKE_ssyev(LAPACK_ROW_MAJOR, 'N', 'U', (lapack_int)k, Ev, (lapack_int)k, ev),
+                 0);
+    for (int64_t i = 0; i < k; i++)
+        Hi[i * k + i] -= (float)(ev[0] + 0.05 * mean);
+    free(Ev), free(ev);
+    gcfg c = {4, 32, 0, 0, 0};
+    warns  = 0;
+    CHECK_OK(run_gptq(W, Hi, n, k, c, 0.01, 8, Wq, q, sc, z, g, &res, &warns));
+    CHECK_MSG(warns == 1 && res.retries == 1 && fabs(res.damp_used - 0.1) < 1e-12,
+              "seed %llu: retries %d warnings %d damp %.3g", (unsigned long long)seed,
+              res.retries, warns, res.damp_used);
+    CHECK_EQ_INT(run_gptq(W, Hi, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns),
+                 LQ_ERR_CHOLESKY);
+
+    /* 5. a dead input column (never excited) quantizes to zeros */
+    float *Hd = malloc((size_t)(k * k) * 4);
+    memcpy(Hd, H, (size_t)(k * k) * 4);
+    for (int64_t j = 0; j < k; j++)
+        Hd[5 * k + j] = Hd[j * k + 5] = 0;
+    CHECK_OK(run_gptq(W, Hd, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns));
+    int nz = 0;
+    for (int64_t rr = 0; rr < n; rr++)
+        nz += Wq[rr * k + 5] != 0.f;
+    CHECK_MSG(nz == 0, "seed %llu: dead column has %d non-zero weights", (unsigned long long)seed,
+              nz);
+    free(X), free(W), free(Wq), free(Wr), free(H), free(D), free(Hi), free(Hd);
+    free(q), free(qr), free(sc), free(scr), free(z), free(zr), free(g), free(gr);
+}
+
+typedef struct awq_user {
+    const float *X, *Y0;
+    float       *Y;
+    int64_t      t, n, k;
+    double       seen_min;
+    int          calls;
+} awq_user;
+
+static lq_status awq_loss(void *user, float *const *wq, double *loss) {
+    awq_user *a = user;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->t, (int)a->n, (int)a->k, 1.f,
+                a->X, (int)a->k, wq[0], (int)a->k, 0.f, a->Y, (int)a->n);
+    double s = 0;
+    for (int64_t i = 0; i < a->t * a->n; i++)
+        s += ((double)a->Y[i] - a->Y0[i]) * ((double)a->Y[i] - a->Y0[i]);
+    *loss = s / (double)(a->t * a->n);
+    if (*loss < a->seen_min)
+        a->seen_min = *loss;
+    a->calls++;
+    return LQ_OK;
+}
+
+static double out_err(const float *X, const float *W, const float *Wq, int64_t t, int64_t n,
+                      int64_t k) {
+    double s = 0;
+    for (int64_t i = 0; i < t; i++)
+        for (int64_t r = 0; r < n; r++) {
+            double a = 0;
+            for (int64_t c = 0; c < k; c++)
+                a += (double)X[i * k + c] * ((double)Wq[r * k + c] - W[r * k + c]);
+            s += a * a;
+        }
+    return s;
+}
+
+static void test_awq(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 32, k = 128, t = 256, g = 32;
+    float        *X = malloc((size_t)(t * k) * 4), *W = malloc((size_t)(n * k) * 4);
+    gen_inputs(&r, X, t, k);
+    for (int64_t i = 0; i < n * k; i++)
+        W[i] = 0.1f * lq_rng_normal(&r);
+    lq_xstats st;
+    lq_err    err = {0};
+    CHECK_OK(lq_xstats_init(&st, k, LQ_XS_ABSMEAN, &err));
+    lq_xstats_add(&st, X, t, 1);
+    float *xm = malloc((size_t)k * 4), *s = malloc((size_t)k * 4);
+    lq_xstats_absmean(&st, xm);
+    awq_user a = {X, NULL, NULL, t, n, k, INFINITY, 0};
+    float   *Y0 = malloc((size_t)(t * n) * 4);
+    a.Y         = malloc((size_t)(t * n) * 4);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)n, (int)k, 1.f, X, (int)k,
+                W, (int)k, 0.f, Y0, (int)n);
+    a.Y0                = Y0;
+    float *const  wl[1] = {W};
+    const int64_t nn[1] = {n};
+    lq_awq_group  grp   = {1, wl, nn, k, g, 4, 20, 1};
+    double        ratio = -1, best = -1;
+    CHECK_OK(lq_awq_search(&grp, xm, awq_loss, &a, s, &ratio, &best, &err));
+    float smax = 0, smin = INFINITY;
+    for (int64_t c = 0; c < k; c++) {
+        smax = s[c] > smax ? s[c] : smax;
+        smin = s[c] < smin ? s[c] : smin;
+    }
+    CHECK_MSG(a.calls == 20 && best == a.seen_min && ratio >= 0 && ratio < 1,
+              "seed %llu: %d grid points, best %.6g, min seen %.6g, ratio %.2f",
+              (unsigned long long)seed, a.calls, best, a.seen_min, ratio);
+    CHECK_NEAR(sqrtf(smax * smin), 1.0, 1e-5);
+    /* clip: never worse than the unclipped quantization on the tokens it searched */
+    float *Wc = malloc((size_t)(n * k) * 4), *Wu = malloc((size_t)(n * k) * 4);
+    memcpy(Wc, W, (size_t)(n * k) * 4);
+    memcpy(Wu, W, (size_t)(n * k) * 4);
+    CHECK_OK(lq_awq_clip(Wc, n, k, X, t, g, 4, &err));
+    lq_awq_quantize(Wc, n, k, g, 4, NULL, NULL, NULL);
+    lq_awq_quantize(Wu, n, k, g, 4, NULL, NULL, NULL);
+    double ec = out_err(X, W, Wc, t, n, k), eu = out_err(X, W, Wu, t, n, k);
+    CHECK_MSG(ec <= eu * (1 + 1e-6), "seed %llu: clipped %.6g > unclipped %.6g",
+              (unsigned long long)seed, ec, eu);
+    CHECK_EQ_INT(lq_awq_clip(Wc, n, 100, X, t, 32, 4, &err), LQ_ERR_INVALID_ARG);
+    free(X), free(W), free(xm), free(s), free(Y0), free(a.Y), free(Wc), free(Wu);
+    lq_xstats_free(&st);
+}
+
+static void test_nf4_int8(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 16, k = 200, numel = n * k, bs = 64, nb = (numel + bs - 1) / bs;
+    float        *W = malloc((size_t)numel * 4), *am = malloc((size_t)nb * 4);
+    uint8_t      *c = malloc((size_t)numel);
+    for (int64_t i = 0; i < numel; i++)
+        W[i] = lq_rng_normal(&r) * (i % 97 == 0 ? 8.f : 1.f);
+    lq_nf4_quantize(W, numel, bs, c, am);
+    int bad = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        float mx = 0;
+        for (int64_t i = b * bs; i < numel && i < (b + 1) * bs; i++)
+            mx = fabsf(W[i]) > mx ? fabsf(W[i]) : mx;
+        bad += am[b] != mx;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        /* x as bitsandbytes computes it: w * (1 / absmax) */
+        float x = am[i / bs] > 0 ? W[i] * (1.0f / am[i / bs]) : 0, dbest = INFINITY;
+        for (int j = 0; j < 16; j++)
+            dbest = fminf(dbest, fabsf(x - lq_nf4_table[j]));
+        if (c[i] > 15 || fabsf(x - lq_nf4_table[c[i]]) > dbest + 1e-6f) {
+            if (bad < 3)
+                fprintf(stderr, "nf4 x %.9g code %d (%.9g) best dist %.9g\n", x, c[i],
+                        lq_nf4_table[c[i] & 15], dbest);
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "seed %llu: %d NF4 codes/absmax not nearest", (unsigned long long)seed,
+              bad);
+    int8_t *cb  = malloc((size_t)numel);
+    float  *scb = malloc((size_t)n * 4);
+    lq_int8_quantize(W, n, k, cb, scb);
+    bad = 0;
+    for (int64_t rr = 0; rr < n; rr++) {
+        float mx = 0;
+        for (int64_t col = 0; col < k; col++)
+            mx = fmaxf(mx, fabsf(W[rr * k + col]));
+        bad += scb[rr] != mx;
+        for (int64_t col = 0; col < k; col++)
+            bad += cb[rr * k + col] != (int8_t)nearbyintf(127.f * W[rr * k + col] / mx);
+    }
+    CHECK_MSG(bad == 0, "seed %llu: %d INT8 mismatches", (unsigned long long)seed, bad);
+    float   absmax[10] = {1, 7, 6, 0.5f, 9, 5.99f, 6.01f, 0, 100, 2};
+    int32_t idx[10];
+    int64_t no = lq_int8_outliers(absmax, 10, 6.f, 0, idx);
+    CHECK(no == 5 && idx[0] == 1 && idx[1] == 2 && idx[2] == 4 && idx[3] == 6 && idx[4] == 8);
+    no = lq_int8_outliers(absmax, 10, 6.f, 2, idx); /* the two largest, ascending */
+    CHECK(no == 2 && idx[0] == 4 && idx[1] == 8);
+    free(W), free(am), free(c), free(cb), free(scb);
+}
+
+int main(void) {
+    omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        test_rtn(seed);
+        test_gptq(100 + seed);
+        test_awq(200 + seed);
+        test_nf4_int8(300 + seed);
+    }
+    return lq_test_end("quant_algos");
+}
