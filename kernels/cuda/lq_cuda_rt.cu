@@ -77,6 +77,16 @@ extern "C" LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq
         return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cublasCreate failed (status %d)",
                        (int)bs);
     }
+    /* split-k inside cuBLAS must reduce in fp32, not in the fp16 output type: keeps the
+     * large-m path's sums as exact as the GEMV kernels' (and the exact-mode tests valid) */
+    bs = cublasSetMathMode(c->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(c->blas);
+        free(c);
+        return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cublasSetMathMode failed (status %d)",
+                       (int)bs);
+    }
     ce = cudaMalloc(&c->blas_ws, LQ_CUBLAS_WS_BYTES);
     if (ce != cudaSuccess) {
         cublasDestroy(c->blas);
