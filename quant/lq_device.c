@@ -11,6 +11,9 @@ lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb,
         return LQ_OK;
     if (strcmp(device, "auto") && strcmp(device, "cuda"))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--device %s: expected auto, cpu or cuda", device);
+    /* Probing starts the CUDA runtime (~190 MB resident): only when there is work for it. */
+    if (!useful && !strcmp(device, "auto"))
+        return LQ_OK;
     if (lq_gpu_device_count() == 0) {
 #ifdef LQ_HAVE_CUDA
         const char *why = "no usable CUDA device (driver or GPU missing)";
