@@ -8,6 +8,10 @@
 source "$(dirname "$0")/cli_lib.bash"
 S=${LQ_SHARED:-}
 [ -d "$S/models/stories260K" ] || { echo "SKIP: LQ_SHARED not set"; exit 77; }
+if grep -q __asan_init "$LQ_BIN" 2>/dev/null; then
+    echo "SKIP: resident memory under AddressSanitizer is the sanitizer's (shadow, quarantine)"
+    exit 77
+fi
 GEN=${LQ_BUILD:-}/bench/bench_synth_model
 [ -x "$GEN" ] || { echo "SKIP: $GEN not built"; exit 77; }
 W=$T/maxmem
