@@ -16,6 +16,7 @@
 extern "C" {
 #include "lq_gpu.h"
 }
+#include "lq_qparams.h"
 
 struct lq_gpu {
     int                device;
@@ -352,34 +353,6 @@ static lq_status gpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
  * ------------------------------------------------------------------------------------------ */
 #define SW_ROWS 64
 
-__device__ static void params_from_range(float xmin, float xmax, int bits, int sym, int v1_safe,
-                                         float *scale, float *zero) {
-    int maxq = (1 << bits) - 1;
-    if (xmin > 0)
-        xmin = 0;
-    if (xmax < 0)
-        xmax = 0;
-    if (sym) {
-        float a = fabsf(xmin) > xmax ? fabsf(xmin) : xmax;
-        xmax    = a;
-        if (xmin < 0)
-            xmin = -a;
-    }
-    if (xmin == 0 && xmax == 0) {
-        xmin = -1;
-        xmax = 1;
-    }
-    float sc = (xmax - xmin) / (float)maxq;
-    float z  = sym ? (float)((maxq + 1) / 2) : rintf(-xmin / sc);
-    if (v1_safe && !sym && z < 1) {
-        z  = 1;
-        sc = xmax / (float)(maxq - 1);
-        if (sc <= 0)
-            sc = 1;
-    }
-    *scale = sc;
-    *zero  = z;
-}
 
 struct sweep_args {
     float         *Wt;   /* [k, n] */
@@ -423,7 +396,7 @@ __global__ void k_sweep_block(sweep_args a) {
                 mn          = v < mn ? v : mn;
                 mx          = v > mx ? v : mx;
             }
-            params_from_range(mn, mx, a.bits, a.sym, a.v1_safe, &sc, &zr);
+            lq_qparams(mn, mx, a.bits, a.sym, a.v1_safe, &sc, &zr);
             a.scales[(int64_t)grp * n + r] = sc;
             a.zeros[(int64_t)grp * n + r]  = (int32_t)zr;
         }
