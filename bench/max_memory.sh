@@ -1,50 +1,46 @@
 #!/usr/bin/env bash
-# --max-memory on a synthetic Llama: generates the model (bench_gen_llama, random fp16, tok512
-# tokenizer), quantizes it with gptq with and without the budget and prints the peak RSS of each
-# (the CLI's --json peak_rss_bytes and, when installed, /usr/bin/time -v).
-# Usage: bench/max_memory.sh BUILD_DIR [BUDGET] [HIDDEN LAYERS INTERMEDIATE HEADS NSAMPLES SEQLEN]
-# Defaults: full size 4096 wide, 8 layers, 11008 intermediate, 32 heads, 128 x 2048 tokens.
-set -eu
-BUILD=${1:?usage: $0 BUILD_DIR [BUDGET] [HIDDEN LAYERS INTER HEADS NSAMPLES SEQLEN]}
-BUDGET=${2:-12G}
-H=${3:-4096} L=${4:-8} I=${5:-11008} NH=${6:-32} NS=${7:-128} SL=${8:-2048}
-SH=${LQ_SHARED:-$(dirname "$0")/../../shared}
-[ -d "$SH/models" ] || SH=$(dirname "$0")/../../../shared
-TMP=${TMPDIR:-/tmp}/lq_maxmem.$$
-trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP"
-"$BUILD/bench/bench_gen_llama" "$TMP/model" --hidden "$H" --layers "$L" --intermediate "$I" \
-    --heads "$NH" --kv-heads "$NH" --vocab 512
-cp "$SH/models/stories260K/llama2c/tok512.bin" "$TMP/model/"
-peak() { grep -o '"peak_rss_bytes":[0-9]*' "$1" | cut -d: -f2; }
-run() { # NAME [options]
-    local name=$1
+# --max-memory on a synthetic 4096-wide Llama: peak RSS of a calibrated conversion with and
+# without a budget that forces the activations to spill (zstd temp files).
+# Usage: bench/max_memory.sh [BUILD] [WORK] [METHOD] [BUDGET]
+#   defaults: build, /tmp/lq_maxmem, int8, 700M; model: hidden 4096, intermediate 4096, 8 layers,
+#   32 heads (LQ_MM_LAYERS / LQ_MM_INTER / LQ_MM_NSAMPLES / LQ_MM_SEQLEN override).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$here/build}" && pwd)
+work=${2:-/tmp/lq_maxmem}
+method=${3:-int8}
+budget=${4:-700M}
+shared=${LQ_SHARED:-$here/../shared}
+[ -d "$shared/models" ] || shared=$here/../../shared
+bin=$build/llmquant
+model=$work/synth-4096x${LQ_MM_LAYERS:-8}
+mkdir -p "$work"
+if [ ! -f "$model/config.json" ]; then
+    mkdir -p "$model"
+    "$build/bench/bench_synth_model" "$model" --hidden 4096 --intermediate "${LQ_MM_INTER:-4096}" \
+        --layers "${LQ_MM_LAYERS:-8}" --heads 32 --kv-heads 32 \
+        --tokenizer "$shared/models/stories260K/llama2c/tok512.bin"
+fi
+"$bin" inspect "$model" | sed -n '3,4p'
+run() { # label extra-args...
+    local label=$1
     shift
-    local t=()
-    [ -x /usr/bin/time ] && t=(/usr/bin/time -v -o "$TMP/$name.time")
-    "${t[@]}" "$BUILD/llmquant" gptq "$TMP/model" -o "$TMP/out_$name" --calib \
-        "$SH/data/wikitext2/wiki.valid.tokens" --nsamples "$NS" --seqlen "$SL" --json -q "$@" \
-        >"$TMP/$name.json"
-    rm -rf "$TMP/out_$name"
-    local p
-    p=$(peak "$TMP/$name.json")
-    local tv=""
-    [ -f "$TMP/$name.time" ] && tv=$(awk '/Maximum resident/ {printf "%.0f", $6 / 1024}' "$TMP/$name.time")
-    local s
-    s=$(grep -o '"seconds":[0-9.]*' "$TMP/$name.json" | tail -1 | cut -d: -f2)
-    printf '| %s | %.0f | %s | %.1f |\n' "$name" "$(echo "$p / 1048576" | bc -l)" "${tv:-n/a}" "$s"
-    eval "PEAK_$name=$p"
+    local rep
+    rep=$("$bin" "$method" "$model" -o "$work/out-$label" --force -q --json \
+        --calib "$shared/data/wikitext2/wiki.valid.tokens" --nsamples "${LQ_MM_NSAMPLES:-16}" \
+        --seqlen "${LQ_MM_SEQLEN:-512}" "$@")
+    local peak secs
+    peak=$(printf '%s' "$rep" | grep -o '"peak_rss_bytes":[0-9.e+]*' | cut -d: -f2)
+    secs=$(printf '%s' "$rep" | grep -o '"seconds":[0-9.e+]*' | head -1 | cut -d: -f2)
+    awk -v l="$label" -v p="$peak" -v s="$secs" 'BEGIN { printf "%-22s peak RSS %7.1f MiB  %6.1f s\n", l, p / 1048576, s }'
+    echo "$peak"
 }
-echo "synthetic llama ${H}x${L} layers (intermediate $I), gptq w4 g128, $NS x $SL calibration tokens"
-echo
-echo "| run | peak RSS (MiB, --json) | peak RSS (MiB, time -v) | seconds |"
-echo "|---|---:|---:|---:|"
-run nobudget
-run budget --max-memory "$BUDGET"
-B=$(numfmt --from=iec "$BUDGET")
-echo
-awk -v p="$PEAK_budget" -v b="$B" -v n="$PEAK_nobudget" 'BEGIN {
-    printf "budget %.0f MiB: peak %.0f MiB (%.1f%% of budget) %s; without budget %.0f MiB %s\n",
-        b / 1048576, p / 1048576, 100 * p / b, p <= 1.1 * b ? "PASS" : "FAIL",
-        n / 1048576, n > p ? "(higher: PASS)" : "(not higher: FAIL)";
-    exit !(p <= 1.1 * b && n > p) }'
+echo "method $method, $(( ${LQ_MM_NSAMPLES:-16} * ${LQ_MM_SEQLEN:-512} )) calibration tokens"
+free_run=$(run no-budget | tee /dev/stderr | tail -1)
+budget_run=$(run "budget-$budget" --max-memory "$budget" | tee /dev/stderr | tail -1)
+bytes=$(numfmt --from=iec "${budget%B}")
+awk -v b="$bytes" -v p="$budget_run" -v f="$free_run" 'BEGIN {
+    printf "budget %.1f MiB: peak %.1f MiB = %.1f%% of the budget (without: %.1f MiB)\n",
+           b / 1048576, p / 1048576, 100 * p / b, f / 1048576
+    exit !(p <= 1.10 * b && p < f) }' && echo "PASS: within 10% of the budget" || echo "FAIL"
+rm -rf "$work"/out-*

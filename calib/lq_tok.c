@@ -1,7 +1,8 @@
-/* Tokenizers behind lq_tok.h. This file holds the loader dispatch and the llama2.c tokenizer
- * (tokNNN.bin / tokenizer.bin): SentencePiece-BPE pieces with scores, encoded exactly as
- * llama2.c run.c encode() does, with a heap instead of run.c's quadratic rescans. */
-#include "lq_tok.h"
+/* Tokenizers behind lq_tok.h. This file holds the loader dispatch, the helpers shared with
+ * lq_tok_spm.c / lq_tok_hf.c, and the llama2.c tokenizer (tokNNN.bin / tokenizer.bin):
+ * SentencePiece-BPE pieces with scores, encoded exactly as llama2.c run.c encode() does, with a
+ * heap instead of run.c's quadratic rescans. */
+#include "lq_tok_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,27 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct lq_tokenizer {
-    lq_tok_kind kind;
-    char        path[4096];
-    int64_t     n;
-    char      **piece;  /* [n] NUL-terminated */
-    int32_t    *plen;   /* [n] */
-    float      *score;  /* [n] */
-    int32_t    *sorted; /* ids sorted by piece bytes, for lookup */
-    int32_t     bos, eos;
-    int         adds_bos;
-};
-
 void lq_tok_free(lq_tokenizer *t) {
     if (!t)
         return;
-    for (int64_t i = 0; i < t->n; i++)
+    for (int64_t i = 0; t->piece && i < t->n; i++)
         free(t->piece[i]);
     free(t->piece);
     free(t->plen);
     free(t->score);
     free(t->sorted);
+    lq_tok_spm_free(t->spm);
+    lq_tok_hf_free(t->hf);
     free(t);
 }
 
@@ -344,9 +335,30 @@ lq_status lq_tok_encode(const lq_tokenizer *t, const char *text, int64_t len, in
                         int32_t **ids, int64_t *n_ids, lq_err *err) {
     *ids   = NULL;
     *n_ids = 0;
+    if (len < 0 || (len > 0 && !text))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: encode: bad text (len %lld)", t->path,
+                (long long)len);
     if (t->kind == LQ_TOK_LLAMA2C)
         return encode_llama2c(t, text, len, add_bos, ids, n_ids, err);
-    LQ_FAIL(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer kind not implemented", t->path);
+    lq_tok_ids out = {0};
+    lq_status  st  = LQ_OK;
+    if (add_bos && t->bos >= 0 && lq_tok_ids_push(&out, t->bos) < 0)
+        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    else if (t->kind == LQ_TOK_SPM)
+        st = lq_tok_spm_encode(t, text, len, &out, err);
+    else
+        st = lq_tok_hf_encode(t, text, len, &out, err);
+    if (st != LQ_OK) {
+        free(out.v);
+        return st;
+    }
+    if (!out.v && lq_tok_ids_push(&out, 0) == 0) /* a valid pointer even for zero ids */
+        out.n = 0;
+    if (!out.v)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    *ids   = out.v;
+    *n_ids = out.n;
+    return LQ_OK;
 }
 
 lq_status lq_tok_load_memory(const void *buf, size_t len, lq_tok_kind kind, const char *label,
@@ -359,17 +371,220 @@ lq_status lq_tok_load_memory(const void *buf, size_t len, lq_tok_kind kind, cons
     t->bos      = -1;
     t->eos      = -1;
     lq_status s = LQ_OK;
-    if (kind == LQ_TOK_LLAMA2C)
+    if (!buf && len > 0)
+        s = lq_fail(err, LQ_ERR_INVALID_ARG, "%s: NULL buffer", t->path);
+    else if (kind == LQ_TOK_LLAMA2C)
         s = load_llama2c(buf, len, t->path, t, err);
+    else if (kind == LQ_TOK_SPM)
+        s = lq_tok_spm_load(buf, len, t, err);
+    else if (kind == LQ_TOK_HF_JSON)
+        s = lq_tok_hf_load(buf, len, t, err);
     else
-        s = lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: tokenizer format not supported yet",
-                    t->path);
+        s = lq_fail(err, LQ_ERR_INVALID_ARG, "%s: unknown tokenizer kind %d", t->path, (int)kind);
     if (s != LQ_OK) {
         lq_tok_free(t);
         return s;
     }
     *out = t;
     return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Helpers shared with lq_tok_spm.c and lq_tok_hf.c. */
+
+lq_status lq_tok_alloc_pieces(lq_tokenizer *t, int64_t n, lq_err *err) {
+    t->n     = n;
+    t->piece = calloc((size_t)(n > 0 ? n : 1), sizeof *t->piece);
+    t->plen  = calloc((size_t)(n > 0 ? n : 1), sizeof *t->plen);
+    t->score = calloc((size_t)(n > 0 ? n : 1), sizeof *t->score);
+    if (!t->piece || !t->plen || !t->score)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory for %lld pieces", t->path, (long long)n);
+    return LQ_OK;
+}
+
+/* FNV-1a, then a multiplicative finalizer so the low bits used for slots are well mixed. */
+uint64_t lq_tok_hash(const char *s, int64_t len) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+int lq_tok_map_init(lq_tok_map *m, int64_t expected) {
+    int64_t cap = 16;
+    while (cap < 2 * expected + 2)
+        cap *= 2;
+    m->e = malloc((size_t)cap * sizeof *m->e);
+    if (!m->e)
+        return -1;
+    for (int64_t i = 0; i < cap; i++)
+        m->e[i].val = -1;
+    m->cap = cap;
+    m->n   = 0;
+    return 0;
+}
+
+void lq_tok_map_free(lq_tok_map *m) {
+    free(m->e);
+    m->e   = NULL;
+    m->cap = m->n = 0;
+}
+
+static int64_t map_slot(const lq_tok_map *m, const char *s, int64_t len, uint64_t h) {
+    int64_t i = (int64_t)(h & (uint64_t)(m->cap - 1));
+    for (;;) {
+        const lq_tok_ment *e = &m->e[i];
+        if (e->val < 0 || (e->h == h && e->len == len && !memcmp(e->s, s, (size_t)len)))
+            return i;
+        i = (i + 1) & (m->cap - 1);
+    }
+}
+
+int lq_tok_map_put(lq_tok_map *m, const char *s, int32_t len, int32_t val) {
+    if (!m->e && lq_tok_map_init(m, 8) < 0)
+        return -1;
+    if (2 * (m->n + 1) > m->cap) {
+        lq_tok_map nm;
+        if (lq_tok_map_init(&nm, m->cap) < 0)
+            return -1;
+        for (int64_t i = 0; i < m->cap; i++)
+            if (m->e[i].val >= 0)
+                nm.e[map_slot(&nm, m->e[i].s, m->e[i].len, m->e[i].h)] = m->e[i];
+        nm.n = m->n;
+        free(m->e);
+        *m = nm;
+    }
+    uint64_t h = lq_tok_hash(s, len);
+    int64_t  i = map_slot(m, s, len, h);
+    if (m->e[i].val >= 0)
+        return 0;
+    m->e[i] = (lq_tok_ment){s, h, len, val};
+    m->n++;
+    return 1;
+}
+
+int32_t lq_tok_map_get(const lq_tok_map *m, const char *s, int64_t len) {
+    if (!m->e || len > INT32_MAX)
+        return -1;
+    return m->e[map_slot(m, s, len, lq_tok_hash(s, len))].val;
+}
+
+static int hcand_before(const lq_tok_cand *a, const lq_tok_cand *b) {
+    if (a->key != b->key)
+        return a->key < b->key;
+    return a->pos < b->pos;
+}
+
+int lq_tok_heap_push(lq_tok_heap *h, lq_tok_cand c) {
+    if (h->n == h->cap) {
+        int64_t      nc = h->cap ? h->cap * 2 : 256;
+        lq_tok_cand *nv = realloc(h->v, (size_t)nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        h->v   = nv;
+        h->cap = nc;
+    }
+    int64_t i = h->n++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!hcand_before(&c, &h->v[p]))
+            break;
+        h->v[i] = h->v[p];
+        i       = p;
+    }
+    h->v[i] = c;
+    return 0;
+}
+
+lq_tok_cand lq_tok_heap_pop(lq_tok_heap *h) {
+    lq_tok_cand top = h->v[0], last = h->v[--h->n];
+    int64_t     i = 0;
+    for (;;) {
+        int64_t            l = 2 * i + 1, r = l + 1, b = i;
+        const lq_tok_cand *bv = &last;
+        if (l < h->n && hcand_before(&h->v[l], bv))
+            b = l, bv = &h->v[l];
+        if (r < h->n && hcand_before(&h->v[r], bv))
+            b = r;
+        if (b == i)
+            break;
+        h->v[i] = h->v[b];
+        i       = b;
+    }
+    if (h->n > 0)
+        h->v[i] = last;
+    return top;
+}
+
+int lq_tok_ids_push(lq_tok_ids *a, int32_t id) {
+    if (a->n == a->cap) {
+        int64_t  nc = a->cap ? a->cap * 2 : 64;
+        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        a->v   = nv;
+        a->cap = nc;
+    }
+    a->v[a->n++] = id;
+    return 0;
+}
+
+int lq_tok_utf8_dec(const unsigned char *s, int64_t n, uint32_t *cp) {
+    if (n <= 0)
+        return 0;
+    unsigned c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    int      k;
+    uint32_t v, lo;
+    if ((c & 0xe0) == 0xc0)
+        k = 2, v = c & 0x1f, lo = 0x80;
+    else if ((c & 0xf0) == 0xe0)
+        k = 3, v = c & 0x0f, lo = 0x800;
+    else if ((c & 0xf8) == 0xf0)
+        k = 4, v = c & 0x07, lo = 0x10000;
+    else
+        return 0;
+    if (n < k)
+        return 0;
+    for (int i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if (v < lo || v > 0x10ffff || (v >= 0xd800 && v < 0xe000))
+        return 0;
+    *cp = v;
+    return k;
+}
+
+int lq_tok_utf8_enc(uint32_t cp, char *out) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
 }
 
 static lq_tok_kind kind_of(const char *path) {

@@ -87,7 +87,6 @@ const char *cli_suggest(const char *word, const char *const *cands, int n);
 int cmd_quantize(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_ppl(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_inspect(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
-int cmd_bench(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_exit_codes(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 

@@ -238,6 +238,16 @@ void cli_emit_report(cli_ctx *c, const char *json) {
             fprintf(c->human, "%s: %.10g\n", e->string, e->valuedouble);
         else if (cJSON_IsBool(e))
             fprintf(c->human, "%s: %s\n", e->string, cJSON_IsTrue(e) ? "true" : "false");
+        else if (cJSON_IsObject(e) && !strcmp(e->string, "ppl_check")) {
+            const cJSON *a = cJSON_GetObjectItem(e, "ppl_original");
+            const cJSON *b = cJSON_GetObjectItem(e, "ppl_quantized");
+            const cJSON *i = cJSON_GetObjectItem(e, "increase_percent");
+            const cJSON *d = cJSON_GetObjectItem(e, "data_file");
+            if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && cJSON_IsNumber(i))
+                fprintf(c->human, "ppl_check: %.4f -> %.4f (%+.2f%%) on %s\n", a->valuedouble,
+                        b->valuedouble, i->valuedouble,
+                        cJSON_IsString(d) ? d->valuestring : "?");
+        }
     }
     cJSON_Delete(o);
 }

@@ -2,6 +2,7 @@
  * (lq_method_*), every other command is one row of k_cmds; options come from the options table
  * (lq_param_*). The exit code is the lq_status value. */
 #include "cli.h"
+#include "lq_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,6 @@ static const cli_cmd k_cmds[] = {
     {"inspect", "inspect", "MODEL_DIR [options]",
      "Describe a model directory: shapes, tensors, parameters, memory for weights and KV cache.",
      1, cli_inspect_flags, cmd_inspect},
-    {"bench", "bench", "[ARGS]", "Kernel and end-to-end benchmarks (not available yet).", -1, NULL,
-     cmd_bench},
     {"batch", "batch", "JOBS.jsonl [--shard I/N] [--cache-dir DIR]",
      "Run a file of conversion jobs (resumable, shardable, shared calibration cache).", 1,
      cli_batch_flags, cmd_batch},
@@ -62,14 +61,15 @@ static void print_usage(FILE *f) {
 }
 
 static int print_version(void) {
-    /* Device probing is left to `--device`: the CUDA launchers may not be linked in yet. */
 #ifdef LQ_HAVE_CUDA
     const char *cuda = "yes";
 #else
     const char *cuda = "no";
 #endif
-    printf("llmquant %s (library %s, CUDA kernels: %s)\n", LQ_VERSION_STRING, lq_version_string(),
-           cuda);
+    int ndev;
+    ndev = lq_gpu_device_count();
+    printf("llmquant %s (library %s, CUDA: %s, CUDA devices: %d)\n", LQ_VERSION_STRING,
+           lq_version_string(), cuda, ndev);
     return 0;
 }
 

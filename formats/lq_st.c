@@ -597,6 +597,16 @@ lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int6
     return LQ_OK;
 }
 
+void lq_st_prefetch(const lq_st *st, const lq_st_tensor *t) {
+    if (!st || !t || t->shard < 0 || t->shard >= st->nfiles || !st->files[t->shard].map ||
+        t->nbytes <= 0)
+        return;
+    long      pg  = sysconf(_SC_PAGESIZE);
+    uintptr_t a   = (uintptr_t)t->data & ~((uintptr_t)pg - 1);
+    uintptr_t e   = (uintptr_t)t->data + (uintptr_t)t->nbytes;
+    madvise((void *)a, e - a, MADV_WILLNEED);
+}
+
 void lq_st_release(const lq_st *st, const lq_st_tensor *t) {
     if (!st || !t || t->shard < 0 || t->shard >= st->nfiles || !st->files[t->shard].map ||
         t->nbytes <= 0)

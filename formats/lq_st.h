@@ -60,6 +60,9 @@ int64_t lq_st_data_bytes(const lq_st *st);
  * from the page cache on the next access). The layer-by-layer driver calls it after converting a
  * tensor so the mapped checkpoint does not accumulate in RSS. No-op for memory buffers. */
 void lq_st_release(const lq_st *st, const lq_st_tensor *t);
+/* Ask the kernel to start reading the tensor's pages now (MADV_WILLNEED, asynchronous): the
+ * driver prefetches layer i+1 while it computes layer i so disk reads overlap compute. */
+void lq_st_prefetch(const lq_st *st, const lq_st_tensor *t);
 
 /* Find `name`, check it is a float tensor of exactly `ndim` dims with the given shape (pass
  * expect_shape NULL to skip), convert to float32 into dst (numel floats). NaN/Inf ->

@@ -217,12 +217,15 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
 LQ_API lq_status lq_qlinear_dequant_cpu(const lq_qlinear *w, float *out, int nthreads);
 
 /* ------------------------------------------------------------------------------------------
- * CUDA. All pointers in the descriptor and x/y/ws are device pointers; stream is a
- * cudaStream_t (NULL = default stream). Launchers never allocate and never synchronize; errors
- * from the launch are returned as LQ_ERR_CUDA. A library built without CUDA returns
- * LQ_ERR_NO_CUDA_BUILD from every entry point below.
+ * CUDA. All pointers in the descriptor and x/y/ws are device pointers (x, y 16-byte aligned,
+ * ws 256-byte aligned, as cudaMalloc returns); stream is a cudaStream_t (NULL = default
+ * stream). Launchers never allocate and never synchronize; errors from the launch are returned
+ * as LQ_ERR_CUDA. A library built without CUDA returns LQ_ERR_NO_CUDA_BUILD from every entry
+ * point below (device count 0, workspace 0).
  * ------------------------------------------------------------------------------------------ */
-typedef struct lq_cuda_ctx lq_cuda_ctx; /* holds a cuBLAS handle for the dequant+GEMM path */
+/* Holds a cuBLAS handle (+ its workspace) for the dequant+GEMM path (m > 16). A forward call
+ * binds the handle to its stream: use one ctx per thread. */
+typedef struct lq_cuda_ctx lq_cuda_ctx;
 
 /* Number of usable CUDA devices (0 when no driver / no device; never crashes). */
 LQ_API lq_status lq_cuda_device_count(int *count);
@@ -232,7 +235,9 @@ LQ_API lq_status lq_cuda_device_info(int device, char *name, size_t name_cap, in
 LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq_err *err);
 LQ_API void      lq_cuda_ctx_free(lq_cuda_ctx *ctx);
 
-/* y[m, n] (fp16) = x[m, k] (fp16) @ W^T (+ bias); fp32 accumulation. */
+/* y[m, n] (fp16) = x[m, k] (fp16) @ W^T (+ bias); fp32 accumulation. ws: at least
+ * lq_qlinear_workspace_cuda(w, m) bytes (split-k partials, the fp16 W of the cuBLAS path for
+ * m > 16, LLM.int8's quantized activations); ctx may be NULL when that path is not taken. */
 LQ_API size_t    lq_qlinear_workspace_cuda(const lq_qlinear *w, int64_t m);
 LQ_API lq_status lq_qlinear_forward_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                          int64_t m, void *y, void *ws, size_t ws_size,
@@ -241,7 +246,8 @@ LQ_API lq_status lq_qlinear_forward_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, 
 LQ_API lq_status lq_qlinear_dequant_cuda(const lq_qlinear *w, void *out, void *stream);
 /* Copy a host descriptor's arrays into one device buffer of lq_qlinear_bytes(host) bytes (plus
  * 256 bytes of alignment slack per array: see lq_qlinear_device_bytes) and fill *dev with
- * device pointers. Asynchronous on stream. */
+ * device pointers. Asynchronous on stream. LQ_FMT_DENSE: the host dense array must be fp16
+ * [n, k] (the device layout), not float32. */
 LQ_API size_t    lq_qlinear_device_bytes(const lq_qlinear *host);
 LQ_API lq_status lq_qlinear_upload(const lq_qlinear *host, void *dev_buf, size_t cap,
                                    lq_qlinear *dev, void *stream);

@@ -755,12 +755,23 @@ lq_status lq_hfcfg_write_awq(const lq_qconfig *c, cJSON *qc, lq_err *err) {
     return LQ_OK;
 }
 
+/* A JSON number that Python reads back as a float: transformers type-checks some fields
+ * (BitsAndBytesConfig.post_init: "llm_int8_threshold must be a float"), and cJSON would print
+ * 6.0 as the integer 6. */
+static cJSON *json_float(double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    if (!strpbrk(buf, ".eEn")) /* integral and finite: add the fraction */
+        strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
+    return cJSON_CreateRaw(buf);
+}
+
 /* transformers BitsAndBytesConfig.to_dict (copies __dict__, so the private _load_in_* too). */
 static lq_status bnb_write(const lq_qconfig *c, cJSON *qc, int four, lq_err *err) {
     ADD(qc, "quant_method", cJSON_CreateString("bitsandbytes"));
     ADD(qc, "_load_in_8bit", cJSON_CreateBool(!four));
     ADD(qc, "_load_in_4bit", cJSON_CreateBool(four));
-    ADD(qc, "llm_int8_threshold", cJSON_CreateNumber(c->int8_threshold));
+    ADD(qc, "llm_int8_threshold", json_float(c->int8_threshold));
     ADD(qc, "llm_int8_skip_modules", skip_list(c));
     ADD(qc, "llm_int8_enable_fp32_cpu_offload", cJSON_CreateBool(c->int8_fp32_cpu_offload));
     ADD(qc, "llm_int8_has_fp16_weight", cJSON_CreateBool(0));

@@ -47,6 +47,9 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
                         lq_err *err) {
     int64_t k = g->k, grp = g->group <= 0 || g->group > k ? k : g->group;
     int     ngrid = g->n_grid > 0 ? g->n_grid : 20;
+    if (k % grp)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "awq: group size %lld does not divide %lld inputs",
+                (long long)grp, (long long)k);
     float  *w_mean = calloc((size_t)k, sizeof(float));
     float  *s      = malloc((size_t)k * sizeof(float));
     float **wq     = calloc((size_t)g->nlin, sizeof *wq);
@@ -138,6 +141,9 @@ lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t,
     int64_t   step   = t / 512 > 0 ? t / 512 : 1; /* input_feat[:, 0::t // 512] */
     int64_t   ts     = (t + step - 1) / step;
     int       maxq   = (1 << bits) - 1;
+    if (k % g) /* AutoAWQ groups must tile k exactly (the GEMM layout requires it too) */
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "awq clip: group size %lld does not divide %lld inputs",
+                (long long)g, (long long)k);
     float    *Xs     = malloc((size_t)(ts * k) * sizeof(float));
     if (!Xs)
         LQ_FAIL(err, LQ_ERR_NOMEM, "awq clip: out of memory");

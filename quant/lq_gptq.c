@@ -26,6 +26,11 @@ static int cmp_desc(const void *a, const void *b) {
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* CPU backend: U lives in the caller's Hp buffer. */
+typedef struct cpu_be {
+    const float *U;
+} cpu_be;
+
 /* Hinv upper Cholesky factor U (H^-1 = U^T U) in place of H; 0 on success. */
 static int chol_inverse_upper(float *H, int64_t k) {
     /* L L^T = H (row-major 'L' == column-major 'U': we use row-major LAPACKE throughout). */
@@ -45,11 +50,105 @@ static int chol_inverse_upper(float *H, int64_t k) {
     return 0;
 }
 
+
+static lq_status cpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
+    cpu_be *c = ctx;
+    (void)err;
+    if (chol_inverse_upper(Hp, k) != 0)
+        return LQ_ERR_CHOLESKY;
+    c->U = Hp;
+    return LQ_OK;
+}
+
+static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
+    const float   *Hp = ((cpu_be *)ctx)->U;
+    int64_t        n = sw->n, k = sw->k, bs = sw->bs, g = sw->g;
+    int            maxq = (1 << sw->qs.bits) - 1;
+    float         *Wt = sw->Wt, *sc_r = sw->sc_r, *zr_r = sw->zr_r, *scales = sw->scales;
+    const float   *ssc = sw->ssc, *szr = sw->szr;
+    int32_t       *zeros = sw->zeros;
+    const int32_t *gcol  = sw->gcol;
+    const int64_t *perm  = sw->perm;
+    uint8_t       *q     = sw->q;
+    float         *Err   = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
+    if (!Err)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory for the GPTQ error block (%lld x %lld)",
+                (long long)bs, (long long)n);
+    double loss = 0;
+    for (int64_t i1 = 0; i1 < k; i1 += bs) {
+        int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
+        for (int64_t i = i1; i < i2; i++) {
+            const float *U   = Hp + i * k; /* row i of U: U[i, i..] */
+            float       *w   = Wt + i * n;
+            float        d   = U[i];
+            float       *e   = Err + (i - i1) * n;
+            int32_t      grp = gcol[i];
+            if (g && !sw->static_groups && i % g == 0) {
+                /* Group parameters at the group's first column from the error-updated weights,
+                 * as gptq.py. One deliberate difference: when g < block_size, gptq.py reads W,
+                 * which lacks the updates of this block's earlier columns (they live in W1);
+                 * we read the updated values (identical when g is a multiple of block_size). */
+                int64_t w_ = i + g < k ? g : k - i;
+                for (int64_t r = 0; r < n; r++) {
+                    float mn = w[r], mx = w[r];
+                    for (int64_t c = 1; c < w_; c++) {
+                        float v = Wt[(i + c) * n + r];
+                        mn      = v < mn ? v : mn;
+                        mx      = v > mx ? v : mx;
+                    }
+                    lq_params_from_range(mn, mx, &sw->qs, &sc_r[r], &zr_r[r]);
+                }
+                for (int64_t r = 0; r < n; r++) {
+                    scales[grp * n + r] = sc_r[r];
+                    zeros[grp * n + r]  = (int32_t)zr_r[r];
+                }
+            }
+            const float *sc = sw->static_groups && g ? ssc + (int64_t)grp * n : sc_r;
+            const float *zr = sw->static_groups && g ? szr + (int64_t)grp * n : zr_r;
+            int64_t      oc = perm[i];
+            double       l  = 0;
+            for (int64_t r = 0; r < n; r++) {
+                int   code   = lq_quant_code(w[r], sc[r], zr[r], maxq);
+                float qv     = sc[r] * ((float)code - zr[r]);
+                q[r * k + oc] = (uint8_t)code;
+                float diff   = w[r] - qv;
+                l += (double)diff * diff;
+                e[r] = diff / d;
+                w[r] = qv; /* Wt row i now holds the fake-quantized column */
+            }
+            loss += l / ((double)d * d) / 2;
+            /* intra-block update of the remaining columns of the block */
+            for (int64_t j = i + 1; j < i2; j++)
+                cblas_saxpy((int)n, -U[j], e, 1, Wt + j * n, 1);
+        }
+        /* lazy update of everything after the block: Wt[i2:] -= U[i1:i2, i2:]^T Err */
+        if (i2 < k)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)n, (int)cnt,
+                        -1.0f, Hp + i1 * k + i2, (int)k, Err, (int)n, 1.0f, Wt + i2 * n, (int)n);
+    }
+    sw->loss = loss;
+    lq_aligned_free(Err);
+    return LQ_OK;
+}
+
+static const lq_gptq_backend cpu_backend_proto = {NULL, cpu_factor, cpu_sweep};
+
 lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o, uint8_t *q,
                   float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res,
                   lq_err *err) {
+    return lq_gptq_ex(W, H, n, k, o, NULL, q, scales, zeros, g_idx, res, err);
+}
+
+lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                     const lq_gptq_backend *be, uint8_t *q, float *scales, int32_t *zeros,
+                     int32_t *g_idx, lq_gptq_result *res, lq_err *err) {
+    cpu_be          cpu_ctx = {NULL};
+    lq_gptq_backend cpu_b   = cpu_backend_proto;
+    if (!be) {
+        cpu_b.ctx = &cpu_ctx;
+        be        = &cpu_b;
+    }
     const lq_qspec *qs   = &o->q;
-    int             maxq = (1 << qs->bits) - 1;
     int64_t         g    = qs->group_size <= 0 || qs->group_size >= k ? 0 : qs->group_size;
     int64_t         G    = lq_num_groups(k, qs->group_size);
     int64_t         bs   = o->block_size > 0 ? o->block_size : 128;
@@ -61,14 +160,13 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
     lq_status st   = LQ_OK;
     float    *Wt   = lq_aligned_alloc((size_t)(k * n) * sizeof(float)); /* [k, n] permuted */
     float    *Hp   = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
-    float    *Err  = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
     float    *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
     float    *zr_r = malloc((size_t)n * sizeof(float));
     float    *ssc  = NULL, *szr = NULL; /* static groups [G, n] */
     int64_t  *perm = malloc((size_t)k * sizeof *perm);
     int32_t  *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
     perm_item *pi  = NULL;
-    if (!Wt || !Hp || !Err || !sc_r || !zr_r || !perm || !gcol) {
+    if (!Wt || !Hp || !sc_r || !zr_r || !perm || !gcol) {
         st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for GPTQ (%lld x %lld)", name,
                      (long long)n, (long long)k);
         goto done;
@@ -126,8 +224,13 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
                 Hp[i * k + j] = H[perm[i] * k + perm[j]];
         for (int64_t i = 0; i < k; i++)
             Hp[i * k + i] += (float)(damp * mean_diag);
-        if (chol_inverse_upper(Hp, k) == 0)
+        lq_status fs = be->factor(be->ctx, Hp, k, err);
+        if (fs == LQ_OK)
             break;
+        if (fs != LQ_ERR_CHOLESKY) {
+            st = fs;
+            goto done;
+        }
         if (attempt >= o->damp_retries) {
             st = lq_fail(err, LQ_ERR_CHOLESKY,
                          "%s: Hessian not positive definite even with damping %.3g (after %d "
@@ -154,58 +257,14 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
         for (int64_t r = 0; r < n; r++)
             lq_find_params(W + r * k, 1, k, k, qs, &sc_r[r], &zr_r[r]);
 
-    double loss = 0;
-    for (int64_t i1 = 0; i1 < k; i1 += bs) {
-        int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
-        for (int64_t i = i1; i < i2; i++) {
-            const float *U   = Hp + i * k; /* row i of U: U[i, i..] */
-            float       *w   = Wt + i * n;
-            float        d   = U[i];
-            float       *e   = Err + (i - i1) * n;
-            int32_t      grp = gcol[i];
-            if (g && !o->static_groups && i % g == 0) {
-                /* Group parameters at the group's first column from the error-updated weights,
-                 * as gptq.py. One deliberate difference: when g < block_size, gptq.py reads W,
-                 * which lacks the updates of this block's earlier columns (they live in W1);
-                 * we read the updated values (identical when g is a multiple of block_size). */
-                int64_t w_ = i + g < k ? g : k - i;
-                for (int64_t r = 0; r < n; r++) {
-                    float mn = w[r], mx = w[r];
-                    for (int64_t c = 1; c < w_; c++) {
-                        float v = Wt[(i + c) * n + r];
-                        mn      = v < mn ? v : mn;
-                        mx      = v > mx ? v : mx;
-                    }
-                    lq_params_from_range(mn, mx, qs, &sc_r[r], &zr_r[r]);
-                }
-                for (int64_t r = 0; r < n; r++) {
-                    scales[grp * n + r] = sc_r[r];
-                    zeros[grp * n + r]  = (int32_t)zr_r[r];
-                }
-            }
-            const float *sc = o->static_groups && g ? ssc + (int64_t)grp * n : sc_r;
-            const float *zr = o->static_groups && g ? szr + (int64_t)grp * n : zr_r;
-            int64_t      oc = perm[i];
-            double       l  = 0;
-            for (int64_t r = 0; r < n; r++) {
-                int   code   = lq_quant_code(w[r], sc[r], zr[r], maxq);
-                float qv     = sc[r] * ((float)code - zr[r]);
-                q[r * k + oc] = (uint8_t)code;
-                float diff   = w[r] - qv;
-                l += (double)diff * diff;
-                e[r] = diff / d;
-                w[r] = qv; /* Wt row i now holds the fake-quantized column */
-            }
-            loss += l / ((double)d * d) / 2;
-            /* intra-block update of the remaining columns of the block */
-            for (int64_t j = i + 1; j < i2; j++)
-                cblas_saxpy((int)n, -U[j], e, 1, Wt + j * n, 1);
-        }
-        /* lazy update of everything after the block: Wt[i2:] -= U[i1:i2, i2:]^T Err */
-        if (i2 < k)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)n, (int)cnt,
-                        -1.0f, Hp + i1 * k + i2, (int)k, Err, (int)n, 1.0f, Wt + i2 * n, (int)n);
-    }
+    lq_gptq_sweep sw = {.n = n, .k = k, .bs = bs, .g = g, .static_groups = o->static_groups,
+                        .qs = *qs, .perm = perm, .gcol = gcol, .ssc = ssc, .szr = szr,
+                        .sc_r = sc_r, .zr_r = zr_r, .Wt = Wt, .q = q, .scales = scales,
+                        .zeros = zeros};
+    st = be->sweep(be->ctx, &sw, err);
+    if (st != LQ_OK)
+        goto done;
+    double loss = sw.loss;
     res->loss = loss;
 
     /* Outputs in the original column order. */
@@ -229,7 +288,6 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
 done:
     lq_aligned_free(Wt);
     lq_aligned_free(Hp);
-    lq_aligned_free(Err);
     free(sc_r);
     free(zr_r);
     free(ssc);

@@ -1,6 +1,7 @@
 /* GPTQ method: per layer, "true sequential" sub-groups q/k/v -> o -> gate/up -> down; each
  * sub-group's Hessians come from a forward of the layer in which the earlier sub-groups are
  * already quantized (gptq llama.py), then the linears are quantized with lq_gptq. */
+#include "lq_gpu.h"
 #include "lq_methods.h"
 #include "lq_params_get.h"
 
@@ -14,9 +15,11 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const 
 int lq_gptq_packable(const lq_qjob *j, lq_lin_id l);
 
 typedef struct cap_ctx {
-    lq_xstats st[LQ_LIN_COUNT];
-    unsigned  mask;
-    int64_t   seqlen;
+    lq_xstats    st[LQ_LIN_COUNT];
+    lq_gpu_hess *gh[LQ_LIN_COUNT]; /* device accumulators when on a GPU */
+    unsigned     mask;
+    int64_t      seqlen;
+    lq_err      *err;
 } cap_ctx;
 
 /* q/k/v share one input and gate/up another: accumulate once, copy after. */
@@ -26,7 +29,12 @@ static int source_of(int l) {
 
 static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
     cap_ctx *c = user;
-    if (source_of(id) == (int)id && c->st[id].H)
+    (void)k;
+    if (source_of(id) != (int)id)
+        return LQ_OK;
+    if (c->gh[id])
+        return lq_gpu_hess_add(c->gh[id], x, t, t / c->seqlen, c->err);
+    if (c->st[id].H)
         lq_xstats_add(&c->st[id], x, t, t / c->seqlen);
     return LQ_OK;
 }
@@ -59,12 +67,27 @@ static lq_status gptq_layer(lq_qjob *j) {
         cap_ctx  c;
         memset(&c, 0, sizeof c);
         c.seqlen    = j->seqlen;
+        c.err       = j->err;
         lq_status s = LQ_OK;
         for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++)
-            if ((mask >> l & 1) && source_of(l) == l)
+            if ((mask >> l & 1) && source_of(l) == l) {
                 s = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_HESSIAN, j->err);
+                if (s == LQ_OK && j->gpu)
+                    s = lq_gpu_hess_create(j->gpu, j->L->lin[l].buf.q.k, &c.gh[l], j->err);
+            }
         if (s == LQ_OK)
             s = lq_qjob_capture(j, mask, on_capture, &c);
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            if (s == LQ_OK && c.gh[l])
+                s = lq_gpu_hess_get(c.gh[l], &c.st[l], j->err);
+            lq_gpu_hess_free(c.gh[l]);
+            c.gh[l] = NULL;
+        }
+        lq_gptq_backend be, *bep = NULL;
+        if (j->gpu) {
+            lq_gpu_gptq_backend(j->gpu, &be);
+            bep = &be;
+        }
         for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++) {
             if (!(mask >> l & 1) || !lq_gptq_packable(j, (lq_lin_id)l))
                 continue;
@@ -85,7 +108,8 @@ static lq_status gptq_layer(lq_qjob *j) {
                 lq_xstats_finish(src);
                 memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
                 lq_gptq_result r;
-                s = lq_gptq((float *)(uintptr_t)w->dense, H, n, k, &o, q, sc, z, gi, &r, j->err);
+                s = lq_gptq_ex((float *)(uintptr_t)w->dense, H, n, k, &o, bep, q, sc, z, gi, &r,
+                               j->err);
                 if (s == LQ_OK) {
                     j->loss[l] = r.loss;
                     s          = lq_gptq_pack_linear(j, (lq_lin_id)l, &o.q, q, z, sc, gi);
@@ -114,6 +138,7 @@ const lq_method_traits lq_method_gptq = {
     .format              = LQ_FMT_GPTQ,
     .needs_calib         = 1,
     .propagate_quantized = 1,
+    .gpu                 = 1,
     .default_seqlen      = 2048,
     .fill_qconfig        = lq_gptq_fill_qconfig,
     .quantize_layer      = gptq_layer,

@@ -22,6 +22,7 @@ typedef struct lq_qjob {
     float              *chunk;  /* scratch for one chunk */
     int64_t             nseq, seqlen, chunk_seqs;
     lq_fwd_ws          *ws;
+    struct lq_gpu      *gpu;    /* device to use, NULL = CPU (lq_gpu.h) */
     lq_qbuf             out[LQ_LIN_COUNT]; /* packed results (format of the method) */
     int                 quantized[LQ_LIN_COUNT];
     double              loss[LQ_LIN_COUNT]; /* method-specific error measure (reported) */
@@ -37,6 +38,7 @@ typedef struct lq_method_traits {
     lq_format   format;
     int         needs_calib;         /* calibration activations flow through the layers */
     int         propagate_quantized; /* next layer sees the quantized layer's output (GPTQ) */
+    int         gpu;                 /* quantizes on the device too (not only the forwards) */
     int64_t     default_seqlen;      /* calibration window when --seqlen is not given */
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);

@@ -109,6 +109,11 @@ void      lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
 int64_t   lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
 /* Bytes held by ws (for memory reports). */
 size_t    lq_fwd_ws_bytes(const lq_fwd_ws *ws);
+/* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS
+ * (the GPU); LQ_ERR_UNSUPPORTED falls back to the CPU for that call. */
+typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int64_t k,
+                                      const float *x, int64_t t, float *y, lq_err *err);
+void      lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
 
 /* Called with the input activations of Linear `lin` of a layer: x [t, k] row-major, one call per
  * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear.

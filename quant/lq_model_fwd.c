@@ -51,7 +51,14 @@ struct lq_fwd_ws {
     void   *kws;        /* quantized-kernel scratch */
     size_t  kws_cap;    /* bytes */
     size_t  bytes;
+    lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
+    void            *gemm_user;
 };
+
+void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user) {
+    ws->gemm      = fn;
+    ws->gemm_user = user;
+}
 
 static int ws_threads(const lq_fwd_ws *ws) {
     return ws->nthreads > 0 ? ws->nthreads : omp_get_max_threads();
@@ -186,6 +193,21 @@ void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double 
 
 static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
                      lq_fwd_ws *ws, lq_err *err) {
+    const lq_qlinear *q = &l->buf.q;
+    if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense && !q->bias) {
+        lq_status gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
+        if (gs == LQ_OK) {
+            if (l->bias)
+                for (int64_t r = 0; r < t; r++)
+                    for (int64_t i = 0; i < q->n; i++)
+                        y[r * q->n + i] += l->bias[i];
+            return LQ_OK;
+        }
+        if (gs != LQ_ERR_UNSUPPORTED) {
+            lq_err_prefix(err, "%s", what);
+            return gs;
+        }
+    }
     LQ_TRY(ensure_kws(ws, lq_linear_ws_size(l, t), err));
     const lq_status st = lq_linear_forward(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws));
     if (st != LQ_OK) {

@@ -13,6 +13,7 @@
 
 #include "lq_calib_cache.h"
 #include "lq_dataset.h"
+#include "lq_gpu.h"
 #include "lq_json.h"
 #include "lq_methods.h"
 #include "lq_outdir.h"
@@ -180,6 +181,7 @@ typedef struct run {
     int                     n_skipped;
     double                  loss_sum[LQ_LIN_COUNT];
     cJSON                  *check; /* ppl check results */
+    lq_gpu                 *gpu;   /* NULL: everything on the CPU */
 } run;
 
 static int progress(run *r, const char *phase, int64_t step, int64_t total, double t_start,
@@ -275,6 +277,15 @@ static lq_status do_layers(run *r) {
             LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted at layer %lld", (long long)i);
         lq_layer L;
         LQ_TRY(lq_model_load_layer(r->m, i, &L, r->err));
+        if (i + 1 < c->num_layers) { /* overlap the next layer's disk reads with this one */
+            char pre[64];
+            int  pl = snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)(i + 1));
+            for (int64_t t = 0; t < lq_st_count(r->m->st); t++) {
+                const lq_st_tensor *tt = lq_st_get(r->m->st, t);
+                if (!strncmp(tt->name, pre, (size_t)pl))
+                    lq_st_prefetch(r->m->st, tt);
+            }
+        }
         lq_qjob j;
         memset(&j, 0, sizeof j);
         j.model     = r->m;
@@ -287,6 +298,7 @@ static lq_status do_layers(run *r) {
         j.seqlen     = seqlen;
         j.chunk_seqs = r->chunk_seqs;
         j.ws        = r->ws;
+        j.gpu       = r->gpu;
         j.qcfg      = &r->qcfg;
         j.warn      = warn;
         j.warn_user = r;
@@ -407,20 +419,41 @@ static int64_t layer_weight_bytes(const lq_model_config *c) {
  * copies, the method's working set, the forward workspace and chunk buffers); the activations
  * get what is left, split between the copy entering the layer and the one leaving it, and spill
  * to disk (zstd) beyond that. */
+/* Bytes everything but the spilled activations needs with chunks of cs sequences. */
+static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
+    const lq_model_config *c  = &r->m->cfg;
+    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
+    int64_t tok = cs * r->win.seqlen;
+    int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
+                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
+    int64_t lw  = layer_weight_bytes(c);
+    /* the layer's fp32 copy, its packed output (<= 1/4), and the mapped checkpoint pages it was
+     * read from (fp16/bf16: 1/2) until they are released */
+    return lq_cur_rss_bytes() + lw + lw / 4 + lw / 2 + ws + 8 * tok * d +
+           (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
+}
+
+/* Chunk size: ~16k tokens (wide GEMMs), fewer sequences when a --max-memory budget would not
+ * hold the forward scratch of such a chunk plus two chunks of activations. */
+static int64_t plan_chunk(const run *r, int64_t T) {
+    int64_t cs = 16384 / r->win.seqlen;
+    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    int64_t maxmem = lq_params_size(r->p, "max_memory");
+    int64_t d      = r->m->cfg.hidden_size;
+    while (maxmem > 0 && cs > 1 &&
+           maxmem - fixed_bytes(r, cs, T) < 2 * 4 * cs * r->win.seqlen * d)
+        cs = cs * 3 / 4 < cs - 1 ? cs * 3 / 4 : cs - 1;
+    return cs;
+}
+
 static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
     int64_t maxmem = lq_params_size(r->p, "max_memory");
     *budget        = -1;
     if (maxmem <= 0)
         return LQ_OK;
-    const lq_model_config *c  = &r->m->cfg;
-    int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
-    int64_t tok = r->chunk_seqs * r->win.seqlen;
-    int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
-                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
-    int64_t lw    = layer_weight_bytes(c);
-    int64_t fixed = lq_cur_rss_bytes() + lw + lw / 4 + ws + 8 * tok * d +
-                    (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
-    int64_t left = maxmem - fixed;
+    int64_t d = r->m->cfg.hidden_size, tok = r->chunk_seqs * r->win.seqlen;
+    int64_t fixed = fixed_bytes(r, r->chunk_seqs, T);
+    int64_t left  = maxmem - fixed;
     if (left / 2 < 4 * tok * d)
         LQ_FAIL(r->err, LQ_ERR_NOMEM,
                 "--max-memory %.0f MiB is below the %.0f MiB needed for one layer, its working "
@@ -453,14 +486,14 @@ static lq_status calibrate(run *r) {
         lq_ccache_store_windows(&r->cache, &r->win);
     }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
-    /* Chunks of whole sequences, ~16k tokens: wide GEMMs, bounded scratch. */
-    int64_t cs = 16384 / r->win.seqlen;
-    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    int64_t cs    = plan_chunk(r, T);
     r->chunk_seqs = cs;
     r->chunk      = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float));
     if (!r->chunk)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
     LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
+    if (r->gpu) /* calibration forwards: dense linears through cuBLAS */
+        lq_fwd_ws_set_dense_gemm(r->ws, lq_gpu_dense_gemm, r->gpu);
     int64_t budget = -1;
     LQ_TRY(plan_memory(r, T, &budget));
     LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->cur, r->err));
@@ -582,6 +615,9 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
     cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
+    cJSON_AddStringToObject(j, "device", r->gpu ? lq_gpu_describe(r->gpu) : "cpu");
+    if (r->gpu)
+        cJSON_AddNumberToObject(j, "gpu_peak_bytes", (double)lq_gpu_peak_bytes(r->gpu));
     cJSON_AddNumberToObject(j, "output_bytes", (double)dir_bytes(r->od.tmp_path));
     if (r->check)
         cJSON_AddItemReferenceToObject(j, "ppl_check", r->check);
@@ -619,6 +655,8 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_dir(model_dir, &r.tok, err));
+    LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), r.mt->gpu || r.mt->needs_calib, cb,
+                               &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(p, &r.qcfg);
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
@@ -694,5 +732,6 @@ done:
     lq_qconfig_free(&r.qcfg);
     lq_tok_free(r.tok);
     lq_model_free(r.m);
+    lq_gpu_close(r.gpu);
     return st;
 }

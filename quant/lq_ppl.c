@@ -2,6 +2,7 @@
 #include "lq_ppl.h"
 
 #include "lq_dataset.h"
+#include "lq_gpu.h"
 #include "lq_params_get.h"
 #include "lq_tok.h"
 
@@ -157,6 +158,8 @@ static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const l
     max_tokens         = max_tokens < max_len ? max_len : max_tokens;
     LQ_TRY(lq_fwd_ws_create(&m->cfg, max_tokens, max_len, &r->ws, err));
     lq_fwd_ws_set_threads(r->ws, r->nthreads);
+    if (r->ex.gemm)
+        lq_fwd_ws_set_dense_gemm(r->ws, r->ex.gemm, r->ex.gemm_user);
     /* logits in blocks of <= 64 MiB */
     const int64_t V = m->cfg.vocab_size;
     r->lrows        = ((int64_t)1 << 24) / V;
@@ -390,6 +393,7 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     lq_status     st  = LQ_OK;
     const double  t0  = lq_now();
     lq_ppl_opts   o   = {0};
+    lq_gpu       *gpu = NULL;
     const char   *proto = lq_params_get(p, "protocol");
     LQ_TRY(lq_ppl_protocol_parse(proto, &o.protocol, err));
     LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
@@ -400,7 +404,14 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     o.ctx      = lq_params_i64(p, "ctx");
     o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
     o.cb                = cb;
-    const lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
+    lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
+    /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
+    LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu,
+                               err));
+    if (gpu) {
+        ex.gemm      = lq_gpu_dense_gemm;
+        ex.gemm_user = gpu;
+    }
 
     /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
      * mostly views into the mapping); otherwise each batch of windows streams the layers. */
@@ -447,6 +458,7 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddNumberToObject(j, "load_seconds", load_s);
         cJSON_AddStringToObject(j, "layers", resident ? "resident" : "streamed");
         cJSON_AddStringToObject(j, "format", lq_format_traits_get(m->format)->name);
+        cJSON_AddStringToObject(j, "device", gpu ? lq_gpu_describe(gpu) : "cpu");
         cJSON_AddStringToObject(j, "model_dir", model_dir);
         cJSON_AddStringToObject(j, "data_file", data_file);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
@@ -461,5 +473,6 @@ done:
     lq_text_free(&txt);
     lq_tok_free(tok);
     lq_model_free(m);
+    lq_gpu_close(gpu);
     return st;
 }

@@ -101,10 +101,41 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
                   float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res,
                   lq_err *err);
 
+/* The two steps of GPTQ that carry its cost, behind a backend so that the preparation (dead
+ * columns, static groups, act-order, damping retries, outputs) is shared by CPU and GPU. */
+typedef struct lq_gptq_sweep {
+    int64_t        n, k, bs, g; /* g: group size, 0 = one group over k */
+    int            static_groups;
+    lq_qspec       qs;
+    const int64_t *perm;  /* [k] original column of permuted position i */
+    const int32_t *gcol;  /* [k] group of permuted position i */
+    const float   *ssc, *szr; /* static groups [G, n] or NULL */
+    float         *sc_r, *zr_r; /* [n] current group parameters (per-channel: preset) */
+    float         *Wt;    /* [k, n] permuted transposed weights in, fake-quantized out */
+    uint8_t       *q;     /* [n, k] codes, original column order */
+    float         *scales; /* [G, n] dynamic groups out */
+    int32_t       *zeros;
+    double         loss;  /* out */
+} lq_gptq_sweep;
+
+typedef struct lq_gptq_backend {
+    void *ctx;
+    /* Hp [k, k]: permuted H with damping added (may be destroyed). Keeps U = chol(Hp^-1)^T
+     * for the sweep. LQ_OK, LQ_ERR_CHOLESKY when Hp is not positive definite, other errors. */
+    lq_status (*factor)(void *ctx, float *Hp, int64_t k, lq_err *err);
+    lq_status (*sweep)(void *ctx, lq_gptq_sweep *s, lq_err *err);
+} lq_gptq_backend;
+
+/* lq_gptq with an explicit backend (NULL = CPU). */
+lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                     const lq_gptq_backend *be, uint8_t *q, float *scales, int32_t *zeros,
+                     int32_t *g_idx, lq_gptq_result *res, lq_err *err);
+
 /* ------------------------------------------------------------------------------------------
  * AWQ (Lin et al. 2023; AutoAWQ quantizer/scale/clip semantics), 4-bit zero-point groups.
  * ------------------------------------------------------------------------------------------ */
-/* AutoAWQ pseudo_quantize_tensor (zero_point=True): per group s = clamp(max-min, 1e-5)/maxq,
+/* k must be a multiple of group (search and clip return LQ_ERR_INVALID_ARG otherwise).
+ * AutoAWQ pseudo_quantize_tensor (zero_point=True): per group s = clamp(max-min, 1e-5)/maxq,
  * z = clamp(-round(min/s), 0, maxq), q = clamp(round(w/s) + z, 0, maxq); 0 not forced in range.
  * W [n, k] fake-quantized in place (q/scales/zeros may be NULL). */
 void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, uint8_t *q,

@@ -1,4 +1,5 @@
 /* Affine quantizer and round-to-nearest (IST-DASLab gptq quant.py semantics). */
+#include "lq_qparams.h"
 #include "lq_quant.h"
 
 #include <math.h>
@@ -10,34 +11,7 @@ int64_t lq_num_groups(int64_t k, int64_t group_size) {
 }
 
 void lq_params_from_range(float xmin, float xmax, const lq_qspec *s, float *scale, float *zero) {
-    int maxq = (1 << s->bits) - 1;
-    /* the range always includes 0 */
-    if (xmin > 0)
-        xmin = 0;
-    if (xmax < 0)
-        xmax = 0;
-    if (s->sym) {
-        float a = fabsf(xmin) > xmax ? fabsf(xmin) : xmax;
-        xmax    = a;
-        if (xmin < 0)
-            xmin = -a;
-    }
-    if (xmin == 0 && xmax == 0) {
-        xmin = -1;
-        xmax = 1;
-    }
-    float sc = (xmax - xmin) / (float)maxq;
-    float z  = s->sym ? (float)((maxq + 1) / 2) : nearbyintf(-xmin / sc);
-    if (s->v1_safe && !s->sym && z < 1) {
-        /* zero 0 is unstorable in v1 (stored as zero-1): shift it to 1 and widen the step so
-         * xmax still maps to maxq. */
-        z  = 1;
-        sc = xmax / (float)(maxq - 1);
-        if (sc <= 0)
-            sc = 1;
-    }
-    *scale = sc;
-    *zero  = z;
+    lq_qparams(xmin, xmax, s->bits, s->sym, s->v1_safe, scale, zero);
 }
 
 void lq_find_params(const float *w, int64_t rows, int64_t cols, int64_t ld, const lq_qspec *s,

@@ -322,7 +322,7 @@ static void test_config(void) {
     /* transformers BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
      * bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype="float16").to_dict() */
     CHECK_MSG(s && !strcmp(s, "{\"quant_method\":\"bitsandbytes\",\"_load_in_8bit\":false,"
-                              "\"_load_in_4bit\":true,\"llm_int8_threshold\":6,"
+                              "\"_load_in_4bit\":true,\"llm_int8_threshold\":6.0,"
                               "\"llm_int8_skip_modules\":null,"
                               "\"llm_int8_enable_fp32_cpu_offload\":false,"
                               "\"llm_int8_has_fp16_weight\":false,\"bnb_4bit_quant_type\":\"nf4\","

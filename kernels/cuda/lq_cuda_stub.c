@@ -1,6 +1,6 @@
 /* Fallbacks of the CUDA entry points for a build without CUDA: every call reports
  * LQ_ERR_NO_CUDA_BUILD, device count is 0. The real ones live in *.cu. */
-#ifndef LQ_HAVE_CUDA
+#ifndef LQ_HAVE_CUDA_KERNELS
 #include "lq_cuda.h"
 
 #define LQ_CUDA_FMT_STUB(fmt)                                                                  \

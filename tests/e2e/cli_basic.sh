@@ -9,7 +9,7 @@ M="${LQ_SHARED:-/nonexistent}/models/stories260K"
 # --- help and version ------------------------------------------------------------------------
 run "$B" --help
 expect_rc 0 "--help"
-for w in "usage: llmquant" rtn gptq awq nf4 int8 ppl inspect bench batch exit-codes; do
+for w in "usage: llmquant" rtn gptq awq nf4 int8 ppl inspect batch exit-codes; do
     expect_in "$T/out" "$w" "--help"
 done
 run "$B" help gptq
@@ -120,7 +120,7 @@ if [ -d "$M" ]; then
     if [ "$RC" = 6 ] || [ "$RC" = 2 ]; then fail "--force: exit code $RC"; fi
 fi
 run "$B" bench
-expect_error 9 "bench: not available yet" "bench -> LQ_ERR_UNSUPPORTED"
+expect_error 2 "bench" "bench is not a command (benchmarks are the bench/ programs)"
 run "$B" batch "$T/no-such-jobs.jsonl"
 expect_error 5 "no-such-jobs.jsonl" "batch with a missing job file -> LQ_ERR_NOT_FOUND"
 

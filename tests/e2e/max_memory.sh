@@ -1,42 +1,51 @@
 #!/usr/bin/env bash
-# --max-memory is honoured: gptq on a small synthetic Llama (bench_gen_llama: 128 wide, 1 layer)
-# with enough calibration tokens (2048 x 64) that the activations outweigh the forward workspace;
-# peak RSS with the budget stays within 10% of it, and without the budget it is higher.
-# bench/max_memory.sh runs the same at full size (4096 wide, 8 layers).
-set -e
-. "$(dirname "$0")/cli_lib.bash"
-GEN="${LQ_BUILD:-}/bench/bench_gen_llama"
-S="${LQ_SHARED:-/nonexistent}"
-[ -x "$GEN" ] || { echo "SKIP: $GEN not built (LQ_BUILD_BENCH=OFF)"; exit 77; }
-[ -f "$S/models/stories260K/llama2c/tok512.bin" ] || { echo "SKIP: LQ_SHARED not set"; exit 77; }
-# Sanitizer shadow memory and quarantines make RSS meaningless.
-if grep -q '^LQ_SANITIZE_ADDRESS:BOOL=ON' "$LQ_BUILD/CMakeCache.txt" 2>/dev/null; then
-    echo "SKIP: peak RSS is not meaningful under AddressSanitizer"
+# --max-memory is honoured: a calibrated conversion of a small synthetic Llama (hidden 512,
+# 2 layers, 4096 calibration tokens) under a budget of its RSS floor + 120 MiB peaks within 10% of it (the
+# activations spill to zstd temp files and the forward chunks shrink), below the unbudgeted
+# run, with a byte-identical output. --device cpu: probing a GPU starts the CUDA runtime, whose
+# ~190 MB would dominate this small budget in CUDA builds. bench/max_memory.sh measures the
+# 4096-wide case.
+source "$(dirname "$0")/cli_lib.bash"
+S=${LQ_SHARED:-}
+[ -d "$S/models/stories260K" ] || { echo "SKIP: LQ_SHARED not set"; exit 77; }
+if grep -q __asan_init "$LQ_BIN" 2>/dev/null; then
+    echo "SKIP: resident memory under AddressSanitizer is the sanitizer's (shadow, quarantine)"
     exit 77
 fi
-rm -rf "$T"
-mkdir -p "$T"
-"$GEN" "$T/m" --hidden 128 --layers 1 --intermediate 352 --heads 4 --kv-heads 4 --vocab 512
-cp "$S/models/stories260K/llama2c/tok512.bin" "$T/m/"
-BUDGET_MIB=240
-peak() { grep -o '"peak_rss_bytes":[0-9]*' "$T/out" | cut -d: -f2; }
-args=(gptq "$T/m" --calib "$S/data/wikitext2/wiki.valid.tokens" --nsamples 2048 --seqlen 64
-    --no-true-sequential --json -q)
-run "$LQ_BIN" "${args[@]}" -o "$T/o1"
-expect_rc 0 "gptq without budget"
-P0=$(peak)
-run "$LQ_BIN" "${args[@]}" -o "$T/o2" --max-memory ${BUDGET_MIB}M
-expect_rc 0 "gptq --max-memory ${BUDGET_MIB}M"
-P1=$(peak)
-echo "peak RSS: no budget $((P0 >> 20)) MiB, --max-memory ${BUDGET_MIB}M $((P1 >> 20)) MiB"
+GEN=${LQ_BUILD:-}/bench/bench_synth_model
+[ -x "$GEN" ] || { echo "SKIP: $GEN not built"; exit 77; }
+W=$T/maxmem
+rm -rf "$W"
+mkdir -p "$W/model"
+"$GEN" "$W/model" --hidden 512 --intermediate 1408 --layers 2 --heads 8 --kv-heads 8 \
+    --tokenizer "$S/models/stories260K/llama2c/tok512.bin" >/dev/null 2>&1 || fail "generator"
+peak() { grep -o '"peak_rss_bytes":[0-9.e+]*' "$T/out" | cut -d: -f2; }
+# The process's own floor (a CUDA build maps ~260 MB of CUDA libraries at start) sits under
+# every budget: measure it with a conversion that holds almost nothing.
+run "$LQ_BIN" rtn "$S/models/stories260K" -o "$W/floor" -q --json --device cpu
+expect_rc 0 "rtn for the RSS floor"
+floor=$(peak)
+budget_mib=$(awk -v f="$floor" 'BEGIN { printf "%d", f / 1048576 + 120 }')
+run "$LQ_BIN" int8 "$W/model" -o "$W/free" -q --json --calib "$S/data/wikitext2/wiki.valid.tokens" \
+    --nsamples 32 --seqlen 128 --device cpu
+expect_rc 0 "int8 without a budget"
+free_peak=$(peak)
+run "$LQ_BIN" int8 "$W/model" -o "$W/budget" -q --json --calib "$S/data/wikitext2/wiki.valid.tokens" \
+    --nsamples 32 --seqlen 128 --max-memory "${budget_mib}M" --device cpu
+expect_rc 0 "int8 --max-memory ${budget_mib}M"
+budget_peak=$(peak)
+echo "peak RSS: floor $floor, $free_peak without a budget, $budget_peak with --max-memory ${budget_mib}M"
 CHECKS=$((CHECKS + 1))
-[ -n "$P1" ] && [ "$P1" -le $((BUDGET_MIB * 1048576 * 11 / 10)) ] ||
-    fail "peak RSS $P1 over 110% of --max-memory ${BUDGET_MIB}M"
+awk -v p="$budget_peak" -v f="$free_peak" -v b="$budget_mib" \
+    'BEGIN { exit !(p > 0 && p <= 1.10 * b * 1048576 && p < f) }' ||
+    fail "peak $budget_peak over 110% of $budget_mib MiB or not below the unbudgeted $free_peak"
 CHECKS=$((CHECKS + 1))
-[ -n "$P0" ] && [ "$P0" -gt "$P1" ] || fail "peak RSS without budget ($P0) not above the budgeted run ($P1)"
-# a budget below one layer's needs is refused up front, naming the minimum
-run "$LQ_BIN" "${args[@]:0:9}" -q -o "$T/o3" --max-memory 50M
-expect_error 3 "--max-memory 50 MiB is below" "budget too small"
+cmp -s "$W/free/model.safetensors" "$W/budget/model.safetensors" ||
+    fail "spilling changed the output"
+run "$LQ_BIN" int8 "$W/model" -o "$W/tiny" -q --calib "$S/data/wikitext2/wiki.valid.tokens" \
+    --nsamples 32 --seqlen 128 --max-memory 20M
+expect_error 3 "--max-memory 20 MiB is below" "a budget below one layer's needs -> LQ_ERR_NOMEM"
 CHECKS=$((CHECKS + 1))
-[ ! -e "$T/o3" ] || fail "budget too small: output left behind"
+[ ! -e "$W/tiny" ] || fail "a refused budget left an output"
+rm -rf "$W"
 finish

@@ -1,0 +1,218 @@
+/* CUDA runtime side of the public API: device discovery, the cuBLAS context and uploading a host
+ * descriptor into one device buffer. A machine without a driver must see 0 devices, not a
+ * crash: every runtime call's error is checked and mapped. */
+#include "lq_cuda_impl.cuh"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cuBLAS workspace per ctx: cuBLAS recommends 32 MiB on Hopper for its GEMM kernels. */
+#define LQ_CUBLAS_WS_BYTES ((size_t)32 << 20)
+
+extern "C" LQ_API lq_status lq_cuda_device_count(int *count) {
+    if (!count)
+        return LQ_ERR_INVALID_ARG;
+    int c = 0;
+    if (cudaGetDeviceCount(&c) != cudaSuccess) {
+        /* no driver / no device: clear the sticky-free error so later calls start clean */
+        (void)cudaGetLastError();
+        c = 0;
+    }
+    *count = c;
+    return LQ_OK;
+}
+
+extern "C" LQ_API lq_status lq_cuda_device_info(int device, char *name, size_t name_cap,
+                                                int *cc_major, int *cc_minor, size_t *mem_bytes,
+                                                double *peak_gbps) {
+    int count = 0;
+    lq_cuda_device_count(&count);
+    if (count == 0)
+        return LQ_ERR_NO_DEVICE;
+    if (device < 0 || device >= count)
+        return LQ_ERR_INVALID_ARG;
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess)
+        return LQ_ERR_CUDA;
+    if (name && name_cap > 0) {
+        strncpy(name, p.name, name_cap - 1);
+        name[name_cap - 1] = '\0';
+    }
+    if (cc_major)
+        *cc_major = p.major;
+    if (cc_minor)
+        *cc_minor = p.minor;
+    if (mem_bytes)
+        *mem_bytes = p.totalGlobalMem;
+    if (peak_gbps) {
+        int clk_khz = 0, bus_bits = 0;
+        if (cudaDeviceGetAttribute(&clk_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) !=
+                cudaSuccess)
+            return LQ_ERR_CUDA;
+        /* double data rate: 2 transfers per clock (HBM and GDDR as reported by the driver) */
+        *peak_gbps = 2.0 * (double)clk_khz * 1e3 * ((double)bus_bits / 8.0) / 1e9;
+    }
+    return LQ_OK;
+}
+
+extern "C" LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq_err *err) {
+    LQ_RETURN_IF(!out, err, LQ_ERR_INVALID_ARG, "lq_cuda_ctx_create: out is NULL");
+    *out = NULL;
+    int count = 0;
+    lq_cuda_device_count(&count);
+    LQ_RETURN_IF(count == 0, err, LQ_ERR_NO_DEVICE, "lq_cuda_ctx_create: no CUDA device");
+    LQ_RETURN_IF(device < 0 || device >= count, err, LQ_ERR_INVALID_ARG,
+                 "lq_cuda_ctx_create: device %d out of [0, %d)", device, count);
+    cudaError_t ce = cudaSetDevice(device);
+    LQ_RETURN_IF(ce != cudaSuccess, err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cudaSetDevice(%d): %s",
+                 device, cudaGetErrorString(ce));
+    lq_cuda_ctx *c = (lq_cuda_ctx *)calloc(1, sizeof *c);
+    LQ_RETURN_IF(!c, err, LQ_ERR_NOMEM, "lq_cuda_ctx_create: out of memory");
+    c->device = device;
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        free(c);
+        return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cublasCreate failed (status %d)",
+                       (int)bs);
+    }
+    /* split-k inside cuBLAS must reduce in fp32, not in the fp16 output type: keeps the
+     * large-m path's sums as exact as the GEMV kernels' (and the exact-mode tests valid) */
+    bs = cublasSetMathMode(c->blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(c->blas);
+        free(c);
+        return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cublasSetMathMode failed (status %d)",
+                       (int)bs);
+    }
+    ce = cudaMalloc(&c->blas_ws, LQ_CUBLAS_WS_BYTES);
+    if (ce != cudaSuccess) {
+        cublasDestroy(c->blas);
+        free(c);
+        return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cudaMalloc of %zu bytes: %s",
+                       LQ_CUBLAS_WS_BYTES, cudaGetErrorString(ce));
+    }
+    c->blas_ws_size = LQ_CUBLAS_WS_BYTES;
+    *out            = c;
+    return LQ_OK;
+}
+
+extern "C" LQ_API void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {
+    if (!ctx)
+        return;
+    cublasDestroy(ctx->blas);
+    cudaFree(ctx->blas_ws);
+    free(ctx);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Upload: the arrays a descriptor references, in a fixed order, each 256-byte aligned.
+ * ------------------------------------------------------------------------------------------ */
+#define LQ_UP_MAX 8
+typedef struct up_list {
+    size_t       field[LQ_UP_MAX]; /* offsetof the pointer field to redirect */
+    const void  *src[LQ_UP_MAX];
+    size_t       bytes[LQ_UP_MAX];
+    int          n;
+} up_list;
+
+static void up_add(up_list *l, size_t field, const void *src, size_t bytes) {
+    if (!src || bytes == 0)
+        return;
+    l->field[l->n] = field;
+    l->src[l->n]   = src;
+    l->bytes[l->n] = bytes;
+    l->n++;
+}
+
+/* memcpy through the field offset: the fields have different pointer types */
+#define UP(field, bytes) up_add(l, offsetof(lq_qlinear, field), d->field, (bytes))
+
+/* Arrays of a valid host descriptor; fields point into *d (a copy of the host descriptor). */
+static void up_collect(const lq_qlinear *d, up_list *l) {
+    const int64_t n = d->n, k = d->k;
+    memset(l, 0, sizeof *l);
+    switch (d->format) {
+    case LQ_FMT_DENSE: /* the device layout is fp16: the host array must be fp16 too */
+        UP(dense, (size_t)(n * k) * 2);
+        break;
+    case LQ_FMT_GPTQ: {
+        const int64_t g = (k + d->group_size - 1) / d->group_size;
+        UP(qweight, (size_t)(k * d->bits / 32 * n) * 4);
+        UP(qzeros, (size_t)(g * (n * d->bits / 32)) * 4);
+        UP(scales, (size_t)(g * n) * 2);
+        UP(g_idx, (size_t)k * 4);
+        break;
+    }
+    case LQ_FMT_AWQ: {
+        const int64_t g = k / d->group_size;
+        UP(qweight, (size_t)(k * (n / 8)) * 4);
+        UP(qzeros, (size_t)(g * (n / 8)) * 4);
+        UP(scales, (size_t)(g * n) * 2);
+        break;
+    }
+    case LQ_FMT_NF4: {
+        const int64_t nb = (n * k + d->group_size - 1) / d->group_size;
+        UP(qweight, (size_t)(n * k / 2));
+        UP(quant_map, 16 * 4);
+        if (d->nested_blocksize > 0) {
+            const int64_t nnb = (nb + d->nested_blocksize - 1) / d->nested_blocksize;
+            UP(absmax, (size_t)nb);
+            UP(nested_absmax, (size_t)nnb * 4);
+            UP(nested_code, 256 * 4);
+        } else {
+            UP(absmax, (size_t)nb * 4);
+        }
+        break;
+    }
+    case LQ_FMT_INT8:
+        UP(qweight, (size_t)(n * k));
+        UP(scb, (size_t)n * 4);
+        if (d->n_outlier > 0) {
+            UP(outlier_idx, (size_t)d->n_outlier * 4);
+            UP(outlier_w,
+                   (size_t)(n * d->n_outlier) * 2);
+        }
+        break;
+    default:
+        break;
+    }
+    UP(bias, (size_t)n * 2);
+}
+
+extern "C" LQ_API size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
+    if (lq_qlinear_check(host, NULL) != LQ_OK)
+        return 0;
+    lq_qlinear d = *host;
+    up_list    l;
+    up_collect(&d, &l);
+    size_t s = 256; /* slack to align the start of an arbitrary dev_buf */
+    for (int i = 0; i < l.n; i++)
+        s += lq_align256(l.bytes[i]);
+    return s;
+}
+
+extern "C" LQ_API lq_status lq_qlinear_upload(const lq_qlinear *host, void *dev_buf, size_t cap,
+                                              lq_qlinear *dev, void *stream) {
+    if (!host || !dev || !dev_buf)
+        return LQ_ERR_INVALID_ARG;
+    LQ_TRY(lq_qlinear_check(host, NULL));
+    if (cap < lq_qlinear_device_bytes(host))
+        return LQ_ERR_INVALID_ARG;
+    lq_qlinear d = *host;
+    up_list    l;
+    up_collect(&d, &l);
+    uintptr_t p = ((uintptr_t)dev_buf + 255) & ~(uintptr_t)255;
+    for (int i = 0; i < l.n; i++) {
+        if (cudaMemcpyAsync((void *)p, l.src[i], l.bytes[i], cudaMemcpyHostToDevice,
+                            (cudaStream_t)stream) != cudaSuccess)
+            return LQ_ERR_CUDA;
+        const void *dp = (const void *)p;
+        memcpy((char *)&d + l.field[i], &dp, sizeof dp);
+        p += lq_align256(l.bytes[i]);
+    }
+    *dev = d;
+    return LQ_OK;
+}

@@ -1,0 +1,37 @@
+/* --device for every job (conversion, perplexity): one policy, one message. */
+#include "lq_gpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb, lq_gpu **out,
+                         lq_err *err) {
+    *out = NULL;
+    if (!device || !*device || !strcmp(device, "cpu"))
+        return LQ_OK;
+    if (strcmp(device, "auto") && strcmp(device, "cuda"))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--device %s: expected auto, cpu or cuda", device);
+    /* Probing starts the CUDA runtime (~190 MB resident): only when there is work for it. */
+    if (!useful && !strcmp(device, "auto"))
+        return LQ_OK;
+    if (lq_gpu_device_count() == 0) {
+#ifdef LQ_HAVE_CUDA
+        const char *why = "no usable CUDA device (driver or GPU missing)";
+#else
+        const char *why = "this llmquant was built without CUDA";
+#endif
+        if (!strcmp(device, "cuda"))
+            LQ_FAIL(err, LQ_ERR_NO_DEVICE, "--device cuda: %s", why);
+#ifdef LQ_HAVE_CUDA
+        /* A CUDA build on a machine without a GPU says so once, then works on the CPU. */
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s; computing on the CPU", why);
+        if (cb && cb->log)
+            cb->log(LQ_LOG_WARN, msg, cb->user);
+#endif
+        return LQ_OK;
+    }
+    if (!useful)
+        return LQ_OK;
+    return lq_gpu_open(0, out, err);
+}

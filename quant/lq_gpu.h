@@ -1,0 +1,58 @@
+/* lq_gpu.h -- the quantization pipeline's GPU side (internal; C-callable).
+ *
+ * What runs on the device when --device picks one: Hessian accumulation of the calibration
+ * inputs (cuBLAS SYRK, fp32), the GPTQ factorization (cuSOLVER potrf/potri/potrf: U with
+ * H^-1 = U^T U) and the GPTQ column sweep (one thread per output row, the block's columns in
+ * shared memory) with lazy block updates (cuBLAS SGEMM). fp32 throughout so the GPU result
+ * matches the CPU path within rounding (tests/test_gpu_pipeline.c states the bounds).
+ *
+ * A build without CUDA links quant/lq_gpu_stub.c: device count 0, open fails with
+ * LQ_ERR_NO_CUDA_BUILD. */
+#ifndef LQ_GPU_H
+#define LQ_GPU_H
+
+#include "lq_quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lq_gpu lq_gpu;
+
+/* The --device policy of every job: "cpu" -> NULL; "auto" without a usable device -> NULL after
+ * one LQ_LOG_WARN notice (CUDA builds); "cuda" without one -> LQ_ERR_NO_DEVICE; otherwise
+ * device 0 when `useful` (the job has work for it), else NULL. */
+lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb, lq_gpu **out,
+                         lq_err *err);
+
+/* Usable CUDA devices; 0 without a driver or device (never fails, never crashes). */
+int       lq_gpu_device_count(void);
+lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err);
+void      lq_gpu_close(lq_gpu *g);
+/* "NVIDIA H100 80GB HBM3 (cc 9.0, 79.1 GiB)" */
+const char *lq_gpu_describe(const lq_gpu *g);
+/* Peak bytes this context had allocated on the device. */
+int64_t   lq_gpu_peak_bytes(const lq_gpu *g);
+
+/* Hessian accumulator with lq_xstats semantics (H = 2/nsamples sum x x^T, running rescale by
+ * sequence count). x is a host array [t, k]. */
+typedef struct lq_gpu_hess lq_gpu_hess;
+lq_status lq_gpu_hess_create(lq_gpu *g, int64_t k, lq_gpu_hess **out, lq_err *err);
+lq_status lq_gpu_hess_add(lq_gpu_hess *h, const float *x, int64_t t, int64_t nseq, lq_err *err);
+/* Copies the accumulated H into s (s->H allocated by lq_xstats_init with the same k; upper
+ * triangle valid as after lq_xstats_add: call lq_xstats_finish) and the sample counts. */
+lq_status lq_gpu_hess_get(lq_gpu_hess *h, lq_xstats *s, lq_err *err);
+void      lq_gpu_hess_free(lq_gpu_hess *h);
+
+/* y[t, n] = x[t, k] W^T with cuBLAS SGEMM (fp32, no TF32) for the calibration forwards
+ * (lq_dense_gemm_fn; user = lq_gpu *). Host arrays in and out; synchronous. */
+lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
+                            int64_t t, float *y, lq_err *err);
+
+/* GPTQ backend on g (see lq_gptq_ex); the backend borrows g. */
+void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
