@@ -27,6 +27,11 @@ LQ_FMT_DECL(nf4)
 LQ_FMT_DECL(int8)
 #undef LQ_FMT_DECL
 
+/* Scalar oracles of the weight-only formats (ref/lq_ref_common.c): w[i, c] decoded by wf. */
+typedef float (*lq_ref_weight_fn)(const lq_qlinear *w, int64_t i, int64_t c);
+void lq_ref_dequant(const lq_qlinear *w, lq_ref_weight_fn wf, float *out);
+void lq_ref_gemm(const lq_qlinear *w, lq_ref_weight_fn wf, const float *x, int64_t m, float *y);
+
 /* ---------------------------------------------------------------------------------------
  * Packed-code streams. GPTQ packs b-bit codes as one little-endian bit stream per column of
  * 32-bit words (value j at bit j*b, LSB first); for b = 3 a value may straddle two words, which
