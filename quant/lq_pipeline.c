@@ -427,9 +427,11 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
     int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
                   4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
     int64_t lw  = layer_weight_bytes(c);
-    /* the layer's fp32 copy, its packed output (<= 1/4), and the mapped checkpoint pages it was
-     * read from (fp16/bf16: 1/2) until they are released */
-    return lq_cur_rss_bytes() + lw + lw / 4 + lw / 2 + ws + 8 * tok * d +
+    int64_t kvd = c->num_kv_heads * c->head_dim, big = d * (qd > I ? qd : I);
+    big         = big > d * kvd ? big : d * kvd;
+    /* the layer's fp32 copy, its packed output (<= 1/4), and the mapped checkpoint pages of the
+     * tensor being converted (<= 4 bytes an element; each is released once read) */
+    return lq_cur_rss_bytes() + lw + lw / 4 + 4 * big + ws + 8 * tok * d +
            (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
 }
 
