@@ -336,6 +336,12 @@ LQ_API const char *lq_method_help(int i);
  * place only when complete; model_dir is never modified). *report_json (may be NULL) receives a
  * JSON summary (free with lq_free) even on LQ_ERR_PPL_BOUND, where the output is written and
  * marked.
+ * The "max_memory" budget counts the process's resident memory. Layer-sized buffers are
+ * allocated and freed once per layer; with glibc's default (dynamic) mmap threshold they end up
+ * on the heap and fragmentation keeps them resident. The library does not change process-wide
+ * allocator settings: the llmquant program calls mallopt(M_MMAP_THRESHOLD, 4 MiB) at start, and
+ * a program that relies on max_memory should do the same (or use an allocator that returns
+ * large blocks).
  */
 LQ_API lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
                              const lq_params *p, const lq_callbacks *cb, char **report_json,

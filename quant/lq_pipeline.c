@@ -429,10 +429,13 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
     int64_t lw  = layer_weight_bytes(c);
     int64_t kvd = c->num_kv_heads * c->head_dim, big = d * (qd > I ? qd : I);
     big         = big > d * kvd ? big : d * kvd;
-    /* the layer's fp32 copy, its packed output (<= 1/4), and the mapped checkpoint pages of the
-     * tensor being converted (<= 4 bytes an element; each is released once read) */
-    return lq_cur_rss_bytes() + lw + lw / 4 + 4 * big + ws + 8 * tok * d +
-           (r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0) + (64ll << 20);
+    int64_t work = r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0;
+    /* Beside the layer's fp32 copy: while it loads, the mapped checkpoint pages of the tensor
+     * being converted (<= 4 bytes an element, released once read); later, and never at the same
+     * time (the previous layer's outputs are freed before the next load), the packed output
+     * (<= 1/4) and the method's working set. */
+    int64_t phase = 4 * big > lw / 4 + work ? 4 * big : lw / 4 + work;
+    return lq_cur_rss_bytes() + lw + phase + ws + 8 * tok * d + (32ll << 20);
 }
 
 /* Chunk size: ~16k tokens (wide GEMMs), fewer sequences when a --max-memory budget would not
