@@ -427,8 +427,7 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
     int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
                   4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
     int64_t lw  = layer_weight_bytes(c);
-    int64_t kvd = c->num_kv_heads * c->head_dim, big = d * (qd > I ? qd : I);
-    big         = big > d * kvd ? big : d * kvd;
+    int64_t big = d * (qd > I ? qd : I); /* widest linear: k/v are never wider than q (GQA) */
     int64_t work = r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0;
     /* Beside the layer's fp32 copy: while it loads, the mapped checkpoint pages of the tensor
      * being converted (<= 4 bytes an element, released once read); later, and never at the same

@@ -2,7 +2,6 @@
  * and zeros packed along n with the [0,2,4,6,1,3,5,7] interleave, zeros stored as-is. */
 #include "lq_kernels_impl.h"
 
-
 static float awq_w(const lq_qlinear *w, int64_t i, int64_t c) {
     const int64_t  words = w->n / 8;
     const int64_t  g     = c / w->group_size;

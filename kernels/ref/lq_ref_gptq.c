@@ -2,7 +2,6 @@
  * g = g_idx[c]. Plain loops on purpose: every other GPTQ kernel is tested against these. */
 #include "lq_kernels_impl.h"
 
-
 static float gptq_w(const lq_qlinear *w, int64_t i, int64_t c) {
     const int64_t  g = w->g_idx[c];
     const uint32_t q = lq_stream_get((const int32_t *)w->qweight + i, w->n, c, w->bits);
