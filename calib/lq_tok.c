@@ -606,6 +606,28 @@ lq_status lq_tok_load_file(const char *path, lq_tokenizer **out, lq_err *err) {
     return s;
 }
 
+lq_status lq_tok_load_source(const lq_source *src, lq_tokenizer **out, lq_err *err) {
+    *out = NULL;
+    if (!lq_source_is_gguf(src))
+        return lq_tok_load_dir(lq_source_path(src), out, err);
+    static const char *const names[] = {"tokenizer.json", "tokenizer.model"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char     *b = NULL, label[4200];
+        int64_t   n = 0;
+        lq_status s = lq_source_read(src, names[i], &b, &n, err);
+        if (s == LQ_ERR_NOT_FOUND)
+            continue;
+        if (s == LQ_OK) {
+            lq_source_file_label(src, names[i], label, sizeof label);
+            s = lq_tok_load_memory(b, (size_t)n, kind_of(names[i]), label, out, err);
+        }
+        free(b);
+        return s;
+    }
+    LQ_FAIL(err, LQ_ERR_TOKENIZER_MISSING, "%s: no tokenizer in the GGUF file; pass --tokenizer "
+            "FILE", lq_source_path(src));
+}
+
 lq_status lq_tok_load_dir(const char *dir, lq_tokenizer **out, lq_err *err) {
     static const char *const names[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
     char                     p[4200];

@@ -6,6 +6,7 @@
 #define LQ_TOK_H
 
 #include "lq_base.h"
+#include "lq_source.h"
 
 typedef struct lq_tokenizer lq_tokenizer;
 
@@ -18,6 +19,9 @@ typedef enum lq_tok_kind {
 /* Look in dir for tokenizer.json, then tokenizer.model, then tokenizer.bin / tok*.bin.
  * LQ_ERR_TOKENIZER_MISSING naming dir if none. */
 lq_status lq_tok_load_dir(const char *dir, lq_tokenizer **out, lq_err *err);
+/* The tokenizer of a checkpoint: lq_tok_load_dir for a directory; for a GGUF file, the
+ * tokenizer.json / tokenizer.model rebuilt from its vocabulary (lq_source_read). */
+lq_status lq_tok_load_source(const lq_source *src, lq_tokenizer **out, lq_err *err);
 /* A specific file; kind from its name/content. */
 lq_status lq_tok_load_file(const char *path, lq_tokenizer **out, lq_err *err);
 /* From memory (fuzzing); label names it in messages. */

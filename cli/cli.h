@@ -85,12 +85,14 @@ const char *cli_suggest(const char *word, const char *const *cands, int n);
 
 /* Commands (cmd_*.c). */
 int cmd_quantize(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
+int cmd_convert(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_ppl(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_inspect(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 int cmd_exit_codes(cli_ctx *c, const cli_cmd *cmd, cli_args *a);
 
 extern const cli_flag cli_quantize_flags[];
+extern const cli_flag cli_convert_flags[];
 extern const cli_flag cli_ppl_flags[];
 extern const cli_flag cli_inspect_flags[];
 extern const cli_flag cli_batch_flags[];

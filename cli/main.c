@@ -12,6 +12,10 @@
 #endif
 
 static const cli_cmd k_cmds[] = {
+    {"convert", "convert", "MODEL -o OUT_DIR [--out-dtype float16|bfloat16|float32]",
+     "GGUF file (or float checkpoint) -> Hugging Face directory (safetensors, config, "
+     "tokenizer).",
+     1, cli_convert_flags, cmd_convert},
     {"ppl", "ppl", "MODEL_DIR --data FILE [options]",
      "Perplexity of a model directory (original or quantized) on a text file.", 1, cli_ppl_flags,
      cmd_ppl},

@@ -83,6 +83,9 @@ float    lq_rng_normal(lq_rng *r);  /* N(0, 1), Box-Muller */
 /* Uniform integer in [0, n) without modulo bias. */
 uint64_t lq_rng_below(lq_rng *r, uint64_t n);
 
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool lq_utf8_valid(const char *s, int64_t n);
+
 /* Path helpers: join into buf (returns false if it does not fit). */
 bool lq_path_join(char *buf, size_t cap, const char *dir, const char *name);
 bool lq_file_exists(const char *path);

@@ -1,7 +1,13 @@
-/* lq_dtype.h -- element types of checkpoint tensors and conversions to/from float32. */
+/* lq_dtype.h -- element types of checkpoint tensors and conversions to/from float32.
+ *
+ * Two kinds: the safetensors element types (F32 ... F8_E5M2, one value per element) and the
+ * GGML block types a GGUF file stores weights in (Q4_0 ... Q6_K: blocks of 32 or 256 elements
+ * with their own scales). Both decode to float32 through lq_convert_to_f32, so a weight read
+ * from a GGUF file goes through the same path as one read from safetensors. */
 #ifndef LQ_DTYPE_H
 #define LQ_DTYPE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -21,15 +27,41 @@ typedef enum lq_dtype {
     LQ_DT_U64  = 12,
     LQ_DT_F8_E4M3 = 13,
     LQ_DT_F8_E5M2 = 14,
+    /* GGML block types (GGUF only; ggml-common.h layouts) */
+    LQ_DT_Q4_0 = 15,
+    LQ_DT_Q4_1 = 16,
+    LQ_DT_Q5_0 = 17,
+    LQ_DT_Q5_1 = 18,
+    LQ_DT_Q8_0 = 19,
+    LQ_DT_Q2_K = 20,
+    LQ_DT_Q3_K = 21,
+    LQ_DT_Q4_K = 22,
+    LQ_DT_Q5_K = 23,
+    LQ_DT_Q6_K = 24,
     LQ_DT_COUNT
 } lq_dtype;
 
-/* Bytes per element; safetensors name ("F16"); parse a name (returns -1 if unknown). */
+/* Bytes per element (0 for block types); name ("F16", "Q4_K"); parse a safetensors dtype name
+ * (returns -1 if unknown; block types are not safetensors dtypes). */
 int         lq_dtype_size(lq_dtype t);
 const char *lq_dtype_name(lq_dtype t);
 int         lq_dtype_from_name(const char *name, size_t len);
-/* True for F32/F16/BF16/F64: types a weight may have in an input checkpoint. */
+/* Elements per block (1 for element types, 32 or 256 for GGML blocks); *block_bytes (may be
+ * NULL) receives the bytes of one block. 0 for an invalid type. */
+int         lq_dtype_block(lq_dtype t, int *block_bytes);
+/* Bytes of numel elements: false when numel is negative, not a whole number of blocks, or the
+ * product overflows. */
+bool        lq_dtype_nbytes(lq_dtype t, int64_t numel, int64_t *out);
+/* Types a weight may have in an input checkpoint: F32/F16/BF16/F64 and the GGML blocks (all
+ * decode to float32). */
 int         lq_dtype_is_float(lq_dtype t);
+/* GGML type id (ggml.h enum ggml_type) -> lq_dtype, -1 if llmquant cannot decode it; and the
+ * GGML name of any id ("IQ2_XXS"), "?" if unknown. */
+int         lq_dtype_from_ggml(uint32_t ggml_type);
+const char *lq_ggml_type_name(uint32_t ggml_type);
+/* GGML block geometry of any known id (also types llmquant cannot decode, so a GGUF file can be
+ * bounds-checked whole): elements per block and bytes per block; 0 if the id is unknown. */
+int         lq_ggml_type_block(uint32_t ggml_type, int *block_bytes);
 
 /* IEEE binary16 <-> float32, round to nearest even, handles subnormals/Inf/NaN. */
 static inline float lq_f16_to_f32(uint16_t h) {
@@ -106,10 +138,16 @@ static inline float lq_round_f16(float f) {
 }
 
 /* Convert n elements of src (type t, possibly unaligned) to float32. Returns the count of
- * non-finite values seen (so callers can reject NaN/Inf weights without a second pass). */
+ * non-finite values seen (so callers can reject NaN/Inf weights without a second pass), -1 for
+ * a type that does not decode to float or (block types) n not a whole number of blocks. GGML
+ * blocks decode bit-exactly like the gguf Python package (gguf/quants.py): float32 products
+ * and sums in its order, never fused. */
 int64_t lq_convert_to_f32(lq_dtype t, const void *src, int64_t n, float *dst);
 /* float32 -> fp16 / bf16 arrays. */
 void lq_f32_to_f16_array(const float *src, int64_t n, uint16_t *dst);
 void lq_f16_to_f32_array(const uint16_t *src, int64_t n, float *dst);
+/* The GGML block decoder behind lq_convert_to_f32 (formats/lq_dtype_ggml.c): nblocks blocks of
+ * type t (a block type) from src into dst. */
+void lq_ggml_decode(lq_dtype t, const uint8_t *src, int64_t nblocks, float *dst);
 
 #endif

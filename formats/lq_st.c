@@ -3,6 +3,7 @@
 #define _DEFAULT_SOURCE /* madvise(MADV_DONTNEED): posix_madvise DONTNEED is a no-op in glibc */
 #include "lq_st.h"
 
+#include "lq_gguf_hf.h"
 #include "lq_json.h"
 
 #include <dirent.h>
@@ -23,6 +24,7 @@
 typedef struct st_file {
     char          *path;
     void          *map; /* NULL for memory buffers */
+    int            borrowed; /* map belongs to someone else (lq_st_open_views) */
     size_t         map_size;
     const uint8_t *data; /* first byte after the header */
     int64_t        data_len;
@@ -43,44 +45,6 @@ struct lq_st {
 
 static int cmp_tensor_name(const void *a, const void *b) {
     return strcmp(((const lq_st_tensor *)a)->name, ((const lq_st_tensor *)b)->name);
-}
-
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
-static int utf8_valid(const uint8_t *s, int64_t n) {
-    int64_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int      len;
-        uint32_t cp;
-        if ((c & 0xe0) == 0xc0) {
-            len = 2;
-            cp  = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3;
-            cp  = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4;
-            cp  = c & 0x07;
-        } else {
-            return 0;
-        }
-        if (i + len > n)
-            return 0;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        i += len;
-    }
-    return 1;
 }
 
 /* Integer JSON number in [0, 2^53]. */
@@ -151,7 +115,7 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
         LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: header of %llu bytes runs past the end of the file",
                 label, (unsigned long long)hlen);
     const uint8_t *hdr = buf + 8;
-    if (!utf8_valid(hdr, (int64_t)hlen))
+    if (!lq_utf8_valid((const char *)hdr, (int64_t)hlen))
         LQ_FAIL(err, LQ_ERR_ST_HEADER_UTF8, "%s: header is not valid UTF-8", label);
     /* A valid header nests 3 deep ({name: {shape: [..]}}); refusing deeper input before
      * cJSON's recursive descent keeps hostile headers from costing stack. */
@@ -309,7 +273,7 @@ void lq_st_close(lq_st *st) {
     if (!st)
         return;
     for (int i = 0; i < st->nfiles; i++) {
-        if (st->files[i].map)
+        if (st->files[i].map && !st->files[i].borrowed)
             munmap(st->files[i].map, st->files[i].map_size);
         free(st->files[i].path);
     }
@@ -349,6 +313,38 @@ lq_status lq_st_open_memory(const void *buf, size_t len, const char *label, lq_s
     lq_status s = parse_image(st, 0, buf, len, err);
     if (s == LQ_OK)
         s = finalize(st, err);
+    if (s != LQ_OK) {
+        lq_st_close(st);
+        return s;
+    }
+    *out = st;
+    return LQ_OK;
+}
+
+lq_status lq_st_open_views(const char *label, const void *map, size_t map_size,
+                           const lq_st_tensor *views, int64_t n, lq_st **out, lq_err *err) {
+    *out      = NULL;
+    lq_st *st = st_new(1);
+    if (!st || !(st->files[0].path = strdup(label)) ||
+        !(st->t = calloc((size_t)(n ? n : 1), sizeof *st->t))) {
+        lq_st_close(st);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    }
+    st->files[0].map      = (void *)(uintptr_t)map;
+    st->files[0].map_size = map_size;
+    st->files[0].borrowed = 1;
+    st->cap               = n;
+    for (int64_t i = 0; i < n; i++) {
+        st->t[i]       = views[i];
+        st->t[i].shard = 0;
+        st->t[i].name  = strdup(views[i].name);
+        st->n          = i + 1;
+        if (!st->t[i].name) {
+            lq_st_close(st);
+            LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+        }
+    }
+    lq_status s = finalize(st, err);
     if (s != LQ_OK) {
         lq_st_close(st);
         return s;
@@ -586,6 +582,14 @@ lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int6
         }
     }
     int64_t bad = lq_convert_to_f32(t->dtype, t->data, t->numel, dst);
+    if (bad < 0)
+        LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" of dtype %s cannot be decoded",
+                file, name, lq_dtype_name(t->dtype));
+    if (t->perm_heads > 0 &&
+        !lq_gguf_unpermute_rows(dst, t->shape[0], t->ndim > 1 ? t->numel / t->shape[0] : 1,
+                                t->perm_heads))
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: cannot restore the row order of \"%s\" (%d heads)", file,
+                name, t->perm_heads);
     if (bad > 0) {
         int64_t first = 0;
         while (first < t->numel && isfinite(dst[first]))

@@ -27,6 +27,9 @@ typedef struct lq_st_tensor {
      * through memcpy or lq_convert_to_f32 (which does). */
     const void *data;
     int         shard; /* index of the file it came from */
+    /* > 0: the rows were stored interleaved per rotary head over this many heads (llama.cpp's
+     * q/k permutation in GGUF files); lq_st_read_f32 restores the Hugging Face order. */
+    int         perm_heads;
 } lq_st_tensor;
 
 /* One file or a set of shards. Immutable once opened: lookups and reads from several threads
@@ -45,6 +48,12 @@ lq_status lq_st_open_memory(const void *buf, size_t len, const char *label, lq_s
  * LQ_ERR_NOT_FOUND if none. */
 lq_status lq_st_open_dir(const char *dir, lq_st **out, lq_err *err);
 void      lq_st_close(lq_st *st);
+/* A tensor set over memory another object owns (a GGUF mapping): views[i] give name, dtype,
+ * shape, numel, nbytes, data and perm_heads (names are copied, data is not; map/map_size must
+ * contain every view's data and outlive the handle). release/prefetch act on the pages as for a
+ * mapped file. Duplicate names -> LQ_ERR_ST_DUPLICATE. */
+lq_status lq_st_open_views(const char *label, const void *map, size_t map_size,
+                           const lq_st_tensor *views, int64_t n, lq_st **out, lq_err *err);
 
 int64_t             lq_st_count(const lq_st *st);
 const lq_st_tensor *lq_st_get(const lq_st *st, int64_t i);
@@ -65,7 +74,8 @@ void lq_st_release(const lq_st *st, const lq_st_tensor *t);
 void lq_st_prefetch(const lq_st *st, const lq_st_tensor *t);
 
 /* Find `name`, check it is a float tensor of exactly `ndim` dims with the given shape (pass
- * expect_shape NULL to skip), convert to float32 into dst (numel floats). NaN/Inf ->
+ * expect_shape NULL to skip), convert to float32 into dst (numel floats; GGML blocks decoded,
+ * permuted rows restored). NaN/Inf ->
  * LQ_ERR_WEIGHT_NONFINITE naming file and tensor; missing -> LQ_ERR_ST_MISSING_TENSOR; wrong
  * dtype -> LQ_ERR_WEIGHT_DTYPE; wrong shape -> LQ_ERR_WEIGHT_SHAPE. */
 lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int64_t *expect_shape,

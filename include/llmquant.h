@@ -48,7 +48,8 @@ extern "C" {
 
 /* ------------------------------------------------------------------------------------------
  * Status codes. Append-only; explicit values; the CLI uses the value as its exit code, so every
- * value stays below 126. Ranges: 1-19 generic, 20-39 safetensors, 40-54 JSON/config,
+ * value stays below 126. Ranges: 1-19 generic, 20-39 checkpoint files (safetensors, GGUF),
+ * 40-54 JSON/config,
  * 55-69 model/weights, 70-79 tokenizer, 80-89 calibration data, 90-99 quantization,
  * 100-109 device, 110-119 jobs.
  * ------------------------------------------------------------------------------------------ */
@@ -64,6 +65,8 @@ typedef enum lq_status {
     LQ_ERR_UNSUPPORTED        = 9,  /* valid input this build does not handle */
     LQ_ERR_INTERNAL           = 10, /* a bug: please report */
     LQ_ERR_INTERRUPTED        = 11, /* cancelled by the progress callback / signal */
+    LQ_ERR_OUTPUT_FOREIGN     = 12, /* --force: the output is not a directory llmquant wrote */
+    LQ_ERR_LOCKED             = 13, /* another process is writing the same output */
 
     LQ_ERR_ST_TRUNCATED       = 20, /* file shorter than the 8-byte prefix / header / data */
     LQ_ERR_ST_HEADER_SIZE     = 21, /* header length 0 or over the 100 MB limit */
@@ -76,6 +79,9 @@ typedef enum lq_status {
     LQ_ERR_ST_DUPLICATE       = 28, /* two tensors with one name (header or across shards) */
     LQ_ERR_ST_INDEX           = 29, /* model.safetensors.index.json malformed / names a bad shard */
     LQ_ERR_ST_MISSING_TENSOR  = 30, /* a tensor the model needs is absent */
+    LQ_ERR_GGUF_FORMAT        = 31, /* GGUF file malformed (magic, version, bounds, layout) */
+    LQ_ERR_GGUF_TYPE          = 32, /* GGUF tensor type unknown or not decodable */
+    LQ_ERR_GGUF_TOKENIZER     = 33, /* GGUF vocabulary that cannot become a tokenizer file */
 
     LQ_ERR_JSON               = 40, /* a JSON file does not parse */
     LQ_ERR_CONFIG_MISSING_KEY = 41, /* config.json lacks a required key */
@@ -98,6 +104,8 @@ typedef enum lq_status {
     LQ_ERR_CHOLESKY           = 90, /* Hessian not positive definite even after damping retries */
     LQ_ERR_PPL_BOUND          = 91, /* --check-ppl: perplexity increase over the bound */
     LQ_ERR_NUMERIC            = 92, /* NaN/Inf produced during quantization or evaluation */
+    LQ_ERR_BITS_UNSUPPORTED   = 93, /* the method's format cannot store this bit width */
+    LQ_ERR_NOTHING_TO_QUANTIZE = 94, /* no linear of the model fits the format at these settings */
 
     LQ_ERR_NO_DEVICE          = 100, /* --device cuda but no usable CUDA device */
     LQ_ERR_CUDA               = 101, /* CUDA runtime / cuBLAS / cuSOLVER error */
@@ -346,6 +354,14 @@ LQ_API const char *lq_method_help(int i);
 LQ_API lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
                              const lq_params *p, const lq_callbacks *cb, char **report_json,
                              lq_err *err);
+
+/* A checkpoint -- a GGUF file (llama.cpp; types F32/F16/BF16, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
+ * Q2_K..Q6_K) or a float Hugging Face directory -- into a Hugging Face directory: config.json,
+ * safetensors in p's "out_dtype" (float16, bfloat16, float32), tokenizer files (rebuilt from the
+ * GGUF vocabulary), generation config. Same output discipline as lq_quantize. Every job API
+ * below also accepts a .gguf file where it takes a model directory. */
+LQ_API lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
+                            const lq_callbacks *cb, char **report_json, lq_err *err);
 
 /* Perplexity of a model directory (original or quantized) on a text file; JSON report. */
 LQ_API lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,

@@ -54,8 +54,9 @@ lq_status lq_ccache_open(lq_ccache *c, const char *root, const char *model_dir, 
     memset(c, 0, sizeof *c);
     if (!root || !*root)
         return LQ_OK;
-    char cfg[4200];
-    lq_path_join(cfg, sizeof cfg, model_dir, "config.json");
+    char cfg[4200]; /* a directory is known by its config.json, a GGUF file by itself */
+    if (!lq_dir_exists(model_dir) || !lq_path_join(cfg, sizeof cfg, model_dir, "config.json"))
+        snprintf(cfg, sizeof cfg, "%s", model_dir);
     uint64_t h = 0xcbf29ce484222325ULL;
     h          = hash_file_identity(h, cfg);
     h          = hash_file_identity(h, calib);

@@ -18,7 +18,7 @@
 #include "lq_config.h"
 #include "lq_json.h"
 #include "lq_params_get.h"
-#include "lq_st.h"
+#include "lq_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,25 +132,21 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     if (!model_dir || !report_json)
         return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_inspect: model_dir and report_json are "
                                                 "required");
-    if (!lq_dir_exists(model_dir))
-        return lq_fail(err, LQ_ERR_NOT_FOUND, "%s: no such directory", model_dir);
-    char cfgpath[4096];
-    if (!lq_path_join(cfgpath, sizeof cfgpath, model_dir, "config.json"))
-        return lq_fail(err, LQ_ERR_INVALID_ARG, "%s: path too long", model_dir);
-    if (!lq_file_exists(cfgpath))
-        return lq_fail(err, LQ_ERR_NOT_FOUND,
-                       "%s: no config.json (not a Hugging Face model directory)", model_dir);
-
     lq_model_config c;
+    lq_source      *src     = NULL;
     lq_st          *sf      = NULL;
     cJSON          *raw     = NULL;
     cJSON          *root    = NULL;
     cJSON          *tensors = NULL; /* attached to root last so the summary reads first */
     mod_list        mods    = {0};
     lq_status       st      = LQ_OK;
-    LQ_TRY_GOTO(lq_config_load(model_dir, &c, err));
-    LQ_TRY_GOTO(lq_json_load_file(cfgpath, 64ll << 20, &raw, err));
-    LQ_TRY_GOTO(lq_st_open_dir(model_dir, &sf, err));
+    int64_t         clen;
+    LQ_TRY_GOTO(lq_source_open(model_dir, &src, err));
+    const char *ctext  = lq_source_config(src, &clen);
+    const char *clabel = lq_source_config_label(src);
+    c = *lq_source_model_config(src);
+    LQ_TRY_GOTO(lq_json_parse(ctext, (size_t)clen, clabel, &raw, err));
+    sf = lq_source_st(src);
 
     root = cJSON_CreateObject();
     if (!root)
@@ -175,11 +171,9 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model",
                                               "tokenizer.bin"};
     cJSON *tok = cJSON_AddArrayToObject(root, "tokenizer_files");
-    for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++) {
-        char tp[4096];
-        if (lq_path_join(tp, sizeof tp, model_dir, k_tok_files[i]) && lq_file_exists(tp))
+    for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++)
+        if (lq_source_has(src, k_tok_files[i]))
             cJSON_AddItemToArray(tok, cJSON_CreateString(k_tok_files[i]));
-    }
 
     /* Tensors, dtype totals, modules. */
     int64_t nt           = lq_st_count(sf);
@@ -328,6 +322,6 @@ done:
     cJSON_Delete(tensors);
     cJSON_Delete(root);
     cJSON_Delete(raw);
-    lq_st_close(sf);
+    lq_source_close(src);
     return st;
 }

@@ -190,9 +190,11 @@ static lq_status missing(const lq_model *m, const char *name, lq_err *err) {
 /* Count non-finite values of a float tensor by converting it in blocks (the conversion
  * reports them); *first receives the flat index of the first one. -1: out of memory. */
 static int64_t count_nonfinite(const lq_st_tensor *t, int64_t *first) {
+    /* 2^16 elements: a whole number of blocks of every GGML type (32 or 256) */
     const int64_t blk = 1 << 16, nb = (t->numel + blk - 1) / blk;
-    const int64_t esz = lq_dtype_size(t->dtype);
-    int64_t       bad = 0, lo = INT64_MAX, oom = 0;
+    int64_t       blk_bytes, bad = 0, lo = INT64_MAX, oom = 0;
+    if (!lq_dtype_nbytes(t->dtype, blk, &blk_bytes))
+        return -1;
 #pragma omp parallel reduction(+ : bad, oom) reduction(min : lo) if (nb > 1)
     {
         float *buf = malloc((size_t)blk * sizeof(float));
@@ -203,7 +205,11 @@ static int64_t count_nonfinite(const lq_st_tensor *t, int64_t *first) {
             if (!buf)
                 continue;
             const int64_t c =
-                lq_convert_to_f32(t->dtype, (const char *)t->data + off * esz, n, buf);
+                lq_convert_to_f32(t->dtype, (const char *)t->data + b * blk_bytes, n, buf);
+            if (c < 0) {
+                oom++;
+                continue;
+            }
             bad += c;
             for (int64_t i = 0; c > 0 && i < n; i++)
                 if (!isfinite(buf[i])) {
@@ -444,20 +450,20 @@ lq_status lq_model_load_all(lq_model *m, lq_err *err) {
 }
 
 static lq_status load_config_json(lq_model *m, lq_err *err) {
-    char path[4200];
-    if (!lq_path_join(path, sizeof path, m->dir, "config.json"))
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", m->dir);
-    LQ_TRY(lq_config_load(m->dir, &m->cfg, err));
+    int64_t     len;
+    const char *text  = lq_source_config(m->src, &len);
+    const char *label = lq_source_config_label(m->src);
+    m->cfg = *lq_source_model_config(m->src);
     if (!m->cfg.quantized)
         return LQ_OK;
     cJSON *root = NULL;
-    LQ_TRY(lq_json_load_file(path, 16 << 20, &root, err));
+    LQ_TRY(lq_json_parse(text, (size_t)len, label, &root, err));
     lq_qconfig *qc = calloc(1, sizeof *qc);
     if (!qc) {
         cJSON_Delete(root);
-        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
     }
-    lq_status st = lq_qconfig_parse(root, path, qc, err);
+    lq_status st = lq_qconfig_parse(root, label, qc, err);
     cJSON_Delete(root);
     if (st != LQ_OK || qc->format == LQ_FMT_DENSE) {
         lq_qconfig_free(qc);
@@ -498,8 +504,9 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
         LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: path too long", dir);
     strcpy(m->dir, dir);
     m->format = LQ_FMT_DENSE;
+    LQ_TRY_GOTO(lq_source_open(dir, &m->src, err));
+    m->st = lq_source_st(m->src);
     LQ_TRY_GOTO(load_config_json(m, err));
-    LQ_TRY_GOTO(lq_st_open_dir(dir, &m->st, err));
     LQ_TRY_GOTO(validate(m, err));
     LQ_TRY_GOTO(alloc_base(m, err));
     {
@@ -604,6 +611,6 @@ void lq_model_free(lq_model *m) {
         lq_qconfig_free(m->qcfg);
         free(m->qcfg);
     }
-    lq_st_close(m->st);
+    lq_source_close(m->src);
     free(m);
 }

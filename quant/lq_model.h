@@ -11,6 +11,7 @@
 #include "lq_base.h"
 #include "lq_config.h"
 #include "lq_kernels.h"
+#include "lq_source.h"
 #include "lq_st.h"
 
 typedef enum lq_lin_id {
@@ -60,8 +61,9 @@ void lq_layer_free(lq_layer *l);
 
 typedef struct lq_model {
     lq_model_config cfg;
-    char            dir[4096];
-    lq_st          *st;        /* source tensors (mmap) */
+    char            dir[4096]; /* the checkpoint: a directory or a .gguf file */
+    lq_source      *src;       /* NULL for lq_model_create */
+    lq_st          *st;        /* source tensors (mmap; owned by src) */
     lq_format       format;    /* LQ_FMT_DENSE for an unquantized checkpoint */
     float          *embed;     /* [vocab, d] */
     float          *final_norm;/* [d] */
@@ -75,7 +77,8 @@ typedef struct lq_model {
  * transformers' operation order, so that positions far out round like the reference. */
 void lq_rope_inv_freq(const lq_model_config *cfg, float *inv);
 
-/* Open a model directory: config.json (+ quantization_config), safetensors (mmap), embeddings,
+/* Open a checkpoint (a Hugging Face directory or a .gguf file, see lq_source.h): config.json
+ * (+ quantization_config), safetensors (mmap), embeddings,
  * final norm, lm_head and RoPE frequencies. Layers are not loaded. Validates every tensor up
  * front so errors come before any work: presence (LQ_ERR_ST_MISSING_TENSOR), float dtype
  * (LQ_ERR_WEIGHT_DTYPE), shape vs config.json (LQ_ERR_WEIGHT_SHAPE), NaN/Inf

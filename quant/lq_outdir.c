@@ -184,6 +184,45 @@ void lq_outdir_abort(lq_outdir *o) {
         lq_remove_tree(o->tmp_path);
 }
 
+lq_status lq_outdir_write_side_files(const lq_outdir *o, const lq_source *src, lq_err *err) {
+    static const char *const names[] = {
+        "tokenizer.json",          "tokenizer.model",   "tokenizer_config.json",
+        "special_tokens_map.json", "added_tokens.json", "vocab.json",
+        "merges.txt",              "generation_config.json", "tokenizer.bin",
+    };
+    char dst[4200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char     *data = NULL;
+        int64_t   len  = 0;
+        lq_status st   = lq_source_read(src, names[i], &data, &len, err);
+        if (st == LQ_ERR_NOT_FOUND)
+            continue;
+        if (st == LQ_OK && (st = lq_outdir_path(o, names[i], dst, sizeof dst, err)) == LQ_OK)
+            st = lq_write_file(dst, data, len, err);
+        free(data);
+        LQ_TRY(st);
+    }
+    return LQ_OK;
+}
+
+lq_status lq_write_file(const char *path, const void *data, int64_t len, lq_err *err) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", path, strerror(errno));
+    size_t w  = len > 0 ? fwrite(data, 1, (size_t)len, f) : 0;
+    int    e  = errno;
+    int    ok = w == (size_t)(len > 0 ? len : 0) && !ferror(f);
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e  = errno;
+    }
+    if (!ok) {
+        unlink(path);
+        LQ_FAIL(err, lq_status_from_errno(e), "%s: write failed: %s", path, strerror(e));
+    }
+    return LQ_OK;
+}
+
 lq_status lq_copy_file(const char *src, const char *dst, lq_err *err) {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0)

@@ -5,6 +5,7 @@
 #define LQ_OUTDIR_H
 
 #include "lq_base.h"
+#include "lq_source.h"
 
 typedef struct lq_outdir {
     char final_path[4096];
@@ -22,6 +23,11 @@ lq_status lq_outdir_commit(lq_outdir *o, lq_err *err);
 /* Remove the temporary directory (no-op after commit). */
 void lq_outdir_abort(lq_outdir *o);
 
+/* The files that travel with a checkpoint (tokenizer, its config, generation defaults) from src
+ * (copied from a model directory, rebuilt from a GGUF file) into the temporary directory. */
+lq_status lq_outdir_write_side_files(const lq_outdir *o, const lq_source *src, lq_err *err);
+/* Write len bytes to a new file (side files rebuilt in memory). */
+lq_status lq_write_file(const char *path, const void *data, int64_t len, lq_err *err);
 /* Copy a regular file (for tokenizer/config side files). */
 lq_status lq_copy_file(const char *src, const char *dst, lq_err *err);
 /* rm -rf of a directory tree we created (does not follow symlinks). */

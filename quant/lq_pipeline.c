@@ -125,19 +125,9 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     if (lq_method_index(method) < 0)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown method \"%s\" (methods: rtn, gptq, awq, nf4, int8)",
                 method);
-    struct stat sb;
-    if (stat(model_dir, &sb) != 0)
-        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", model_dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: not a directory", model_dir);
-    char cfgpath[4096];
-    if (!lq_path_join(cfgpath, sizeof cfgpath, model_dir, "config.json"))
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", model_dir);
-    if (!lq_file_exists(cfgpath))
-        LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: no config.json (not a Hugging Face model directory)",
-                model_dir);
-    lq_model_config cfg;
-    LQ_TRY(lq_config_load(model_dir, &cfg, err));
+    lq_source *src = NULL;
+    LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
+    lq_source_close(src);
     for (int i = 0; i < lq_param_count(); i++) {
         const lq_param_info *pi = lq_param_get_info(i);
         if (lq_params_is_set(p, pi->name) && !lq_param_applies(pi, method))
@@ -147,6 +137,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     if (paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
+    struct stat sb;
     if (lstat(out_dir, &sb) == 0 && !lq_params_bool(p, "force"))
         LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)", out_dir);
     return LQ_OK;
@@ -346,20 +337,11 @@ static lq_status do_layers(run *r) {
     return LQ_OK;
 }
 
-/* Files that travel with a checkpoint (tokenizer, generation defaults). */
-static lq_status copy_side_files(run *r, const char *model_dir) {
-    static const char *const names[] = {
-        "tokenizer.json",          "tokenizer.model", "tokenizer_config.json",
-        "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
-        "generation_config.json",  "tokenizer.bin",
-    };
-    char src[4200], dst[4200];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (!lq_path_join(src, sizeof src, model_dir, names[i]) || !lq_file_exists(src))
-            continue;
-        LQ_TRY(lq_outdir_path(&r->od, names[i], dst, sizeof dst, r->err));
-        LQ_TRY(lq_copy_file(src, dst, r->err));
-    }
+/* Files that travel with a checkpoint (tokenizer, generation defaults): copied from the model
+ * directory, or rebuilt from a GGUF file's metadata. */
+static lq_status copy_side_files(run *r) {
+    char dst[4200];
+    LQ_TRY(lq_outdir_write_side_files(&r->od, r->m->src, r->err));
     /* An explicit --tokenizer travels under the name lq_tok_load_dir looks for. */
     if (r->tok && lq_params_is_set(r->p, "tokenizer")) {
         const char *tp   = lq_tok_source_path(r->tok);
@@ -374,11 +356,12 @@ static lq_status copy_side_files(run *r, const char *model_dir) {
     return LQ_OK;
 }
 
-static lq_status write_config(run *r, const char *model_dir) {
-    char src[4200], dst[4200];
-    lq_path_join(src, sizeof src, model_dir, "config.json");
-    cJSON *root = NULL;
-    LQ_TRY(lq_json_load_file(src, 16 << 20, &root, r->err));
+static lq_status write_config(run *r) {
+    char        dst[4200];
+    int64_t     len;
+    const char *text = lq_source_config(r->m->src, &len);
+    cJSON      *root = NULL;
+    LQ_TRY(lq_json_parse(text, (size_t)len, lq_source_config_label(r->m->src), &root, r->err));
     lq_status st = LQ_OK;
     if (r->n_skipped > 0 && r->mt->format != LQ_FMT_GPTQ) {
         r->qcfg.has_skip = 1;
@@ -647,7 +630,10 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     lq_status st = LQ_OK;
     int       ppl_failed = 0;
     const char *odt = lq_params_get(p, "out_dtype");
-    r.odt           = odt && !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
+    if (!strcmp(odt, "float32"))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--out-dtype float32: quantized checkpoints keep their "
+                "scales in float16 or bfloat16 (float32 is for convert)");
+    r.odt           = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
 
     LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
     if (r.m->format != LQ_FMT_DENSE)
@@ -658,7 +644,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     const char *tp       = lq_params_get(p, "tokenizer");
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
-                              : lq_tok_load_dir(model_dir, &r.tok, err));
+                              : lq_tok_load_source(r.m->src, &r.tok, err));
     LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), r.mt->gpu || r.mt->needs_calib, cb,
                                &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
@@ -690,8 +676,8 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
         if (!c->tie_word_embeddings)
             LQ_TRY_GOTO(write_dense(&r, "lm_head", &r.m->lm_head));
     }
-    LQ_TRY_GOTO(write_config(&r, model_dir));
-    LQ_TRY_GOTO(copy_side_files(&r, model_dir));
+    LQ_TRY_GOTO(write_config(&r));
+    LQ_TRY_GOTO(copy_side_files(&r));
     LQ_TRY_GOTO(lq_st_writer_finish(r.wr, err));
     if (check && *check) {
         LQ_TRY_GOTO(check_ppl(&r, check));

@@ -399,7 +399,7 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
     const char *tp = lq_params_get(p, "tokenizer");
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
-                          : lq_tok_load_dir(model_dir, &tok, err));
+                          : lq_tok_load_source(m->src, &tok, err));
     LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
     o.ctx      = lq_params_i64(p, "ctx");
     o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;

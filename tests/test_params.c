@@ -12,7 +12,7 @@ static lq_status set(lq_params *p, const char *k, const char *v, lq_err *e) {
 /* Commands an option may name; a typo in `methods` would silently hide an option. */
 static int known_command(const char *s, size_t n) {
     static const char *const cmds[] = {"rtn", "gptq", "awq", "nf4", "int8", "ppl",
-                                       "inspect", "batch", "*"};
+                                       "inspect", "batch", "convert", "*"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (strlen(cmds[i]) == n && !strncmp(cmds[i], s, n))
             return 1;

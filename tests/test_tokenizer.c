@@ -90,6 +90,30 @@ static int encode_mode(const char *tok, const char *cases) {
     return 0;
 }
 
+/* The ids of a whole text file with a checkpoint's tokenizer (directory or .gguf), BOS as the
+ * tokenizer adds it, one per line: what the oracle scripts compare with llama.cpp / tokenizers. */
+static int ids_mode(const char *model, const char *text) {
+    lq_source    *src = NULL;
+    lq_tokenizer *t   = NULL;
+    lq_err        e   = {0};
+    char         *b   = NULL;
+    int64_t       n   = 0, nid = 0;
+    int32_t      *ids = NULL;
+    if (lq_source_open(model, &src, &e) != LQ_OK || lq_tok_load_source(src, &t, &e) != LQ_OK ||
+        lq_read_file(text, 1ll << 32, &b, &n, &e) != LQ_OK ||
+        lq_tok_encode(t, b, n, lq_tok_adds_bos(t), &ids, &nid, &e) != LQ_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    for (int64_t i = 0; i < nid; i++)
+        printf("%d\n", ids[i]);
+    free(ids);
+    free(b);
+    lq_tok_free(t);
+    lq_source_close(src);
+    return 0;
+}
+
 /* Compare every case with <name>.ids. */
 static void check_vectors(const lq_tokenizer *t, const char *name, const tcase *c, int64_t nc) {
     char    p[2200];
@@ -308,6 +332,8 @@ static void test_dir_order(void) {
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--encode"))
         return encode_mode(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "--ids"))
+        return ids_mode(argv[2], argv[3]);
     const char *data = lq_test_env_or_skip("LQ_TEST_DATA");
     snprintf(g_data, sizeof g_data, "%s", data);
     tcase  *c  = NULL;

@@ -40,7 +40,7 @@ CHECKS=$((CHECKS + 1))
 [ -s "$T/err" ] && fail "--json --quiet wrote to stderr"
 
 run "$B" inspect "$T/nowhere"
-expect_error 5 "$T/nowhere: no such directory" "inspect missing dir"
+expect_error 5 "$T/nowhere: no such model directory or file" "inspect missing dir"
 run "$B" inspect "$M" --batch 0
 expect_error 2 "option --batch: 0 is outside" "inspect --batch 0"
 

@@ -1,0 +1,26 @@
+/* llmquant convert MODEL -o OUT_DIR [--out-dtype ...] -> lq_convert. */
+#include "cli.h"
+
+const cli_flag cli_convert_flags[] = {
+    {"output", 'o', "OUT_DIR", 1, "output directory (must not exist unless --force)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+int cmd_convert(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
+    (void)cmd;
+    const char  *out    = a->flag_val[0];
+    lq_callbacks cb     = cli_callbacks(c);
+    char        *report = NULL;
+    lq_err       err    = {0};
+    cli_signals_install();
+    lq_status s = lq_convert(a->pos[0], out, a->params, &cb, &report, &err);
+    cli_signals_restore();
+    cli_progress_clear(c);
+    cli_emit_report(c, report);
+    lq_free(report);
+    if (s != LQ_OK)
+        return cli_fail(c, s, &err);
+    if (!c->quiet && !c->json)
+        fprintf(c->human, "wrote %s\n", out);
+    return 0;
+}

@@ -1,0 +1,766 @@
+/* GGUF -> Hugging Face: architecture table, tensor names, config.json and tokenizer files.
+ *
+ * Facts from llama.cpp (convert_hf_to_gguf.py, src/llama-vocab.cpp, src/llama-arch.cpp) and
+ * transformers (integrations/ggml.py):
+ *   - tensor names: token_embd / output_norm / output and blk.N.{attn_norm, ffn_norm, attn_q,
+ *     attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down}.{weight,bias};
+ *   - dims are stored fastest first, so a [n, k] weight has ne = {k, n};
+ *   - LlamaModel.permute interleaves the two rotary halves of every q/k head (llama arch only);
+ *   - "gpt2" vocabularies are byte-level BPE with merges "a b"; how text is split before BPE is
+ *     named by tokenizer.ggml.pre (k_pretok); "llama" vocabularies are SentencePiece with
+ *     scores and token types. */
+#include "lq_gguf_hf.h"
+
+#include "lq_json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const lq_gguf_arch k_archs[] = {
+    /* gguf     model_type  class               permute_qk qkv_bias */
+    {"llama", "llama", "LlamaForCausalLM", 1, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1},
+};
+
+lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err) {
+    const char *s;
+    int64_t     n;
+    *out = NULL;
+    if (!lq_gguf_get_str(g, "general.architecture", &s, &n))
+        LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: no general.architecture", lq_gguf_path(g));
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if ((int64_t)strlen(k_archs[i].gguf) == n && !memcmp(k_archs[i].gguf, s, (size_t)n)) {
+            *out = &k_archs[i];
+            return LQ_OK;
+        }
+    char list[256] = "";
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 k_archs[i].gguf);
+    LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH, "%s: unsupported architecture %.*s (supported: %s)",
+            lq_gguf_path(g), (int)(n > 64 ? 64 : n), s, list);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tensor names                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+static const struct {
+    const char *gguf, *hf;
+    int         perm; /* 1: q heads, 2: kv heads */
+} k_block_names[] = {
+    {"attn_norm", "input_layernorm", 0}, {"ffn_norm", "post_attention_layernorm", 0},
+    {"attn_q", "self_attn.q_proj", 1},   {"attn_k", "self_attn.k_proj", 2},
+    {"attn_v", "self_attn.v_proj", 0},   {"attn_output", "self_attn.o_proj", 0},
+    {"ffn_gate", "mlp.gate_proj", 0},    {"ffn_up", "mlp.up_proj", 0},
+    {"ffn_down", "mlp.down_proj", 0},
+};
+static const struct {
+    const char *gguf, *hf;
+} k_global_names[] = {
+    {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+
+static int64_t arch_key_i64(const lq_gguf *g, const lq_gguf_arch *a, const char *key,
+                            int64_t def) {
+    char    k[128];
+    int64_t v;
+    snprintf(k, sizeof k, "%s.%s", a->gguf, key);
+    return lq_gguf_get_i64(g, k, &v) ? v : def;
+}
+
+bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char *name, char *hf,
+                            size_t cap, int *perm_heads) {
+    *perm_heads        = 0;
+    const char *suffix = strrchr(name, '.');
+    if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias")))
+        return false;
+    const size_t stem = (size_t)(suffix - name);
+    for (size_t i = 0; i < sizeof k_global_names / sizeof k_global_names[0]; i++)
+        if (strlen(k_global_names[i].gguf) == stem && !strncmp(name, k_global_names[i].gguf, stem))
+            return snprintf(hf, cap, "%s%s", k_global_names[i].hf, suffix) < (int)cap;
+    long long layer;
+    int       used = 0;
+    if (sscanf(name, "blk.%lld.%n", &layer, &used) != 1 || used == 0 || layer < 0)
+        return false;
+    const char  *part = name + used;
+    const size_t plen = (size_t)(suffix - part);
+    for (size_t i = 0; i < sizeof k_block_names / sizeof k_block_names[0]; i++) {
+        if (strlen(k_block_names[i].gguf) != plen || strncmp(part, k_block_names[i].gguf, plen))
+            continue;
+        if (a->permute_qk && k_block_names[i].perm) {
+            const int64_t nh = arch_key_i64(g, a, "attention.head_count", 0);
+            *perm_heads = (int)(k_block_names[i].perm == 1 ? nh
+                                                           : arch_key_i64(g, a,
+                                                                          "attention.head_count_kv",
+                                                                          nh));
+        }
+        return snprintf(hf, cap, "model.layers.%lld.%s%s", layer, k_block_names[i].hf, suffix) <
+               (int)cap;
+    }
+    return false;
+}
+
+bool lq_gguf_unpermute_rows(float *w, int64_t n, int64_t k, int heads) {
+    if (heads <= 0 || n % heads || (n / heads) % 2)
+        return false;
+    const int64_t hd = n / heads, half = hd / 2;
+    float        *tmp = lq_malloc_n(hd * k, sizeof(float));
+    if (!tmp)
+        return false;
+    for (int64_t h = 0; h < heads; h++) {
+        float *blk = w + h * hd * k;
+        memcpy(tmp, blk, (size_t)(hd * k) * sizeof(float));
+        for (int64_t i = 0; i < half; i++)
+            for (int64_t j = 0; j < 2; j++)
+                memcpy(blk + (j * half + i) * k, tmp + (2 * i + j) * k, (size_t)k * sizeof(float));
+    }
+    free(tmp);
+    return true;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* config.json                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+/* GGUF stores these as float32: write the shortest decimal that reads back as the same float32
+ * (1e-05, not 9.999999747378752e-06), which is the value the original config.json held. */
+static double f32_decimal(double v) {
+    const float f = (float)v;
+    char        buf[64];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if (strtof(buf, NULL) == f)
+            return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+static const lq_gguf_kv *vocab_tokens(const lq_gguf *g) {
+    const lq_gguf_kv *kv = lq_gguf_find(g, "tokenizer.ggml.tokens");
+    return kv && kv->type == LQ_GGUF_ARRAY && kv->atype == LQ_GGUF_STRING ? kv : NULL;
+}
+
+static int64_t special_id(const lq_gguf *g, const char *which, int64_t def) {
+    char    k[96];
+    int64_t v;
+    snprintf(k, sizeof k, "tokenizer.ggml.%s_token_id", which);
+    return lq_gguf_get_i64(g, k, &v) ? v : def;
+}
+
+/* llama.cpp's defaults when the ids are not in the file. */
+static int is_spm(const lq_gguf *g) {
+    const char *m;
+    int64_t     n;
+    return lq_gguf_get_str(g, "tokenizer.ggml.model", &m, &n) && n == 5 && !memcmp(m, "llama", 5);
+}
+
+lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char *torch_dtype,
+                            char **json, int64_t *len, lq_err *err) {
+    const char *path = lq_gguf_path(g);
+    *json            = NULL;
+    char k[128];
+#define REQ(var, key)                                                                          \
+    do {                                                                                       \
+        snprintf(k, sizeof k, "%s.%s", a->gguf, key);                                          \
+        if (!lq_gguf_get_i64(g, k, &var) || var < 1)                                           \
+            LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: %s missing or not a positive integer", path, \
+                    k);                                                                        \
+    } while (0)
+    int64_t layers, hidden, ff, heads;
+    REQ(layers, "block_count");
+    REQ(hidden, "embedding_length");
+    REQ(ff, "feed_forward_length");
+    REQ(heads, "attention.head_count");
+#undef REQ
+    const int64_t kv_heads = arch_key_i64(g, a, "attention.head_count_kv", heads);
+    const int64_t ctx      = arch_key_i64(g, a, "context_length", 2048);
+    int64_t       head_dim = arch_key_i64(g, a, "attention.key_length", 0);
+    if (head_dim <= 0)
+        head_dim = arch_key_i64(g, a, "rope.dimension_count", 0);
+    if (head_dim <= 0)
+        head_dim = hidden / heads;
+    double eps = 1e-6, theta = 10000.0;
+    snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", a->gguf);
+    lq_gguf_get_f64(g, k, &eps);
+    snprintf(k, sizeof k, "%s.rope.freq_base", a->gguf);
+    lq_gguf_get_f64(g, k, &theta);
+    snprintf(k, sizeof k, "%s.rope.dimension_count", a->gguf);
+    int64_t rot;
+    if (lq_gguf_get_i64(g, k, &rot) && rot != head_dim)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: partial rotary embedding (%s %lld of head_dim %lld) is not supported", path, k,
+                (long long)rot, (long long)head_dim);
+    const lq_gguf_kv *toks = vocab_tokens(g);
+    int64_t           vocab = toks ? toks->n : arch_key_i64(g, a, "vocab_size", 0);
+    if (vocab <= 0)
+        LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: no tokenizer.ggml.tokens and no %s.vocab_size", path,
+                a->gguf);
+    const lq_gguf_tensor *emb = lq_gguf_tensor_find(g, "token_embd.weight");
+    if (emb && emb->ndim == 2 && emb->ne[1] != vocab)
+        vocab = emb->ne[1]; /* padded embeddings: the tensor is what the model computes with */
+
+    cJSON *r    = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(r, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(a->hf_class));
+    cJSON_AddStringToObject(r, "model_type", a->model_type);
+    cJSON_AddNumberToObject(r, "hidden_size", (double)hidden);
+    cJSON_AddNumberToObject(r, "intermediate_size", (double)ff);
+    cJSON_AddNumberToObject(r, "num_hidden_layers", (double)layers);
+    cJSON_AddNumberToObject(r, "num_attention_heads", (double)heads);
+    cJSON_AddNumberToObject(r, "num_key_value_heads", (double)kv_heads);
+    cJSON_AddNumberToObject(r, "head_dim", (double)head_dim);
+    cJSON_AddNumberToObject(r, "max_position_embeddings", (double)ctx);
+    cJSON_AddNumberToObject(r, "rms_norm_eps", f32_decimal(eps));
+    cJSON_AddNumberToObject(r, "rope_theta", f32_decimal(theta));
+    cJSON_AddNumberToObject(r, "vocab_size", (double)vocab);
+    cJSON_AddStringToObject(r, "hidden_act", "silu");
+    cJSON_AddBoolToObject(r, "attention_bias", 0);
+    cJSON_AddBoolToObject(r, "mlp_bias", 0);
+    cJSON_AddBoolToObject(r, "tie_word_embeddings", !lq_gguf_tensor_find(g, "output.weight"));
+    const int spm = is_spm(g);
+    int64_t   bos = special_id(g, "bos", spm ? 1 : -1), eos = special_id(g, "eos", spm ? 2 : -1);
+    int64_t   pad = special_id(g, "padding", -1);
+    if (bos >= 0)
+        cJSON_AddNumberToObject(r, "bos_token_id", (double)bos);
+    else
+        cJSON_AddNullToObject(r, "bos_token_id");
+    if (eos >= 0)
+        cJSON_AddNumberToObject(r, "eos_token_id", (double)eos);
+    else
+        cJSON_AddNullToObject(r, "eos_token_id");
+    if (pad >= 0)
+        cJSON_AddNumberToObject(r, "pad_token_id", (double)pad);
+    if (!strcmp(a->model_type, "qwen2"))
+        cJSON_AddBoolToObject(r, "use_sliding_window", 0);
+    /* RoPE scaling: linear is the only kind the llama mapping carries in metadata; the rest
+     * (yarn, rope_freqs tensors of Llama 3.1) would run wrongly, so they are refused. */
+    const char *rs;
+    int64_t     rsl;
+    snprintf(k, sizeof k, "%s.rope.scaling.type", a->gguf);
+    if (lq_gguf_get_str(g, k, &rs, &rsl) && !(rsl == 4 && !memcmp(rs, "none", 4))) {
+        double f = 1;
+        snprintf(k, sizeof k, "%s.rope.scaling.factor", a->gguf);
+        if (!(rsl == 6 && !memcmp(rs, "linear", 6)) || !lq_gguf_get_f64(g, k, &f) || !(f > 0)) {
+            cJSON_Delete(r);
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: RoPE scaling \"%.*s\" is not supported (linear with a factor is)", path,
+                    (int)(rsl > 32 ? 32 : rsl), rs);
+        }
+        cJSON *o = cJSON_AddObjectToObject(r, "rope_scaling");
+        cJSON_AddStringToObject(o, "type", "linear");
+        cJSON_AddNumberToObject(o, "factor", f32_decimal(f));
+    } else {
+        cJSON_AddNullToObject(r, "rope_scaling");
+    }
+    cJSON_AddStringToObject(r, "torch_dtype", torch_dtype);
+    cJSON_AddBoolToObject(r, "use_cache", 1);
+    cJSON_AddStringToObject(r, "transformers_version", "4.46.0");
+    char *s = cJSON_Print(r);
+    cJSON_Delete(r);
+    if (!s)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+    *json = s;
+    *len  = (int64_t)strlen(s);
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tokenizer files                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* BPE pre-tokenizers: tokenizer.ggml.pre -> the tokenizer.json "pre_tokenizer" transformers
+ * uses for the same models (llama-vocab.cpp gives llama.cpp's equivalent regexes). */
+#define BYTELEVEL(rx)                                                                          \
+    "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":" rx "}"
+#define LLAMA3_RX                                                                              \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "   \
+    "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define QWEN2_RX                                                                               \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "        \
+    "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define SPLIT(rx)                                                                              \
+    "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" rx "\"},\"behavior\":\"Isolated\","        \
+    "\"invert\":false}"
+static const struct {
+    const char *names; /* '|'-separated tokenizer.ggml.pre values */
+    const char *pre_tokenizer;
+    int         ignore_merges, add_bos;
+} k_pretok[] = {
+    {"gpt-2|gpt2|phi-2", BYTELEVEL("true"), 0, 0},
+    {"smollm|starcoder|refact|codeshell",
+     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+     BYTELEVEL("true") "]}",
+     0, 0},
+    {"llama3|llama-v3|llama-bpe|falcon3",
+     "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT(LLAMA3_RX) "," BYTELEVEL("false") "]}", 1,
+     1},
+    {"qwen2|deepseek-r1-qwen",
+     "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT(QWEN2_RX) "," BYTELEVEL("false") "]}", 0,
+     0},
+};
+
+static int name_in(const char *list, const char *s, int64_t n) {
+    for (const char *p = list; *p;) {
+        const char  *e = strchr(p, '|');
+        const size_t l = e ? (size_t)(e - p) : strlen(p);
+        if ((int64_t)l == n && !memcmp(p, s, l))
+            return 1;
+        p += l + (e != NULL);
+    }
+    return 0;
+}
+
+static cJSON *str_n(const char *s, int64_t n) {
+    char *t = malloc((size_t)n + 1);
+    if (!t)
+        return NULL;
+    memcpy(t, s, (size_t)n);
+    t[n]     = 0;
+    cJSON *j = cJSON_CreateString(t);
+    free(t);
+    return j;
+}
+
+typedef struct vocab {
+    const lq_gguf_kv *tokens, *types, *scores, *merges;
+    int64_t           n;
+    int               spm;
+    int64_t           bos, eos, unk, pad;
+    int               add_bos, add_eos, add_prefix, remove_extra_ws;
+    char              model[32], pre[64];
+} vocab;
+
+static lq_status load_vocab(const lq_gguf *g, vocab *v, lq_err *err) {
+    const char *path = lq_gguf_path(g), *s;
+    int64_t     n;
+    memset(v, 0, sizeof *v);
+    if (!lq_gguf_get_str(g, "tokenizer.ggml.model", &s, &n))
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: no tokenizer (tokenizer.ggml.model is missing)",
+                path);
+    snprintf(v->model, sizeof v->model, "%.*s", (int)(n < 31 ? n : 31), s);
+    if (lq_gguf_get_str(g, "tokenizer.ggml.pre", &s, &n))
+        snprintf(v->pre, sizeof v->pre, "%.*s", (int)(n < 63 ? n : 63), s);
+    v->tokens = vocab_tokens(g);
+    if (!v->tokens || v->tokens->n < 1)
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: tokenizer.ggml.tokens missing or empty", path);
+    v->n      = v->tokens->n;
+    v->types  = lq_gguf_find(g, "tokenizer.ggml.token_type");
+    v->scores = lq_gguf_find(g, "tokenizer.ggml.scores");
+    v->merges = lq_gguf_find(g, "tokenizer.ggml.merges");
+    if (v->types && (v->types->type != LQ_GGUF_ARRAY || v->types->n != v->n ||
+                     v->types->atype == LQ_GGUF_STRING))
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: tokenizer.ggml.token_type has %lld entries for %lld "
+                "tokens", path, (long long)v->types->n, (long long)v->n);
+    if (v->scores && (v->scores->type != LQ_GGUF_ARRAY || v->scores->n != v->n ||
+                      v->scores->atype == LQ_GGUF_STRING))
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: tokenizer.ggml.scores has %lld entries for %lld "
+                "tokens", path, (long long)v->scores->n, (long long)v->n);
+    v->spm = !strcmp(v->model, "llama");
+    if (!v->spm && strcmp(v->model, "gpt2"))
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER,
+                "%s: tokenizer.ggml.model \"%s\" is not supported (gpt2 BPE and llama "
+                "SentencePiece are)",
+                path, v->model);
+    v->bos = special_id(g, "bos", v->spm ? 1 : -1);
+    v->eos = special_id(g, "eos", v->spm ? 2 : -1);
+    v->unk = special_id(g, "unknown", v->spm ? 0 : -1);
+    v->pad = special_id(g, "padding", -1);
+    int64_t *ids[4] = {&v->bos, &v->eos, &v->unk, &v->pad};
+    for (int i = 0; i < 4; i++)
+        if (*ids[i] >= v->n)
+            *ids[i] = -1; /* llama.cpp ignores out-of-range special ids too */
+    bool b;
+    v->add_bos    = v->spm;
+    v->add_prefix = v->spm;
+    if (!v->spm) {
+        size_t i;
+        for (i = 0; i < sizeof k_pretok / sizeof k_pretok[0]; i++)
+            if (name_in(k_pretok[i].names, v->pre, (int64_t)strlen(v->pre)))
+                break;
+        if (i == sizeof k_pretok / sizeof k_pretok[0])
+            LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER,
+                    "%s: BPE pre-tokenizer \"%s\" (tokenizer.ggml.pre) is not supported "
+                    "(gpt-2, smollm, starcoder, llama3, qwen2, ...)",
+                    path, v->pre);
+        v->add_bos = k_pretok[i].add_bos;
+        if (!v->merges || v->merges->type != LQ_GGUF_ARRAY || v->merges->atype != LQ_GGUF_STRING)
+            LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: BPE vocabulary without tokenizer.ggml.merges",
+                    path);
+    }
+    if (lq_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b))
+        v->add_bos = b;
+    if (lq_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b))
+        v->add_eos = b;
+    if (lq_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b))
+        v->add_prefix = b;
+    if (lq_gguf_get_bool(g, "tokenizer.ggml.remove_extra_whitespaces", &b))
+        v->remove_extra_ws = b;
+    if (v->add_bos && v->bos < 0)
+        v->add_bos = 0;
+    return LQ_OK;
+}
+
+static int token_type(const vocab *v, int64_t i) {
+    int64_t t = TT_NORMAL;
+    if (v->types)
+        lq_gguf_arr_i64(v->types, i, &t);
+    return (int)t;
+}
+
+static cJSON *token_str(const lq_gguf *g, const vocab *v, int64_t i) {
+    const char *s;
+    int64_t     n;
+    return i >= 0 && lq_gguf_arr_str(g, v->tokens, i, &s, &n) ? str_n(s, n) : cJSON_CreateNull();
+}
+
+/* Set of token strings (open addressing over token ids) to keep the first id of a repeated
+ * string: a JSON object cannot hold a key twice. */
+typedef struct strset {
+    int64_t *slot; /* token id + 1, 0 = empty */
+    int64_t  cap;
+} strset;
+
+static uint64_t fnv1a(const char *s, int64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* 1: added, 0: already there. */
+static int strset_add(strset *set, const lq_gguf *g, const lq_gguf_kv *toks, int64_t id) {
+    const char *s, *o;
+    int64_t     n, on;
+    lq_gguf_arr_str(g, toks, id, &s, &n);
+    for (uint64_t h = fnv1a(s, n) & (uint64_t)(set->cap - 1);; h = (h + 1) & (uint64_t)(set->cap - 1)) {
+        if (!set->slot[h]) {
+            set->slot[h] = id + 1;
+            return 1;
+        }
+        lq_gguf_arr_str(g, toks, set->slot[h] - 1, &o, &on);
+        if (on == n && !memcmp(o, s, (size_t)n))
+            return 0;
+    }
+}
+
+static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out, lq_err *err) {
+    strset set = {NULL, 64};
+    while (set.cap < 2 * v->n)
+        set.cap *= 2;
+    if (!(set.slot = lq_calloc_n(set.cap, sizeof *set.slot)))
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", lq_gguf_path(g));
+    size_t i;
+    for (i = 0; i < sizeof k_pretok / sizeof k_pretok[0]; i++)
+        if (name_in(k_pretok[i].names, v->pre, (int64_t)strlen(v->pre)))
+            break;
+    cJSON *pre = cJSON_Parse(k_pretok[i].pre_tokenizer);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "version", "1.0");
+    cJSON_AddNullToObject(r, "truncation");
+    cJSON_AddNullToObject(r, "padding");
+    cJSON *added = cJSON_AddArrayToObject(r, "added_tokens");
+    cJSON *model = cJSON_CreateObject();
+    cJSON *vmap  = cJSON_CreateObject();
+    for (int64_t t = 0; t < v->n; t++) {
+        const char *s;
+        int64_t     n;
+        lq_gguf_arr_str(g, v->tokens, t, &s, &n);
+        if (memchr(s, 0, (size_t)n)) {
+            free(set.slot);
+            cJSON_Delete(pre);
+            cJSON_Delete(r);
+            cJSON_Delete(model);
+            cJSON_Delete(vmap);
+            LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld contains a NUL byte",
+                    lq_gguf_path(g), (long long)t);
+        }
+        cJSON *str = str_n(s, n);
+        if (!str)
+            break;
+        const int ty = token_type(v, t);
+        if (ty == TT_CONTROL || ty == TT_USER) {
+            cJSON *a = cJSON_CreateObject();
+            cJSON_AddNumberToObject(a, "id", (double)t);
+            cJSON_AddItemToObject(a, "content", cJSON_Duplicate(str, 0));
+            cJSON_AddBoolToObject(a, "single_word", 0);
+            cJSON_AddBoolToObject(a, "lstrip", 0);
+            cJSON_AddBoolToObject(a, "rstrip", 0);
+            cJSON_AddBoolToObject(a, "normalized", ty == TT_USER);
+            cJSON_AddBoolToObject(a, "special", ty == TT_CONTROL);
+            cJSON_AddItemToArray(added, a);
+        }
+        /* a repeated token string keeps its first id, as llama.cpp's token_to_id does */
+        if (strset_add(&set, g, v->tokens, t))
+            cJSON_AddNumberToObject(vmap, str->valuestring, (double)t);
+        cJSON_Delete(str);
+    }
+    free(set.slot);
+    cJSON_AddNullToObject(r, "normalizer");
+    cJSON_AddItemToObject(r, "pre_tokenizer", pre);
+    if (v->add_bos) {
+        char tp[1024];
+        cJSON *bos = token_str(g, v, v->bos);
+        snprintf(tp, sizeof tp,
+                 "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"%s\","
+                 "\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],"
+                 "\"special_tokens\":{}}",
+                 cJSON_IsString(bos) ? bos->valuestring : "");
+        cJSON *pp = cJSON_Parse(tp);
+        /* the bos string goes in through cJSON so any quote or backslash in it is escaped */
+        if (pp) {
+            cJSON *single = cJSON_GetArrayItem(cJSON_GetObjectItem(pp, "single"), 0);
+            cJSON *tok    = cJSON_GetObjectItem(single, "SpecialToken");
+            cJSON_ReplaceItemInObject(tok, "id", cJSON_Duplicate(bos, 0));
+            cJSON *st = cJSON_GetObjectItem(pp, "special_tokens");
+            cJSON *e  = cJSON_CreateObject();
+            cJSON_AddItemToObject(e, "id", cJSON_Duplicate(bos, 0));
+            cJSON *ids = cJSON_AddArrayToObject(e, "ids");
+            cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)v->bos));
+            cJSON *toks = cJSON_AddArrayToObject(e, "tokens");
+            cJSON_AddItemToArray(toks, cJSON_Duplicate(bos, 0));
+            cJSON_AddItemToObject(st, cJSON_IsString(bos) ? bos->valuestring : "", e);
+        }
+        cJSON_Delete(bos);
+        cJSON_AddItemToObject(r, "post_processor", pp);
+    } else {
+        cJSON_AddItemToObject(
+            r, "post_processor",
+            cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":false,"
+                        "\"use_regex\":true}"));
+    }
+    cJSON_AddItemToObject(
+        r, "decoder",
+        cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+                    "\"use_regex\":true}"));
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddNullToObject(model, "unk_token");
+    cJSON_AddNullToObject(model, "continuing_subword_prefix");
+    cJSON_AddNullToObject(model, "end_of_word_suffix");
+    cJSON_AddBoolToObject(model, "fuse_unk", 0);
+    cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "ignore_merges", k_pretok[i].ignore_merges);
+    cJSON_AddItemToObject(model, "vocab", vmap);
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    for (int64_t m = 0; m < v->merges->n; m++) {
+        const char *s;
+        int64_t     n;
+        lq_gguf_arr_str(g, v->merges, m, &s, &n);
+        cJSON_AddItemToArray(merges, str_n(s, n));
+    }
+    cJSON_AddItemToObject(r, "model", model);
+    char *txt = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    if (!txt)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory building tokenizer.json", lq_gguf_path(g));
+    *out = txt;
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* SentencePiece model proto                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+typedef struct pbuf {
+    char   *p;
+    int64_t n, cap;
+    int     oom;
+} pbuf;
+
+static void pb_put(pbuf *b, const void *d, int64_t n) {
+    if (b->oom)
+        return;
+    if (b->n + n > b->cap) {
+        int64_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n)
+            c *= 2;
+        char *q = realloc(b->p, (size_t)c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q, b->cap = c;
+    }
+    memcpy(b->p + b->n, d, (size_t)n);
+    b->n += n;
+}
+
+static void pb_varint(pbuf *b, uint64_t v) {
+    uint8_t t[10];
+    int     n = 0;
+    do {
+        t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    pb_put(b, t, n);
+}
+
+static void pb_tag(pbuf *b, uint32_t field, uint32_t wt) {
+    pb_varint(b, (uint64_t)field << 3 | wt);
+}
+
+static void pb_int(pbuf *b, uint32_t field, int64_t v) { /* int32 fields: two's complement */
+    pb_tag(b, field, 0);
+    pb_varint(b, (uint64_t)v);
+}
+
+static void pb_bytes(pbuf *b, uint32_t field, const void *d, int64_t n) {
+    pb_tag(b, field, 2);
+    pb_varint(b, (uint64_t)n);
+    pb_put(b, d, n);
+}
+
+lq_status lq_spm_model_write(const char *const *pieces, const int64_t *piece_lens,
+                             const float *scores, const int32_t *types, int64_t n,
+                             const lq_spm_spec *spec, char **data, int64_t *len, lq_err *err) {
+    pbuf out = {0}, msg = {0};
+    for (int64_t i = 0; i < n; i++) {
+        msg.n = 0;
+        pb_bytes(&msg, 1, pieces[i], piece_lens[i]);
+        pb_tag(&msg, 2, 5);
+        pb_put(&msg, &scores[i], 4);
+        pb_int(&msg, 3, types[i]);
+        pb_bytes(&out, 1, msg.p, msg.n);
+    }
+    msg.n = 0; /* TrainerSpec */
+    pb_int(&msg, 3, 2);  /* model_type: BPE */
+    pb_int(&msg, 4, n);  /* vocab_size */
+    pb_int(&msg, 35, spec->byte_fallback);
+    pb_int(&msg, 40, spec->unk_id);
+    pb_int(&msg, 41, spec->bos_id);
+    pb_int(&msg, 42, spec->eos_id);
+    pb_int(&msg, 43, spec->pad_id);
+    pb_bytes(&out, 2, msg.p, msg.n);
+    msg.n = 0; /* NormalizerSpec */
+    pb_bytes(&msg, 1, "identity", 8);
+    pb_int(&msg, 3, spec->add_dummy_prefix);
+    pb_int(&msg, 4, spec->remove_extra_whitespaces);
+    pb_int(&msg, 5, 1); /* escape_whitespaces */
+    pb_bytes(&out, 3, msg.p, msg.n);
+    free(msg.p);
+    if (out.oom || msg.oom) {
+        free(out.p);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory writing a SentencePiece model");
+    }
+    *data = out.p;
+    *len  = out.n;
+    return LQ_OK;
+}
+
+static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t *len,
+                           lq_err *err) {
+    const char **pieces = lq_malloc_n(v->n, sizeof *pieces);
+    int64_t     *lens   = lq_malloc_n(v->n, sizeof *lens);
+    float       *scores = lq_malloc_n(v->n, sizeof *scores);
+    int32_t     *types  = lq_malloc_n(v->n, sizeof *types);
+    lq_status    st     = LQ_OK;
+    int          bytes  = 0;
+    if (!pieces || !lens || !scores || !types)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", lq_gguf_path(g));
+    for (int64_t i = 0; i < v->n; i++) {
+        double sc = 0;
+        lq_gguf_arr_str(g, v->tokens, i, &pieces[i], &lens[i]);
+        if (v->scores)
+            lq_gguf_arr_f64(v->scores, i, &sc);
+        scores[i] = (float)sc;
+        types[i]  = token_type(v, i);
+        if (types[i] < TT_NORMAL || types[i] > TT_BYTE)
+            LQ_FAIL_GOTO(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld has unknown type %d",
+                         lq_gguf_path(g), (long long)i, types[i]);
+        if (lens[i] == 0)
+            LQ_FAIL_GOTO(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld is empty", lq_gguf_path(g),
+                         (long long)i);
+        bytes |= types[i] == TT_BYTE;
+    }
+    lq_spm_spec spec = {v->add_prefix, v->remove_extra_ws, bytes, (int32_t)v->unk,
+                        (int32_t)v->bos, (int32_t)v->eos,  (int32_t)v->pad};
+    st = lq_spm_model_write(pieces, lens, scores, types, v->n, &spec, out, len, err);
+done:
+    free(pieces);
+    free(lens);
+    free(scores);
+    free(types);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Side files                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+const char *const lq_gguf_hf_file_names[] = {
+    "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+    "generation_config.json", NULL};
+
+static void add_tok(const lq_gguf *g, const vocab *v, cJSON *o, const char *key, int64_t id) {
+    if (id >= 0)
+        cJSON_AddItemToObject(o, key, token_str(g, v, id));
+}
+
+static lq_status json_out(cJSON *r, const char *path, char **data, int64_t *len, lq_err *err) {
+    char *s = cJSON_Print(r);
+    cJSON_Delete(r);
+    if (!s)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+    *data = s;
+    *len  = (int64_t)strlen(s);
+    return LQ_OK;
+}
+
+lq_status lq_gguf_hf_file(const lq_gguf *g, const char *name, char **data, int64_t *len,
+                          lq_err *err) {
+    const char *path = lq_gguf_path(g);
+    vocab       v;
+    *data = NULL;
+    *len  = 0;
+    if (!strcmp(name, "generation_config.json")) {
+        cJSON *r = cJSON_CreateObject();
+        int    spm = is_spm(g);
+        int64_t bos = special_id(g, "bos", spm ? 1 : -1), eos = special_id(g, "eos", spm ? 2 : -1);
+        if (bos >= 0)
+            cJSON_AddNumberToObject(r, "bos_token_id", (double)bos);
+        if (eos >= 0)
+            cJSON_AddNumberToObject(r, "eos_token_id", (double)eos);
+        cJSON_AddStringToObject(r, "transformers_version", "4.46.0");
+        return json_out(r, path, data, len, err);
+    }
+    LQ_TRY(load_vocab(g, &v, err));
+    if (!strcmp(name, "tokenizer.json")) {
+        if (v.spm)
+            LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: a SentencePiece vocabulary travels as "
+                    "tokenizer.model", path);
+        LQ_TRY(bpe_tokenizer_json(g, &v, data, err));
+        *len = (int64_t)strlen(*data);
+        return LQ_OK;
+    }
+    if (!strcmp(name, "tokenizer.model")) {
+        if (!v.spm)
+            LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: a BPE vocabulary travels as tokenizer.json", path);
+        return spm_model(g, &v, data, len, err);
+    }
+    if (!strcmp(name, "special_tokens_map.json") || !strcmp(name, "tokenizer_config.json")) {
+        cJSON *r = cJSON_CreateObject();
+        add_tok(g, &v, r, "bos_token", v.bos);
+        add_tok(g, &v, r, "eos_token", v.eos);
+        add_tok(g, &v, r, "unk_token", v.unk);
+        add_tok(g, &v, r, "pad_token", v.pad);
+        if (!strcmp(name, "tokenizer_config.json")) {
+            const char *s;
+            int64_t     n;
+            cJSON_AddBoolToObject(r, "add_bos_token", v.add_bos);
+            cJSON_AddBoolToObject(r, "add_eos_token", v.add_eos);
+            cJSON_AddBoolToObject(r, "clean_up_tokenization_spaces", 0);
+            cJSON_AddStringToObject(r, "tokenizer_class",
+                                    v.spm ? "LlamaTokenizer" : "PreTrainedTokenizerFast");
+            if (v.spm)
+                cJSON_AddBoolToObject(r, "legacy", 1);
+            const lq_gguf_arch *a = NULL;
+            lq_err              e2;
+            if (lq_gguf_hf_arch(g, &a, &e2) == LQ_OK)
+                cJSON_AddNumberToObject(r, "model_max_length",
+                                        (double)arch_key_i64(g, a, "context_length", 2048));
+            if (lq_gguf_get_str(g, "tokenizer.chat_template", &s, &n))
+                cJSON_AddItemToObject(r, "chat_template", str_n(s, n));
+        }
+        return json_out(r, path, data, len, err);
+    }
+    LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: no side file \"%s\"", path, name);
+}
