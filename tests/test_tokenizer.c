@@ -5,6 +5,7 @@
  * files, BOS/EOS and the load_dir order. The Llama-2 tokenizer.model comes from LQ_SHARED and
  * is skipped (not failed) when absent. */
 #include "lq_test.h"
+#include "lq_gguf.h"
 #include "lq_tok.h"
 
 #include <cjson/cJSON.h>
@@ -90,8 +91,9 @@ static int encode_mode(const char *tok, const char *cases) {
     return 0;
 }
 
-/* The ids of a whole text file with a checkpoint's tokenizer (directory or .gguf), BOS as the
- * tokenizer adds it, one per line: what the oracle scripts compare with llama.cpp / tokenizers. */
+/* The ids of a whole text file with a checkpoint's tokenizer (directory or .gguf) or a tokenizer
+ * file, BOS as the tokenizer adds it, one per line: what the oracle scripts compare with
+ * llama.cpp / tokenizers / sentencepiece. */
 static int ids_mode(const char *model, const char *text) {
     lq_source    *src = NULL;
     lq_tokenizer *t   = NULL;
@@ -99,7 +101,9 @@ static int ids_mode(const char *model, const char *text) {
     char         *b   = NULL;
     int64_t       n   = 0, nid = 0;
     int32_t      *ids = NULL;
-    if (lq_source_open(model, &src, &e) != LQ_OK || lq_tok_load_source(src, &t, &e) != LQ_OK ||
+    const int file = !lq_dir_exists(model) && !lq_gguf_is_gguf_file(model);
+    if ((file ? lq_tok_load_file(model, &t, &e) != LQ_OK
+              : lq_source_open(model, &src, &e) != LQ_OK || lq_tok_load_source(src, &t, &e) != LQ_OK) ||
         lq_read_file(text, 1ll << 32, &b, &n, &e) != LQ_OK ||
         lq_tok_encode(t, b, n, lq_tok_adds_bos(t), &ids, &nid, &e) != LQ_OK) {
         fprintf(stderr, "%s\n", e.msg);
@@ -329,6 +333,64 @@ static void test_dir_order(void) {
     lq_tok_free(t);
 }
 
+/* The demo model's tokenizer.model was rebuilt from llama2.c's tok512.bin
+ * (scripts/make_demo_model.py): both must give the same ids, token for token, on the demo text
+ * (shipped) and on WikiText-2 (shared data, when present). The two go through different
+ * encoders: SentencePiece BPE over the model proto, and llama2.c's merge loop. */
+static void test_demo_tokenizer(const char *shared) {
+    const char *src = getenv("LQ_SRC");
+    char        dir[2200], bin[2300], text[2300];
+    if (!src) {
+        printf("SKIP part: LQ_SRC not set (demo tokenizer)\n");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/examples/stories260K", src);
+    snprintf(bin, sizeof bin, "%s/llama2c/tok512.bin", dir);
+    lq_tokenizer *a = NULL, *b = NULL;
+    lq_err        e = {0};
+    CHECK_OK(lq_tok_load_dir(dir, &a, &e));
+    CHECK_OK(lq_tok_load_file(bin, &b, &e));
+    if (!a || !b) {
+        lq_tok_free(a);
+        lq_tok_free(b);
+        return;
+    }
+    CHECK_EQ_INT(lq_tok_get_kind(a), LQ_TOK_SPM);
+    CHECK_EQ_INT(lq_tok_get_kind(b), LQ_TOK_LLAMA2C);
+    CHECK_EQ_INT(lq_tok_vocab_size(a), 512);
+    CHECK_EQ_INT(lq_tok_adds_bos(a), 1);
+    CHECK_EQ_INT(lq_tok_bos_id(a), 1);
+    const char *files[3] = {"examples/data/tinystories_sample.txt",
+                            "data/wikitext2/wikitext2_test_hf_join.txt",
+                            "data/wikitext2/wiki.valid.tokens"};
+    for (int f = 0; f < 3; f++) {
+        snprintf(text, sizeof text, "%s/%s", f == 0 ? src : shared ? shared : "", files[f]);
+        char   *buf = NULL;
+        int64_t len = 0;
+        if (f > 0 && (!shared || !lq_file_exists(text))) {
+            printf("SKIP part: %s not found (demo tokenizer on WikiText-2)\n", text);
+            continue;
+        }
+        CHECK_OK(lq_read_file(text, 1 << 26, &buf, &len, &e));
+        int32_t *ia = NULL, *ib = NULL;
+        int64_t  na = 0, nb = 0;
+        CHECK_OK(lq_tok_encode(a, buf, len, 1, &ia, &na, &e));
+        CHECK_OK(lq_tok_encode(b, buf, len, 1, &ib, &nb, &e));
+        int64_t first = -1;
+        for (int64_t i = 0; i < na && i < nb && first < 0; i++)
+            if (ia[i] != ib[i])
+                first = i;
+        CHECK_MSG(na == nb && first < 0 && na > 1000,
+                  "%s: tokenizer.model %lld ids, tok512.bin %lld ids, first difference at %lld",
+                  text, (long long)na, (long long)nb, (long long)first);
+        free(ia);
+        free(ib);
+        free(buf);
+    }
+    lq_tok_free(a);
+    lq_tok_free(b);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--encode"))
         return encode_mode(argv[2], argv[3]);
@@ -405,6 +467,7 @@ int main(int argc, char **argv) {
     test_errors();
     test_tiny_json();
     test_dir_order();
+    test_demo_tokenizer(shared);
     for (int64_t i = 0; i < nc; i++)
         free(c[i].s);
     free(c);

@@ -89,4 +89,20 @@ if os.path.exists(llama) and os.path.exists(join):
         if f"hash {h:016x}" not in line or f"-> {len(ids)} ids" not in line:
             print("whole-text ids differ from sentencepiece")
             fail += 1
+# The demo model's tokenizer.model (rebuilt from llama2.c's tok512.bin by
+# scripts/make_demo_model.py): ours vs sentencepiece on the shipped demo text and WikiText-2.
+demo = os.path.join(src, "examples", "stories260K")
+sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(demo, "tokenizer.model"))
+for text_file in (os.path.join(src, "examples", "data", "tinystories_sample.txt"), join):
+    if not os.path.exists(text_file):
+        print(f"SKIP part: {text_file} not found")
+        continue
+    want = [sp.bos_id()] + sp.encode(open(text_file, encoding="utf-8").read())
+    got = [int(x) for x in subprocess.run([exe, "--ids", demo, text_file], check=True,
+                                          capture_output=True, text=True).stdout.split()]
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    ok = got == want
+    print(f"{'ok  ' if ok else 'FAIL'} demo tokenizer.model on {os.path.basename(text_file)}: "
+          f"{len(got)} ids, sentencepiece {len(want)}, first difference {first}")
+    fail += not ok
 sys.exit(1 if fail else 0)
