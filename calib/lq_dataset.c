@@ -424,17 +424,34 @@ void lq_windows_free(lq_windows *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* scripts/embed_file.cmake generates the definitions (lq_builtin_calib_data.c in the build). */
+extern const unsigned char lq_builtin_calib_zst[];
+extern const size_t        lq_builtin_calib_zst_size;
+
+bool lq_calib_is_builtin(const char *path) {
+    return !path || !*path || !strcmp(path, "builtin") || !strcmp(path, LQ_CALIB_BUILTIN);
+}
+
+lq_status lq_text_read_builtin(int64_t max_bytes, lq_text *out, lq_err *err) {
+    return lq_text_read_memory(lq_builtin_calib_zst, lq_builtin_calib_zst_size, LQ_TEXT_ZSTD,
+                               LQ_CALIB_BUILTIN, max_bytes, out, err);
+}
+
 lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, int64_t nsamples,
                            int64_t seqlen, int64_t max_pos, uint64_t seed, int64_t max_bytes,
                            lq_windows *out, lq_err *err) {
-    if (!out || !path || !enc)
+    if (!out || !enc)
         return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_calib_windows: NULL argument");
     memset(out, 0, sizeof *out);
     lq_text   text = {0};
     int32_t  *ids  = NULL;
     int64_t   n    = 0;
     lq_status st;
-    LQ_TRY_GOTO(lq_text_read_file(path, max_bytes, &text, err));
+    const int builtin = lq_calib_is_builtin(path);
+    if (builtin)
+        path = LQ_CALIB_BUILTIN;
+    LQ_TRY_GOTO(builtin ? lq_text_read_builtin(max_bytes, &text, err)
+                        : lq_text_read_file(path, max_bytes, &text, err));
     st = enc(enc_user, text.data, text.len, &ids, &n, err);
     if (st != LQ_OK) {
         lq_err_prefix(err, "%s", path);

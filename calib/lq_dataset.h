@@ -83,7 +83,15 @@ void      lq_windows_free(lq_windows *w);
 typedef lq_status (*lq_encode_fn)(void *user, const char *text, int64_t len, int32_t **ids,
                                   int64_t *n_ids, lq_err *err);
 
-/* Read path, tokenize the whole text once with enc, sample windows: the calibration set. */
+/* The built-in calibration corpus (calib/data/SOURCES.md: encyclopedic prose, source code,
+ * technical prose, multilingual text), compiled into the library as zstd. A calibration path
+ * that is NULL, "" or "builtin" means this corpus (a file called "builtin" is "./builtin"). */
+#define LQ_CALIB_BUILTIN "builtin:llmquant-calib-v1"
+bool      lq_calib_is_builtin(const char *path);
+lq_status lq_text_read_builtin(int64_t max_bytes, lq_text *out, lq_err *err);
+
+/* Read path (or the built-in corpus), tokenize the whole text once with enc, sample windows:
+ * the calibration set. */
 lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, int64_t nsamples,
                            int64_t seqlen, int64_t max_pos, uint64_t seed, int64_t max_bytes,
                            lq_windows *out, lq_err *err);

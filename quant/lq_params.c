@@ -43,7 +43,8 @@ static const lq_param_info k_params[] = {
     {"threshold", LQ_PT_FLOAT, "6.0", 0, 1e6, "int8", NULL,
      "LLM.int8 outlier threshold on |activation|"},
     {"calib", LQ_PT_STR, "", 0, 0, CAL, NULL,
-     "calibration text (.txt, .jsonl, .jsonl.zst, .txt.zst)"},
+     "calibration text (.txt, .jsonl, .jsonl.zst, .txt.zst); default: the built-in corpus "
+     "(\"builtin\": prose, code, technical and multilingual text compiled into llmquant)"},
     {"nsamples", LQ_PT_INT, "128", 1, 1 << 20, CAL, NULL, "calibration windows"},
     {"seqlen", LQ_PT_INT, "2048", 2, 1 << 20, CAL, NULL,
      "tokens per calibration window (shortened to the model's context)"},
@@ -70,6 +71,8 @@ static const lq_param_info k_params[] = {
      "with check_ppl: fail (exit code LQ_ERR_PPL_BOUND) if ppl rises more than this percent"},
     {"ctx", LQ_PT_INT, "0", 0, 1 << 24, "ppl,inspect," ALLQ, NULL,
      "perplexity window / inspect context (0 = min(2048, max_position_embeddings))"},
+    {"chunks", LQ_PT_INT, "0", 0, 1 << 30, "ppl," ALLQ, NULL,
+     "perplexity on the first N windows only (0 = all), like llama-perplexity --chunks"},
     {"protocol", LQ_PT_STR, "gptq", 0, 0, "ppl," ALLQ, "gptq|llamacpp|docs",
      "perplexity protocol: gptq (BOS once, full windows), llamacpp (BOS per chunk, 2nd half) "
      "or docs (BOS + each document, split at --doc-separator)"},

@@ -167,6 +167,7 @@ typedef struct run {
     int64_t                 chunk_seqs;
     lq_fwd_ws              *ws;
     double                  t0, t_calib, t_layers;
+    const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
     char                    skipped[LQ_LIN_COUNT][64];
     int                     n_skipped;
@@ -453,10 +454,9 @@ static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
 static lq_status calibrate(run *r) {
     double      t0   = lq_now();
     const char *path = lq_params_get(r->p, "calib");
-    if (!path || !*path)
-        LQ_FAIL(r->err, LQ_ERR_INVALID_ARG,
-                "%s needs calibration text: pass --calib FILE (.txt, .jsonl, .jsonl.zst)",
-                r->mt->name);
+    if (lq_calib_is_builtin(path))
+        path = LQ_CALIB_BUILTIN;
+    r->calib_source = path;
     int64_t seqlen = lq_params_is_set(r->p, "seqlen") ? lq_params_i64(r->p, "seqlen")
                                                       : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
@@ -506,7 +506,7 @@ static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *re
         const char *proto = lq_params_get(r->p, "protocol");
         lq_ppl_opts o     = {lq_params_i64(r->p, "ctx"),
                              !strcmp(proto, "llamacpp") ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ,
-                             lq_tok_bos_id(r->tok), r->cb};
+                             lq_tok_bos_id(r->tok), r->cb, lq_params_i64(r->p, "chunks")};
         if (!strcmp(proto, "docs"))
             st = lq_fail(r->err, LQ_ERR_UNSUPPORTED,
                          "--check-ppl supports the gptq and llamacpp protocols");
@@ -592,6 +592,7 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     if (lq_params_get(r->p, "job_tag")[0])
         cJSON_AddStringToObject(j, "job_tag", lq_params_get(r->p, "job_tag"));
     if (r->win.nsamples) {
+        cJSON_AddStringToObject(j, "calib", r->calib_source);
         cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
         cJSON_AddNumberToObject(j, "seqlen", (double)r->win.seqlen);
         cJSON_AddNumberToObject(j, "calib_seconds", r->t_calib);

@@ -220,7 +220,9 @@ lq_status lq_ppl_tokens_ex(lq_model *m, const int32_t *ids, int64_t n, const lq_
                  "perplexity: the text has %lld tokens; the %s protocol with ctx %lld needs at "
                  "least %lld",
                  (long long)n, lq_ppl_protocol_name(p), (long long)ctx, (long long)need);
-    const int64_t nwin  = n / ctx;
+    int64_t nwin = n / ctx;
+    if (o && o->max_windows > 0 && o->max_windows < nwin)
+        nwin = o->max_windows;
     const int64_t first = p == LQ_PPL_LLAMACPP ? ctx / 2 : 0;
     const int     bos   = p == LQ_PPL_LLAMACPP && o && o->bos >= 0;
     ppl_run       r;
@@ -401,7 +403,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
                           : lq_tok_load_source(m->src, &tok, err));
     LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
-    o.ctx      = lq_params_i64(p, "ctx");
+    o.ctx         = lq_params_i64(p, "ctx");
+    o.max_windows = lq_params_i64(p, "chunks");
     o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
     o.cb                = cb;
     lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
@@ -449,6 +452,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddNumberToObject(j, "tokens", (double)r.tokens);
         cJSON_AddNumberToObject(j, "tokens_scored", (double)r.tokens_scored);
         cJSON_AddNumberToObject(j, "windows", (double)r.windows);
+        if (o.max_windows > 0)
+            cJSON_AddNumberToObject(j, "max_windows", (double)o.max_windows);
         cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
         cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(o.protocol));
         cJSON_AddNumberToObject(j, "seconds", r.seconds);

@@ -46,6 +46,8 @@ typedef struct lq_ppl_opts {
     int32_t             bos;      /* llamacpp: written over each chunk's first token; -1 = the
                                      tokenizer adds no BOS (chunks left as they are) */
     const lq_callbacks *cb;       /* progress ("ppl", windows done / total) and cancel */
+    int64_t             max_windows; /* gptq/llamacpp: only the first N windows (0 = all), as
+                                        llama-perplexity --chunks */
 } lq_ppl_opts;
 
 /* Execution knobs that do not change the result. */
