@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build llama.cpp's comparison tools from the llama-cpp-python sdist on PyPI (its source is
+# vendor/llama.cpp), only the targets asked for, into a cache directory; print the bin dir.
+#   bench/build_llamacpp.sh [TARGET...]     default: llama-tokenize llama-perplexity
+# Cache: $LQ_LLAMACPP_DIR, else ${XDG_CACHE_HOME:-~/.cache}/llmquant/llama.cpp. Version:
+# $LQ_LLAMACPP_PY (default llama-cpp-python==0.3.36, vendoring llama.cpp 0c1e570).
+set -euo pipefail
+DIR=${LQ_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llmquant/llama.cpp}
+SPEC=${LQ_LLAMACPP_PY:-llama-cpp-python==0.3.36}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(llama-tokenize llama-perplexity)
+mkdir -p "$DIR"
+src=$(ls -d "$DIR"/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | head -1 || true)
+if [ -z "$src" ]; then
+    python3 -m pip download --quiet --no-deps --no-binary :all: --dest "$DIR" "$SPEC" >&2
+    tar -xzf "$DIR"/llama_cpp_python-*.tar.gz -C "$DIR"
+    src=$(ls -d "$DIR"/llama_cpp_python-*/vendor/llama.cpp | head -1)
+fi
+cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DGGML_OPENMP=ON >&2
+cmake --build "$src/build" -j "${JOBS:-2}" --target "${targets[@]}" >&2
+echo "$src/build/bin"

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""GGUF input against independent oracles, on the real models scripts/fetch_models.sh caches
+(SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M):
+
+  * every tensor of both files decoded by us (test_gguf --dump) == gguf.quants.dequantize,
+    bit for bit (Q4_0..Q8_0, Q4_K, Q6_K, F32 as the files hold them);
+  * SmolLM2 through `llmquant convert --out-dtype float32` == transformers' own GGUF loader
+    (dequantized, q/k un-permuted): every tensor bit for bit;
+  * SmolLM2 logits of our forward over the GGUF vs transformers' on two WikiText-2 windows;
+  * SmolLM2 token ids of the WikiText-2 test join == llama.cpp's llama-tokenize (the committed
+    count + SHA-256 in tests/data/gguf, tokenizer.ggml.pre "smollm" splits digits), and the
+    tokenizer.json we rebuild, loaded by HF tokenizers, gives the same ids;
+  * Gemma-3: `llmquant convert` fails cleanly with "unsupported architecture gemma3" (exit 43).
+
+Skips (77) without numpy / gguf / torch / transformers / the cached models."""
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import gguf
+    from safetensors.numpy import load_file
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+build, src = os.environ.get("LQ_BUILD"), os.environ.get("LQ_SRC")
+shared = os.environ.get("LQ_SHARED", "")
+models = os.environ.get("LQ_MODELS") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "llmquant", "models")
+smol = os.path.join(models, "SmolLM2-135M-Instruct.Q4_1.gguf")
+gemma = os.path.join(models, "gemma-3-270m-q4_k_m.gguf")
+if not build or not src:
+    print("SKIP: LQ_BUILD / LQ_SRC not set")
+    sys.exit(77)
+if not os.path.exists(smol) or not os.path.exists(gemma):
+    print(f"SKIP: {smol} / {gemma} not cached: run scripts/fetch_models.sh")
+    sys.exit(77)
+lq = os.environ.get("LQ_BIN") or os.path.join(build, "llmquant")
+tg = os.path.join(build, "tests", "test_gguf")
+tt = os.path.join(build, "tests", "test_tokenizer")
+tf = os.path.join(build, "tests", "test_forward")
+tmp = os.environ.get("LQ_TMP") or tempfile.mkdtemp()
+os.makedirs(tmp, exist_ok=True)
+fail = 0
+
+
+def report(ok, msg):
+    global fail
+    print(f"{'ok  ' if ok else 'FAIL'} {msg}")
+    fail += not ok
+
+
+# ---- tensors vs gguf-py --------------------------------------------------------------------
+for path in (smol, gemma):
+    out = os.path.join(tmp, os.path.basename(path) + ".dump")
+    subprocess.run([tg, "--dump", path, out], check=True)
+    ours = load_file(os.path.join(out, "model.safetensors"))
+    r = gguf.GGUFReader(path)
+    bad, types = [], {}
+    for t in r.tensors:
+        ref = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        ref = ref.reshape([int(x) for x in reversed(t.shape)])
+        got = ours[t.name]
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+        if got.shape != ref.shape or not np.array_equal(got.view(np.uint32), ref.view(np.uint32)):
+            bad.append(t.name)
+    report(not bad, f"{os.path.basename(path)}: {len(r.tensors)} tensors "
+           f"({', '.join(f'{k} x{v}' for k, v in sorted(types.items()))}) bit-identical to "
+           f"gguf {importlib.metadata.version('gguf')} dequantize"
+           + (f"; differ: {bad[:5]}" if bad else ""))
+    del ours
+
+# ---- Gemma-3: tensors load, the architecture is refused cleanly ----------------------------
+res = subprocess.run([lq, "convert", gemma, "-o", os.path.join(tmp, "gemma-hf")],
+                     capture_output=True, text=True)
+report(res.returncode == 43 and "unsupported architecture gemma3" in res.stderr
+       and not os.path.exists(os.path.join(tmp, "gemma-hf")),
+       f"gemma-3 convert: exit {res.returncode}, {res.stderr.strip()}")
+
+# ---- SmolLM2 tokens vs llama.cpp (committed golden) and HF tokenizers ----------------------
+join = os.path.join(shared, "data", "wikitext2", "wikitext2_test_hf_join.txt")
+gold = json.load(open(os.path.join(src, "tests", "data", "gguf",
+                                   "smollm2_wikitext2_test_llamacpp_ids.json")))
+if os.path.exists(join):
+    ids = [int(x) for x in subprocess.run([tt, "--ids", smol, join], check=True,
+                                          capture_output=True, text=True).stdout.split()]
+    h = hashlib.sha256(np.array(ids, dtype="<u2").tobytes()).hexdigest()
+    report(len(ids) == gold["count"] and h == gold["sha256_u16le"] and ids[:32] == gold["first"],
+           f"SmolLM2 ids of the WikiText-2 test join: {len(ids)} (llama.cpp {gold['count']}), "
+           f"sha256 {'matches' if h == gold['sha256_u16le'] else 'DIFFERS'}")
+else:
+    print(f"SKIP part: {join} not found (token ids vs llama.cpp)")
+    ids = None
+
+try:
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+except ImportError as e:
+    print(f"SKIP part: {e} (transformers comparisons)")
+    sys.exit(1 if fail else 0)
+
+hf_dir = os.path.join(tmp, "smol-f32")
+if not os.path.exists(os.path.join(hf_dir, "config.json")):
+    subprocess.run([lq, "-q", "convert", smol, "-o", hf_dir, "--out-dtype", "float32", "--force"],
+                   check=True)
+if ids is not None:
+    tok = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+    theirs = tok.encode(open(join, encoding="utf-8").read()).ids
+    report(theirs == ids, f"our rebuilt tokenizer.json in HF tokenizers: {len(theirs)} ids, "
+           f"{'same as' if theirs == ids else 'DIFFERENT from'} llama.cpp's")
+
+ref = AutoModelForCausalLM.from_pretrained(os.path.dirname(smol), gguf_file=os.path.basename(smol),
+                                           dtype=torch.float32, attn_implementation="eager")
+conv = load_file(os.path.join(hf_dir, "model.safetensors"))
+sd = ref.state_dict()
+bad = [k for k in conv if k not in sd or not np.array_equal(conv[k], sd[k].numpy())]
+missing = [k for k in sd if k not in conv and k != "lm_head.weight"]  # tied
+report(not bad and not missing, f"convert --out-dtype float32: {len(conv)} tensors bit-identical "
+       f"to transformers' GGUF loader" + (f"; differ {bad[:3]} missing {missing[:3]}"
+                                          if bad or missing else ""))
+
+if ids is not None:
+    win = np.array(ids[:512], dtype=np.int32).reshape(2, 256)
+    ip, op = os.path.join(tmp, "ids.bin"), os.path.join(tmp, "logits.bin")
+    win.tofile(ip)
+    subprocess.run([tf, "--logits", smol, ip, "2", op], check=True, capture_output=True)
+    a = np.fromfile(op, dtype=np.float32).reshape(2, 256, -1)
+    with torch.no_grad():
+        b = ref(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
+    diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
+
+    def nll(lg):
+        lp = torch.log_softmax(torch.tensor(lg, dtype=torch.float64)[:, :-1], -1)
+        t = torch.tensor(win[:, 1:], dtype=torch.long)
+        return (-lp.gather(-1, t[..., None])[..., 0]).mean(-1).numpy()
+
+    dn = float(np.abs(nll(a) - nll(b)).max())
+    report(diff <= 1e-4 * scale and dn <= 1e-4,
+           f"SmolLM2 logits over the GGUF vs transformers: max |diff| {diff:.3g} (max |logit| "
+           f"{scale:.3g}), per-window NLL diff {dn:.3g}")
+sys.exit(1 if fail else 0)
