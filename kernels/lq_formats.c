@@ -252,15 +252,65 @@ size_t lq_bytes_int8(const lq_qlinear *w) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Layout constraints: what shapes each format can store (checked before any work).
+ * --------------------------------------------------------------------------------------- */
+static int fits_dense(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
+    (void)c, (void)n, (void)k, (void)why, (void)cap;
+    return 1;
+}
+
+/* GPTQ v1 packs codes along k into 32-bit words (3-bit: 32 values in 3 words) and zeros along
+ * n; groups may be ragged (ceil(k / g) rows of scales). */
+static int fits_gptq(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
+    const int per = c->bits == 3 ? 32 : 32 / (c->bits > 0 ? c->bits : 4);
+    if (k % per == 0 && n % per == 0)
+        return 1;
+    if (why)
+        snprintf(why, cap, "%d-bit GPTQ packs %d values per 32-bit word: in_features and "
+                 "out_features must be multiples of %d", c->bits, per, per);
+    return 0;
+}
+
+/* AutoAWQ GEMM: whole groups along k, 8 codes per word along n. */
+static int fits_awq(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
+    const int64_t g = c->group_size;
+    if (g > 0 && k % g == 0 && n % 8 == 0)
+        return 1;
+    if (why) {
+        if (g <= 0)
+            snprintf(why, cap, "AutoAWQ GEMM needs a group size (not per-channel)");
+        else if (k % g)
+            snprintf(why, cap, "AutoAWQ GEMM needs in_features a multiple of the group size %lld",
+                     (long long)g);
+        else
+            snprintf(why, cap, "AutoAWQ GEMM packs 8 codes per word: out_features must be a "
+                     "multiple of 8");
+    }
+    return 0;
+}
+
+static int fits_nf4(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
+    (void)c;
+    if ((n * k) % 2 == 0)
+        return 1;
+    if (why)
+        snprintf(why, cap, "NF4 stores two codes per byte: out_features x in_features must be even");
+    return 0;
+}
+
+#define fits_int8 fits_dense
+
+/* ---------------------------------------------------------------------------------------
  * The table. CUDA entries are the launchers of kernels/cuda (stubs returning
  * LQ_ERR_NO_CUDA_BUILD in a CPU-only build).
  * tol_nmse bounds every optimized backend against _ref on random inputs, including CUDA's fp16
  * activations and outputs (fp16 rounding alone gives NMSE ~1e-7; LLM.int8 also flips a few
  * activation codes when x is rounded to fp16 first). tol_nmse_cpu is the float32 CPU bound.
  * --------------------------------------------------------------------------------------- */
-#define LQ_ROW(fmt_, name_, tol_, tol_cpu_)                                                        \
+#define LQ_ROW(fmt_, name_, bits_, tol_, tol_cpu_)                                                 \
     {                                                                                              \
-        .name = name_, .check = lq_check_##fmt_, .bytes = lq_bytes_##fmt_,                         \
+        .name = name_, .bits = bits_, .fits = fits_##fmt_, .check = lq_check_##fmt_,               \
+        .bytes = lq_bytes_##fmt_,                                                                  \
         .dequant_ref = lq_dequant_##fmt_##_ref, .gemm_ref = lq_gemm_##fmt_##_ref,                  \
         .dequant_cpu = lq_dequant_##fmt_##_cpu, .ws_cpu = lq_ws_##fmt_##_cpu,                      \
         .gemm_cpu = lq_gemm_##fmt_##_cpu, .dequant_cuda = lq_dequant_##fmt_##_cuda,                \
@@ -271,11 +321,12 @@ size_t lq_bytes_int8(const lq_qlinear *w) {
     }
 
 static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
-    [LQ_FMT_DENSE] = LQ_ROW(dense, "dense", 1e-5, 1e-10),
-    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, "gptq", 1e-5, 1e-9),
-    [LQ_FMT_AWQ]   = LQ_ROW(awq, "awq", 1e-5, 1e-9),
-    [LQ_FMT_NF4]   = LQ_ROW(nf4, "nf4", 1e-5, 1e-9),
-    [LQ_FMT_INT8]  = LQ_ROW(int8, "int8", 1e-4, 1e-9),
+    /* bits: GPTQ v1 2/3/4/8 (AutoGPTQ, vLLM), AutoAWQ GEMM 4 only; NF4 and LLM.int8 fixed */
+    [LQ_FMT_DENSE] = LQ_ROW(dense, "dense", 0, 1e-5, 1e-10),
+    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, "gptq", 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8, 1e-5, 1e-9),
+    [LQ_FMT_AWQ]   = LQ_ROW(awq, "awq", 1u << 4, 1e-5, 1e-9),
+    [LQ_FMT_NF4]   = LQ_ROW(nf4, "nf4", 0, 1e-5, 1e-9),
+    [LQ_FMT_INT8]  = LQ_ROW(int8, "int8", 0, 1e-4, 1e-9),
 };
 _Static_assert(sizeof k_formats / sizeof k_formats[0] == LQ_FMT_COUNT, "one row per lq_format");
 

@@ -59,6 +59,10 @@ struct cJSON;
 
 typedef struct lq_format_traits {
     const char *name; /* "dense", "gptq", "awq", "nf4", "int8" */
+    unsigned    bits; /* code widths the layout stores (bit b set: b-bit codes); 0: fixed */
+    /* Whether a Linear [n, k] can be stored under cfg (bits, group size); why (may be NULL)
+     * receives the layout rule it breaks. */
+    int (*fits)(const struct lq_qconfig *cfg, int64_t n, int64_t k, char *why, size_t cap);
     lq_status (*check)(const lq_qlinear *w, lq_err *err);
     size_t (*bytes)(const lq_qlinear *w); /* sum of array sizes */
 

@@ -77,11 +77,6 @@ static lq_status loss_fn(void *user, float *const *wq, double *loss) {
     return LQ_OK;
 }
 
-static int awq_packable(const lq_qjob *j, int l, int64_t g) {
-    const lq_qlinear *w = &j->L->lin[l].buf.q;
-    return g > 0 && w->k % g == 0 && w->n % 8 == 0;
-}
-
 static void scale_cols(float *W, int64_t n, int64_t k, const float *s) {
     for (int64_t r = 0; r < n; r++)
         for (int64_t c = 0; c < k; c++)
@@ -140,7 +135,7 @@ static lq_status awq_layer(lq_qjob *j) {
         struct grp *gr = &G[gi];
         int         ok = 1;
         for (int i = 0; i < gr->nlin; i++)
-            ok &= awq_packable(j, gr->lins[i], g);
+            ok &= j->plan[gr->lins[i]];
         if (gi == 1) { /* AutoAWQ: v -> o only when the shapes match (no GQA) */
             const lq_qlinear *v = &j->L->lin[LQ_LIN_V].buf.q, *o = &j->L->lin[LQ_LIN_O].buf.q;
             ok &= v->n == o->n && v->k == o->k;
@@ -210,7 +205,7 @@ static lq_status awq_layer(lq_qjob *j) {
     }
     /* Clip (not q/k: their errors are amplified by the attention softmax) and quantize. */
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
-        if (!awq_packable(j, l, g))
+        if (!j->plan[l])
             continue;
         lq_qlinear *w = &j->L->lin[l].buf.q;
         int64_t     n = w->n, k = w->k, Gn = k / g;

@@ -12,7 +12,6 @@
 void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
-int lq_gptq_packable(const lq_qjob *j, lq_lin_id l);
 
 typedef struct cap_ctx {
     lq_xstats    st[LQ_LIN_COUNT];
@@ -89,7 +88,7 @@ static lq_status gptq_layer(lq_qjob *j) {
             bep = &be;
         }
         for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++) {
-            if (!(mask >> l & 1) || !lq_gptq_packable(j, (lq_lin_id)l))
+            if (!(mask >> l & 1) || !j->plan[l])
                 continue;
             lq_xstats  *src = &c.st[source_of(l)];
             lq_qlinear *w   = &j->L->lin[l].buf.q;

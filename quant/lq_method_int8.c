@@ -40,6 +40,8 @@ static lq_status int8_layer(lq_qjob *j) {
     if (st == LQ_OK && thr > 0)
         st = lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, on_cap, &c);
     for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++) {
+        if (!j->plan[l])
+            continue;
         lq_qlinear *w    = &j->L->lin[l].buf.q;
         int64_t     n    = w->n, k = w->k, no = 0;
         int8_t     *cb   = malloc((size_t)(n * k));

@@ -21,8 +21,8 @@ static lq_status nf4_layer(lq_qjob *j) {
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         lq_qlinear *w = &j->L->lin[l].buf.q;
         int64_t     N = w->n * w->k, nb = (N + bs - 1) / bs;
-        if (N % 2)
-            continue; /* two codes per byte */
+        if (!j->plan[l])
+            continue;
         uint8_t  *codes = malloc((size_t)N);
         float    *am    = malloc((size_t)nb * sizeof(float));
         lq_status st    = LQ_OK;

@@ -8,7 +8,6 @@
 void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
-int lq_gptq_packable(const lq_qjob *j, lq_lin_id l);
 
 void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
     c->bits           = (int)lq_params_i64(p, "bits");
@@ -19,14 +18,6 @@ void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
     c->static_groups  = lq_params_bool(p, "static_groups");
     c->damp_percent   = lq_params_f64(p, "damp");
     c->true_sequential = lq_params_bool(p, "true_sequential");
-}
-
-/* GPTQ v1 packs codes along k in 32-bit words and zeros along n. */
-int lq_gptq_packable(const lq_qjob *j, lq_lin_id l) {
-    const lq_qlinear *w    = &j->L->lin[l].buf.q;
-    int               bits = j->qcfg->bits;
-    int64_t           per  = bits == 3 ? 32 : 32 / bits;
-    return w->k % per == 0 && w->n % per == 0;
 }
 
 lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
@@ -44,7 +35,7 @@ static lq_status rtn_layer(lq_qjob *j) {
     lq_qspec s = {(int)lq_params_i64(j->p, "bits"), lq_params_i64(j->p, "group_size"),
                   lq_params_bool(j->p, "sym"), 1};
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
-        if (!lq_gptq_packable(j, (lq_lin_id)l))
+        if (!j->plan[l])
             continue;
         lq_qlinear *w  = &j->L->lin[l].buf.q;
         int64_t     n  = w->n, k = w->k, G = lq_num_groups(k, s.group_size);

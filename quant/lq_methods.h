@@ -23,6 +23,7 @@ typedef struct lq_qjob {
     int64_t             nseq, seqlen, chunk_seqs;
     lq_fwd_ws          *ws;
     struct lq_gpu      *gpu;    /* device to use, NULL = CPU (lq_gpu.h) */
+    int                 plan[LQ_LIN_COUNT]; /* the linears the format can store (driver) */
     lq_qbuf             out[LQ_LIN_COUNT]; /* packed results (format of the method) */
     int                 quantized[LQ_LIN_COUNT];
     double              loss[LQ_LIN_COUNT]; /* method-specific error measure (reported) */

@@ -118,6 +118,83 @@ static int paths_overlap(const char *model_dir, const char *out_dir) {
            (strncmp(b, a, bl) == 0 && a[bl] == '/');
 }
 
+/* Which linears the method's format can store at these settings, from config.json shapes alone
+ * (every layer has the same ones), before any work: a bit width the format cannot store and a
+ * run that would quantize nothing are errors naming the reason (and, when the group size is
+ * what stands in the way, a group size that would work); why[l] says why a linear stays
+ * unquantized. */
+static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
+                              const lq_model_config *cfg, const char *model, int plan[LQ_LIN_COUNT],
+                              char why[LQ_LIN_COUNT][192], lq_err *err) {
+    const lq_format_traits *ft = lq_format_traits_get(mt->format);
+    lq_qconfig              qc;
+    lq_qconfig_default(mt->format, &qc);
+    mt->fill_qconfig(p, &qc);
+    /* the bits the user asked for, not what the format's defaults made of them */
+    const int bits = lq_param_applies(lq_param_find("bits"), mt->name)
+                         ? (int)lq_params_i64(p, "bits")
+                         : qc.bits;
+    if (ft->bits && !(ft->bits >> bits & 1)) {
+        char list[64] = "";
+        int  left     = 0;
+        for (int b = 1; b <= 16; b++)
+            left += ft->bits >> b & 1;
+        for (int b = 1; b <= 16; b++)
+            if (ft->bits >> b & 1)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d",
+                         !list[0] ? "" : --left == 1 ? " or " : ", ", b);
+        lq_qconfig_free(&qc);
+        LQ_FAIL(err, LQ_ERR_BITS_UNSUPPORTED,
+                "%s --bits %d: the %s checkpoint format stores %s-bit codes only%s", mt->name, bits,
+                ft->name, list,
+                mt->format == LQ_FMT_AWQ ? " (for 8 bits use gptq --bits 8, or int8)" : "");
+    }
+    int nfit = 0;
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+        why[l][0] = 0;
+        plan[l]   = ft->fits(&qc, n, k, why[l], sizeof why[l]);
+        nfit += plan[l];
+    }
+    if (nfit > 0) {
+        lq_qconfig_free(&qc);
+        return LQ_OK;
+    }
+    /* nothing fits: say why for each shape, and try other group sizes */
+    char msg[400] = "";
+    for (int l = 0; l < LQ_LIN_COUNT && strlen(msg) < 200; l++) {
+        int64_t n, k;
+        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+        if (!strstr(msg, why[l]))
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s [%lld x %lld]: %s",
+                     msg[0] ? "; " : "", lq_lin_name((lq_lin_id)l), (long long)n, (long long)k,
+                     why[l]);
+    }
+    int64_t best_g = 0;
+    int     best_n = 0;
+    for (int64_t g = 256; g >= 16 && lq_params_is_set(p, "group_size") + 1; g /= 2) {
+        lq_qconfig q2 = qc;
+        q2.group_size = g;
+        int c         = 0;
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            int64_t n, k;
+            lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+            c += ft->fits(&q2, n, k, NULL, 0);
+        }
+        if (c > best_n)
+            best_n = c, best_g = g;
+    }
+    char hint[128] = "";
+    if (best_n > 0 && lq_param_applies(lq_param_find("group_size"), mt->name))
+        snprintf(hint, sizeof hint, " (--group-size %lld would quantize %d of the %d linears of "
+                 "each layer)", (long long)best_g, best_n, LQ_LIN_COUNT);
+    lq_qconfig_free(&qc);
+    LQ_FAIL(err, LQ_ERR_NOTHING_TO_QUANTIZE,
+            "%s: %s would quantize none of the model's linears at these settings: %s%s", model,
+            mt->name, msg, hint);
+}
+
 static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
                           const lq_params *p, lq_err *err) {
     if (!method || !model_dir || !out_dir || !*model_dir || !*out_dir)
@@ -127,6 +204,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
                 method);
     lq_source *src = NULL;
     LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
+    const lq_model_config cfg = *lq_source_model_config(src);
     lq_source_close(src);
     for (int i = 0; i < lq_param_count(); i++) {
         const lq_param_info *pi = lq_param_get_info(i);
@@ -134,6 +212,10 @@ static lq_status validate(const char *method, const char *model_dir, const char 
             LQ_FAIL(err, LQ_ERR_INVALID_ARG, "option %s does not apply to %s (applies to: %s)",
                     pi->name, method, pi->methods);
     }
+    int  plan[LQ_LIN_COUNT];
+    char why[LQ_LIN_COUNT][192];
+    LQ_TRY(plan_linears(lq_method_traits_get(lq_method_index(method)), p, &cfg, model_dir, plan,
+                        why, err));
     if (paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
@@ -169,6 +251,8 @@ typedef struct run {
     double                  t0, t_calib, t_layers;
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
+    int                     plan[LQ_LIN_COUNT];
+    char                    why[LQ_LIN_COUNT][192];
     char                    skipped[LQ_LIN_COUNT][64];
     int                     n_skipped;
     double                  loss_sum[LQ_LIN_COUNT];
@@ -214,18 +298,21 @@ static lq_status write_dense(run *r, const char *prefix, const lq_linear *l) {
     return LQ_OK;
 }
 
+/* A linear left unquantized: recorded once (quantization_config lists it); the planned ones
+ * were announced up front, any other is the method's own decision and gets a warning here. */
 static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w) {
     const char *nm = lq_lin_name(l);
     for (int i = 0; i < r->n_skipped; i++)
         if (!strcmp(r->skipped[i], nm))
             return;
     snprintf(r->skipped[r->n_skipped++], sizeof r->skipped[0], "%s", nm);
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "model.layers.%lld.%s: [%lld x %lld] does not fit the %s layout at these settings; "
-             "kept unquantized in every layer (listed in quantization_config)",
-             (long long)layer, nm, (long long)w->n, (long long)w->k,
-             lq_format_traits_get(r->mt->format)->name);
+    if (!r->plan[l])
+        return;
+    if (!r->why[l][0])
+        snprintf(r->why[l], sizeof r->why[l], "left unquantized by %s", r->mt->name);
+    char msg[320];
+    snprintf(msg, sizeof msg, "model.layers.%lld.%s [%lld x %lld]: %s; kept in %s", (long long)layer,
+             nm, (long long)w->n, (long long)w->k, r->why[l], r->qcfg.torch_dtype);
     warn(r, msg);
 }
 
@@ -280,6 +367,7 @@ static lq_status do_layers(run *r) {
         }
         lq_qjob j;
         memset(&j, 0, sizeof j);
+        memcpy(j.plan, r->plan, sizeof j.plan);
         j.model     = r->m;
         j.p         = r->p;
         j.layer     = i;
@@ -586,8 +674,13 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON_AddNumberToObject(j, "quantized_linears", (double)r->n_quant);
     cJSON_AddNumberToObject(j, "unquantized_linears", (double)r->n_dense);
     cJSON *sk = cJSON_AddArrayToObject(j, "unquantized_modules");
-    for (int i = 0; i < r->n_skipped; i++)
+    cJSON *sw = cJSON_AddObjectToObject(j, "unquantized_reasons");
+    for (int i = 0; i < r->n_skipped; i++) {
         cJSON_AddItemToArray(sk, cJSON_CreateString(r->skipped[i]));
+        for (int l = 0; l < LQ_LIN_COUNT; l++)
+            if (!strcmp(r->skipped[i], lq_lin_name((lq_lin_id)l)))
+                cJSON_AddStringToObject(sw, r->skipped[i], r->why[l]);
+    }
     cJSON_AddNumberToObject(j, "cache_hits", (double)r->cache_hits);
     if (lq_params_get(r->p, "job_tag")[0])
         cJSON_AddStringToObject(j, "job_tag", lq_params_get(r->p, "job_tag"));
@@ -650,6 +743,16 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
                                &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(p, &r.qcfg);
+    LQ_TRY_GOTO(plan_linears(r.mt, p, &r.m->cfg, model_dir, r.plan, r.why, err));
+    for (int l = 0; l < LQ_LIN_COUNT; l++) /* a partial run says up front what stays in fp16 */
+        if (!r.plan[l]) {
+            int64_t n, k;
+            char    msg[400];
+            lq_lin_shape(&r.m->cfg, (lq_lin_id)l, &n, &k);
+            snprintf(msg, sizeof msg, "%s [%lld x %lld] stays unquantized in every layer: %s",
+                     lq_lin_name((lq_lin_id)l), (long long)n, (long long)k, r.why[l]);
+            warn(&r, msg);
+        }
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
              r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
     if (r.mt->format == LQ_FMT_NF4)

@@ -78,6 +78,13 @@ try:
         qc = json.load(open(os.path.join(out, "config.json")))["quantization_config"]
         check(isinstance(qc["llm_int8_threshold"], float), "%s: llm_int8_threshold is a float" % method)
         q = AutoModelForCausalLM.from_pretrained(out, device_map="cpu")
+        # bitsandbytes >= 0.49 repacks 4-bit weights for its AVX512-BF16 CPU kernel on the first
+        # forward and asserts out_features % 32 == 0 there (functional.py
+        # _convert_weight_packed_for_cpu); stories260K's MLP has 172 outputs. The generic CPU
+        # path computes the same thing from the same tensors, so take it.
+        for mod in q.modules():
+            if hasattr(mod, "support_avx512bf16_for_cpu"):
+                mod.support_avx512bf16_for_cpu = False
         lin = q.model.layers[0].self_attn.q_proj
         check(type(lin).__name__ == cls, "%s: q_proj loads as %s (got %s)" % (method, cls,
                                                                           type(lin).__name__))
