@@ -52,15 +52,17 @@ lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
     const double    t0  = lq_now();
     lq_source      *src = NULL;
     lq_st_writer   *wr  = NULL;
-    lq_outdir       od;
+    lq_outdir       od = {.lock_fd = -1};
     float          *buf = NULL;
     int64_t         buf_n = 0, bytes_in = 0;
     lq_model_config cfg;
     lq_status       st    = LQ_OK;
     const char     *dname = lq_params_get(p, "out_dtype");
     const lq_dtype  dt    = out_dtype(dname);
-    memset(&od, 0, sizeof od);
 
+    if (lq_paths_overlap(model, out_dir))
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model %s", out_dir, model);
+    LQ_TRY_GOTO(lq_outdir_check(out_dir, lq_params_bool(p, "force"), err));
     LQ_TRY_GOTO(lq_source_open(model, &src, err));
     cfg = *lq_source_model_config(src);
     if (cfg.quantized)

@@ -1,7 +1,10 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "lq_outdir.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,9 +91,135 @@ static void remove_stale(const char *parent, const char *base) {
     closedir(d);
 }
 
+/* The marker a directory written by llmquant holds (every job writes it last). */
+#define LQ_REPORT_NAME "llmquant_report.json"
+
+/* An output equal to, inside or around the input could destroy the input (--force replaces
+ * the output directory). */
+int lq_paths_overlap(const char *model_dir, const char *out_dir) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!realpath(model_dir, a))
+        return 0;
+    char   parent[PATH_MAX];
+    size_t n = strlen(out_dir);
+    if (n >= sizeof parent)
+        return 0;
+    memcpy(parent, out_dir, n + 1);
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = 0;
+    char       *slash = strrchr(parent, '/');
+    const char *base  = slash ? slash + 1 : parent;
+    if (slash == parent)
+        strcpy(b, "/");
+    else if (slash) {
+        *slash = 0;
+        if (!realpath(parent, b))
+            return 0;
+    } else if (!realpath(".", b))
+        return 0;
+    size_t bl = strlen(b);
+    if (bl + 1 + strlen(base) + 1 > sizeof b)
+        return 0;
+    if (b[bl - 1] != '/')
+        b[bl++] = '/';
+    strcpy(b + bl, base);
+    size_t al = strlen(a);
+    bl        = strlen(b);
+    return strcmp(a, b) == 0 || (strncmp(a, b, al) == 0 && b[al] == '/') ||
+           (strncmp(b, a, bl) == 0 && a[bl] == '/');
+}
+
+lq_status lq_outdir_check(const char *final_path, int force, lq_err *err) {
+    struct stat sb;
+    if (lstat(final_path, &sb) != 0)
+        return errno == ENOENT ? LQ_OK
+                               : lq_fail(err, lq_status_from_errno(errno), "%s: %s", final_path,
+                                         strerror(errno));
+    if (!force)
+        LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)", final_path);
+    if (S_ISLNK(sb.st_mode))
+        LQ_FAIL(err, LQ_ERR_OUTPUT_FOREIGN,
+                "%s: is a symbolic link; --force does not replace links (remove it or choose "
+                "another output)",
+                final_path);
+    if (!S_ISDIR(sb.st_mode))
+        LQ_FAIL(err, LQ_ERR_OUTPUT_FOREIGN,
+                "%s: is %s, not a directory llmquant wrote; --force refuses to replace it",
+                final_path, S_ISREG(sb.st_mode) ? "a file" : "a device, pipe or socket");
+    DIR *d = opendir(final_path);
+    if (!d)
+        LQ_FAIL(err, lq_status_from_errno(errno), "%s: %s", final_path, strerror(errno));
+    int            entries = 0, marker = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        entries++;
+        if (!strcmp(de->d_name, LQ_REPORT_NAME)) {
+            char        p[4200];
+            struct stat rb;
+            snprintf(p, sizeof p, "%s/%s", final_path, de->d_name);
+            marker = lstat(p, &rb) == 0 && S_ISREG(rb.st_mode);
+        }
+    }
+    closedir(d);
+    if (entries && !marker)
+        LQ_FAIL(err, LQ_ERR_OUTPUT_FOREIGN,
+                "%s: is a directory llmquant did not write (no %s); --force replaces only "
+                "llmquant outputs and empty directories",
+                final_path, LQ_REPORT_NAME);
+    return LQ_OK;
+}
+
+static void unlock(lq_outdir *o) {
+    if (o->lock_fd < 0)
+        return;
+    unlink(o->lock_path); /* under the lock: whoever opens it next gets a fresh file */
+    close(o->lock_fd);
+    o->lock_fd = -1;
+}
+
+/* flock on a file next to the output. The file is unlinked by its holder on release, so a taker
+ * checks that the file it locked is still the one at the path (else it raced an unlink and
+ * retries). A killed holder's lock dies with it; its file is then simply reused. */
+static lq_status lock(lq_outdir *o, const char *parent, const char *base, lq_err *err) {
+    snprintf(o->lock_path, sizeof o->lock_path, "%s/.%s.lqlock", parent, base);
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = open(o->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            LQ_FAIL(err, lq_status_from_errno(errno), "%s: cannot create lock %s: %s",
+                    o->final_path, o->lock_path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK)
+                LQ_FAIL(err, LQ_ERR_LOCKED,
+                        "%s: another llmquant process is writing this output (lock %s)",
+                        o->final_path, o->lock_path);
+            LQ_FAIL(err, lq_status_from_errno(e), "%s: cannot lock: %s", o->final_path,
+                    strerror(e));
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(o->lock_path, &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev) {
+            char pid[32];
+            int  n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)n) != n) {
+                /* the pid is for people looking at the file; the lock works without it */
+            }
+            o->lock_fd = fd;
+            return LQ_OK;
+        }
+        close(fd);
+    }
+    LQ_FAIL(err, LQ_ERR_LOCKED, "%s: lock %s keeps changing under us", o->final_path,
+            o->lock_path);
+}
+
 lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_err *err) {
     memset(o, 0, sizeof *o);
-    size_t n = strlen(final_path);
+    o->lock_fd = -1;
+    size_t n    = strlen(final_path);
     while (n > 1 && final_path[n - 1] == '/')
         n--;
     if (n == 0 || n >= sizeof o->final_path - 64)
@@ -105,16 +234,24 @@ lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_er
     if (!lq_dir_exists(parent))
         LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: parent directory %s does not exist", o->final_path,
                 parent);
-    struct stat sb;
-    if (lstat(o->final_path, &sb) == 0 && !force)
-        LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)",
-                o->final_path);
+    LQ_TRY(lq_outdir_check(o->final_path, force, err));
+    lq_status st = lock(o, parent, base, err);
+    if (st == LQ_OK) /* again, now that nobody else can be writing it */
+        st = lq_outdir_check(o->final_path, force, err);
+    if (st != LQ_OK) {
+        unlock(o);
+        return st;
+    }
     remove_stale(parent, base);
     snprintf(o->tmp_path, sizeof o->tmp_path, "%s/.%s.lqtmp-%ld", parent, base, (long)getpid());
     lq_remove_tree(o->tmp_path);
-    if (mkdir(o->tmp_path, 0755) != 0)
-        LQ_FAIL(err, lq_status_from_errno(errno), "%s: cannot create output: %s", o->final_path,
-                strerror(errno));
+    if (mkdir(o->tmp_path, 0755) != 0) {
+        st = lq_fail(err, lq_status_from_errno(errno), "%s: cannot create output: %s",
+                     o->final_path, strerror(errno));
+        o->tmp_path[0] = 0;
+        unlock(o);
+        return st;
+    }
     return LQ_OK;
 }
 
@@ -153,6 +290,9 @@ lq_status lq_outdir_commit(lq_outdir *o, lq_err *err) {
     closedir(d);
     fsync_path(o->tmp_path);
     struct stat sb;
+    /* what was checked at begin could have been swapped for something else since (no llmquant
+     * process could: the lock keeps them out) */
+    LQ_TRY(lq_outdir_check(o->final_path, 1, err));
     if (lstat(o->final_path, &sb) == 0) {
         /* --force: move the old one aside first so the swap leaves one or the other. */
         char old[4200];
@@ -176,12 +316,17 @@ lq_status lq_outdir_commit(lq_outdir *o, lq_err *err) {
     split_parent(o->final_path, parent, sizeof parent, &base);
     fsync_path(parent);
     o->committed = 1;
+    unlock(o);
     return LQ_OK;
 }
 
 void lq_outdir_abort(lq_outdir *o) {
-    if (o && !o->committed && o->tmp_path[0])
+    if (!o)
+        return;
+    if (!o->committed && o->tmp_path[0])
         lq_remove_tree(o->tmp_path);
+    if (o->lock_path[0])
+        unlock(o);
 }
 
 lq_status lq_outdir_write_side_files(const lq_outdir *o, const lq_source *src, lq_err *err) {

@@ -83,41 +83,6 @@ void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) {
  * options, output)
  * ------------------------------------------------------------------------------------------ */
 
-/* An output equal to, inside or around the input could destroy the input (--force replaces
- * the output directory). */
-static int paths_overlap(const char *model_dir, const char *out_dir) {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!realpath(model_dir, a))
-        return 0;
-    char   parent[PATH_MAX];
-    size_t n = strlen(out_dir);
-    if (n >= sizeof parent)
-        return 0;
-    memcpy(parent, out_dir, n + 1);
-    while (n > 1 && parent[n - 1] == '/')
-        parent[--n] = 0;
-    char       *slash = strrchr(parent, '/');
-    const char *base  = slash ? slash + 1 : parent;
-    if (slash == parent)
-        strcpy(b, "/");
-    else if (slash) {
-        *slash = 0;
-        if (!realpath(parent, b))
-            return 0;
-    } else if (!realpath(".", b))
-        return 0;
-    size_t bl = strlen(b);
-    if (bl + 1 + strlen(base) + 1 > sizeof b)
-        return 0;
-    if (b[bl - 1] != '/')
-        b[bl++] = '/';
-    strcpy(b + bl, base);
-    size_t al = strlen(a);
-    bl        = strlen(b);
-    return strcmp(a, b) == 0 || (strncmp(a, b, al) == 0 && b[al] == '/') ||
-           (strncmp(b, a, bl) == 0 && a[bl] == '/');
-}
-
 /* Which linears the method's format can store at these settings, from config.json shapes alone
  * (every layer has the same ones), before any work: a bit width the format cannot store and a
  * run that would quantize nothing are errors naming the reason (and, when the group size is
@@ -216,13 +181,10 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     char why[LQ_LIN_COUNT][192];
     LQ_TRY(plan_linears(lq_method_traits_get(lq_method_index(method)), p, &cfg, model_dir, plan,
                         why, err));
-    if (paths_overlap(model_dir, out_dir))
+    if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
-    struct stat sb;
-    if (lstat(out_dir, &sb) == 0 && !lq_params_bool(p, "force"))
-        LQ_FAIL(err, LQ_ERR_EXISTS, "%s: already exists (use --force to replace it)", out_dir);
-    return LQ_OK;
+    return lq_outdir_check(out_dir, lq_params_bool(p, "force"), err);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include "lq_test.h"
 
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 static void put(const lq_outdir *o, const char *name, const char *text) {
@@ -48,6 +49,7 @@ int main(void) {
 
     CHECK_OK(lq_outdir_begin(&o, fin, 0, &err));
     put(&o, "a.txt", "two");
+    put(&o, "llmquant_report.json", "{}"); /* what every job writes: the mark of our output */
     CHECK(!lq_dir_exists(fin)); /* invisible until commit */
     CHECK_OK(lq_outdir_commit(&o, &err));
     snprintf(p, sizeof p, "%s/a.txt", fin);
@@ -60,9 +62,51 @@ int main(void) {
 
     CHECK_OK(lq_outdir_begin(&o, fin, 1, &err));
     put(&o, "a.txt", "three");
+    put(&o, "llmquant_report.json", "{}");
     CHECK(file_has(p, "two")); /* old output intact while the new one is written */
+    /* one writer: a second begin on the same output is refused while the first holds it */
+    lq_outdir o2;
+    CHECK_EQ_INT(lq_outdir_begin(&o2, fin, 1, &err), LQ_ERR_LOCKED);
+    CHECK(strstr(err.msg, "another llmquant process") != NULL);
     CHECK_OK(lq_outdir_commit(&o, &err));
     CHECK(file_has(p, "three"));
+    /* released: the next one gets it, and no lock file stays behind */
+    CHECK_OK(lq_outdir_begin(&o2, fin, 1, &err));
+    lq_outdir_abort(&o2);
+    char lk[4200];
+    snprintf(lk, sizeof lk, "%s/.model-q.lqlock", base);
+    CHECK(!lq_file_exists(lk));
+
+    /* --force replaces only our outputs or empty directories; the rest is left untouched */
+    char foreign[4200], file[4200], link[4200], fifo[4200], empty[4200];
+    snprintf(foreign, sizeof foreign, "%s/foreign", base);
+    mkdir(foreign, 0755);
+    snprintf(p, sizeof p, "%s/data.bin", foreign);
+    FILE *f = fopen(p, "w");
+    if (f)
+        fputs("precious", f), fclose(f);
+    CHECK_EQ_INT(lq_outdir_begin(&o, foreign, 1, &err), LQ_ERR_OUTPUT_FOREIGN);
+    CHECK(strstr(err.msg, "did not write") != NULL && file_has(p, "precious"));
+    snprintf(file, sizeof file, "%s/file", base);
+    f = fopen(file, "w");
+    if (f)
+        fputs("x", f), fclose(f);
+    CHECK_EQ_INT(lq_outdir_begin(&o, file, 1, &err), LQ_ERR_OUTPUT_FOREIGN);
+    CHECK(strstr(err.msg, "is a file") != NULL && file_has(file, "x"));
+    snprintf(link, sizeof link, "%s/link", base);
+    CHECK(symlink(fin, link) == 0); /* even to one of our outputs: links are not replaced */
+    CHECK_EQ_INT(lq_outdir_begin(&o, link, 1, &err), LQ_ERR_OUTPUT_FOREIGN);
+    CHECK(strstr(err.msg, "symbolic link") != NULL);
+    snprintf(p, sizeof p, "%s/a.txt", fin);
+    CHECK(file_has(p, "three"));
+    snprintf(fifo, sizeof fifo, "%s/fifo", base);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK_EQ_INT(lq_outdir_begin(&o, fifo, 1, &err), LQ_ERR_OUTPUT_FOREIGN);
+    snprintf(empty, sizeof empty, "%s/empty", base);
+    mkdir(empty, 0755);
+    CHECK_OK(lq_outdir_begin(&o, empty, 1, &err));
+    put(&o, "llmquant_report.json", "{}");
+    CHECK_OK(lq_outdir_commit(&o, &err));
 
     /* a temporary left by a dead process (pid far above pid_max) is removed */
     char stale[4200];

@@ -204,10 +204,19 @@ run "$B" rtn "$M" -o "$W/exists" --group-size 32 --tokenizer "$TOK" -q
 expect_error 6 "exists" "existing output"
 CHECKS=$((CHECKS + 1))
 [ -f "$W/exists/marker" ] && [ ! -e "$W/exists/model.safetensors" ] || fail "existing output touched"
+# --force does not replace a directory llmquant did not write...
 run "$B" rtn "$M" -o "$W/exists" --group-size 32 --tokenizer "$TOK" -q --force
-expect_rc 0 "--force over an existing output"
+expect_error 12 "llmquant did not write" "--force over a foreign directory"
 CHECKS=$((CHECKS + 1))
-[ ! -e "$W/exists/marker" ] && [ -f "$W/exists/model.safetensors" ] || fail "--force did not replace"
+[ -f "$W/exists/marker" ] || fail "--force touched a foreign directory"
+# ...but does replace one it wrote
+run "$B" rtn "$M" -o "$W/ours" --group-size 32 --tokenizer "$TOK" -q
+expect_rc 0 "first write"
+echo old >"$W/ours/extra"
+run "$B" rtn "$M" -o "$W/ours" --group-size 32 --tokenizer "$TOK" -q --force
+expect_rc 0 "--force over an llmquant output"
+CHECKS=$((CHECKS + 1))
+[ ! -e "$W/ours/extra" ] && [ -f "$W/ours/model.safetensors" ] || fail "--force did not replace"
 
 CHECKS=$((CHECKS + 1))
 [ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
