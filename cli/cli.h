@@ -33,9 +33,10 @@ typedef struct cli_ctx {
     FILE       *human; /* human-readable results: stdout, or stderr with --json */
     int         tty;   /* stderr is a terminal: draw the progress line */
     /* progress line state */
-    int    line_shown;
-    double last_draw;
-    char   last_phase[32];
+    int     line_shown;
+    double  last_draw;
+    char    last_phase[32];
+    int64_t last_step; /* log lines: the step last printed */
 } cli_ctx;
 
 typedef struct cli_cmd cli_cmd;
@@ -70,8 +71,8 @@ void         cli_progress_clear(cli_ctx *c);
 void cli_signals_install(void);
 void cli_signals_restore(void);
 int  cli_interrupted(void);
-/* Emit a library JSON report: verbatim on stdout with --json; else a "key: value" rendering of
- * its top-level scalars on c->human (unless --quiet). */
+/* Emit a library JSON report: verbatim on stdout with --json; else a table on c->human (with
+ * --quiet, the one line of the result: "ppl 20.38", "wrote DIR ..."). */
 void cli_emit_report(cli_ctx *c, const char *json);
 /* "1.5 MiB" */
 void cli_fmt_bytes(double b, char *buf, size_t cap);

@@ -190,12 +190,52 @@ static void draw(cli_ctx *c, const lq_progress *p) {
     c->line_shown = 1;
 }
 
+/* Logs (stderr not a terminal: Slurm, nohup, CI): a plain line at each new phase, each new
+ * layer, the last step and otherwise at most every 30 s -- never a redrawn line. */
+static void log_line(cli_ctx *c, const lq_progress *p) {
+    const char *phase = p->phase ? p->phase : "working";
+    const double t    = now_s();
+    const int    newph = strncmp(c->last_phase, phase, sizeof c->last_phase - 1) != 0;
+    const int    last  = p->total > 0 && p->step >= p->total;
+    const int    layer = !strcmp(phase, "layer") && p->step != c->last_step;
+    if (!newph && !last && !layer && t - c->last_draw < 30)
+        return;
+    if (!newph && last && c->last_step == p->step)
+        return;
+    c->last_draw = t;
+    c->last_step = p->step;
+    snprintf(c->last_phase, sizeof c->last_phase, "%s", phase);
+    char el[24], eta[40] = "";
+    fmt_duration(p->elapsed_s, el, sizeof el);
+    double rem = p->eta_s;
+    if (rem < 0 && p->step > 0 && p->total > 0 && p->elapsed_s > 0)
+        rem = p->elapsed_s * (double)(p->total - p->step) / (double)p->step;
+    if (!last && rem >= 0 && p->step > 0) {
+        char d[24];
+        fmt_duration(rem, d, sizeof d);
+        snprintf(eta, sizeof eta, ", ETA %s", d);
+    }
+    if (p->total > 0)
+        fprintf(stderr, CLI_PROG ": %s %lld/%lld (%d%%), elapsed %s%s%s%s\n", phase,
+                (long long)p->step, (long long)p->total,
+                (int)(100.0 * (double)p->step / (double)p->total + 1e-9), el, eta,
+                p->detail && *p->detail ? "  " : "", p->detail ? p->detail : "");
+    else
+        fprintf(stderr, CLI_PROG ": %s, elapsed %s%s%s\n", phase, el,
+                p->detail && *p->detail ? "  " : "", p->detail ? p->detail : "");
+    fflush(stderr);
+}
+
 static int on_progress(const lq_progress *p, void *user) {
     cli_ctx *c = user;
     if (cli_interrupted())
         return 1;
-    if (p && c->tty && !c->quiet)
+    if (!p || c->quiet)
+        return 0;
+    if (c->tty)
         draw(c, p);
+    else
+        log_line(c, p);
     return 0;
 }
 
@@ -217,6 +257,106 @@ void cli_fmt_bytes(double b, char *buf, size_t cap) {
         snprintf(buf, cap, "%.*f %s", b < 10 ? 2 : 1, b, unit[u]);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Human summaries: one aligned "label  value" table per command; with -q only the line the   */
+/* command exists for.                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+static const cJSON *jget(const cJSON *o, const char *k) {
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = jget(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+static const char *jstr(const cJSON *o, const char *k) {
+    const cJSON *v = jget(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void row(cli_ctx *c, const char *label, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void row(cli_ctx *c, const char *label, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(c->human, "%-12s", label);
+    vfprintf(c->human, fmt, ap);
+    fputc('\n', c->human);
+    va_end(ap);
+}
+
+static void ppl_check_row(cli_ctx *c, const cJSON *pc) {
+    if (!cJSON_IsObject(pc))
+        return;
+    row(c, "ppl check", "%.4f -> %.4f (%+.2f%%) on %s%s", jnum(pc, "ppl_original"),
+        jnum(pc, "ppl_quantized"), jnum(pc, "increase_percent"), jstr(pc, "data_file"),
+        cJSON_IsFalse(jget(pc, "passed")) ? "  OVER THE BOUND" : "");
+}
+
+static void summary_quantize(cli_ctx *c, const cJSON *o) {
+    char b1[32], b2[32], d[24];
+    const double q = jnum(o, "quantized_linears"), u = jnum(o, "unquantized_linears");
+    if (c->quiet) {
+        fprintf(c->human, "wrote %s (%s, %.0f of %.0f linears quantized)\n", jstr(o, "out_dir"),
+                jstr(o, "method"), q, q + u);
+        return;
+    }
+    const char *m = jstr(o, "method");
+    if (!strcmp(m, "nf4") || !strcmp(m, "int8"))
+        row(c, "method", "%s -> %s checkpoint", m, jstr(o, "checkpoint"));
+    else
+        row(c, "method", "%s -> %s checkpoint, %.0f-bit, group %.0f", m, jstr(o, "checkpoint"),
+            jnum(o, "bits"), jnum(o, "group_size"));
+    row(c, "model", "%s (%.0f layers)", jstr(o, "model_dir"), jnum(o, "layers"));
+    row(c, "linears", "%.0f of %.0f quantized", q, q + u);
+    const cJSON *why = jget(o, "unquantized_reasons");
+    for (const cJSON *e = why ? why->child : NULL; e; e = e->next)
+        row(c, "  kept", "%s: %s", e->string, cJSON_IsString(e) ? e->valuestring : "");
+    if (jget(o, "calib"))
+        row(c, "calibration", "%s, %.0f x %.0f tokens", jstr(o, "calib"), jnum(o, "nsamples"),
+            jnum(o, "seqlen"));
+    fmt_duration(jnum(o, "seconds"), d, sizeof d);
+    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b1, sizeof b1);
+    cli_fmt_bytes(jnum(o, "output_bytes"), b2, sizeof b2);
+    row(c, "time", "%s on %s, peak RSS %s", d, jstr(o, "device"), b1);
+    ppl_check_row(c, jget(o, "ppl_check"));
+    row(c, "output", "%s (%s)", jstr(o, "out_dir"), b2);
+}
+
+static void summary_ppl(cli_ctx *c, const cJSON *o) {
+    if (c->quiet) {
+        fprintf(c->human, "ppl %.4f\n", jnum(o, "ppl"));
+        return;
+    }
+    char b[32];
+    row(c, "perplexity", "%.4f (mean NLL %.4f nats)", jnum(o, "ppl"), jnum(o, "nll"));
+    row(c, "protocol", "%s, ctx %.0f, %.0f windows, %.0f of %.0f tokens scored",
+        jstr(o, "protocol"), jnum(o, "ctx"), jnum(o, "windows"), jnum(o, "tokens_scored"),
+        jnum(o, "tokens"));
+    row(c, "model", "%s (%s)", jstr(o, "model_dir"), jstr(o, "format"));
+    row(c, "data", "%s", jstr(o, "data_file"));
+    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b, sizeof b);
+    row(c, "speed", "%.0f tokens/s on %s (%.1f s, load %.1f s), peak RSS %s",
+        jnum(o, "tokens_per_second"), jstr(o, "device"), jnum(o, "seconds"),
+        jnum(o, "load_seconds"), b);
+}
+
+static void summary_convert(cli_ctx *c, const cJSON *o) {
+    if (c->quiet) {
+        fprintf(c->human, "wrote %s\n", jstr(o, "out_dir"));
+        return;
+    }
+    char b[32], d[24];
+    row(c, "converted", "%s (%s, %s) -> %s", jstr(o, "model"), jstr(o, "source_format"),
+        jstr(o, "model_type"), jstr(o, "out_dir"));
+    row(c, "tensors", "%.0f, stored as %s", jnum(o, "tensors"), jstr(o, "out_dtype"));
+    fmt_duration(jnum(o, "seconds"), d, sizeof d);
+    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b, sizeof b);
+    row(c, "time", "%s, peak RSS %s", d, b);
+}
+
 void cli_emit_report(cli_ctx *c, const char *json) {
     if (!json)
         return;
@@ -224,30 +364,16 @@ void cli_emit_report(cli_ctx *c, const char *json) {
         printf("%s\n", json);
         return;
     }
-    if (c->quiet)
-        return;
     cJSON *o = cJSON_Parse(json);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return;
     }
-    for (const cJSON *e = o->child; e; e = e->next) {
-        if (cJSON_IsString(e))
-            fprintf(c->human, "%s: %s\n", e->string, e->valuestring);
-        else if (cJSON_IsNumber(e))
-            fprintf(c->human, "%s: %.10g\n", e->string, e->valuedouble);
-        else if (cJSON_IsBool(e))
-            fprintf(c->human, "%s: %s\n", e->string, cJSON_IsTrue(e) ? "true" : "false");
-        else if (cJSON_IsObject(e) && !strcmp(e->string, "ppl_check")) {
-            const cJSON *a = cJSON_GetObjectItem(e, "ppl_original");
-            const cJSON *b = cJSON_GetObjectItem(e, "ppl_quantized");
-            const cJSON *i = cJSON_GetObjectItem(e, "increase_percent");
-            const cJSON *d = cJSON_GetObjectItem(e, "data_file");
-            if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && cJSON_IsNumber(i))
-                fprintf(c->human, "ppl_check: %.4f -> %.4f (%+.2f%%) on %s\n", a->valuedouble,
-                        b->valuedouble, i->valuedouble,
-                        cJSON_IsString(d) ? d->valuestring : "?");
-        }
-    }
+    if (jget(o, "ppl") && !jget(o, "method"))
+        summary_ppl(c, o);
+    else if (!strcmp(jstr(o, "command"), "convert"))
+        summary_convert(c, o);
+    else
+        summary_quantize(c, o);
     cJSON_Delete(o);
 }

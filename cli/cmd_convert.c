@@ -20,7 +20,6 @@ int cmd_convert(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     lq_free(report);
     if (s != LQ_OK)
         return cli_fail(c, s, &err);
-    if (!c->quiet && !c->json)
-        fprintf(c->human, "wrote %s\n", out);
+    (void)out;
     return 0;
 }

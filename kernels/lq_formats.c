@@ -307,9 +307,9 @@ static int fits_nf4(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t
  * activations and outputs (fp16 rounding alone gives NMSE ~1e-7; LLM.int8 also flips a few
  * activation codes when x is rounded to fp16 first). tol_nmse_cpu is the float32 CPU bound.
  * --------------------------------------------------------------------------------------- */
-#define LQ_ROW(fmt_, name_, bits_, tol_, tol_cpu_)                                                 \
+#define LQ_ROW(fmt_, name_, desc_, bits_, tol_, tol_cpu_)                                          \
     {                                                                                              \
-        .name = name_, .bits = bits_, .fits = fits_##fmt_, .check = lq_check_##fmt_,               \
+        .name = name_, .desc = desc_, .bits = bits_, .fits = fits_##fmt_, .check = lq_check_##fmt_,               \
         .bytes = lq_bytes_##fmt_,                                                                  \
         .dequant_ref = lq_dequant_##fmt_##_ref, .gemm_ref = lq_gemm_##fmt_##_ref,                  \
         .dequant_cpu = lq_dequant_##fmt_##_cpu, .ws_cpu = lq_ws_##fmt_##_cpu,                      \
@@ -322,11 +322,12 @@ static int fits_nf4(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t
 
 static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
     /* bits: GPTQ v1 2/3/4/8 (AutoGPTQ, vLLM), AutoAWQ GEMM 4 only; NF4 and LLM.int8 fixed */
-    [LQ_FMT_DENSE] = LQ_ROW(dense, "dense", 0, 1e-5, 1e-10),
-    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, "gptq", 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8, 1e-5, 1e-9),
-    [LQ_FMT_AWQ]   = LQ_ROW(awq, "awq", 1u << 4, 1e-5, 1e-9),
-    [LQ_FMT_NF4]   = LQ_ROW(nf4, "nf4", 0, 1e-5, 1e-9),
-    [LQ_FMT_INT8]  = LQ_ROW(int8, "int8", 0, 1e-4, 1e-9),
+    [LQ_FMT_DENSE] = LQ_ROW(dense, "dense", "unquantized", 0, 1e-5, 1e-10),
+    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, "gptq", "GPTQ v1 (AutoGPTQ)",
+                            1u << 2 | 1u << 3 | 1u << 4 | 1u << 8, 1e-5, 1e-9),
+    [LQ_FMT_AWQ]   = LQ_ROW(awq, "awq", "AutoAWQ GEMM", 1u << 4, 1e-5, 1e-9),
+    [LQ_FMT_NF4]   = LQ_ROW(nf4, "nf4", "bitsandbytes NF4", 0, 1e-5, 1e-9),
+    [LQ_FMT_INT8]  = LQ_ROW(int8, "int8", "bitsandbytes LLM.int8", 0, 1e-4, 1e-9),
 };
 _Static_assert(sizeof k_formats / sizeof k_formats[0] == LQ_FMT_COUNT, "one row per lq_format");
 

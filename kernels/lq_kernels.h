@@ -59,6 +59,7 @@ struct cJSON;
 
 typedef struct lq_format_traits {
     const char *name; /* "dense", "gptq", "awq", "nf4", "int8" */
+    const char *desc; /* what the ecosystem calls the checkpoint ("GPTQ v1 (AutoGPTQ)") */
     unsigned    bits; /* code widths the layout stores (bit b set: b-bit codes); 0: fixed */
     /* Whether a Linear [n, k] can be stored under cfg (bits, group size); why (may be NULL)
      * receives the layout rule it breaks. */

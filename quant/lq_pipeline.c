@@ -628,6 +628,7 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", method);
     cJSON_AddStringToObject(j, "format", lq_format_traits_get(r->mt->format)->name);
+    cJSON_AddStringToObject(j, "checkpoint", lq_format_traits_get(r->mt->format)->desc);
     cJSON_AddStringToObject(j, "model_dir", model_dir);
     cJSON_AddStringToObject(j, "out_dir", out_dir);
     cJSON_AddNumberToObject(j, "bits", r->qcfg.bits);

@@ -112,17 +112,38 @@ int main(void) {
     CHECK_MSG(strlen(out) == 1 + 29 + 3, "line of %zu bytes: \"%s\"", strlen(out), out);
     free(out);
 
-    /* --quiet or not a terminal: nothing drawn, nothing logged */
+    /* --quiet: nothing drawn, nothing logged */
     reset();
     c.quiet = 1;
     c.last_phase[0] = 0;
     CHECK_EQ_INT(cb.progress(&w, cb.user), 0);
     cb.log(LQ_LOG_WARN, "hidden", cb.user);
-    c.quiet = 0, c.tty = 0;
-    c.last_phase[0] = 0;
-    CHECK_EQ_INT(cb.progress(&w, cb.user), 0);
     out = slurp();
     CHECK_MSG(out[0] == 0, "got \"%s\"", out);
+    free(out);
+
+    /* not a terminal (logs): plain lines -- one per layer, per new phase and at the end, else
+     * at most one every 30 s; no carriage returns or escape sequences */
+    reset();
+    c.quiet = 0, c.tty = 0;
+    c.last_phase[0] = 0;
+    CHECK_EQ_INT(cb.progress(&w, cb.user), 0); /* layer 1/4 */
+    CHECK_EQ_INT(cb.progress(&w, cb.user), 0); /* the same layer again: nothing */
+    lq_progress w2 = {"layer", 2, 4, 2.0, 2.0, "model.layers.1"};
+    CHECK_EQ_INT(cb.progress(&w2, cb.user), 0);
+    lq_progress pp = {"ppl", 5, 100, 2.5, -1, ""};
+    CHECK_EQ_INT(cb.progress(&pp, cb.user), 0); /* new phase */
+    pp.step = 6;
+    CHECK_EQ_INT(cb.progress(&pp, cb.user), 0); /* same phase within 30 s: nothing */
+    pp.step = 100;
+    CHECK_EQ_INT(cb.progress(&pp, cb.user), 0); /* the last step */
+    out = slurp();
+    CHECK_MSG(!strcmp(out, "llmquant: layer 1/4 (25%), elapsed 1s, ETA 3s  "
+                           "model.layers.0.self_attn.q_proj\n"
+                           "llmquant: layer 2/4 (50%), elapsed 2s, ETA 2s  model.layers.1\n"
+                           "llmquant: ppl 5/100 (5%), elapsed 3s, ETA 48s\n"
+                           "llmquant: ppl 100/100 (100%), elapsed 3s\n"),
+              "got \"%s\"", strchr(out, '\n') ? strchr(out, '\n') + 1 : out);
     free(out);
 
     /* SIGINT during a job: the next progress callback asks the library to cancel */

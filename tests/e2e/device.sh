@@ -39,7 +39,7 @@ if [ "$cuda" = yes ]; then
 else
     [ "$n" = 0 ] || fail "CPU build printed a CUDA notice: $(cat "$T/err")"
 fi
-expect_in "$T/out" "device: cpu" "report names the device"
+expect_in "$T/out" " on cpu, peak RSS" "report names the device"
 run "$LQ_BIN" -q gptq "$M" -o "$T/dev/gptq2" --group-size 32 --tokenizer "$TOK" --calib "$TS" \
     --nsamples 4 --seqlen 64
 expect_rc 0 "gptq -q"
