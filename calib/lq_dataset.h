@@ -86,7 +86,7 @@ typedef lq_status (*lq_encode_fn)(void *user, const char *text, int64_t len, int
 /* The built-in calibration corpus (calib/data/SOURCES.md: encyclopedic prose, source code,
  * technical prose, multilingual text), compiled into the library as zstd. A calibration path
  * that is NULL, "" or "builtin" means this corpus (a file called "builtin" is "./builtin"). */
-#define LQ_CALIB_BUILTIN "builtin:llmquant-calib-v1"
+#define LQ_CALIB_BUILTIN "builtin:llmquant-calib-v2"
 bool      lq_calib_is_builtin(const char *path);
 lq_status lq_text_read_builtin(int64_t max_bytes, lq_text *out, lq_err *err);
 

@@ -2,7 +2,8 @@
 # Install what building and testing llmquant needs. Idempotent: installs only what is missing.
 #   Debian/Ubuntu packages (apt-get, non-interactive; sudo only when not root).
 #   Python packages for the optional oracle tests, if pip exists (failures tolerated: those
-#   tests print SKIP). LQ_SETUP_PIP=0 skips them.
+#   tests print SKIP): numpy, safetensors, sentencepiece, protobuf, tokenizers, transformers,
+#   torch, accelerate, gguf, bitsandbytes. LQ_SETUP_PIP=0 skips them (the product needs none).
 set -euo pipefail
 
 DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev libzstd-dev
@@ -41,17 +42,16 @@ if [ "${LQ_SETUP_PIP:-1}" != 0 ] && command -v python3 >/dev/null 2>&1 &&
     # module name : pip name
     want=()
     for pair in numpy:numpy safetensors:safetensors sentencepiece:sentencepiece \
-        tokenizers:tokenizers transformers:transformers torch:torch; do
+        google.protobuf:protobuf tokenizers:tokenizers transformers:transformers torch:torch \
+        accelerate:accelerate gguf:gguf bitsandbytes:bitsandbytes; do
         mod=${pair%%:*}
         python3 -c "import $mod" >/dev/null 2>&1 || want+=("${pair##*:}")
     done
     if [ ${#want[@]} -gt 0 ]; then
         echo "setup: pip installing ${want[*]} (optional, for the Python oracle tests)"
         for w in "${want[@]}"; do
-            extra=()
-            # the CPU wheel of torch is a tenth of the CUDA one and all the oracles need
-            [ "$w" = torch ] && extra=(--index-url https://download.pytorch.org/whl/cpu)
-            python3 -m pip install --quiet "${extra[@]}" "$w" ||
+            # torch from PyPI's default index (its CPU-only index is not reachable everywhere)
+            python3 -m pip install --quiet "$w" ||
                 echo "setup: pip install $w failed; the tests that need it will SKIP" >&2
         done
     else

@@ -17,7 +17,7 @@ SMALL=(--nsamples 8 --seqlen 128)
 # 1. gptq with no calibration option: the built-in corpus, named in the report
 run "$B" --json gptq "$M" -o "$W/gptq" --group-size 32 "${SMALL[@]}"
 expect_rc 0 "gptq without --calib"
-expect_in "$T/out" '"calib":"builtin:llmquant-calib-v1"' "report names the built-in corpus"
+expect_in "$T/out" '"calib":"builtin:llmquant-calib-v2"' "report names the built-in corpus"
 CHECKS=$((CHECKS + 1))
 [ -f "$W/gptq/tokenizer.model" ] && [ -f "$W/gptq/model.safetensors" ] ||
     fail "gptq output lacks tokenizer.model or model.safetensors"
@@ -28,7 +28,7 @@ cp "$B" "$W/alone/llmquant"
 run env -i PATH=/usr/bin:/bin HOME="$W" "$W/alone/llmquant" awq "$M" -o "$W/awq-alone" \
     --group-size 32 "${SMALL[@]}" --device cpu
 expect_rc 0 "awq from a copied binary, no --calib"
-expect_in "$T/out" "builtin:llmquant-calib-v1" "copied binary reports the built-in corpus"
+expect_in "$T/out" "builtin:llmquant-calib-v2" "copied binary reports the built-in corpus"
 run "$B" int8 "$M" -o "$W/int8" "${SMALL[@]}" --calib builtin
 expect_rc 0 "int8 --calib builtin"
 

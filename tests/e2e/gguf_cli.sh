@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# GGUF input through the CLI on the real models scripts/fetch_models.sh caches: SmolLM2-135M
+# (inspect, convert, quantize and ppl straight from the .gguf, the converted directory agreeing
+# with the file), Gemma-3-270M (a clean "unsupported architecture gemma3"), a truncated file (its
+# own exit code, nothing written). Skips naming the fetch script when the models are absent.
+set -e
+. "$(dirname "$0")/cli_lib.bash"
+B="$LQ_BIN"
+MODELS="${LQ_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llmquant/models}"
+G="$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA="$MODELS/gemma-3-270m-q4_k_m.gguf"
+TEXT="${LQ_SRC:-}/examples/data/tinystories_sample.txt"
+if [ ! -f "$G" ] || [ ! -f "$GEMMA" ]; then
+    echo "SKIP: $G or $GEMMA not cached: run scripts/fetch_models.sh"
+    exit 77
+fi
+rm -rf "$T"
+mkdir -p "$T/w"
+W="$T/w"
+SUM0=$(sha256sum "$G" | cut -d' ' -f1)
+
+run "$B" inspect "$G"
+expect_rc 0 "inspect .gguf"
+expect_in "$T/out" "30 layers, hidden 576, intermediate 1536, heads 9 (kv 3, head_dim 64), vocab 49152" \
+    "inspect shape"
+
+run "$B" --json convert "$G" -o "$W/hf"
+expect_rc 0 "convert"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json \
+    special_tokens_map.json generation_config.json llmquant_report.json; do
+    CHECKS=$((CHECKS + 1))
+    [ -s "$W/hf/$f" ] || fail "convert output lacks $f"
+done
+expect_in "$W/hf/config.json" '"model_type": "llama"' "config model_type"
+expect_in "$W/hf/config.json" '"tie_word_embeddings": true' "config tied embeddings"
+expect_in "$W/hf/config.json" '"torch_dtype": "float16"' "config dtype"
+expect_in "$W/hf/tokenizer.json" '"type":"Digits","individual_digits":true' "smollm digit split"
+
+# quantize and evaluate straight from the file
+run "$B" --json rtn "$G" -o "$W/rtn" --group-size 64
+expect_rc 0 "rtn from .gguf"
+expect_in "$T/out" '"quantized_linears":210' "rtn quantizes every linear at g64"
+CHECKS=$((CHECKS + 1))
+[ -s "$W/rtn/tokenizer.json" ] && [ -s "$W/rtn/generation_config.json" ] ||
+    fail "rtn output lacks the tokenizer rebuilt from the GGUF"
+run "$B" --json gptq "$G" -o "$W/gptq" --group-size 64 --nsamples 4 --seqlen 256
+expect_rc 0 "gptq from .gguf (built-in calibration)"
+ppl_of() { # model -> stdout value
+    "$B" -q ppl "$1" --data "$TEXT" --ctx 256 | sed 's/^ppl //'
+}
+P_GGUF=$(ppl_of "$G")
+P_HF=$(ppl_of "$W/hf")
+P_RTN=$(ppl_of "$W/rtn")
+P_GPTQ=$(ppl_of "$W/gptq")
+echo "ppl on the demo text: gguf $P_GGUF, converted fp16 $P_HF, rtn w4 g64 $P_RTN, gptq w4 g64 $P_GPTQ"
+CHECKS=$((CHECKS + 1))
+awk "BEGIN { d = $P_HF / $P_GGUF - 1; exit !(d < 0.005 && d > -0.005) }" ||
+    fail "converted fp16 ppl $P_HF vs the GGUF's $P_GGUF: more than 0.5% apart"
+CHECKS=$((CHECKS + 1))
+awk "BEGIN { exit !($P_RTN > $P_HF && $P_RTN < 3 * $P_HF && $P_GPTQ < $P_RTN * 1.02) }" ||
+    fail "quantized ppl out of range: rtn $P_RTN, gptq $P_GPTQ vs fp16 $P_HF"
+
+# Gemma-3: every tensor decodes, the architecture is refused in one line
+run "$B" convert "$GEMMA" -o "$W/gemma"
+expect_error 43 "unsupported architecture gemma3" "gemma-3 convert"
+run "$B" inspect "$GEMMA"
+expect_error 43 "unsupported architecture gemma3" "gemma-3 inspect"
+CHECKS=$((CHECKS + 1))
+[ ! -e "$W/gemma" ] || fail "gemma-3 output created"
+
+# a truncated file: its own exit code, naming the file
+head -c 1000000 "$G" >"$W/trunc.gguf"
+run "$B" rtn "$W/trunc.gguf" -o "$W/trunc-out"
+expect_error 31 "$W/trunc.gguf: " "truncated GGUF"
+CHECKS=$((CHECKS + 1))
+[ ! -e "$W/trunc-out" ] || fail "output created from a truncated file"
+CHECKS=$((CHECKS + 1))
+[ "$(sha256sum "$G" | cut -d' ' -f1)" = "$SUM0" ] || fail "the GGUF input changed"
+finish
