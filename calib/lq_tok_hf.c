@@ -150,14 +150,6 @@ static int jbool(const cJSON *o, const char *k, int dflt) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
 
-static char *dupn(const char *s, int64_t n) {
-    char *d = malloc((size_t)n + 1);
-    if (d) {
-        memcpy(d, s, (size_t)n);
-        d[n] = 0;
-    }
-    return d;
-}
 
 static int valid_utf8(const char *s, int64_t n) {
     for (int64_t i = 0; i < n;) {
@@ -227,7 +219,7 @@ static lq_status load_norm(const cJSON *j, hnorm *n, int depth, const lq_tokeniz
             HF_BAD("%s: Prepend normalizer without \"prepend\"", t->path);
         n->type = N_PREPEND;
         n->alen = (int64_t)strlen(p);
-        if (!(n->a = dupn(p, n->alen)))
+        if (!(n->a = lq_strndup(p, n->alen)))
             HF_NOMEM();
         return LQ_OK;
     }
@@ -241,7 +233,7 @@ static lq_status load_norm(const cJSON *j, hnorm *n, int depth, const lq_tokeniz
         n->type = N_REPLACE;
         n->alen = (int64_t)strlen(s);
         n->blen = (int64_t)strlen(c);
-        if (!(n->a = dupn(s, n->alen)) || !(n->b = dupn(c, n->blen)))
+        if (!(n->a = lq_strndup(s, n->alen)) || !(n->b = lq_strndup(c, n->blen)))
             HF_NOMEM();
         return LQ_OK;
     }
@@ -428,7 +420,7 @@ static lq_status load_vocab(const cJSON *root, const cJSON *m, lq_tokenizer *t, 
             HF_BAD("%s: vocab token %d is %lld bytes long", t->path, id, (long long)l);
         if (t->piece[id])
             HF_BAD("%s: id %d used twice in the vocab", t->path, id);
-        if (!(t->piece[id] = dupn(e->string, l)))
+        if (!(t->piece[id] = lq_strndup(e->string, l)))
             HF_NOMEM();
         t->plen[id] = (int32_t)l;
         int rc      = lq_tok_map_put(&h->vocab, t->piece[id], (int32_t)l, id);
@@ -518,14 +510,14 @@ static lq_status load_added(const cJSON *root, lq_tokenizer *t, lq_err *err) {
         if (!valid_utf8(c, l))
             HF_BAD("%s: added token %d is not valid UTF-8", t->path, a->id);
         if (!t->piece[a->id]) {
-            if (!(t->piece[a->id] = dupn(c, l)))
+            if (!(t->piece[a->id] = lq_strndup(c, l)))
                 HF_NOMEM();
             t->plen[a->id] = (int32_t)l;
         }
         if (a->normalized && h->norm) {
             LQ_TRY(normalize(h->norm, c, l, &a->pat, &a->len, err));
         } else {
-            a->pat = dupn(c, l);
+            a->pat = lq_strndup(c, l);
             a->len = l;
         }
         if (!a->pat)
@@ -795,7 +787,7 @@ static uint32_t last_cp(const char *s, int64_t n, int64_t *start) {
 
 static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out, int64_t *on,
                            lq_err *err) {
-    char   *cur = dupn(s, n);
+    char   *cur = lq_strndup(s, n);
     int64_t cn  = n;
     if (!cur)
         return lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
@@ -877,7 +869,7 @@ static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out
             int64_t st0;
             while (q->right && b > a && is_ws(last_cp(cur + a, b - a, &st0)))
                 b = a + st0;
-            nx = dupn(cur + a, b - a);
+            nx = lq_strndup(cur + a, b - a);
             nn = b - a;
         }
         free(cur);
@@ -1303,7 +1295,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
         } else {
             char   *nb = NULL;
             int64_t nn = 0;
-            char   *cp = dupn(a.b + x.off, x.len);
+            char   *cp = lq_strndup(a.b + x.off, x.len);
             if (!cp)
                 LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
             st = normalize(h->norm, cp, x.len, &nb, &nn, err);

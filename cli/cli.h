@@ -5,6 +5,8 @@
 
 #include "llmquant.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdio.h>
 
 #define CLI_PROG      "llmquant"
@@ -74,6 +76,13 @@ int  cli_interrupted(void);
 /* Emit a library JSON report: verbatim on stdout with --json; else a table on c->human (with
  * --quiet, the one line of the result: "ppl 20.38", "wrote DIR ..."). */
 void cli_emit_report(cli_ctx *c, const char *json);
+/* After a job: clear the progress line, show the report (see cli_emit_report), free it, turn
+ * the status into the exit code (printing the error line). The report is shown on failure too
+ * (LQ_ERR_PPL_BOUND comes with one), except under -q where the error line is the result. */
+int cli_finish_job(cli_ctx *c, lq_status s, char *report, const lq_err *err);
+/* Fields of a JSON report: number (0 when absent), string ("" when absent). */
+double      cli_jnum(const cJSON *o, const char *key);
+const char *cli_jstr(const cJSON *o, const char *key);
 /* "1.5 MiB" */
 void cli_fmt_bytes(double b, char *buf, size_t cap);
 

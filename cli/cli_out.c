@@ -264,14 +264,15 @@ void cli_fmt_bytes(double b, char *buf, size_t cap) {
 static const cJSON *jget(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
 }
-static double jnum(const cJSON *o, const char *k) {
+double cli_jnum(const cJSON *o, const char *k) {
     const cJSON *v = jget(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
-static const char *jstr(const cJSON *o, const char *k) {
+const char *cli_jstr(const cJSON *o, const char *k) {
     const cJSON *v = jget(o, k);
     return cJSON_IsString(v) ? v->valuestring : "";
 }
+
 
 static void row(cli_ctx *c, const char *label, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -290,70 +291,70 @@ static void row(cli_ctx *c, const char *label, const char *fmt, ...) {
 static void ppl_check_row(cli_ctx *c, const cJSON *pc) {
     if (!cJSON_IsObject(pc))
         return;
-    row(c, "ppl check", "%.4f -> %.4f (%+.2f%%) on %s%s", jnum(pc, "ppl_original"),
-        jnum(pc, "ppl_quantized"), jnum(pc, "increase_percent"), jstr(pc, "data_file"),
+    row(c, "ppl check", "%.4f -> %.4f (%+.2f%%) on %s%s", cli_jnum(pc, "ppl_original"),
+        cli_jnum(pc, "ppl_quantized"), cli_jnum(pc, "increase_percent"), cli_jstr(pc, "data_file"),
         cJSON_IsFalse(jget(pc, "passed")) ? "  OVER THE BOUND" : "");
 }
 
 static void summary_quantize(cli_ctx *c, const cJSON *o) {
     char b1[32], b2[32], d[24];
-    const double q = jnum(o, "quantized_linears"), u = jnum(o, "unquantized_linears");
+    const double q = cli_jnum(o, "quantized_linears"), u = cli_jnum(o, "unquantized_linears");
     if (c->quiet) {
-        fprintf(c->human, "wrote %s (%s, %.0f of %.0f linears quantized)\n", jstr(o, "out_dir"),
-                jstr(o, "method"), q, q + u);
+        fprintf(c->human, "wrote %s (%s, %.0f of %.0f linears quantized)\n", cli_jstr(o, "out_dir"),
+                cli_jstr(o, "method"), q, q + u);
         return;
     }
-    const char *m = jstr(o, "method");
+    const char *m = cli_jstr(o, "method");
     if (!strcmp(m, "nf4") || !strcmp(m, "int8"))
-        row(c, "method", "%s -> %s checkpoint", m, jstr(o, "checkpoint"));
+        row(c, "method", "%s -> %s checkpoint", m, cli_jstr(o, "checkpoint"));
     else
-        row(c, "method", "%s -> %s checkpoint, %.0f-bit, group %.0f", m, jstr(o, "checkpoint"),
-            jnum(o, "bits"), jnum(o, "group_size"));
-    row(c, "model", "%s (%.0f layers)", jstr(o, "model_dir"), jnum(o, "layers"));
+        row(c, "method", "%s -> %s checkpoint, %.0f-bit, group %.0f", m, cli_jstr(o, "checkpoint"),
+            cli_jnum(o, "bits"), cli_jnum(o, "group_size"));
+    row(c, "model", "%s (%.0f layers)", cli_jstr(o, "model_dir"), cli_jnum(o, "layers"));
     row(c, "linears", "%.0f of %.0f quantized", q, q + u);
     const cJSON *why = jget(o, "unquantized_reasons");
     for (const cJSON *e = why ? why->child : NULL; e; e = e->next)
         row(c, "  kept", "%s: %s", e->string, cJSON_IsString(e) ? e->valuestring : "");
     if (jget(o, "calib"))
-        row(c, "calibration", "%s, %.0f x %.0f tokens", jstr(o, "calib"), jnum(o, "nsamples"),
-            jnum(o, "seqlen"));
-    fmt_duration(jnum(o, "seconds"), d, sizeof d);
-    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b1, sizeof b1);
-    cli_fmt_bytes(jnum(o, "output_bytes"), b2, sizeof b2);
-    row(c, "time", "%s on %s, peak RSS %s", d, jstr(o, "device"), b1);
+        row(c, "calibration", "%s, %.0f x %.0f tokens", cli_jstr(o, "calib"), cli_jnum(o, "nsamples"),
+            cli_jnum(o, "seqlen"));
+    fmt_duration(cli_jnum(o, "seconds"), d, sizeof d);
+    cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b1, sizeof b1);
+    cli_fmt_bytes(cli_jnum(o, "output_bytes"), b2, sizeof b2);
+    row(c, "time", "%s on %s, peak RSS %s", d, cli_jstr(o, "device"), b1);
     ppl_check_row(c, jget(o, "ppl_check"));
-    row(c, "output", "%s (%s)", jstr(o, "out_dir"), b2);
+    row(c, "output", "%s (%s)", cli_jstr(o, "out_dir"), b2);
 }
 
 static void summary_ppl(cli_ctx *c, const cJSON *o) {
     if (c->quiet) {
-        fprintf(c->human, "ppl %.4f\n", jnum(o, "ppl"));
+        fprintf(c->human, "ppl %.4f\n", cli_jnum(o, "ppl"));
         return;
     }
     char b[32];
-    row(c, "perplexity", "%.4f (mean NLL %.4f nats)", jnum(o, "ppl"), jnum(o, "nll"));
+    row(c, "perplexity", "%.4f (mean NLL %.4f nats)", cli_jnum(o, "ppl"), cli_jnum(o, "nll"));
     row(c, "protocol", "%s, ctx %.0f, %.0f windows, %.0f of %.0f tokens scored",
-        jstr(o, "protocol"), jnum(o, "ctx"), jnum(o, "windows"), jnum(o, "tokens_scored"),
-        jnum(o, "tokens"));
-    row(c, "model", "%s (%s)", jstr(o, "model_dir"), jstr(o, "format"));
-    row(c, "data", "%s", jstr(o, "data_file"));
-    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b, sizeof b);
+        cli_jstr(o, "protocol"), cli_jnum(o, "ctx"), cli_jnum(o, "windows"), cli_jnum(o, "tokens_scored"),
+        cli_jnum(o, "tokens"));
+    row(c, "model", "%s (%s)", cli_jstr(o, "model_dir"), cli_jstr(o, "format"));
+    row(c, "data", "%s", cli_jstr(o, "data_file"));
+    cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b, sizeof b);
     row(c, "speed", "%.0f tokens/s on %s (%.1f s, load %.1f s), peak RSS %s",
-        jnum(o, "tokens_per_second"), jstr(o, "device"), jnum(o, "seconds"),
-        jnum(o, "load_seconds"), b);
+        cli_jnum(o, "tokens_per_second"), cli_jstr(o, "device"), cli_jnum(o, "seconds"),
+        cli_jnum(o, "load_seconds"), b);
 }
 
 static void summary_convert(cli_ctx *c, const cJSON *o) {
     if (c->quiet) {
-        fprintf(c->human, "wrote %s\n", jstr(o, "out_dir"));
+        fprintf(c->human, "wrote %s\n", cli_jstr(o, "out_dir"));
         return;
     }
     char b[32], d[24];
-    row(c, "converted", "%s (%s, %s) -> %s", jstr(o, "model"), jstr(o, "source_format"),
-        jstr(o, "model_type"), jstr(o, "out_dir"));
-    row(c, "tensors", "%.0f, stored as %s", jnum(o, "tensors"), jstr(o, "out_dtype"));
-    fmt_duration(jnum(o, "seconds"), d, sizeof d);
-    cli_fmt_bytes(jnum(o, "peak_rss_bytes"), b, sizeof b);
+    row(c, "converted", "%s (%s, %s) -> %s", cli_jstr(o, "model"), cli_jstr(o, "source_format"),
+        cli_jstr(o, "model_type"), cli_jstr(o, "out_dir"));
+    row(c, "tensors", "%.0f, stored as %s", cli_jnum(o, "tensors"), cli_jstr(o, "out_dtype"));
+    fmt_duration(cli_jnum(o, "seconds"), d, sizeof d);
+    cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b, sizeof b);
     row(c, "time", "%s, peak RSS %s", d, b);
 }
 
@@ -371,9 +372,17 @@ void cli_emit_report(cli_ctx *c, const char *json) {
     }
     if (jget(o, "ppl") && !jget(o, "method"))
         summary_ppl(c, o);
-    else if (!strcmp(jstr(o, "command"), "convert"))
+    else if (!strcmp(cli_jstr(o, "command"), "convert"))
         summary_convert(c, o);
     else
         summary_quantize(c, o);
     cJSON_Delete(o);
+}
+
+int cli_finish_job(cli_ctx *c, lq_status s, char *report, const lq_err *err) {
+    cli_progress_clear(c);
+    if (s == LQ_OK || !c->quiet)
+        cli_emit_report(c, report);
+    lq_free(report);
+    return s == LQ_OK ? 0 : cli_fail(c, s, err);
 }

@@ -15,11 +15,5 @@ int cmd_convert(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     cli_signals_install();
     lq_status s = lq_convert(a->pos[0], out, a->params, &cb, &report, &err);
     cli_signals_restore();
-    cli_progress_clear(c);
-    cli_emit_report(c, report);
-    lq_free(report);
-    if (s != LQ_OK)
-        return cli_fail(c, s, &err);
-    (void)out;
-    return 0;
+    return cli_finish_job(c, s, report, &err);
 }

@@ -12,15 +12,6 @@ const cli_flag cli_inspect_flags[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
-static double numv(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *strv(const cJSON *o, const char *k) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
 
 static void fmt_count(double n, char *buf, size_t cap) {
     if (n >= 1e9)
@@ -35,36 +26,36 @@ static void fmt_count(double n, char *buf, size_t cap) {
 
 static void human(FILE *f, const cJSON *r, int list_tensors) {
     char b1[64], b2[64], b3[64], b4[64];
-    fprintf(f, "model       %s\n", strv(r, "model_dir"));
-    fprintf(f, "arch        %s (%s), dtype %s\n", strv(r, "model_type"), strv(r, "architecture"),
-            *strv(r, "torch_dtype") ? strv(r, "torch_dtype") : "unspecified");
+    fprintf(f, "model       %s\n", cli_jstr(r, "model_dir"));
+    fprintf(f, "arch        %s (%s), dtype %s\n", cli_jstr(r, "model_type"), cli_jstr(r, "architecture"),
+            *cli_jstr(r, "torch_dtype") ? cli_jstr(r, "torch_dtype") : "unspecified");
     fprintf(f, "shape       %.0f layers, hidden %.0f, intermediate %.0f, heads %.0f (kv %.0f, "
                "head_dim %.0f), vocab %.0f, context %.0f%s\n",
-            numv(r, "num_layers"), numv(r, "hidden_size"), numv(r, "intermediate_size"),
-            numv(r, "num_heads"), numv(r, "num_kv_heads"), numv(r, "head_dim"),
-            numv(r, "vocab_size"), numv(r, "max_position_embeddings"),
+            cli_jnum(r, "num_layers"), cli_jnum(r, "hidden_size"), cli_jnum(r, "intermediate_size"),
+            cli_jnum(r, "num_heads"), cli_jnum(r, "num_kv_heads"), cli_jnum(r, "head_dim"),
+            cli_jnum(r, "vocab_size"), cli_jnum(r, "max_position_embeddings"),
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "tie_word_embeddings"))
                 ? ", tied embeddings"
                 : "");
-    fmt_count(numv(r, "parameters"), b1, sizeof b1);
-    cli_fmt_bytes(numv(r, "tensor_bytes"), b2, sizeof b2);
-    fprintf(f, "parameters  %s in %.0f tensors, %s on disk (", b1, numv(r, "num_tensors"), b2);
+    fmt_count(cli_jnum(r, "parameters"), b1, sizeof b1);
+    cli_fmt_bytes(cli_jnum(r, "tensor_bytes"), b2, sizeof b2);
+    fprintf(f, "parameters  %s in %.0f tensors, %s on disk (", b1, cli_jnum(r, "num_tensors"), b2);
     const cJSON *dts = cJSON_GetObjectItemCaseSensitive(r, "dtypes");
     for (const cJSON *d = dts ? dts->child : NULL; d; d = d->next)
-        fprintf(f, "%s%s x%.0f", d == dts->child ? "" : ", ", d->string, numv(d, "tensors"));
+        fprintf(f, "%s%s x%.0f", d == dts->child ? "" : ", ", d->string, cli_jnum(d, "tensors"));
     fprintf(f, ")\n");
     const cJSON *ql = cJSON_GetObjectItemCaseSensitive(r, "quantized_linears");
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(r, "quantization_config");
-    if (numv(ql, "count") > 0 || qc) {
-        const char *qm = strv(qc, "quant_method");
+    if (cli_jnum(ql, "count") > 0 || qc) {
+        const char *qm = cli_jstr(qc, "quant_method");
         fprintf(f, "quantized   %s", *qm ? qm : "yes");
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(qc, "bits")))
-            fprintf(f, " %.0f-bit", numv(qc, "bits"));
+            fprintf(f, " %.0f-bit", cli_jnum(qc, "bits"));
         if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(qc, "group_size")))
-            fprintf(f, " group %.0f", numv(qc, "group_size"));
+            fprintf(f, " group %.0f", cli_jnum(qc, "group_size"));
         const cJSON *bpp = cJSON_GetObjectItemCaseSensitive(ql, "bits_per_param");
         if (cJSON_IsNumber(bpp))
-            fprintf(f, "; %.0f linears at %.3f bits/param", numv(ql, "count"), bpp->valuedouble);
+            fprintf(f, "; %.0f linears at %.3f bits/param", cli_jnum(ql, "count"), bpp->valuedouble);
         fprintf(f, "\n");
     } else {
         fprintf(f, "quantized   no\n");
@@ -72,20 +63,20 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(r, "memory");
     const cJSON *w   = cJSON_GetObjectItemCaseSensitive(mem, "weights");
     const cJSON *kv  = cJSON_GetObjectItemCaseSensitive(mem, "kv_cache");
-    cli_fmt_bytes(numv(w, "fp32"), b1, sizeof b1);
-    cli_fmt_bytes(numv(w, "fp16"), b2, sizeof b2);
-    cli_fmt_bytes(numv(w, "int8"), b3, sizeof b3);
-    cli_fmt_bytes(numv(w, "int4"), b4, sizeof b4);
-    double g = numv(w, "int4_group_size");
+    cli_fmt_bytes(cli_jnum(w, "fp32"), b1, sizeof b1);
+    cli_fmt_bytes(cli_jnum(w, "fp16"), b2, sizeof b2);
+    cli_fmt_bytes(cli_jnum(w, "int8"), b3, sizeof b3);
+    cli_fmt_bytes(cli_jnum(w, "int4"), b4, sizeof b4);
+    double g = cli_jnum(w, "int4_group_size");
     char   gs[32];
     if (g > 0)
         snprintf(gs, sizeof gs, "g%.0f", g);
     else
         snprintf(gs, sizeof gs, "per-channel");
     fprintf(f, "weights     fp32 %s | fp16 %s | int8 %s | int4 %s %s\n", b1, b2, b3, gs, b4);
-    cli_fmt_bytes(numv(kv, "bytes"), b1, sizeof b1);
-    fprintf(f, "KV cache    %s (%s, ctx %.0f x batch %.0f)\n", b1, strv(kv, "dtype"),
-            numv(kv, "ctx"), numv(kv, "batch"));
+    cli_fmt_bytes(cli_jnum(kv, "bytes"), b1, sizeof b1);
+    fprintf(f, "KV cache    %s (%s, ctx %.0f x batch %.0f)\n", b1, cli_jstr(kv, "dtype"),
+            cli_jnum(kv, "ctx"), cli_jnum(kv, "batch"));
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(r, "tensors");
     if (!list_tensors) {
         fprintf(f, "tensors     %d (--tensors lists them)\n", cJSON_GetArraySize(ts));
@@ -100,8 +91,8 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
             n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%.0f", d == sh->child ? "" : ", ",
                                   d->valuedouble);
         snprintf(shape + n, sizeof shape - n, "]");
-        cli_fmt_bytes(numv(t, "bytes"), b1, sizeof b1);
-        fprintf(f, "  %-52s %-5s %-16s %s\n", strv(t, "name"), strv(t, "dtype"), shape, b1);
+        cli_fmt_bytes(cli_jnum(t, "bytes"), b1, sizeof b1);
+        fprintf(f, "  %-52s %-5s %-16s %s\n", cli_jstr(t, "name"), cli_jstr(t, "dtype"), shape, b1);
     }
 }
 

@@ -16,8 +16,5 @@ int cmd_ppl(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     cli_signals_install();
     lq_status s = lq_perplexity(a->pos[0], a->flag_val[0], a->params, &cb, &report, &err);
     cli_signals_restore();
-    cli_progress_clear(c);
-    cli_emit_report(c, report);
-    lq_free(report);
-    return s == LQ_OK ? 0 : cli_fail(c, s, &err);
+    return cli_finish_job(c, s, report, &err);
 }

@@ -16,14 +16,5 @@ int cmd_quantize(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     cli_signals_install();
     lq_status s = lq_quantize(cmd->name, a->pos[0], out, a->params, &cb, &report, &err);
     cli_signals_restore();
-    cli_progress_clear(c);
-    /* The report also comes with LQ_ERR_PPL_BOUND (the output was written and marked): the
-     * table shows the check; with -q the error line alone is the result. */
-    if (s == LQ_OK || !c->quiet)
-        cli_emit_report(c, report);
-    lq_free(report);
-    if (s != LQ_OK)
-        return cli_fail(c, s, &err);
-    (void)out;
-    return 0;
+    return cli_finish_job(c, s, report, &err);
 }

@@ -292,3 +292,42 @@ bool lq_utf8_valid(const char *str, int64_t n) {
     }
     return true;
 }
+
+void lq_buf_put(lq_buf *b, const void *data, int64_t n) {
+    if (b->oom || n < 0)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        int64_t c = b->cap ? b->cap : 4096;
+        while (c < b->n + n + 1)
+            c *= 2;
+        char *q = realloc(b->p, (size_t)c);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p   = q;
+        b->cap = c;
+    }
+    if (n)
+        memcpy(b->p + b->n, data, (size_t)n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void lq_buf_str(lq_buf *b, const char *s) {
+    lq_buf_put(b, s, (int64_t)strlen(s));
+}
+
+void lq_buf_free(lq_buf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+char *lq_strndup(const char *s, int64_t n) {
+    char *d = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (d) {
+        memcpy(d, s, (size_t)n);
+        d[n] = 0;
+    }
+    return d;
+}

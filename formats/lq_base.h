@@ -83,6 +83,20 @@ float    lq_rng_normal(lq_rng *r);  /* N(0, 1), Box-Muller */
 /* Uniform integer in [0, n) without modulo bias. */
 uint64_t lq_rng_below(lq_rng *r, uint64_t n);
 
+/* Growable byte buffer, kept NUL-terminated (text can be read from p directly). An allocation
+ * failure sets oom and makes further appends no-ops, so builders check once at the end. */
+typedef struct lq_buf {
+    char   *p;
+    int64_t n, cap;
+    int     oom;
+} lq_buf;
+void lq_buf_put(lq_buf *b, const void *data, int64_t n);
+void lq_buf_str(lq_buf *b, const char *s);
+void lq_buf_free(lq_buf *b);
+
+/* malloc'd copy of n bytes plus a NUL (NULL when out of memory). */
+char *lq_strndup(const char *s, int64_t n);
+
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool lq_utf8_valid(const char *s, int64_t n);
 

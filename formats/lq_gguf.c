@@ -81,15 +81,6 @@ static lq_status rd_str(cur *c, const uint8_t **s, uint64_t *n, const char *what
     return LQ_OK;
 }
 
-static char *dup_name(const uint8_t *s, uint64_t n) {
-    char *d = malloc((size_t)n + 1);
-    if (d) {
-        memcpy(d, s, (size_t)n);
-        d[n] = 0;
-    }
-    return d;
-}
-
 static lq_status parse_kv(lq_gguf *g, cur *c, int64_t idx) {
     lq_gguf_kv    *kv = &g->kv[idx];
     const uint8_t *ks = NULL;
@@ -99,7 +90,7 @@ static lq_status parse_kv(lq_gguf *g, cur *c, int64_t idx) {
     if (kn == 0 || kn > GGUF_MAX_NAME || !name_ok(ks, kn))
         LQ_FAIL(c->err, LQ_ERR_GGUF_FORMAT, "%s: key %lld is empty, too long or not UTF-8",
                 c->label, (long long)idx);
-    if (!(kv->key = dup_name(ks, kn)))
+    if (!(kv->key = lq_strndup((const char *)ks, (int64_t)kn)))
         LQ_FAIL(c->err, LQ_ERR_NOMEM, "%s: out of memory", c->label);
     LQ_TRY(rd(c, &ty, 4, "value type"));
     if (ty >= LQ_GGUF_VTYPE_COUNT)
@@ -157,7 +148,7 @@ static lq_status parse_tensor_info(lq_gguf *g, cur *c, int64_t idx) {
         LQ_FAIL(c->err, LQ_ERR_GGUF_FORMAT,
                 "%s: tensor %lld has an empty, overlong or non-UTF-8 name (or a NUL byte in it)",
                 c->label, (long long)idx);
-    if (!(t->name = dup_name(ns, nn)))
+    if (!(t->name = lq_strndup((const char *)ns, (int64_t)nn)))
         LQ_FAIL(c->err, LQ_ERR_NOMEM, "%s: out of memory", c->label);
     LQ_TRY(rd(c, &nd, 4, t->name));
     if (nd < 1 || nd > LQ_GGUF_MAX_DIMS)

@@ -214,8 +214,11 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
     cJSON_AddNumberToObject(r, "rope_theta", f32_decimal(theta));
     cJSON_AddNumberToObject(r, "vocab_size", (double)vocab);
     cJSON_AddStringToObject(r, "hidden_act", "silu");
-    cJSON_AddBoolToObject(r, "attention_bias", 0);
-    cJSON_AddBoolToObject(r, "mlp_bias", 0);
+    /* biases beyond the architecture's own (qwen2's q/k/v): llama's attention_bias / mlp_bias,
+     * so that a file holding them is computed with them */
+    cJSON_AddBoolToObject(r, "attention_bias",
+                          !a->qkv_bias && lq_gguf_tensor_find(g, "blk.0.attn_output.bias"));
+    cJSON_AddBoolToObject(r, "mlp_bias", lq_gguf_tensor_find(g, "blk.0.ffn_up.bias") != NULL);
     cJSON_AddBoolToObject(r, "tie_word_embeddings", !lq_gguf_tensor_find(g, "output.weight"));
     const int spm = is_spm(g);
     int64_t   bos = special_id(g, "bos", spm ? 1 : -1), eos = special_id(g, "eos", spm ? 2 : -1);
@@ -312,11 +315,9 @@ static int name_in(const char *list, const char *s, int64_t n) {
 }
 
 static cJSON *str_n(const char *s, int64_t n) {
-    char *t = malloc((size_t)n + 1);
+    char *t = lq_strndup(s, n);
     if (!t)
         return NULL;
-    memcpy(t, s, (size_t)n);
-    t[n]     = 0;
     cJSON *j = cJSON_CreateString(t);
     free(t);
     return j;
@@ -561,31 +562,11 @@ static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out
 /* ---------------------------------------------------------------------------------------- */
 /* SentencePiece model proto                                                                  */
 /* ---------------------------------------------------------------------------------------- */
-typedef struct pbuf {
-    char   *p;
-    int64_t n, cap;
-    int     oom;
-} pbuf;
-
-static void pb_put(pbuf *b, const void *d, int64_t n) {
-    if (b->oom)
-        return;
-    if (b->n + n > b->cap) {
-        int64_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n)
-            c *= 2;
-        char *q = realloc(b->p, (size_t)c);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q, b->cap = c;
-    }
-    memcpy(b->p + b->n, d, (size_t)n);
-    b->n += n;
+static void pb_put(lq_buf *b, const void *d, int64_t n) {
+    lq_buf_put(b, d, n);
 }
 
-static void pb_varint(pbuf *b, uint64_t v) {
+static void pb_varint(lq_buf *b, uint64_t v) {
     uint8_t t[10];
     int     n = 0;
     do {
@@ -595,16 +576,16 @@ static void pb_varint(pbuf *b, uint64_t v) {
     pb_put(b, t, n);
 }
 
-static void pb_tag(pbuf *b, uint32_t field, uint32_t wt) {
+static void pb_tag(lq_buf *b, uint32_t field, uint32_t wt) {
     pb_varint(b, (uint64_t)field << 3 | wt);
 }
 
-static void pb_int(pbuf *b, uint32_t field, int64_t v) { /* int32 fields: two's complement */
+static void pb_int(lq_buf *b, uint32_t field, int64_t v) { /* int32 fields: two's complement */
     pb_tag(b, field, 0);
     pb_varint(b, (uint64_t)v);
 }
 
-static void pb_bytes(pbuf *b, uint32_t field, const void *d, int64_t n) {
+static void pb_bytes(lq_buf *b, uint32_t field, const void *d, int64_t n) {
     pb_tag(b, field, 2);
     pb_varint(b, (uint64_t)n);
     pb_put(b, d, n);
@@ -613,7 +594,7 @@ static void pb_bytes(pbuf *b, uint32_t field, const void *d, int64_t n) {
 lq_status lq_spm_model_write(const char *const *pieces, const int64_t *piece_lens,
                              const float *scores, const int32_t *types, int64_t n,
                              const lq_spm_spec *spec, char **data, int64_t *len, lq_err *err) {
-    pbuf out = {0}, msg = {0};
+    lq_buf out = {0}, msg = {0};
     for (int64_t i = 0; i < n; i++) {
         msg.n = 0;
         pb_bytes(&msg, 1, pieces[i], piece_lens[i]);
@@ -637,9 +618,10 @@ lq_status lq_spm_model_write(const char *const *pieces, const int64_t *piece_len
     pb_int(&msg, 4, spec->remove_extra_whitespaces);
     pb_int(&msg, 5, 1); /* escape_whitespaces */
     pb_bytes(&out, 3, msg.p, msg.n);
-    free(msg.p);
-    if (out.oom || msg.oom) {
-        free(out.p);
+    const int oom = out.oom || msg.oom;
+    lq_buf_free(&msg);
+    if (oom) {
+        lq_buf_free(&out);
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory writing a SentencePiece model");
     }
     *data = out.p;

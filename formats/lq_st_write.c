@@ -329,40 +329,17 @@ lq_status lq_st_writer_add_f32(lq_st_writer *w, const char *name, lq_dtype dtype
     return LQ_OK;
 }
 
-/* Growing text buffer for the header. */
-typedef struct sbuf {
-    char  *p;
-    size_t n, cap;
-    int    oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->cap ? b->cap * 2 : 4096);
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p   = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+static void sb_put(lq_buf *b, const char *s, size_t n) {
+    lq_buf_put(b, s, (int64_t)n);
 }
 
-static void sb_str(sbuf *b, const char *s) {
-    sb_put(b, s, strlen(s));
+static void sb_str(lq_buf *b, const char *s) {
+    lq_buf_str(b, s);
 }
 
 /* JSON string escaping exactly as serde_json (what safetensors uses): the two-character forms
  * for " \ \b \f \n \r \t, lowercase \u00xx for other control bytes, everything else raw. */
-static void sb_json_str(sbuf *b, const char *s) {
+static void sb_json_str(lq_buf *b, const char *s) {
     sb_put(b, "\"", 1);
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         char e[8];
@@ -403,7 +380,7 @@ static void sb_json_str(sbuf *b, const char *s) {
 /* The header text of one shard (tensors in `order`), padded with spaces to a multiple of 8
  * as safetensors does so that the data section starts 8-aligned. */
 static lq_status build_header(const lq_st_writer *w, w_tensor *const *order, int64_t cnt,
-                              sbuf *b, lq_err *err) {
+                              lq_buf *b, lq_err *err) {
     sb_str(b, "{");
     int first = 1;
     if (w->nmeta > 0) {
@@ -522,7 +499,7 @@ static lq_status write_shard(lq_st_writer *w, int shard, const char *tmp_path, w
         if (w->sp[w->t[i].spill].shard == shard)
             order[cnt++] = &w->t[i];
     qsort(order, (size_t)cnt, sizeof *order, cmp_write_order);
-    sbuf      b  = {0};
+    lq_buf     b  = {0};
     lq_status st = build_header(w, order, cnt, &b, err);
     int       fd = -1, in_fd = -1, in_spill = -1;
     if (st != LQ_OK)

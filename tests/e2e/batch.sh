@@ -11,6 +11,8 @@ rm -rf "$T"; mkdir -p "$T"; cd "$T"
 fail=0
 check() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
 M=$S/models/stories260K
+WIKI=$S/data/wikitext2/wiki.valid.tokens
+[ -f "$WIKI" ] || WIKI=builtin # the built-in corpus holds WikiText-2 validation
 TOK=$M/llama2c/tok512.bin
 cat > jobs.jsonl <<J
 # comment lines and blank lines are ignored
@@ -75,7 +77,7 @@ check '[ $rc = 2 ]' "bad --shard -> exit 2"
 # kill -9 in the middle: finished outputs stay, the rest is redone, no temporaries remain
 cat > slow.jsonl <<J
 {"model": "$M", "method": "rtn", "out": "outk/a", "options": {"group_size": 32}}
-{"model": "$M", "method": "int8", "out": "outk/b", "options": {"tokenizer": "$TOK", "calib": "$S/data/wikitext2/wiki.valid.tokens", "nsamples": 64, "seqlen": 512}}
+{"model": "$M", "method": "int8", "out": "outk/b", "options": {"tokenizer": "$TOK", "calib": "$WIKI", "nsamples": 64, "seqlen": 512}}
 {"model": "$M", "method": "nf4", "out": "outk/c"}
 J
 "$BIN" batch slow.jsonl --quiet & pid=$!

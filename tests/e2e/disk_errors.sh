@@ -5,6 +5,8 @@ source "$(dirname "$0")/cli_lib.bash"
 S=${LQ_SHARED:-}
 [ -d "$S/models/stories260K" ] || { echo "SKIP: LQ_SHARED not set"; exit 77; }
 M=$S/models/stories260K
+WIKI=$S/data/wikitext2/wiki.valid.tokens
+[ -f "$WIKI" ] || WIKI=builtin # the built-in corpus holds WikiText-2 validation
 TOK=$M/llama2c/tok512.bin
 W=$T/disk
 rm -rf "$W"
@@ -28,7 +30,7 @@ fsize_run "$LQ_BIN" rtn "$M" -o "$W/rtn" --group-size 32 -q
 expect_error 7 "File too large" "rtn on a full disk -> LQ_ERR_DISK_FULL"
 nothing_left "rtn on a full disk"
 fsize_run "$LQ_BIN" gptq "$M" -o "$W/gptq" --group-size 32 --tokenizer "$TOK" -q \
-    --calib "$S/data/wikitext2/wiki.valid.tokens" --nsamples 8 --seqlen 128
+    --calib "$WIKI" --nsamples 8 --seqlen 128
 expect_error 7 "File too large" "gptq on a full disk -> LQ_ERR_DISK_FULL"
 nothing_left "gptq on a full disk"
 

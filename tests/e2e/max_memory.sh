@@ -8,6 +8,8 @@
 source "$(dirname "$0")/cli_lib.bash"
 S=${LQ_SHARED:-}
 [ -d "$S/models/stories260K" ] || { echo "SKIP: LQ_SHARED not set"; exit 77; }
+WIKI=$S/data/wikitext2/wiki.valid.tokens
+[ -f "$WIKI" ] || WIKI=builtin # the built-in corpus holds WikiText-2 validation
 if grep -q __asan_init "$LQ_BIN" 2>/dev/null; then
     echo "SKIP: resident memory under AddressSanitizer is the sanitizer's (shadow, quarantine)"
     exit 77
@@ -26,11 +28,11 @@ run "$LQ_BIN" rtn "$S/models/stories260K" -o "$W/floor" -q --json --device cpu
 expect_rc 0 "rtn for the RSS floor"
 floor=$(peak)
 budget_mib=$(awk -v f="$floor" 'BEGIN { printf "%d", f / 1048576 + 120 }')
-run "$LQ_BIN" int8 "$W/model" -o "$W/free" -q --json --calib "$S/data/wikitext2/wiki.valid.tokens" \
+run "$LQ_BIN" int8 "$W/model" -o "$W/free" -q --json --calib "$WIKI" \
     --nsamples 32 --seqlen 128 --device cpu
 expect_rc 0 "int8 without a budget"
 free_peak=$(peak)
-run "$LQ_BIN" int8 "$W/model" -o "$W/budget" -q --json --calib "$S/data/wikitext2/wiki.valid.tokens" \
+run "$LQ_BIN" int8 "$W/model" -o "$W/budget" -q --json --calib "$WIKI" \
     --nsamples 32 --seqlen 128 --max-memory "${budget_mib}M" --device cpu
 expect_rc 0 "int8 --max-memory ${budget_mib}M"
 budget_peak=$(peak)
@@ -42,7 +44,7 @@ awk -v p="$budget_peak" -v f="$free_peak" -v b="$budget_mib" \
 CHECKS=$((CHECKS + 1))
 cmp -s "$W/free/model.safetensors" "$W/budget/model.safetensors" ||
     fail "spilling changed the output"
-run "$LQ_BIN" int8 "$W/model" -o "$W/tiny" -q --calib "$S/data/wikitext2/wiki.valid.tokens" \
+run "$LQ_BIN" int8 "$W/model" -o "$W/tiny" -q --calib "$WIKI" \
     --nsamples 32 --seqlen 128 --max-memory 20M
 expect_error 3 "--max-memory 20 MiB is below" "a budget below one layer's needs -> LQ_ERR_NOMEM"
 CHECKS=$((CHECKS + 1))

@@ -14,6 +14,8 @@ M="$S/models/stories260K"
 TOK="$M/llama2c/tok512.bin"
 DATA="$S/data/tinystories/tinystories_sample.txt"
 CAL="$S/data/wikitext2/wiki.valid.tokens"
+# WikiText-2 validation when the shared data has it, else the built-in corpus (which holds it)
+[ -f "$CAL" ] || CAL=builtin
 rm -rf "$T"
 mkdir -p "$T"
 W="$T/w"
@@ -193,7 +195,11 @@ bad_case shape 56 "$ST" rtn "$BAD/shape" --tokenizer "$TOK"
 bad_case arch 43 "config.json" rtn "$BAD/arch" --tokenizer "$TOK"
 bad_case trunc 27 "$ST" rtn "$BAD/trunc" --tokenizer "$TOK"
 bad_case trunchdr 20 "$ST" rtn "$BAD/trunchdr" --tokenizer "$TOK"
-bad_case notok 70 "stories260K" gptq "$M" --calib "$CAL" --nsamples 8 --seqlen 128
+# the weights without any tokenizer file (the shared copy has only llama2c/, the demo a
+# tokenizer.model)
+mkdir -p "$W/notok_model"
+cp "$M/config.json" "$M/model.safetensors" "$W/notok_model/"
+bad_case notok 70 "notok_model" gptq "$W/notok_model" --calib "$CAL" --nsamples 8 --seqlen 128
 bad_case emptycal 80 "empty.txt" gptq "$M" --tokenizer "$TOK" --calib "$BAD/empty.txt" \
     --nsamples 8 --seqlen 128
 

@@ -10,6 +10,8 @@ M=$S/models/stories260K
 TOK=$M/llama2c/tok512.bin
 TS=$S/data/tinystories/tinystories_sample.txt
 CAL=$S/data/wikitext2/wiki.valid.tokens
+# WikiText-2 validation when the shared data has it, else the built-in corpus (which holds it)
+[ -f "$CAL" ] || CAL=builtin
 W=$T/qppl
 rm -rf "$W"
 mkdir -p "$W"

@@ -37,6 +37,8 @@ if not os.path.isdir(model) or not os.path.exists(lq_bin):
     sys.exit(77)
 tok = os.path.join(model, "llama2c", "tok512.bin")
 calib = os.path.join(shared, "data", "wikitext2", "wiki.valid.tokens")
+if not os.path.exists(calib):
+    calib = "builtin"  # the built-in corpus holds WikiText-2 validation
 
 failures = []
 
