@@ -256,6 +256,16 @@ lq_status lq_params_set(lq_params *p, const char *name, const char *value, lq_er
     return LQ_OK;
 }
 
+lq_params *lq_params_dup(const lq_params *p) {
+    lq_params *d = lq_params_create();
+    for (int i = 0; d && p && i < N_PARAMS; i++)
+        if (p->val[i] && !(d->val[i] = strdup(p->val[i]))) {
+            lq_params_free(d);
+            return NULL;
+        }
+    return d;
+}
+
 const char *lq_params_get(const lq_params *p, const char *name) {
     int i = name ? param_index(name) : -1;
     if (i < 0)

@@ -11,5 +11,8 @@ int     lq_params_bool(const lq_params *p, const char *name);
 int64_t lq_params_size(const lq_params *p, const char *name);
 /* Whether the caller set it explicitly. */
 int     lq_params_is_set(const lq_params *p, const char *name);
+/* A copy with the same explicitly set values (NULL when out of memory), for a job that fills in
+ * a default of its own. */
+lq_params *lq_params_dup(const lq_params *p);
 
 #endif

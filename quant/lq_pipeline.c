@@ -160,8 +160,33 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
             mt->name, msg, hint);
 }
 
+/* The default group size (128) when it does not divide some linear's in_features but a smaller
+ * one (64, 32) divides them all: GPTQ checkpoints with a ragged last group do not load in vLLM
+ * and AutoAWQ cannot store them at all, so `llmquant awq model/ -o out/` on, say, a 576-wide
+ * model quantizes every linear at 64 instead of a few at 128. An explicit --group-size is kept
+ * as given. Returns the group size to use (0: keep the default). */
+static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
+                               const lq_model_config *cfg) {
+    const lq_param_info *gs = lq_param_find("group_size");
+    if (!lq_param_applies(gs, mt->name) || lq_params_is_set(p, "group_size"))
+        return 0;
+    const int64_t def = lq_params_i64(p, "group_size");
+    for (int64_t g = def; g >= 32; g /= 2) {
+        int all = 1;
+        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+            int64_t n, k;
+            lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+            all &= k % g == 0;
+        }
+        if (all)
+            return g == def ? 0 : g;
+    }
+    return 0;
+}
+
 static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
-                          const lq_params *p, lq_err *err) {
+                          const lq_params *p, lq_params **own, char *note, size_t note_cap,
+                          lq_err *err) {
     if (!method || !model_dir || !out_dir || !*model_dir || !*out_dir)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_quantize: method, model_dir and out_dir are required");
     if (lq_method_index(method) < 0)
@@ -177,10 +202,22 @@ static lq_status validate(const char *method, const char *model_dir, const char 
             LQ_FAIL(err, LQ_ERR_INVALID_ARG, "option %s does not apply to %s (applies to: %s)",
                     pi->name, method, pi->methods);
     }
+    const lq_method_traits *mt = lq_method_traits_get(lq_method_index(method));
+    const int64_t           g  = auto_group_size(mt, p, &cfg);
+    if (g > 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)g);
+        if (!(*own = lq_params_dup(p)) || lq_params_set(*own, "group_size", v, err) != LQ_OK)
+            LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+        p = *own;
+        snprintf(note, note_cap,
+                 "group size %s does not divide every linear's in_features; using %lld, which "
+                 "divides them all (pass --group-size to choose)",
+                 lq_param_find("group_size")->def, (long long)g);
+    }
     int  plan[LQ_LIN_COUNT];
     char why[LQ_LIN_COUNT][192];
-    LQ_TRY(plan_linears(lq_method_traits_get(lq_method_index(method)), p, &cfg, model_dir, plan,
-                        why, err));
+    LQ_TRY(plan_linears(mt, p, &cfg, model_dir, plan, why, err));
     if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
@@ -676,7 +713,15 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
                       lq_err *err) {
     if (report_json)
         *report_json = NULL;
-    LQ_TRY(validate(method, model_dir, out_dir, p, err));
+    lq_params *own = NULL; /* p with defaults the job chose (group size) */
+    char       note[256] = "";
+    lq_status  vs        = validate(method, model_dir, out_dir, p, &own, note, sizeof note, err);
+    if (vs != LQ_OK) {
+        lq_params_free(own);
+        return vs;
+    }
+    if (own)
+        p = own;
     run r;
     memset(&r, 0, sizeof r);
     r.t0        = lq_now();
@@ -688,8 +733,10 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     int       ppl_failed = 0;
     const char *odt = lq_params_get(p, "out_dtype");
     if (!strcmp(odt, "float32"))
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--out-dtype float32: quantized checkpoints keep their "
-                "scales in float16 or bfloat16 (float32 is for convert)");
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "--out-dtype float32: quantized checkpoints keep "
+                     "their scales in float16 or bfloat16 (float32 is for convert)");
+    if (note[0])
+        warn(&r, note);
     r.odt           = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
 
     LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
@@ -790,5 +837,6 @@ done:
     lq_tok_free(r.tok);
     lq_model_free(r.m);
     lq_gpu_close(r.gpu);
+    lq_params_free(own);
     return st;
 }

@@ -43,6 +43,16 @@ expect_in "$T/out" '"quantized_linears":210' "rtn quantizes every linear at g64"
 CHECKS=$((CHECKS + 1))
 [ -s "$W/rtn/tokenizer.json" ] && [ -s "$W/rtn/generation_config.json" ] ||
     fail "rtn output lacks the tokenizer rebuilt from the GGUF"
+# the default group (128) does not divide 576: a smaller one that divides every linear is used
+run "$B" --json rtn "$G" -o "$W/rtn-default"
+expect_rc 0 "rtn at the default group size"
+expect_in "$T/err" "group size 128 does not divide every linear's in_features; using 64" \
+    "default group size adapted, with a notice"
+expect_in "$T/out" '"group_size":64' "report gives the group size used"
+expect_in "$T/out" '"quantized_linears":210' "every linear quantized"
+run "$B" --json rtn "$G" -o "$W/rtn-128" --group-size 128 -q
+expect_rc 0 "an explicit --group-size 128 is kept"
+expect_in "$T/out" '"group_size":128' "explicit group size kept"
 run "$B" --json gptq "$G" -o "$W/gptq-builtin" --group-size 64 --nsamples 4 --seqlen 256
 expect_rc 0 "gptq from .gguf (built-in calibration)"
 # GPTQ fits the layers on its calibration text: calibrated on the evaluation text itself it must
