@@ -27,16 +27,20 @@ cd "$WORK"
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, $($LQ --version)"
 [ -d smol-f16 ] || $LQ -q convert "$GGUF" -o smol-f16
 
+# Reports are written to a temporary name and renamed when complete, so an interrupted run
+# leaves no empty report behind and a rerun picks up where it stopped.
 ppl() { # name model
-    [ -f "reports/ppl-$1.json" ] ||
-        $LQ --json ppl "$2" --data "$TEST" --chunks "$CHUNKS" >"reports/ppl-$1.json" 2>/dev/null
+    [ -s "reports/ppl-$1.json" ] && return 0
+    $LQ --json ppl "$2" --data "$TEST" --chunks "$CHUNKS" >"reports/.ppl-$1.tmp" 2>/dev/null
+    mv "reports/.ppl-$1.tmp" "reports/ppl-$1.json"
 }
 quant() { # name method args...
     local name=$1 method=$2
     shift 2
-    if [ ! -f "reports/q-$name.json" ]; then
+    if [ ! -s "reports/q-$name.json" ]; then
         rm -rf "out-$name"
-        $LQ --json "$method" smol-f16 -o "out-$name" "$@" >"reports/q-$name.json" 2>"reports/q-$name.log"
+        $LQ --json "$method" smol-f16 -o "out-$name" "$@" >"reports/.q-$name.tmp" 2>"reports/q-$name.log"
+        mv "reports/.q-$name.tmp" "reports/q-$name.json"
     fi
     ppl "$name" "out-$name"
 }
@@ -50,8 +54,9 @@ quant gptq-w4-g128 gptq --bits 4 --group-size 128
 quant gptq-w4-g128-wiki gptq --bits 4 --group-size 128 --calib "$VALID"
 quant gptq-w4-g128-act gptq --bits 4 --group-size 128 --desc-act
 quant gptq-w3-g128 gptq --bits 3 --group-size 128
+quant gptq-w4-default gptq
 quant awq-w4-g128 awq --group-size 128
-quant awq-w4-g64 awq --group-size 64
+quant awq-w4-default awq
 
 python3 - "$WORK/reports" "$CHUNKS" <<'EOF'
 import json, os, sys

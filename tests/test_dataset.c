@@ -2,6 +2,7 @@
  * sampling. The real-data oracle: WikiText-2's "\n\n".join string, split back into documents,
  * written as .jsonl.zst and read again must give the very same bytes. */
 #include "lq_dataset.h"
+#include "lq_tok.h"
 #include "lq_test.h"
 
 #include <cjson/cJSON.h>
@@ -399,6 +400,45 @@ static void test_calib_windows(const char *shared) {
     lq_text_free(&t);
 }
 
+static lq_status enc_tok(void *user, const char *text, int64_t len, int32_t **ids, int64_t *n,
+                         lq_err *err) {
+    return lq_tok_encode(user, text, len, 1, ids, n, err);
+}
+
+/* The built-in corpus: decodes, is large and mixed as calib/data/SOURCES.md says, and gives the
+ * default calibration set (128 x 2048) with a 32k-vocabulary tokenizer (Llama-2's, from the
+ * shared data) and windows with the demo's 512-piece one. */
+static void test_builtin(const char *shared) {
+    lq_text t = {0};
+    lq_err  e = {0};
+    CHECK_OK(lq_text_read_builtin(0, &t, &e));
+    CHECK_MSG(t.len > 1000000, "built-in corpus: %lld bytes", (long long)t.len);
+    CHECK(t.data && strstr(t.data, " = Robert Boulter = ") == NULL); /* the test split's first */
+    CHECK(t.data && strstr(t.data, "def ") && strstr(t.data, "#include"));   /* Python and C */
+    CHECK(t.data && strstr(t.data, "grep") && strstr(t.data, "\xd0"));      /* manuals, Cyrillic */
+    CHECK(lq_calib_is_builtin(NULL) && lq_calib_is_builtin("") &&
+          lq_calib_is_builtin("builtin") && lq_calib_is_builtin(LQ_CALIB_BUILTIN) &&
+          !lq_calib_is_builtin("./builtin"));
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tokenizers/llama2/tokenizer.model", shared ? shared : "");
+    lq_tokenizer *tok = NULL;
+    if (shared && lq_file_exists(p) && lq_tok_load_file(p, &tok, &e) == LQ_OK) {
+        int32_t *ids = NULL;
+        int64_t  n   = 0;
+        CHECK_OK(lq_tok_encode(tok, t.data, t.len, 1, &ids, &n, &e));
+        CHECK_MSG(n >= 128 * 2048 + 1, "built-in corpus: %lld Llama-2 tokens", (long long)n);
+        free(ids);
+        lq_windows w = {0};
+        CHECK_OK(lq_calib_windows(NULL, enc_tok, tok, 128, 2048, 4096, 0, 0, &w, &e));
+        CHECK(w.nsamples == 128 && w.seqlen == 2048);
+        lq_windows_free(&w);
+    } else {
+        printf("SKIP part: %s not found (built-in corpus with a 32k vocabulary)\n", p);
+    }
+    lq_tok_free(tok);
+    lq_text_free(&t);
+}
+
 int main(void) {
     const char *tmp = lq_test_env_or_skip("LQ_TMP");
     snprintf(g_tmp, sizeof g_tmp, "%s/dataset", tmp);
@@ -412,6 +452,7 @@ int main(void) {
     test_cap();
     test_zstd();
     test_windows();
+    test_builtin(shared);
     if (shared) {
         test_wikitext(shared);
         test_calib_windows(shared);
