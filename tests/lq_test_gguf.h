@@ -15,6 +15,8 @@ typedef struct tg_buf {
 } tg_buf;
 
 static void tg_put(tg_buf *b, const void *d, size_t n) {
+    if (n == 0)
+        return; /* an empty kv section has no buffer; memcpy(NULL) is UB */
     if (b->n + n > b->cap) {
         size_t c = b->cap ? b->cap : 1024;
         while (c < b->n + n)
