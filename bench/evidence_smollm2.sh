@@ -8,6 +8,7 @@
 #
 # CHUNKS (default 40): perplexity on the first CHUNKS windows of 2048 tokens (0 = all 148).
 # The binary is copied to WORK_DIR first, so rebuilding while this runs does not disturb it.
+# LQ_ONLY="fp16 gptq-w4-g128 ..." restricts the runs to those names (the table shows them all).
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 WORK=$2
@@ -29,7 +30,9 @@ echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, $($LQ --version)"
 
 # Reports are written to a temporary name and renamed when complete, so an interrupted run
 # leaves no empty report behind and a rerun picks up where it stopped.
+wanted() { [ -z "${LQ_ONLY:-}" ] || [[ " $LQ_ONLY " == *" $1 "* ]]; }
 ppl() { # name model
+    wanted "$1" || return 0
     [ -s "reports/ppl-$1.json" ] && return 0
     $LQ --json ppl "$2" --data "$TEST" --chunks "$CHUNKS" >"reports/.ppl-$1.tmp" 2>/dev/null
     mv "reports/.ppl-$1.tmp" "reports/ppl-$1.json"
@@ -37,6 +40,7 @@ ppl() { # name model
 quant() { # name method args...
     local name=$1 method=$2
     shift 2
+    wanted "$name" || return 0
     if [ ! -s "reports/q-$name.json" ]; then
         rm -rf "out-$name"
         $LQ --json "$method" smol-f16 -o "out-$name" "$@" >"reports/.q-$name.tmp" 2>"reports/q-$name.log"

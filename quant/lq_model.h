@@ -118,6 +118,16 @@ typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int
                                       const float *x, int64_t t, float *y, lq_err *err);
 void      lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
 
+/* v_proj's output reaches the model only through attention: a value vector matters as much as
+ * the attention its token receives. With this on, every attention forward also computes, for each
+ * key token t of the chunk, a[t] = sum over heads and queries of P(query, t)^2 (the squared
+ * attention probabilities it receives), and captures v_proj's input after the attention instead
+ * of before it, so the capture callback can weight it (lq_fwd_ws_attn_weights, [t] of the chunk
+ * being captured). GPTQ's v_proj Hessian uses it: plain GPTQ spends v's error budget on the
+ * attention-sink tokens (the first of each window), which every query reads. */
+void         lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on);
+const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws);
+
 /* Called with the input activations of Linear `lin` of a layer: x [t, k] row-major, one call per
  * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear.
  * Return non-OK to abort the forward. */

@@ -53,7 +53,19 @@ struct lq_fwd_ws {
     size_t  bytes;
     lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
     void            *gemm_user;
+    int              want_attn_w;
+    float           *attn_w;     /* [max_tokens] */
+    float           *attn_w_thr; /* [threads, max_tokens] partial sums */
+    int              attn_w_thr_n;
 };
+
+void lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on) {
+    ws->want_attn_w = on != 0;
+}
+
+const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws) {
+    return ws->want_attn_w ? ws->attn_w : NULL;
+}
 
 void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user) {
     ws->gemm      = fn;
@@ -67,8 +79,9 @@ static int ws_threads(const lq_fwd_ws *ws) {
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn, ws->q,      ws->k,        ws->v,        ws->att,   ws->r,
-                     ws->o,  ws->g,      ws->u,        ws->rope_cos, ws->rope_sin, ws->scores};
+    float *bufs[] = {ws->xn, ws->q,        ws->k,           ws->v,     ws->att,
+                     ws->r,  ws->o,        ws->g,           ws->u,     ws->rope_cos,
+                     ws->rope_sin, ws->scores, ws->attn_w, ws->attn_w_thr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
@@ -150,6 +163,22 @@ int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
 
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws) {
     return ws->bytes + ws->scores_cap * sizeof(float) + ws->kws_cap;
+}
+
+/* The attention-weight buffers, on first use. */
+static lq_status ensure_attn_w(lq_fwd_ws *ws, int nt, lq_err *err) {
+    if (ws->attn_w && ws->attn_w_thr_n >= nt)
+        return LQ_OK;
+    lq_aligned_free(ws->attn_w);
+    lq_aligned_free(ws->attn_w_thr);
+    ws->attn_w       = lq_aligned_alloc((size_t)ws->max_tokens * sizeof(float));
+    ws->attn_w_thr   = lq_aligned_alloc((size_t)nt * (size_t)ws->max_tokens * sizeof(float));
+    ws->attn_w_thr_n = nt;
+    if (!ws->attn_w || !ws->attn_w_thr) {
+        ws->attn_w_thr_n = 0;
+        LQ_FAIL(err, LQ_ERR_NOMEM, "forward workspace: out of memory for attention weights");
+    }
+    return LQ_OK;
 }
 
 static lq_status ensure_scores(lq_fwd_ws *ws, int nt, lq_err *err) {
@@ -281,10 +310,16 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int64_t T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
                   KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd, W = c->sliding_window;
     const int nt = ws_threads(ws);
-    for (int id = LQ_LIN_Q; id <= LQ_LIN_V; id++) {
+    /* v_proj's input is captured after the attention when its weights are wanted */
+    const int wts = ws->want_attn_w && cap != NULL;
+    for (int id = LQ_LIN_Q; id <= (wts ? LQ_LIN_K : LQ_LIN_V); id++) {
         LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
         if (*stop)
             return LQ_OK;
+    }
+    if (wts) {
+        LQ_TRY(ensure_attn_w(ws, nt, err));
+        memset(ws->attn_w_thr, 0, (size_t)nt * (size_t)T * sizeof(float));
     }
     LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
     LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
@@ -315,9 +350,24 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
             const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
             softmax_masked(S + r * cols, cols, lo - j0, i - j0);
         }
+        if (wts) { /* squared probabilities each key receives, per thread */
+            float *aw = ws->attn_w_thr + (int64_t)omp_get_thread_num() * T + base + j0;
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t jj = 0; jj < cols; jj++)
+                    aw[jj] += S[r * cols + jj] * S[r * cols + jj];
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)cols, 1.f,
                     S, (int)cols, v + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f,
                     out + (base + i0) * qd + h * hd, (int)qd);
+    }
+    if (wts) {
+        for (int64_t t = 0; t < T; t++) {
+            float a = 0.f;
+            for (int th = 0; th < nt; th++)
+                a += ws->attn_w_thr[(int64_t)th * T + t];
+            ws->attn_w[t] = a;
+        }
+        LQ_TRY(capture(cap, user, LQ_LIN_V, xn, T, d, stop_after, stop, err));
     }
     return LQ_OK;
 }

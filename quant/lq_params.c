@@ -30,6 +30,9 @@ static const lq_param_info k_params[] = {
     {"damp_retries", LQ_PT_INT, "8", 0, 64, "gptq", NULL,
      "times to increase damping when Cholesky fails before giving up"},
     {"block_size", LQ_PT_INT, "128", 1, 1 << 20, "gptq", NULL, "columns per lazy-update block"},
+    {"v_attn_weights", LQ_PT_BOOL, "true", 0, 1, "gptq", NULL,
+     "weight v_proj's Hessian by the attention each token receives (off: the reference GPTQ "
+     "Hessian, every token alike)"},
     {"true_sequential", LQ_PT_BOOL, "true", 0, 1, "gptq", NULL,
      "quantize q/k/v -> o -> gate/up -> down, re-running the layer between sub-groups"},
     {"awq_grid", LQ_PT_INT, "20", 1, 1000, "awq", NULL, "scale-search grid points"},

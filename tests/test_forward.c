@@ -352,6 +352,104 @@ done:
     free(h0), free(h1), free(h2), free(xn), free(a), free(b), free(tmp);
 }
 
+/* Attention weights for GPTQ's v_proj Hessian. With q_proj zeroed every score is 0, so the
+ * causal softmax is uniform: P(q, t) = 1/(q+1) for t <= q, and the weight a key token t of a
+ * sequence of S receives is H * sum_{q=t}^{S-1} 1/(q+1)^2, exactly. */
+typedef struct aw_log {
+    const lq_fwd_ws *ws;
+    float           *a; /* [T] weights seen at the v capture, concatenated over chunks */
+    int64_t          filled, v_calls, other_calls;
+    int              null_seen;
+    const float     *xq; /* q's input in this chunk, to check v's is the same */
+    double           v_vs_q;
+} aw_log;
+
+static lq_status aw_fn(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k) {
+    aw_log *c = user;
+    if (lin == LQ_LIN_Q)
+        c->xq = x;
+    if (lin != LQ_LIN_V) {
+        c->other_calls++;
+        return LQ_OK;
+    }
+    const float *a = lq_fwd_ws_attn_weights(c->ws);
+    c->v_calls++;
+    if (!a) {
+        c->null_seen = 1;
+        return LQ_OK;
+    }
+    memcpy(c->a + c->filled, a, (size_t)t * sizeof(float));
+    c->filled += t;
+    (void)k;
+    return LQ_OK;
+}
+
+static void test_attn_weights(lq_model *m) {
+    const int64_t nseq = 3, seqlen = 40, T = nseq * seqlen, d = m->cfg.hidden_size;
+    const int64_t H = m->cfg.num_heads;
+    lq_layer     *L = &m->layers[2];
+    float        *wq = lq_linear_dense_mut(&L->lin[LQ_LIN_Q]);
+    int64_t       nq, kq;
+    lq_lin_shape(&m->cfg, LQ_LIN_Q, &nq, &kq);
+    float     *save = malloc((size_t)(nq * kq) * 4), *h = malloc((size_t)(T * d) * 4);
+    float     *h_off = malloc((size_t)(T * d) * 4), *a = malloc((size_t)T * 4);
+    lq_fwd_ws *ws[2] = {NULL, NULL};
+    lq_err     err   = {0};
+    CHECK(wq != NULL);
+    if (!wq || !save || !h || !h_off || !a)
+        goto done;
+    CHECK_OK(lq_fwd_ws_create(&m->cfg, seqlen, seqlen, &ws[0], &err)); /* a chunk per sequence */
+    CHECK_OK(lq_fwd_ws_create(&m->cfg, T, seqlen, &ws[1], &err));
+    if (!ws[0] || !ws[1])
+        goto done;
+    memcpy(save, wq, (size_t)(nq * kq) * 4);
+    memset(wq, 0, (size_t)(nq * kq) * 4);
+    for (int64_t i = 0; i < T * d; i++)
+        h_off[i] = (float)sin(0.37 * (double)i) * 0.5f;
+    float *h_ref = malloc((size_t)(T * d) * 4);
+    if (!h_ref)
+        goto restore;
+    for (int w = 0; w < 2; w++) {
+        /* the reference: the same forward without attention weights, same chunking */
+        memcpy(h_ref, h_off, (size_t)(T * d) * 4);
+        CHECK_OK(lq_layer_forward(m, L, h_ref, nseq, seqlen, NULL, NULL, -1, ws[w], &err));
+        aw_log c = {.ws = ws[w], .a = a};
+        memcpy(h, h_off, (size_t)(T * d) * 4);
+        lq_fwd_ws_want_attn_weights(ws[w], 1);
+        CHECK_OK(lq_layer_forward(m, L, h, nseq, seqlen, aw_fn, &c, -1, ws[w], &err));
+        lq_fwd_ws_want_attn_weights(ws[w], 0);
+        CHECK_EQ_INT(c.v_calls, w ? 1 : nseq);
+        CHECK_EQ_INT(c.other_calls, 6 * c.v_calls);
+        CHECK(!c.null_seen);
+        CHECK_EQ_INT(c.filled, T);
+        CHECK_MSG(max_diff(h, h_ref, T * d) == 0, "weights changed the forward (ws %d)", w);
+        double worst = 0;
+        for (int64_t s = 0; s < nseq; s++)
+            for (int64_t t = 0; t < seqlen; t++) {
+                double want = 0;
+                for (int64_t q = t; q < seqlen; q++)
+                    want += 1.0 / ((double)(q + 1) * (double)(q + 1));
+                want *= (double)H;
+                const double e = fabs(a[s * seqlen + t] - want) / want;
+                worst          = e > worst ? e : worst;
+            }
+        CHECK_MSG(worst < 1e-4, "attention weights vs uniform causal softmax: rel %g (ws %d)",
+                  worst, w);
+        /* off again: the hook gets NULL and v's input comes before the attention */
+        c = (aw_log){.ws = ws[w], .a = a};
+        memcpy(h, h_off, (size_t)(T * d) * 4);
+        CHECK_OK(lq_layer_forward(m, L, h, nseq, seqlen, aw_fn, &c, -1, ws[w], &err));
+        CHECK(c.null_seen && c.filled == 0);
+    }
+    free(h_ref);
+restore:
+    memcpy(wq, save, (size_t)(nq * kq) * 4);
+done:
+    lq_fwd_ws_free(ws[0]);
+    lq_fwd_ws_free(ws[1]);
+    free(save), free(h), free(h_off), free(a);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* 3. Validation of broken checkpoints (each a copy of stories260K with one defect).          */
 /* ---------------------------------------------------------------------------------------- */
@@ -782,6 +880,7 @@ int main(int argc, char **argv) {
     if (st == LQ_OK) {
         test_vs_llama2c(m, bin, tok, text);
         test_layer_api(m);
+        test_attn_weights(m);
     }
     lq_model_free(m);
     test_validation(dir, tmp);
