@@ -57,4 +57,13 @@ if [ "${LQ_SETUP_PIP:-1}" != 0 ] && command -v python3 >/dev/null 2>&1 &&
     else
         echo "setup: Python oracle packages present"
     fi
+    # The reference quantization libraries, without their dependencies: tests/py/
+    # test_format_compat.py loads only their torch layers (QuantLinear / WQLinear_GEMM), and their
+    # full dependency sets pin old transformers/datasets. Versions pinned to what the test reads.
+    for pair in awq:autoawq==0.2.9 auto_gptq:auto-gptq==0.7.1; do
+        mod=${pair%%:*}
+        python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$mod') is None)" ||
+            BUILD_CUDA_EXT=0 python3 -m pip install --quiet --no-deps "${pair##*:}" ||
+            echo "setup: pip install ${pair##*:} failed; test_format_compat will SKIP it" >&2
+    done
 fi

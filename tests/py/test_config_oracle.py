@@ -8,16 +8,16 @@ import subprocess
 import sys
 import tempfile
 
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
+
 try:
     from transformers import AutoConfig
 except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
+    lq_oracle.skip(f"{e}")
 
 build, shared, data = (os.environ.get(k) for k in ("LQ_BUILD", "LQ_SHARED", "LQ_TEST_DATA"))
 if not build or not data:
-    print("SKIP: LQ_BUILD / LQ_TEST_DATA not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_BUILD / LQ_TEST_DATA not set")
 exe = os.path.join(build, "tests", "test_config")
 
 base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,

@@ -14,7 +14,8 @@ QuantLinear.pack) read by llmquant's public loader; dequantizations compared bit
 
 The reference modules are loaded from the installed packages without their package __init__
 (which pulls in datasets / an old transformers API): same code, fewer dependencies.
-Each package is optional: missing -> "SKIP <package>: ..." lines; all missing -> exit 77.
+Each package is optional: missing -> "SKIP part: <package>: ..." lines; all missing -> exit 77
+(with LQ_REQUIRE_ORACLES=1 any missing package fails the test: tests/py/lq_oracle.py).
 Files come from `test_format_io --dump DIR` (the build tree's tests/ next to $LQ_BIN).
 
 pip packages that make this test run everything: bitsandbytes autoawq auto-gptq accelerate
@@ -25,8 +26,10 @@ import json
 import os
 import subprocess
 import sys
+
 import tempfile
 import types
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
 
 PREFIX = "model.layers.0.self_attn.q_proj"
 
@@ -34,8 +37,7 @@ try:
     import torch
     from safetensors.torch import load_file
 except ImportError as e:  # pragma: no cover
-    print("SKIP: %s" % e)
-    sys.exit(77)
+    lq_oracle.skip("%s" % e)
 
 failures = []
 ran = []
@@ -100,7 +102,7 @@ def test_bnb(root):
         import bitsandbytes as bnb
         import bitsandbytes.functional as F
     except ImportError as e:
-        print("SKIP bitsandbytes: %s" % e)
+        lq_oracle.skip_part("bitsandbytes: %s" % e)
         return
     ran.append("bitsandbytes %s" % bnb.__version__)
 
@@ -193,12 +195,12 @@ def test_bnb(root):
 # ---------------------------------------------------------------------------------------------
 def test_awq(root):
     if importlib.util.find_spec("awq") is None:
-        print("SKIP autoawq: not installed")
+        lq_oracle.skip_part("autoawq: not installed")
         return
     try:
         pu = load_ref_module("awq", "awq.utils.packing_utils")
     except Exception as e:  # noqa: BLE001 - any import failure means "not usable here"
-        print("SKIP autoawq: %s" % e)
+        lq_oracle.skip_part("autoawq: %s" % e)
         return
     ran.append("autoawq")
     name = "awq_g64_bias"
@@ -211,7 +213,7 @@ def test_awq(root):
     try:
         gemm = load_ref_module("awq", "awq.modules.linear.gemm")
     except Exception as e:  # noqa: BLE001
-        print("SKIP autoawq WQLinear_GEMM.from_linear: %s" % e)
+        lq_oracle.skip_part("autoawq WQLinear_GEMM.from_linear: %s" % e)
         return
     iw, iz = pu.unpack_awq(sub["qweight"], sub["qzeros"], 4)
     iw, iz = pu.reverse_awq_order(iw, iz, 4)
@@ -228,13 +230,13 @@ def test_awq(root):
 # ---------------------------------------------------------------------------------------------
 def test_gptq(root):
     if importlib.util.find_spec("auto_gptq") is None:
-        print("SKIP auto-gptq: not installed")
+        lq_oracle.skip_part("auto-gptq: not installed")
         return
     try:
         ql = load_ref_module("auto_gptq",
                              "auto_gptq.nn_modules.qlinear.qlinear_cuda")
     except Exception as e:  # noqa: BLE001
-        print("SKIP auto-gptq: %s" % e)
+        lq_oracle.skip_part("auto-gptq: %s" % e)
         return
     ran.append("auto-gptq (qlinear_cuda torch path)")
     for name in ("gptq4_g32_bias", "gptq4_actorder", "gptq3_g64", "gptq2_g32", "gptq8_perchannel"):
@@ -295,7 +297,7 @@ def ref_written_bnb(exe, root):
         import bitsandbytes.functional as F
         from transformers import BitsAndBytesConfig
     except ImportError as e:
-        print("SKIP bitsandbytes (reference-written): %s" % e)
+        lq_oracle.skip_part("bitsandbytes (reference-written): %s" % e)
         return
     n, k = 96, 256
     w = torch.randn(n, k) * 0.05
@@ -328,13 +330,13 @@ def ref_written_bnb(exe, root):
 
 def ref_written_awq(exe, root):
     if importlib.util.find_spec("awq") is None:
-        print("SKIP autoawq (reference-written): not installed")
+        lq_oracle.skip_part("autoawq (reference-written): not installed")
         return
     try:
         pu = load_ref_module("awq", "awq.utils.packing_utils")
         gemm = load_ref_module("awq", "awq.modules.linear.gemm")
     except Exception as e:  # noqa: BLE001
-        print("SKIP autoawq (reference-written): %s" % e)
+        lq_oracle.skip_part("autoawq (reference-written): %s" % e)
         return
     n, k, gs = 128, 256, 64
     G = k // gs
@@ -359,13 +361,13 @@ def ref_written_awq(exe, root):
 
 def ref_written_gptq(exe, root):
     if importlib.util.find_spec("auto_gptq") is None:
-        print("SKIP auto-gptq (reference-written): not installed")
+        lq_oracle.skip_part("auto-gptq (reference-written): not installed")
         return
     try:
         ql = load_ref_module("auto_gptq",
                              "auto_gptq.nn_modules.qlinear.qlinear_cuda")
     except Exception as e:  # noqa: BLE001
-        print("SKIP auto-gptq (reference-written): %s" % e)
+        lq_oracle.skip_part("auto-gptq (reference-written): %s" % e)
         return
     n, k = 64, 256
     for bits, gs, act in ((4, 32, True), (3, 128, False), (8, -1, False), (2, 64, True)):
@@ -403,8 +405,7 @@ def ref_written_gptq(exe, root):
 def main():
     exe = find_dump_tool()
     if not exe:
-        print("SKIP: test_format_io binary not found (set LQ_BIN or LQ_TEST_FORMAT_IO)")
-        return 77
+        lq_oracle.skip("test_format_io binary not found (set LQ_BIN or LQ_TEST_FORMAT_IO)")
     base = os.environ.get("LQ_TMP")
     if base:
         os.makedirs(base, exist_ok=True)
@@ -418,8 +419,7 @@ def main():
         ref_written_awq(exe, root)
         ref_written_gptq(exe, root)
     if not ran:
-        print("SKIP: none of bitsandbytes / autoawq / auto-gptq is installed")
-        return 77
+        lq_oracle.skip("none of bitsandbytes / autoawq / auto-gptq is installed")
     print("reference libraries exercised: " + ", ".join(ran))
     if failures:
         print("%d check(s) FAILED" % len(failures))

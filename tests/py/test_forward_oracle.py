@@ -14,23 +14,22 @@ import subprocess
 import sys
 import tempfile
 
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
+
 try:
     import numpy as np
     import torch
     from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM)
 except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
+    lq_oracle.skip(f"{e}")
 
 build, shared = os.environ.get("LQ_BUILD"), os.environ.get("LQ_SHARED")
 if not build:
-    print("SKIP: LQ_BUILD not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_BUILD not set")
 exe = os.path.join(build, "tests", "test_forward")
 if not os.path.exists(exe):
-    print(f"SKIP: {exe} not built")
-    sys.exit(77)
+    lq_oracle.skip(f"{exe} not built")
 tmp = os.environ.get("LQ_TMP") or tempfile.mkdtemp()
 os.makedirs(tmp, exist_ok=True)
 torch.manual_seed(0)
@@ -86,7 +85,7 @@ if shared and os.path.exists(os.path.join(st, "model.safetensors")):
     compare("stories260K, 2 x 160 tokens", st, m, ids, 1e-5)
     compare("stories260K, one sequence per chunk", st, m, ids, 1e-5, max_tokens=160)
 else:
-    print("SKIP part: stories260K not under LQ_SHARED")
+    lq_oracle.skip_part("stories260K not under LQ_SHARED")
 
 
 # ---- random small models ---------------------------------------------------------------------

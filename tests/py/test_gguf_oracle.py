@@ -21,13 +21,14 @@ import subprocess
 import sys
 import tempfile
 
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
+
 try:
     import numpy as np
     import gguf
     from safetensors.numpy import load_file
 except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
+    lq_oracle.skip(f"{e}")
 
 build, src = os.environ.get("LQ_BUILD"), os.environ.get("LQ_SRC")
 shared = os.environ.get("LQ_SHARED", "")
@@ -36,11 +37,9 @@ models = os.environ.get("LQ_MODELS") or os.path.join(
 smol = os.path.join(models, "SmolLM2-135M-Instruct.Q4_1.gguf")
 gemma = os.path.join(models, "gemma-3-270m-q4_k_m.gguf")
 if not build or not src:
-    print("SKIP: LQ_BUILD / LQ_SRC not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_BUILD / LQ_SRC not set")
 if not os.path.exists(smol) or not os.path.exists(gemma):
-    print(f"SKIP: {smol} / {gemma} not cached: run scripts/fetch_models.sh")
-    sys.exit(77)
+    lq_oracle.skip(f"{smol} / {gemma} not cached: run scripts/fetch_models.sh")
 lq = os.environ.get("LQ_BIN") or os.path.join(build, "llmquant")
 tg = os.path.join(build, "tests", "test_gguf")
 tt = os.path.join(build, "tests", "test_tokenizer")
@@ -95,7 +94,7 @@ if os.path.exists(join):
            f"SmolLM2 ids of the WikiText-2 test join: {len(ids)} (llama.cpp {gold['count']}), "
            f"sha256 {'matches' if h == gold['sha256_u16le'] else 'DIFFERS'}")
 else:
-    print(f"SKIP part: {join} not found (token ids vs llama.cpp)")
+    lq_oracle.skip_part(f"{join} not found (token ids vs llama.cpp)")
     ids = None
 
 try:
@@ -103,7 +102,7 @@ try:
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 except ImportError as e:
-    print(f"SKIP part: {e} (transformers comparisons)")
+    lq_oracle.skip_part(f"{e} (transformers comparisons)")
     sys.exit(1 if fail else 0)
 
 hf_dir = os.path.join(tmp, "smol-f32")

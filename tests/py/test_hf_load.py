@@ -20,21 +20,21 @@ import subprocess
 import sys
 import tempfile
 
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
+
 try:
     import torch
     import transformers
     import bitsandbytes  # noqa: F401
     from transformers import AutoModelForCausalLM
 except ImportError as e:  # pragma: no cover
-    print("SKIP: %s" % e)
-    sys.exit(77)
+    lq_oracle.skip("%s" % e)
 
 shared = os.environ.get("LQ_SHARED", "")
 lq_bin = os.environ.get("LQ_BIN", "")
 model = os.path.join(shared, "models", "stories260K")
 if not os.path.isdir(model) or not os.path.exists(lq_bin):
-    print("SKIP: LQ_SHARED / LQ_BIN not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_SHARED / LQ_BIN not set")
 tok = os.path.join(model, "llama2c", "tok512.bin")
 calib = os.path.join(shared, "data", "wikitext2", "wiki.valid.tokens")
 if not os.path.exists(calib):

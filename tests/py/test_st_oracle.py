@@ -6,17 +6,17 @@ import subprocess
 import sys
 import tempfile
 
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
+
 try:
     import numpy as np
     from safetensors.numpy import save  # noqa: F401 (presence check)
 except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
+    lq_oracle.skip(f"{e}")
 
 build = os.environ.get("LQ_BUILD")
 if not build:
-    print("SKIP: LQ_BUILD not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_BUILD not set")
 exe = os.path.join(build, "tests", "test_safetensors")
 
 specs = [("z.weight", np.float16, (3, 5)), ("a.bias", np.float32, (7,)), ("m.qweight", np.int32, (2, 4)),
@@ -59,8 +59,7 @@ with tempfile.TemporaryDirectory() as d:
         theirs = None
         kind = "safetensors.numpy"
     if theirs is None:
-        print("SKIP: byte comparison needs torch for bf16")
-        sys.exit(77)
+        lq_oracle.skip("byte comparison needs torch for bf16")
     if ours != theirs:
         n = min(len(ours), len(theirs))
         first = next((i for i in range(n) if ours[i] != theirs[i]), n)
@@ -81,8 +80,7 @@ with tempfile.TemporaryDirectory() as d:
 try:
     from huggingface_hub import split_torch_state_dict_into_shards
 except ImportError:
-    print("SKIP: huggingface_hub absent, sharded comparison not run")
-    sys.exit(77)
+    lq_oracle.skip("huggingface_hub absent, sharded comparison not run")
 import json  # noqa: E402
 
 spec = [("model.embed_tokens.weight", torch.bfloat16, (64, 16)),

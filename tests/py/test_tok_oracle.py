@@ -7,22 +7,22 @@ import os
 import random
 import subprocess
 import sys
+
 import tempfile
 import time
+import lq_oracle  # tests/py/lq_oracle.py: SKIP, or FAIL when oracles are required
 
 try:
     import sentencepiece  # noqa: F401
     import tokenizers  # noqa: F401
     import google.protobuf  # noqa: F401
 except ImportError as e:
-    print(f"SKIP: {e}")
-    sys.exit(77)
+    lq_oracle.skip(f"{e}")
 
 build, src = os.environ.get("LQ_BUILD"), os.environ.get("LQ_SRC")
 shared = os.environ.get("LQ_SHARED", "")
 if not build or not src:
-    print("SKIP: LQ_BUILD / LQ_SRC not set")
-    sys.exit(77)
+    lq_oracle.skip("LQ_BUILD / LQ_SRC not set")
 data = os.path.join(src, "tests", "data", "tok")
 sys.path.insert(0, data)
 import gen_oracle_vectors as gv  # noqa: E402
@@ -95,7 +95,7 @@ demo = os.path.join(src, "examples", "stories260K")
 sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(demo, "tokenizer.model"))
 for text_file in (os.path.join(src, "examples", "data", "tinystories_sample.txt"), join):
     if not os.path.exists(text_file):
-        print(f"SKIP part: {text_file} not found")
+        lq_oracle.skip_part(f"{text_file} not found")
         continue
     want = [sp.bos_id()] + sp.encode(open(text_file, encoding="utf-8").read())
     got = [int(x) for x in subprocess.run([exe, "--ids", demo, text_file], check=True,
