@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
@@ -76,24 +76,24 @@ static void warn_cb(void *user, const char *msg) {
 }
 
 static lq_status gptq_layer(lq_qjob *j) {
-    static const unsigned seq_groups[4] = {
-        1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V, 1u << LQ_LIN_O,
-        1u << LQ_LIN_GATE | 1u << LQ_LIN_UP, 1u << LQ_LIN_DOWN};
-    const unsigned all     = (1u << LQ_LIN_COUNT) - 1;
-    int            true_sq = lq_params_bool(j->p, "true_sequential");
-    lq_gptq_opts   o       = {0};
-    o.q.bits               = (int)lq_params_i64(j->p, "bits");
-    o.q.group_size         = lq_params_i64(j->p, "group_size");
-    o.q.sym                = lq_params_bool(j->p, "sym");
-    o.q.v1_safe            = 1;
-    o.act_order            = lq_params_bool(j->p, "desc_act");
-    o.static_groups        = lq_params_bool(j->p, "static_groups");
-    o.damp                 = lq_params_f64(j->p, "damp");
-    o.damp_retries         = (int)lq_params_i64(j->p, "damp_retries");
-    o.block_size           = lq_params_i64(j->p, "block_size");
-    o.warn                 = warn_cb;
-    o.warn_user            = j;
-    const int wv           = lq_params_bool(j->p, "v_attn_weights");
+    static const unsigned seq_groups[4] = {1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V,
+                                           1u << LQ_LIN_O, 1u << LQ_LIN_GATE | 1u << LQ_LIN_UP,
+                                           1u << LQ_LIN_DOWN};
+    const unsigned        all           = (1u << LQ_LIN_COUNT) - 1;
+    int                   true_sq       = lq_params_bool(j->p, "true_sequential");
+    lq_gptq_opts          o             = {0};
+    o.q.bits                            = (int)lq_params_i64(j->p, "bits");
+    o.q.group_size                      = lq_params_i64(j->p, "group_size");
+    o.q.sym                             = lq_params_bool(j->p, "sym");
+    o.q.v1_safe                         = 1;
+    o.act_order                         = lq_params_bool(j->p, "desc_act");
+    o.static_groups                     = lq_params_bool(j->p, "static_groups");
+    o.damp                              = lq_params_f64(j->p, "damp");
+    o.damp_retries                      = (int)lq_params_i64(j->p, "damp_retries");
+    o.block_size                        = lq_params_i64(j->p, "block_size");
+    o.warn                              = warn_cb;
+    o.warn_user                         = j;
+    const int wv                        = lq_params_bool(j->p, "v_attn_weights");
     for (int sg = 0; sg < (true_sq ? 4 : 1); sg++) {
         unsigned mask = true_sq ? seq_groups[sg] : all;
         cap_ctx  c;
@@ -103,8 +103,8 @@ static lq_status gptq_layer(lq_qjob *j) {
         c.ws        = j->ws;
         c.wv        = wv && (mask >> LQ_LIN_V & 1) && j->plan[LQ_LIN_V];
         lq_status s = LQ_OK;
-        if (c.wv && !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k,
-                                            sizeof(float))))
+        if (c.wv &&
+            !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k, sizeof(float))))
             s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
         for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++)
             if ((mask >> l & 1) && source_of(l, c.wv) == l) {

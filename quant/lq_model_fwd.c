@@ -33,24 +33,24 @@
 #define QB 64
 
 struct lq_fwd_ws {
-    int64_t d, qd, kvd, ff, max_tokens, max_seq;
-    int     nthreads;
-    float  *xn;  /* [T, d]   normalized input of the current sub-block */
-    float  *q;   /* [T, qd]  */
-    float  *k;   /* [T, kvd] */
-    float  *v;   /* [T, kvd] */
-    float  *att; /* [T, qd]  attention output (input of o_proj) */
-    float  *r;   /* [T, d]   residual after attention */
-    float  *o;   /* [T, d]   o_proj / down_proj output */
-    float  *g;   /* [T, ff]  gate, then silu(gate) * up */
-    float  *u;   /* [T, ff]  up */
-    float  *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
-    int64_t half;
-    float  *scores;
-    size_t  scores_cap; /* floats */
-    void   *kws;        /* quantized-kernel scratch */
-    size_t  kws_cap;    /* bytes */
-    size_t  bytes;
+    int64_t          d, qd, kvd, ff, max_tokens, max_seq;
+    int              nthreads;
+    float           *xn;                  /* [T, d]   normalized input of the current sub-block */
+    float           *q;                   /* [T, qd]  */
+    float           *k;                   /* [T, kvd] */
+    float           *v;                   /* [T, kvd] */
+    float           *att;                 /* [T, qd]  attention output (input of o_proj) */
+    float           *r;                   /* [T, d]   residual after attention */
+    float           *o;                   /* [T, d]   o_proj / down_proj output */
+    float           *g;                   /* [T, ff]  gate, then silu(gate) * up */
+    float           *u;                   /* [T, ff]  up */
+    float           *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
+    int64_t          half;
+    float           *scores;
+    size_t           scores_cap; /* floats */
+    void            *kws;        /* quantized-kernel scratch */
+    size_t           kws_cap;    /* bytes */
+    size_t           bytes;
     lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
     void            *gemm_user;
     int              want_attn_w;
@@ -79,8 +79,8 @@ static int ws_threads(const lq_fwd_ws *ws) {
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn, ws->q,        ws->k,           ws->v,     ws->att,
-                     ws->r,  ws->o,        ws->g,           ws->u,     ws->rope_cos,
+    float *bufs[] = {ws->xn,       ws->q,      ws->k,      ws->v,         ws->att,
+                     ws->r,        ws->o,      ws->g,      ws->u,         ws->rope_cos,
                      ws->rope_sin, ws->scores, ws->attn_w, ws->attn_w_thr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
@@ -112,33 +112,33 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
                  (long long)cfg->head_dim);
     lq_fwd_ws *ws = calloc(1, sizeof *ws);
     LQ_RETURN_IF(!ws, err, LQ_ERR_NOMEM, "forward workspace: out of memory");
-    ws->d          = cfg->hidden_size;
-    ws->qd         = cfg->num_heads * cfg->head_dim;
-    ws->kvd        = cfg->num_kv_heads * cfg->head_dim;
-    ws->ff         = cfg->intermediate_size;
-    ws->max_tokens = max_tokens;
-    ws->max_seq    = max_seq;
-    int ok         = 1;
-    const int64_t T = max_tokens;
-    ws->xn          = ws_alloc(ws, T, ws->d, &ok);
-    ws->q           = ws_alloc(ws, T, ws->qd, &ok);
-    ws->k           = ws_alloc(ws, T, ws->kvd, &ok);
-    ws->v           = ws_alloc(ws, T, ws->kvd, &ok);
-    ws->att         = ws_alloc(ws, T, ws->qd, &ok);
-    ws->r           = ws_alloc(ws, T, ws->d, &ok);
-    ws->o           = ws_alloc(ws, T, ws->d, &ok);
-    ws->g           = ws_alloc(ws, T, ws->ff, &ok);
-    ws->u           = ws_alloc(ws, T, ws->ff, &ok);
-    ws->half        = cfg->head_dim / 2;
-    ws->rope_cos    = ws_alloc(ws, max_seq, ws->half, &ok);
-    ws->rope_sin    = ws_alloc(ws, max_seq, ws->half, &ok);
+    ws->d            = cfg->hidden_size;
+    ws->qd           = cfg->num_heads * cfg->head_dim;
+    ws->kvd          = cfg->num_kv_heads * cfg->head_dim;
+    ws->ff           = cfg->intermediate_size;
+    ws->max_tokens   = max_tokens;
+    ws->max_seq      = max_seq;
+    int           ok = 1;
+    const int64_t T  = max_tokens;
+    ws->xn           = ws_alloc(ws, T, ws->d, &ok);
+    ws->q            = ws_alloc(ws, T, ws->qd, &ok);
+    ws->k            = ws_alloc(ws, T, ws->kvd, &ok);
+    ws->v            = ws_alloc(ws, T, ws->kvd, &ok);
+    ws->att          = ws_alloc(ws, T, ws->qd, &ok);
+    ws->r            = ws_alloc(ws, T, ws->d, &ok);
+    ws->o            = ws_alloc(ws, T, ws->d, &ok);
+    ws->g            = ws_alloc(ws, T, ws->ff, &ok);
+    ws->u            = ws_alloc(ws, T, ws->ff, &ok);
+    ws->half         = cfg->head_dim / 2;
+    ws->rope_cos     = ws_alloc(ws, max_seq, ws->half, &ok);
+    ws->rope_sin     = ws_alloc(ws, max_seq, ws->half, &ok);
     if (ok) {
         /* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
         float inv[512];
         lq_rope_inv_freq(cfg, inv);
         for (int64_t p = 0; p < max_seq; p++)
             for (int64_t j = 0; j < ws->half; j++) {
-                const float a                   = (float)p * inv[j];
+                const float a                  = (float)p * inv[j];
                 ws->rope_cos[p * ws->half + j] = (float)cos((double)a);
                 ws->rope_sin[p * ws->half + j] = (float)sin((double)a);
             }
@@ -199,8 +199,10 @@ static lq_status ensure_kws(lq_fwd_ws *ws, size_t need, lq_err *err) {
     lq_aligned_free(ws->kws);
     ws->kws_cap = 0;
     ws->kws     = lq_aligned_alloc(need);
-    LQ_RETURN_IF(!ws->kws, err, LQ_ERR_NOMEM, "forward workspace: out of memory (%zu bytes of "
-                 "kernel scratch)", need);
+    LQ_RETURN_IF(!ws->kws, err, LQ_ERR_NOMEM,
+                 "forward workspace: out of memory (%zu bytes of "
+                 "kernel scratch)",
+                 need);
     ws->kws_cap = need;
     return LQ_OK;
 }
@@ -304,10 +306,10 @@ static void softmax_masked(float *row, int64_t n, int64_t lo, int64_t hi) {
 /* q/k/v projections, RoPE and attention of ns sequences: xn [ns*seqlen, d] -> out [.., qd]
  * (the input of o_proj). Captures q, k, v inputs. */
 static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn, int64_t ns,
-                           int64_t seqlen, float *out, lq_fwd_ws *ws, lq_capture_fn cap,
-                           void *user, int stop_after, int *stop, lq_err *err) {
+                           int64_t seqlen, float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user,
+                           int stop_after, int *stop, lq_err *err) {
     const lq_model_config *c = &m->cfg;
-    const int64_t T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
+    const int64_t          T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
                   KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd, W = c->sliding_window;
     const int nt = ws_threads(ws);
     /* v_proj's input is captured after the attention when its weights are wanted */
@@ -331,7 +333,7 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int64_t nqb = (seqlen + QB - 1) / QB, njobs = ns * H * nqb, group = H / KV;
     const float   scale = 1.0f / sqrtf((float)hd);
     const float  *q = ws->q, *k = ws->k, *v = ws->v;
-    float        *scores = ws->scores;
+    float        *scores  = ws->scores;
     const int64_t sstride = (int64_t)QB * ws->max_seq;
     const int64_t macs    = ns * H * seqlen * seqlen * hd; /* QK^T + PV over the causal half */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (macs >= PAR_MACS)
@@ -341,7 +343,7 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
         const int64_t i0 = b * QB, i1 = i0 + QB < seqlen ? i0 + QB : seqlen, rows = i1 - i0;
         const int64_t j0 = (W > 0 && i0 - W + 1 > 0) ? i0 - W + 1 : 0, cols = i1 - j0;
         const int64_t kvh = h / group, base = s * seqlen;
-        float        *S   = scores + (int64_t)omp_get_thread_num() * sstride;
+        float        *S = scores + (int64_t)omp_get_thread_num() * sstride;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)hd, scale,
                     q + (base + i0) * qd + h * hd, (int)qd, k + (base + j0) * kvd + kvh * hd,
                     (int)kvd, 0.f, S, (int)cols);
@@ -373,9 +375,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
 }
 
 /* SwiGLU MLP: xn [T, d] -> out [T, d] (down_proj output). Captures gate, up, down inputs. */
-static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *out,
-                          lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after, int *stop,
-                          lq_err *err) {
+static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *out, lq_fwd_ws *ws,
+                          lq_capture_fn cap, void *user, int stop_after, int *stop, lq_err *err) {
     const int64_t d = ws->d, ff = ws->ff;
     const int     nt = ws_threads(ws);
     for (int id = LQ_LIN_GATE; id <= LQ_LIN_UP; id++) {
@@ -438,7 +439,7 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64
     const int     nt  = ws_threads(ws);
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
         const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
-        float        *hc = h + s0 * seqlen * d;
+        float        *hc   = h + s0 * seqlen * d;
         int           stop = 0;
         lq_rmsnorm(hc, L->attn_norm, T, d, eps, ws->xn);
         LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after, &stop, err));
@@ -470,10 +471,10 @@ lq_status lq_attn_forward(const lq_model *m, const lq_layer *L, const float *xn,
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
         const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
         int           stop = 0;
-        LQ_TRY(attn_core(m, L, xn + s0 * seqlen * d, ns, seqlen, ws->att, ws, NULL, NULL, -1,
-                         &stop, err));
-        LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, out + s0 * seqlen * d, ws,
-                   err));
+        LQ_TRY(attn_core(m, L, xn + s0 * seqlen * d, ns, seqlen, ws->att, ws, NULL, NULL, -1, &stop,
+                         err));
+        LQ_TRY(
+            lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, out + s0 * seqlen * d, ws, err));
     }
     return LQ_OK;
 }

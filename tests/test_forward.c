@@ -20,7 +20,7 @@
 static float *forward_logits(const lq_model *m, const int32_t *ids, int64_t nseq, int64_t seqlen,
                              int64_t max_tokens, lq_status *st, lq_err *err) {
     const int64_t T = nseq * seqlen, d = m->cfg.hidden_size, V = m->cfg.vocab_size;
-    float        *h = malloc((size_t)(T * d) * sizeof(float));
+    float        *h  = malloc((size_t)(T * d) * sizeof(float));
     float        *lg = malloc((size_t)(T * V) * sizeof(float));
     lq_fwd_ws    *ws = NULL;
     *st              = LQ_ERR_NOMEM;
@@ -47,7 +47,7 @@ fail:
 }
 
 static int dump_logits(int argc, char **argv) {
-    const char *dir = argv[2], *ids_path = argv[3], *out_path = argv[5];
+    const char   *dir = argv[2], *ids_path = argv[3], *out_path = argv[5];
     const int64_t nseq = atoll(argv[4]);
     char         *buf  = NULL;
     int64_t       len  = 0;
@@ -173,19 +173,19 @@ done:
 /* 2. Layer API contract.                                                                     */
 /* ---------------------------------------------------------------------------------------- */
 typedef struct cap_log {
-    int      n;
-    int      ids[64];
-    int64_t  t[64], k[64];
-    float   *copy[64]; /* copies of the captured inputs */
+    int     n;
+    int     ids[64];
+    int64_t t[64], k[64];
+    float  *copy[64]; /* copies of the captured inputs */
 } cap_log;
 
 static lq_status cap_fn(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k) {
     cap_log *c = user;
     if (c->n >= 64)
         return LQ_ERR_INTERNAL;
-    c->ids[c->n] = (int)lin;
-    c->t[c->n]   = t;
-    c->k[c->n]   = k;
+    c->ids[c->n]  = (int)lin;
+    c->t[c->n]    = t;
+    c->k[c->n]    = k;
     c->copy[c->n] = malloc((size_t)(t * k) * sizeof(float));
     if (!c->copy[c->n])
         return LQ_ERR_NOMEM;
@@ -234,13 +234,13 @@ static void test_layer_api(const lq_model *m) {
     int32_t ids[3 * 40];
     for (int64_t i = 0; i < T; i++)
         ids[i] = (int32_t)lq_rng_below(&rng, (uint64_t)m->cfg.vocab_size);
-    float *h0 = malloc((size_t)(T * d) * 4), *h1 = malloc((size_t)(T * d) * 4);
-    float *h2 = malloc((size_t)(T * d) * 4), *xn = malloc((size_t)(T * d) * 4);
-    float *a  = malloc((size_t)(T * d) * 4), *b = malloc((size_t)(T * d) * 4);
-    float *tmp = malloc((size_t)(T * ff) * 4);
+    float     *h0 = malloc((size_t)(T * d) * 4), *h1 = malloc((size_t)(T * d) * 4);
+    float     *h2 = malloc((size_t)(T * d) * 4), *xn = malloc((size_t)(T * d) * 4);
+    float     *a = malloc((size_t)(T * d) * 4), *b = malloc((size_t)(T * d) * 4);
+    float     *tmp      = malloc((size_t)(T * ff) * 4);
     lq_fwd_ws *ws_small = NULL, *ws_big = NULL;
-    lq_err     err      = {0};
-    cap_log    cl       = {0};
+    lq_err     err = {0};
+    cap_log    cl  = {0};
     CHECK_OK(lq_fwd_ws_create(&m->cfg, seqlen, seqlen, &ws_small, &err)); /* 1 sequence a chunk */
     CHECK_OK(lq_fwd_ws_create(&m->cfg, T, seqlen, &ws_big, &err));
     if (!h0 || !h1 || !h2 || !xn || !a || !b || !tmp || !ws_small || !ws_big)
@@ -248,8 +248,8 @@ static void test_layer_api(const lq_model *m) {
     /* start from layer 2's input so the residual stream is realistic */
     CHECK_OK(lq_model_embed(m, ids, T, h0, &err));
     for (int l = 0; l < 2; l++)
-        CHECK_OK(lq_layer_forward(m, &m->layers[l], h0, nseq, seqlen, NULL, NULL, -1, ws_big,
-                                  &err));
+        CHECK_OK(
+            lq_layer_forward(m, &m->layers[l], h0, nseq, seqlen, NULL, NULL, -1, ws_big, &err));
     const lq_layer *L = &m->layers[2];
 
     /* chunking: one sequence per chunk vs all at once, and 1 thread vs all */
@@ -386,8 +386,8 @@ static lq_status aw_fn(void *user, lq_lin_id lin, const float *x, int64_t t, int
 
 static void test_attn_weights(lq_model *m) {
     const int64_t nseq = 3, seqlen = 40, T = nseq * seqlen, d = m->cfg.hidden_size;
-    const int64_t H = m->cfg.num_heads;
-    lq_layer     *L = &m->layers[2];
+    const int64_t H  = m->cfg.num_heads;
+    lq_layer     *L  = &m->layers[2];
     float        *wq = lq_linear_dense_mut(&L->lin[LQ_LIN_Q]);
     int64_t       nq, kq;
     lq_lin_shape(&m->cfg, LQ_LIN_Q, &nq, &kq);
@@ -492,7 +492,8 @@ static lq_status write_broken(const char *src, const char *dst, const char *vict
         int64_t shape[LQ_ST_MAX_DIMS];
         memcpy(shape, t->shape, sizeof shape);
         switch (how) {
-        case BREAK_DROP: break;
+        case BREAK_DROP:
+            break;
         case BREAK_SHAPE:
             shape[0] -= 1; /* one row short */
             s = lq_st_writer_add_f32(w, t->name, LQ_DT_F16, t->ndim, shape, v, err);
@@ -508,11 +509,11 @@ static lq_status write_broken(const char *src, const char *dst, const char *vict
         }
         case BREAK_NAN:
             v[t->numel / 2] = NAN;
-            s = lq_st_writer_add_f32(w, t->name, LQ_DT_F32, t->ndim, shape, v, err);
+            s               = lq_st_writer_add_f32(w, t->name, LQ_DT_F32, t->ndim, shape, v, err);
             break;
         case BREAK_INF_F16:
             v[t->numel - 1] = 1e6f; /* overflows fp16 -> Inf */
-            s = lq_st_writer_add_f32(w, t->name, LQ_DT_F16, t->ndim, shape, v, err);
+            s               = lq_st_writer_add_f32(w, t->name, LQ_DT_F16, t->ndim, shape, v, err);
             break;
         }
         free(v);
@@ -541,7 +542,7 @@ static void test_validation(const char *src, const char *tmp) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dst[4200];
         snprintf(dst, sizeof dst, "%s/broken_%zu", tmp, i);
-        lq_err e = {0};
+        lq_err    e  = {0};
         lq_status ws = write_broken(src, dst, cases[i].victim, cases[i].how, &e);
         CHECK_MSG(ws == LQ_OK, "writing %s: %s", dst, e.msg);
         if (ws != LQ_OK)
@@ -585,9 +586,9 @@ static int quantize_rtn(lq_format f, const float *W, int64_t n, int64_t k, int c
                 float mx = 0;
                 for (int64_t c = gi * g; c < (gi + 1) * g; c++)
                     mx = fabsf(W[r * k + c]) > mx ? fabsf(W[r * k + c]) : mx;
-                const float s   = mx > 0 ? mx / 7.f : 1.f;
-                sc[gi * n + r]  = s;
-                z[gi * n + r]   = 8;
+                const float s  = mx > 0 ? mx / 7.f : 1.f;
+                sc[gi * n + r] = s;
+                z[gi * n + r]  = 8;
                 for (int64_t c = gi * g; c < (gi + 1) * g; c++) {
                     const float v = roundf(W[r * k + c] / s) + 8;
                     q[r * k + c]  = (uint8_t)(v < 0 ? 0 : v > 15 ? 15 : v);
@@ -604,7 +605,7 @@ static int quantize_rtn(lq_format f, const float *W, int64_t n, int64_t k, int c
         uint8_t      *codes = malloc((size_t)(n * k));
         float        *am    = malloc((size_t)nb * sizeof(float));
         for (int64_t b = 0; codes && am && b < nb; b++) {
-            const int64_t e = (b + 1) * bs < n * k ? (b + 1) * bs : n * k;
+            const int64_t e  = (b + 1) * bs < n * k ? (b + 1) * bs : n * k;
             float         mx = 0;
             for (int64_t i = b * bs; i < e; i++)
                 mx = fabsf(W[i]) > mx ? fabsf(W[i]) : mx;
@@ -655,7 +656,8 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
     if (f == LQ_FMT_GPTQ)
         qc.group_size = 32;
     snprintf(p, sizeof p, "%s/config.json", dst);
-    ok = lq_qconfig_apply(&qc, root, dst, err) == LQ_OK && lq_json_write_file(root, p, err) == LQ_OK;
+    ok =
+        lq_qconfig_apply(&qc, root, dst, err) == LQ_OK && lq_json_write_file(root, p, err) == LQ_OK;
     cJSON_Delete(root);
     lq_st_writer *w = NULL;
     ok              = ok && lq_st_writer_create(dst, 0, &w, err) == LQ_OK;
@@ -668,7 +670,7 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
             !strncmp(t->name, "model.layers.", 13) && len - 7 < sizeof prefix) {
             memcpy(prefix, t->name, len - 7);
             prefix[len - 7] = 0;
-            float *W        = malloc((size_t)t->numel * sizeof(float));
+            float  *W       = malloc((size_t)t->numel * sizeof(float));
             lq_qbuf b       = {0};
             if (!W) {
                 ok = 0;
@@ -751,9 +753,9 @@ static void test_quantized(const char *src, const char *tmp) {
     static const struct {
         lq_format f;
         int       weight_only;
-    } fmts[] = {{LQ_FMT_GPTQ, 1}, {LQ_FMT_NF4, 1}, {LQ_FMT_INT8, 0}};
-    lq_err                 err    = {0};
-    lq_model              *orig   = NULL;
+    } fmts[]       = {{LQ_FMT_GPTQ, 1}, {LQ_FMT_NF4, 1}, {LQ_FMT_INT8, 0}};
+    lq_err    err  = {0};
+    lq_model *orig = NULL;
     CHECK_OK(lq_model_open(src, &orig, &err));
     if (orig)
         CHECK_OK(lq_model_load_all(orig, &err));
@@ -796,8 +798,8 @@ static void test_quantized(const char *src, const char *tmp) {
             kcheck kc = {0};
             for (int64_t l = 0; h && ws && l < m->cfg.num_layers; l++) {
                 kc.L = &m->layers[l];
-                CHECK_OK(lq_layer_forward(m, &m->layers[l], h, NSEQ, SEQ, kcheck_fn, &kc, -1, ws,
-                                          &err));
+                CHECK_OK(
+                    lq_layer_forward(m, &m->layers[l], h, NSEQ, SEQ, kcheck_fn, &kc, -1, ws, &err));
             }
             const double tol = lq_format_traits_get(fmts[fi].f)->tol_nmse_cpu;
             CHECK_EQ_INT(kc.calls, nq);
@@ -807,7 +809,7 @@ static void test_quantized(const char *src, const char *tmp) {
         }
         /* quantized forward vs dense forward over the dequantized weights */
         lq_status s1 = LQ_OK, s2 = LQ_OK;
-        float    *lq = forward_logits(m, ids, NSEQ, SEQ, NSEQ * SEQ, &s1, &err);
+        float    *lq      = forward_logits(m, ids, NSEQ, SEQ, NSEQ * SEQ, &s1, &err);
         lq_layer *qlayers = m->layers;
         lq_layer *dl      = calloc((size_t)m->cfg.num_layers, sizeof *dl);
         for (int64_t l = 0; dl && l < m->cfg.num_layers; l++)
