@@ -41,6 +41,12 @@ static lq_status parse_rope(const cJSON *root, const char *label, lq_model_confi
                             "%s: per-layer %s (\"%s\") is not supported", label, key, kv->string);
             }
         }
+        /* a factor without a type: transformers finds no RoPE function for type None */
+        if (!type[0] && cJSON_GetObjectItemCaseSensitive(rs, "factor"))
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                    "%s: %s has a \"factor\" but no \"rope_type\" (or \"type\"): which scaling "
+                    "is meant?",
+                    label, key);
         LQ_TRY(lq_json_get_f64(rs, "rope_theta", 0, &cfg->rope_theta, label, err));
         if (!strcmp(type, "default") || !type[0]) {
             cfg->rope_type = LQ_ROPE_DEFAULT;
@@ -50,8 +56,8 @@ static lq_status parse_rope(const cJSON *root, const char *label, lq_model_confi
         } else if (!strcmp(type, "llama3")) {
             cfg->rope_type = LQ_ROPE_LLAMA3;
             LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
-            LQ_TRY(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label,
-                                   err));
+            LQ_TRY(
+                lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label, err));
             LQ_TRY(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label,
                                    err));
             /* transformers defaults it to max_position_embeddings before validating */
@@ -92,9 +98,9 @@ static lq_status parse_sliding_window(const cJSON *root, const char *label, lq_m
         int use = 0;
         LQ_TRY(lq_json_get_bool(root, "use_sliding_window", 0, &use, label, err));
         if (use && sw && !cJSON_IsNull(sw)) {
-            int64_t     max_window = 28;
-            const cJSON *lt        = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-            int          sliding   = 0;
+            int64_t      max_window = 28;
+            const cJSON *lt         = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+            int          sliding    = 0;
             if (cJSON_IsArray(lt)) {
                 const cJSON *e;
                 cJSON_ArrayForEach(e, lt) {
@@ -112,6 +118,30 @@ static lq_status parse_sliding_window(const cJSON *root, const char *label, lq_m
                         label);
         }
     }
+    return LQ_OK;
+}
+
+/* A config whose parameter count cannot be a real model (products that overflow, or above
+ * LQ_CFG_MAX_PARAMS) is refused here, so nothing downstream multiplies absurd sizes. */
+static lq_status check_plausible(const lq_model_config *c, const char *label, lq_err *err) {
+    const int64_t q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
+    int64_t       a, b, layer = 0, total = 0;
+    bool          ok = lq_mul_i64(c->hidden_size, q, &a) && lq_add_i64(layer, a, &layer) &&
+              lq_add_i64(layer, a, &layer) && /* q_proj and o_proj */
+              lq_mul_i64(c->hidden_size, kv, &a) && lq_mul_i64(a, 2, &a) &&
+              lq_add_i64(layer, a, &layer) && /* k_proj, v_proj */
+              lq_mul_i64(c->hidden_size, c->intermediate_size, &a) && lq_mul_i64(a, 3, &a) &&
+              lq_add_i64(layer, a, &layer) && /* gate, up, down */
+              lq_mul_i64(layer, c->num_layers, &total) &&
+              lq_mul_i64(c->vocab_size, c->hidden_size, &b) &&
+              lq_mul_i64(b, c->tie_word_embeddings ? 1 : 2, &b) && lq_add_i64(total, b, &total);
+    if (!ok || total > LQ_CFG_MAX_PARAMS)
+        return lq_fail(err, LQ_ERR_CONFIG_VALUE,
+                       "%s: sizes cannot be a real model (hidden_size %lld, intermediate_size "
+                       "%lld, %lld layers, vocab %lld: %s parameters, limit %.0e)",
+                       label, (long long)c->hidden_size, (long long)c->intermediate_size,
+                       (long long)c->num_layers, (long long)c->vocab_size,
+                       ok ? "too many" : "an overflowing count of", (double)LQ_CFG_MAX_PARAMS);
     return LQ_OK;
 }
 
@@ -150,17 +180,21 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
                                     label, err));
 
     const int64_t BIG = (int64_t)1 << 40;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "hidden_size", 1, 1, BIG, &cfg->hidden_size, label, err));
-    LQ_TRY_GOTO(lq_json_get_i64(root, "intermediate_size", 1, 1, BIG, &cfg->intermediate_size,
-                                label, err));
-    LQ_TRY_GOTO(lq_json_get_i64(root, "num_hidden_layers", 1, 1, 1 << 20, &cfg->num_layers, label,
-                                err));
-    LQ_TRY_GOTO(lq_json_get_i64(root, "num_attention_heads", 1, 1, 1 << 20, &cfg->num_heads,
-                                label, err));
+    /* Per-dimension limits far above any real model (largest today: hidden 16k-25k,
+     * intermediate ~100k, vocab ~256k) keep every size product in 64 bits. */
+    LQ_TRY_GOTO(
+        lq_json_get_i64(root, "hidden_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->hidden_size, label, err));
+    LQ_TRY_GOTO(lq_json_get_i64(root, "intermediate_size", 1, 1, LQ_CFG_MAX_DIM,
+                                &cfg->intermediate_size, label, err));
+    LQ_TRY_GOTO(
+        lq_json_get_i64(root, "num_hidden_layers", 1, 1, 1 << 16, &cfg->num_layers, label, err));
+    LQ_TRY_GOTO(
+        lq_json_get_i64(root, "num_attention_heads", 1, 1, 1 << 16, &cfg->num_heads, label, err));
     cfg->num_kv_heads = cfg->num_heads;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 20, &cfg->num_kv_heads,
+    LQ_TRY_GOTO(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 16, &cfg->num_kv_heads,
                                 label, err));
-    LQ_TRY_GOTO(lq_json_get_i64(root, "vocab_size", 1, 1, BIG, &cfg->vocab_size, label, err));
+    LQ_TRY_GOTO(
+        lq_json_get_i64(root, "vocab_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->vocab_size, label, err));
     /* the config classes' defaults, for the rare file that omits the key */
     cfg->max_position_embeddings = !strcmp(cfg->model_type, "mistral") ? 4096 * 32
                                    : !strcmp(cfg->model_type, "qwen2") ? 32768
@@ -183,16 +217,16 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     if (cfg->head_dim == 0) {
         if (cfg->hidden_size % cfg->num_heads != 0)
             LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                         "%s: hidden_size %lld is not divisible by num_attention_heads %lld",
-                         label, (long long)cfg->hidden_size, (long long)cfg->num_heads);
+                         "%s: hidden_size %lld is not divisible by num_attention_heads %lld", label,
+                         (long long)cfg->hidden_size, (long long)cfg->num_heads);
         cfg->head_dim = cfg->hidden_size / cfg->num_heads;
     }
     if (cfg->head_dim % 2 != 0)
         LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: head_dim %lld must be even for RoPE", label,
                      (long long)cfg->head_dim);
 
-    LQ_TRY_GOTO(lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings,
-                                 label, err));
+    LQ_TRY_GOTO(
+        lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "attention_bias", 0, &cfg->attention_bias, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
     if (strcmp(cfg->model_type, "qwen2") == 0)
@@ -214,8 +248,8 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
                          label);
         cfg->eos_token_id = (int64_t)d;
     } else {
-        LQ_TRY_GOTO(lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label,
-                                    err));
+        LQ_TRY_GOTO(
+            lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label, err));
     }
     LQ_TRY_GOTO(parse_sliding_window(root, label, cfg, err));
 
@@ -226,6 +260,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
                      label, act);
 
     LQ_TRY_GOTO(parse_rope(root, label, cfg, err));
+    LQ_TRY_GOTO(check_plausible(cfg, label, err));
     cfg->quantized = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "quantization_config"));
 done:
     cJSON_Delete(root);
@@ -240,8 +275,8 @@ lq_status lq_config_load(const char *dir, lq_model_config *cfg, lq_err *err) {
         LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: model directory not found", dir);
     if (!lq_file_exists(path))
         LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: no config.json in model directory", path);
-    char     *buf = NULL;
-    int64_t   len = 0;
+    char   *buf = NULL;
+    int64_t len = 0;
     LQ_TRY(lq_read_file(path, 16 << 20, &buf, &len, err));
     lq_status st = lq_config_parse(buf, (size_t)len, path, cfg, err);
     free(buf);

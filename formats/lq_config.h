@@ -4,6 +4,12 @@
 
 #include "lq_base.h"
 
+/* Limits on what a config may declare: each of hidden/intermediate/vocab size, and the total
+ * parameter count (8.8e12; the largest open models are ~2e12). Above them the config is refused
+ * as not a real model (LQ_ERR_CONFIG_VALUE) before anything is sized from it. */
+#define LQ_CFG_MAX_DIM    ((int64_t)1 << 24)
+#define LQ_CFG_MAX_PARAMS ((int64_t)1 << 43)
+
 typedef enum lq_rope_type {
     LQ_ROPE_DEFAULT = 0,
     LQ_ROPE_LINEAR  = 1, /* position / factor */

@@ -36,14 +36,65 @@ bool lq_json_only_space(const char *p, size_t n) {
     return true;
 }
 
-lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
-                        lq_err *err) {
+int64_t lq_json_escaped_nul(const char *text, size_t len) {
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        const char c = text[i];
+        if (!in_string) {
+            in_string = c == '"';
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && !strncmp(text + i + 2, "0000", 4))
+                return (int64_t)i;
+            i++; /* the escaped character */
+        }
+    }
+    return -1;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+const char *lq_json_duplicate_key(const cJSON *v, int *oom) {
+    if (!v || !v->child)
+        return NULL;
+    if (cJSON_IsObject(v) && v->child->next) {
+        size_t n = 0;
+        for (const cJSON *c = v->child; c; c = c->next)
+            n++;
+        const char **keys = malloc(n * sizeof *keys);
+        if (!keys) {
+            *oom = 1;
+            return NULL;
+        }
+        n = 0;
+        for (const cJSON *c = v->child; c; c = c->next)
+            keys[n++] = c->string ? c->string : "";
+        qsort(keys, n, sizeof *keys, cmp_key); /* n log n: a vocabulary has 10^5 keys */
+        const char *dup = NULL;
+        for (size_t i = 1; i < n && !dup; i++)
+            if (!strcmp(keys[i - 1], keys[i]))
+                dup = keys[i];
+        free(keys);
+        if (dup)
+            return dup;
+    }
+    for (const cJSON *c = v->child; c; c = c->next) { /* depth is bounded by the parser */
+        const char *d = lq_json_duplicate_key(c, oom);
+        if (d || *oom)
+            return d;
+    }
+    return NULL;
+}
+
+lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out, lq_err *err) {
     *out = NULL;
     /* cJSON recurses per level (its own cap is 1000); files we read nest < 10 levels, so a
      * tighter bound turns hostile input into a clean error long before the stack matters. */
     if (lq_json_depth_exceeds(text, len, LQ_JSON_MAX_DEPTH))
-        LQ_FAIL(err, LQ_ERR_JSON, "%s: JSON nests deeper than %d levels", label,
-                LQ_JSON_MAX_DEPTH);
+        LQ_FAIL(err, LQ_ERR_JSON, "%s: JSON nests deeper than %d levels", label, LQ_JSON_MAX_DEPTH);
     const char *end  = NULL;
     cJSON      *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
@@ -54,6 +105,22 @@ lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON *
         cJSON_Delete(root);
         LQ_FAIL(err, LQ_ERR_JSON, "%s: unexpected data after the JSON value at byte %ld", label,
                 (long)(end - text));
+    }
+    const int64_t nul = lq_json_escaped_nul(text, len);
+    int           oom = 0;
+    const char   *dup = nul < 0 ? lq_json_duplicate_key(root, &oom) : NULL;
+    if (nul >= 0 || dup || oom) {
+        lq_status st = nul >= 0 ? lq_fail(err, LQ_ERR_JSON,
+                                          "%s: a string holds an escaped NUL (\\u0000) at byte "
+                                          "%lld",
+                                          label, (long long)nul)
+                       : dup    ? lq_fail(err, LQ_ERR_JSON,
+                                          "%s: key \"%.200s\" appears twice in one "
+                                             "object",
+                                          label, dup)
+                                : lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+        cJSON_Delete(root);
+        return st;
     }
     *out = root;
     return LQ_OK;

@@ -15,9 +15,17 @@ bool lq_json_depth_exceeds(const char *text, size_t len, int max_depth);
 /* True when p[0..n) is JSON whitespace only. */
 bool lq_json_only_space(const char *p, size_t n);
 
+/* Byte offset of the first string escape "\u0000" (case-insensitive hex), or -1. cJSON decodes
+ * it into a NUL that silently ends the C string, so "a\u0000b" would read as "a". */
+int64_t lq_json_escaped_nul(const char *text, size_t len);
+
+/* The first key that appears twice in one object anywhere under v, or NULL (NULL too when out
+ * of memory: *oom is set). Python's json keeps the last, cJSON the first: refuse both. */
+const char *lq_json_duplicate_key(const cJSON *v, int *oom);
+
 /* Parse a JSON text; LQ_ERR_JSON "<label>: invalid JSON near byte N". Nesting deeper than
- * LQ_JSON_MAX_DEPTH is refused (LQ_ERR_JSON) before cJSON recurses; so is anything but
- * whitespace after the value. */
+ * LQ_JSON_MAX_DEPTH is refused (LQ_ERR_JSON) before cJSON recurses; so are anything but
+ * whitespace after the value, an escaped NUL in a string, and a key repeated in an object. */
 lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
                         lq_err *err);
 /* Read and parse a file (size limit max_bytes). */

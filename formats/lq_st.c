@@ -23,7 +23,7 @@
 
 typedef struct st_file {
     char          *path;
-    void          *map; /* NULL for memory buffers */
+    void          *map;      /* NULL for memory buffers */
     int            borrowed; /* map belongs to someone else (lq_st_open_views) */
     size_t         map_size;
     const uint8_t *data; /* first byte after the header */
@@ -83,7 +83,7 @@ static lq_status check_meta(const cJSON *m, const char *label, lq_err *err) {
 }
 
 static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *err) {
-    int cnt = cJSON_GetArraySize(m);
+    int cnt  = cJSON_GetArraySize(m);
     st->meta = calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *st->meta);
     if (!st->meta)
         LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
@@ -99,8 +99,7 @@ static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *
 }
 
 /* Parse one file image into st (appending tensors tagged with `shard`). */
-static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t len,
-                             lq_err *err) {
+static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t len, lq_err *err) {
     const char *label = ss->files[shard].path;
     if (len < 8)
         LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: %zu bytes, shorter than the 8-byte header length",
@@ -139,15 +138,24 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header has data after the JSON object (byte %ld)",
                 label, (long)(end - (const char *)hdr));
     }
-    lq_status st = LQ_OK;
+    /* a tensor name with \u0000 would be cut short and could alias another tensor */
+    const int64_t nul = lq_json_escaped_nul((const char *)hdr, (size_t)hlen);
+    if (nul >= 0) {
+        cJSON_Delete(root);
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON,
+                "%s: header string holds an escaped NUL (\\u0000) at "
+                "byte %lld",
+                label, (long long)nul);
+    }
+    lq_status st  = LQ_OK;
     entry    *ent = NULL;
     if (!cJSON_IsObject(root))
         LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not a JSON object", label);
-    int64_t data_len           = (int64_t)(len - 8 - hlen);
-    ss->files[shard].data      = hdr + hlen;
-    ss->files[shard].data_len  = data_len;
-    int count = cJSON_GetArraySize(root);
-    ent       = calloc((size_t)count + 1, sizeof *ent);
+    int64_t data_len          = (int64_t)(len - 8 - hlen);
+    ss->files[shard].data     = hdr + hlen;
+    ss->files[shard].data_len = data_len;
+    int count                 = cJSON_GetArraySize(root);
+    ent                       = calloc((size_t)count + 1, sizeof *ent);
     if (!ent)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
     int          nent = 0;
@@ -179,8 +187,10 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
                          name, dt->valuestring);
         int ndim = cJSON_GetArraySize(shp);
         if (ndim > LQ_ST_MAX_DIMS)
-            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED, "%s: tensor \"%s\" has %d dims (this build "
-                         "handles up to %d)", label, name, ndim, LQ_ST_MAX_DIMS);
+            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
+                         "%s: tensor \"%s\" has %d dims (this build "
+                         "handles up to %d)",
+                         label, name, ndim, LQ_ST_MAX_DIMS);
         if (ss->n == ss->cap) {
             int64_t       nc = ss->cap ? ss->cap * 2 : 64;
             lq_st_tensor *nt = realloc(ss->t, (size_t)nc * sizeof *nt);
@@ -191,9 +201,9 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
         }
         lq_st_tensor *t = &ss->t[ss->n];
         memset(t, 0, sizeof *t);
-        t->dtype  = (lq_dtype)dtype;
-        t->ndim   = ndim;
-        t->shard  = shard;
+        t->dtype      = (lq_dtype)dtype;
+        t->ndim       = ndim;
+        t->shard      = shard;
         int64_t numel = 1;
         for (int d = 0; d < ndim; d++) {
             if (!json_uint(cJSON_GetArrayItem(shp, d), &t->shape[d]))
@@ -205,13 +215,15 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
                              label, name);
         }
         int64_t b, e, nbytes;
-        if (!json_uint(cJSON_GetArrayItem(off, 0), &b) || !json_uint(cJSON_GetArrayItem(off, 1), &e))
+        if (!json_uint(cJSON_GetArrayItem(off, 0), &b) ||
+            !json_uint(cJSON_GetArrayItem(off, 1), &e))
             LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
                          "%s: tensor \"%s\" data_offsets are not non-negative integers", label,
                          name);
         if (e < b)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS, "%s: tensor \"%s\" data_offsets end %lld < begin %lld",
-                         label, name, (long long)e, (long long)b);
+            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS,
+                         "%s: tensor \"%s\" data_offsets end %lld < begin %lld", label, name,
+                         (long long)e, (long long)b);
         if (!lq_mul_i64(numel, lq_dtype_size(t->dtype), &nbytes) || nbytes != e - b)
             LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE,
                          "%s: tensor \"%s\" shape x %s needs %lld bytes but data_offsets span %lld",
@@ -264,8 +276,7 @@ static lq_status finalize(lq_st *st, lq_err *err) {
             LQ_FAIL(err, LQ_ERR_ST_DUPLICATE, "%s: tensor \"%s\" appears twice%s%s",
                     st->files[st->t[i].shard].path, st->t[i].name,
                     st->t[i].shard != st->t[i - 1].shard ? " (also in " : "",
-                    st->t[i].shard != st->t[i - 1].shard ? st->files[st->t[i - 1].shard].path
-                                                         : "");
+                    st->t[i].shard != st->t[i - 1].shard ? st->files[st->t[i - 1].shard].path : "");
     return LQ_OK;
 }
 
@@ -402,7 +413,7 @@ static int plain_file_name(const char *s) {
 }
 
 static lq_status open_index(const char *dir, const char *index_path, lq_st **out, lq_err *err) {
-    *out        = NULL;
+    *out           = NULL;
     cJSON    *root = NULL;
     lq_status s    = lq_json_load_file(index_path, 256 << 20, &root, err);
     if (s == LQ_ERR_JSON) /* the index itself is the bad part of the checkpoint */
@@ -537,6 +548,18 @@ const lq_st_tensor *lq_st_find(const lq_st *st, const char *name) {
     return bsearch(&key, st->t, (size_t)st->n, sizeof *st->t, cmp_tensor_name);
 }
 
+int64_t lq_st_lower_bound(const lq_st *st, const char *name) {
+    int64_t lo = 0, hi = st ? st->n : 0;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (strcmp(st->t[mid].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 const char *lq_st_file_of(const lq_st *st, const lq_st_tensor *t) {
     return (st && t && t->shard >= 0 && t->shard < st->nfiles) ? st->files[t->shard].path : "?";
 }
@@ -583,8 +606,8 @@ lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int6
     }
     int64_t bad = lq_convert_to_f32(t->dtype, t->data, t->numel, dst);
     if (bad < 0)
-        LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" of dtype %s cannot be decoded",
-                file, name, lq_dtype_name(t->dtype));
+        LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" of dtype %s cannot be decoded", file,
+                name, lq_dtype_name(t->dtype));
     if (t->perm_heads > 0 &&
         !lq_gguf_unpermute_rows(dst, t->shape[0], t->ndim > 1 ? t->numel / t->shape[0] : 1,
                                 t->perm_heads))
@@ -605,9 +628,9 @@ void lq_st_prefetch(const lq_st *st, const lq_st_tensor *t) {
     if (!st || !t || t->shard < 0 || t->shard >= st->nfiles || !st->files[t->shard].map ||
         t->nbytes <= 0)
         return;
-    long      pg  = sysconf(_SC_PAGESIZE);
-    uintptr_t a   = (uintptr_t)t->data & ~((uintptr_t)pg - 1);
-    uintptr_t e   = (uintptr_t)t->data + (uintptr_t)t->nbytes;
+    long      pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a  = (uintptr_t)t->data & ~((uintptr_t)pg - 1);
+    uintptr_t e  = (uintptr_t)t->data + (uintptr_t)t->nbytes;
     madvise((void *)a, e - a, MADV_WILLNEED);
 }
 
@@ -616,8 +639,8 @@ void lq_st_release(const lq_st *st, const lq_st_tensor *t) {
         t->nbytes <= 0)
         return;
     /* Whole pages inside the tensor only: neighbours may still be in use. */
-    long      pg  = sysconf(_SC_PAGESIZE);
-    uintptr_t a   = (uintptr_t)t->data, e = a + (uintptr_t)t->nbytes;
+    long      pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)t->data, e = a + (uintptr_t)t->nbytes;
     uintptr_t a_p = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), e_p = e & ~((uintptr_t)pg - 1);
     if (e_p > a_p)
         madvise((void *)a_p, e_p - a_p, MADV_DONTNEED);

@@ -58,6 +58,9 @@ lq_status lq_st_open_views(const char *label, const void *map, size_t map_size,
 int64_t             lq_st_count(const lq_st *st);
 const lq_st_tensor *lq_st_get(const lq_st *st, int64_t i);
 const lq_st_tensor *lq_st_find(const lq_st *st, const char *name);
+/* Tensors are sorted by name (strcmp): the index of the first whose name is >= name (count when
+ * none), so the tensors under a prefix are lq_st_get(lower_bound(prefix)) onwards. */
+int64_t lq_st_lower_bound(const lq_st *st, const char *name);
 /* Path of the file a tensor lives in (for messages). */
 const char *lq_st_file_of(const lq_st *st, const lq_st_tensor *t);
 /* String value of __metadata__[key] (of the first shard), or NULL. */

@@ -380,6 +380,10 @@ lq_status lq_read_gptq(const lq_st *st, const char *prefix, const lq_qconfig *c,
                          gi->name, (long long)cc, g, (long long)G);
         }
     } else { /* checkpoints without act-order may omit it */
+        /* with act-order the columns are permuted: identity groups would be wrong weights */
+        LQ_RETURN_IF(c->desc_act, err, LQ_ERR_QFORMAT,
+                     "%s: desc_act is true in quantize_config but \"%s.g_idx\" is missing",
+                     file_of(&r, qw), prefix);
         int32_t *g = lq_qbuf_alloc(out, (size_t)k * 4);
         LQ_RETURN_IF(!g, err, LQ_ERR_NOMEM, "%s: out of memory", qw->name);
         for (int64_t cc = 0; cc < k; cc++)

@@ -25,7 +25,7 @@
 #include <string.h>
 
 typedef enum role { R_Q, R_K, R_V, R_O, R_GATE, R_UP, R_DOWN, R_LM_HEAD, R_COUNT } role;
-static const char *const k_role_leaf[R_COUNT] = {"q_proj",  "k_proj", "v_proj",    "o_proj",
+static const char *const k_role_leaf[R_COUNT] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
                                                  "gate_proj", "up_proj", "down_proj", "lm_head"};
 
 static void role_shape(const lq_model_config *c, role r, int64_t *n, int64_t *k) {
@@ -76,7 +76,7 @@ typedef struct module {
     int64_t     name_len;
     role        r;
     int64_t     n, k;
-    int64_t     bytes;       /* all tensors except bias */
+    int64_t     bytes; /* all tensors except bias */
     int64_t     bias_numel;
     int64_t     other_numel; /* numel of non-bias tensors (used when not quantized) */
     int         float_weight;
@@ -130,8 +130,9 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     if (report_json)
         *report_json = NULL;
     if (!model_dir || !report_json)
-        return lq_fail(err, LQ_ERR_INVALID_ARG, "lq_inspect: model_dir and report_json are "
-                                                "required");
+        return lq_fail(err, LQ_ERR_INVALID_ARG,
+                       "lq_inspect: model_dir and report_json are "
+                       "required");
     lq_model_config c;
     lq_source      *src     = NULL;
     lq_st          *sf      = NULL;
@@ -144,7 +145,7 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     LQ_TRY_GOTO(lq_source_open(model_dir, &src, err));
     const char *ctext  = lq_source_config(src, &clen);
     const char *clabel = lq_source_config_label(src);
-    c = *lq_source_model_config(src);
+    c                  = *lq_source_model_config(src);
     LQ_TRY_GOTO(lq_json_parse(ctext, (size_t)clen, clabel, &raw, err));
     sf = lq_source_st(src);
 
@@ -168,15 +169,14 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
     if (cJSON_IsObject(qc))
         cJSON_AddItemToObject(root, "quantization_config", cJSON_Duplicate(qc, 1));
-    static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model",
-                                              "tokenizer.bin"};
-    cJSON *tok = cJSON_AddArrayToObject(root, "tokenizer_files");
+    static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
+    cJSON                   *tok           = cJSON_AddArrayToObject(root, "tokenizer_files");
     for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++)
         if (lq_source_has(src, k_tok_files[i]))
             cJSON_AddItemToArray(tok, cJSON_CreateString(k_tok_files[i]));
 
     /* Tensors, dtype totals, modules. */
-    int64_t nt           = lq_st_count(sf);
+    int64_t nt                    = lq_st_count(sf);
     int64_t dt_count[LQ_DT_COUNT] = {0}, dt_bytes[LQ_DT_COUNT] = {0};
     int64_t loose_params = 0; /* tensors outside linear modules */
     cJSON  *files        = cJSON_AddArrayToObject(root, "files");
@@ -232,18 +232,21 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         }
     }
 
-    int64_t params = loose_params, q_params = 0, q_bytes = 0, q_count = 0;
+    /* Sizes are summed with overflow checks: a checkpoint may hold any number of modules. */
+    int64_t params = loose_params, q_params = 0, q_bytes = 0, q_count = 0, nk;
     for (int64_t i = 0; i < mods.n; i++) {
-        module *m = &mods.m[i];
-        params += m->bias_numel;
+        module *m  = &mods.m[i];
+        bool    ok = lq_add_i64(params, m->bias_numel, &params);
         if (m->float_weight) {
-            params += m->other_numel;
+            ok = ok && lq_add_i64(params, m->other_numel, &params);
         } else {
-            params += m->n * m->k;
-            q_params += m->n * m->k;
-            q_bytes += m->bytes;
+            ok = ok && lq_mul_i64(m->n, m->k, &nk) && lq_add_i64(params, nk, &params) &&
+                 lq_add_i64(q_params, nk, &q_params) && lq_add_i64(q_bytes, m->bytes, &q_bytes);
             q_count++;
         }
+        if (!ok)
+            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: parameter count overflows 64 bits",
+                         model_dir);
     }
     num(root, "num_tensors", (double)nt);
     num(root, "tensor_bytes", (double)lq_st_data_bytes(sf));
@@ -267,19 +270,24 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         cJSON_AddNullToObject(ql, "bits_per_param");
 
     /* Memory estimates from config shapes. */
-    int64_t g = lq_params_i64(p, "group_size");
+    int64_t g   = lq_params_i64(p, "group_size");
     int64_t lin = 0, b8 = 0, b4 = 0;
-    for (int r = R_Q; r <= R_DOWN; r++) {
-        int64_t n, k;
+    bool    ok = true;
+    for (int r = R_Q; r <= R_DOWN && ok; r++) {
+        int64_t n, k, nkr, G = 1, t8, t4, t;
         role_shape(&c, (role)r, &n, &k);
-        int64_t G = g > 0 ? ceil_div(k, g) : 1;
-        lin += n * k;
-        b8 += n * k + 4 * n;
-        b4 += ceil_div(n * k, 2) + G * n * 2 + G * ceil_div(n, 2) + 4 * k;
+        if (g > 0)
+            G = ceil_div(k, g);
+        /* int8: n*k + 4n; int4: ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k (see the top) */
+        ok = lq_mul_i64(n, k, &nkr) && lq_add_i64(lin, nkr, &lin) && lq_add_i64(nkr, 4 * n, &t8) &&
+             lq_add_i64(b8, t8, &b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
+             lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
+             lq_add_i64(b4, t4, &b4);
     }
-    lin *= c.num_layers;
-    b8 *= c.num_layers;
-    b4 *= c.num_layers;
+    ok = ok && lq_mul_i64(lin, c.num_layers, &lin) && lq_mul_i64(b8, c.num_layers, &b8) &&
+         lq_mul_i64(b4, c.num_layers, &b4);
+    if (!ok)
+        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: memory estimate overflows 64 bits", model_dir);
     int64_t rest = params > lin ? params - lin : 0;
     cJSON  *mem  = cJSON_AddObjectToObject(root, "memory");
     cJSON  *w    = cJSON_AddObjectToObject(mem, "weights");
@@ -299,9 +307,10 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     if (!lq_mul_i64(kv, c.num_layers, &kv) || !lq_mul_i64(kv, c.num_kv_heads, &kv) ||
         !lq_mul_i64(kv, c.head_dim, &kv) || !lq_mul_i64(kv, ctx, &kv) ||
         !lq_mul_i64(kv, batch, &kv))
-        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: KV cache size for ctx %lld x batch %lld "
-                                              "overflows", model_dir, (long long)ctx,
-                     (long long)batch);
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG,
+                     "%s: KV cache size for ctx %lld x batch %lld "
+                     "overflows",
+                     model_dir, (long long)ctx, (long long)batch);
     cJSON *kvo = cJSON_AddObjectToObject(mem, "kv_cache");
     num(kvo, "ctx", (double)ctx);
     num(kvo, "batch", (double)batch);

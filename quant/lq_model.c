@@ -13,6 +13,7 @@
 #include "lq_json.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -33,13 +34,23 @@ void lq_lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k
     const int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim,
                   kvd = c->num_kv_heads * c->head_dim, ff = c->intermediate_size;
     switch (id) {
-    case LQ_LIN_Q: *n = qd, *k = d; break;
+    case LQ_LIN_Q:
+        *n = qd, *k = d;
+        break;
     case LQ_LIN_K:
-    case LQ_LIN_V: *n = kvd, *k = d; break;
-    case LQ_LIN_O: *n = d, *k = qd; break;
+    case LQ_LIN_V:
+        *n = kvd, *k = d;
+        break;
+    case LQ_LIN_O:
+        *n = d, *k = qd;
+        break;
     case LQ_LIN_GATE:
-    case LQ_LIN_UP: *n = ff, *k = d; break;
-    default: *n = d, *k = ff; break;
+    case LQ_LIN_UP:
+        *n = ff, *k = d;
+        break;
+    default:
+        *n = d, *k = ff;
+        break;
     }
 }
 
@@ -89,8 +100,8 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
             return LQ_ERR_INVALID_ARG;
         if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
             return LQ_ERR_UNSUPPORTED; /* OpenBLAS takes int dimensions */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.f, x,
-                    (int)k, (const float *)q->dense, (int)k, 0.f, y, (int)n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.f, x, (int)k,
+                    (const float *)q->dense, (int)k, 0.f, y, (int)n);
         if (q->bias)
             for (int64_t r = 0; r < m; r++)
                 for (int64_t i = 0; i < n; i++)
@@ -179,8 +190,7 @@ static lq_status rope_init(lq_model *m, lq_err *err) {
 static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
     buf[0] = 0;
     for (int d = 0; d < ndim; d++)
-        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", d ? "," : "",
-                 (long long)shape[d]);
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", d ? "," : "", (long long)shape[d]);
 }
 
 static lq_status missing(const lq_model *m, const char *name, lq_err *err) {
@@ -309,10 +319,53 @@ static lq_status check_quantized(const lq_model *m, const char *prefix, int64_t 
     return LQ_OK;
 }
 
-static lq_status check_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k,
-                              int bias, float **scratch, int64_t *scratch_n, lq_err *err) {
+/* A float "<prefix>.weight" next to quantized tensors of the same module: loaders disagree on
+ * which one wins (we used to take the float one silently), so neither is guessed. */
+static lq_status check_one_form(const lq_model *m, const char *prefix, lq_err *err) {
+    char   dot[520];
+    size_t pl = (size_t)snprintf(dot, sizeof dot, "%s.", prefix);
+    for (int64_t i = lq_st_lower_bound(m->st, dot); i < lq_st_count(m->st); i++) {
+        const lq_st_tensor *t = lq_st_get(m->st, i);
+        if (strncmp(t->name, dot, pl) != 0)
+            break;
+        const char *leaf = t->name + pl;
+        if (strcmp(leaf, "weight") != 0 && strcmp(leaf, "bias") != 0)
+            LQ_FAIL(err, LQ_ERR_QFORMAT,
+                    "%s: linear \"%s\" has both a float \"weight\" and quantized tensors "
+                    "(\"%s\"): which one is meant?",
+                    lq_st_file_of(m->st, t), prefix, leaf);
+    }
+    return LQ_OK;
+}
+
+/* Tensors of decoder layers the config does not declare: transformers drops them with a
+ * warning; a quantizer that did the same would write a silently truncated model. */
+static lq_status check_no_extra_layers(const lq_model *m, lq_err *err) {
+    static const char pre[] = "model.layers.";
+    for (int64_t i = lq_st_lower_bound(m->st, pre); i < lq_st_count(m->st); i++) {
+        const lq_st_tensor *t = lq_st_get(m->st, i);
+        if (strncmp(t->name, pre, sizeof pre - 1) != 0)
+            break;
+        const char *p = t->name + sizeof pre - 1;
+        char       *end;
+        errno                      = 0;
+        const unsigned long long L = strtoull(p, &end, 10);
+        if (end != p && *end == '.' && (errno || L >= (unsigned long long)m->cfg.num_layers))
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                    "%s: tensor \"%s\" belongs to a layer the config does not have "
+                    "(num_hidden_layers %lld in %s)",
+                    lq_st_file_of(m->st, t), t->name, (long long)m->cfg.num_layers,
+                    lq_source_config_label(m->src));
+    }
+    return LQ_OK;
+}
+
+static lq_status check_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k, int bias,
+                              float **scratch, int64_t *scratch_n, lq_err *err) {
     char name[512];
     if (stored_dense(m, prefix)) {
+        if (m->qcfg)
+            LQ_TRY(check_one_form(m, prefix, err));
         const int64_t shape[2] = {n, k};
         snprintf(name, sizeof name, "%s.weight", prefix);
         LQ_TRY(check_float(m, name, 2, shape, err));
@@ -335,6 +388,7 @@ static lq_status validate(const lq_model *m, lq_err *err) {
     char                   name[512], prefix[512];
     LQ_TRY_GOTO(check_float(m, "model.embed_tokens.weight", 2, vd, err));
     LQ_TRY_GOTO(check_float(m, "model.norm.weight", 1, &d, err));
+    LQ_TRY_GOTO(check_no_extra_layers(m, err));
     if (!c->tie_word_embeddings)
         LQ_TRY_GOTO(check_linear(m, "lm_head", c->vocab_size, d, 0, &scratch, &scratch_n, err));
     for (int64_t i = 0; i < c->num_layers; i++) {
@@ -346,8 +400,7 @@ static lq_status validate(const lq_model *m, lq_err *err) {
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             int64_t n, k;
             lq_lin_shape(c, (lq_lin_id)l, &n, &k);
-            snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)i,
-                     k_lin_names[l]);
+            snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
             LQ_TRY_GOTO(check_linear(m, prefix, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &scratch,
                                      &scratch_n, err));
         }
@@ -406,7 +459,7 @@ done:
 }
 
 lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_err *err) {
-    const lq_model_config *c = &m->cfg;
+    const lq_model_config *c  = &m->cfg;
     lq_status              st = LQ_OK;
     char                   name[512];
     memset(out, 0, sizeof *out);
@@ -422,8 +475,8 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
         int64_t n, k;
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
-        LQ_TRY_GOTO(load_linear(m, name, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &out->lin[l],
-                                err));
+        LQ_TRY_GOTO(
+            load_linear(m, name, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &out->lin[l], err));
     }
 done:
     if (st != LQ_OK)
@@ -453,7 +506,7 @@ static lq_status load_config_json(lq_model *m, lq_err *err) {
     int64_t     len;
     const char *text  = lq_source_config(m->src, &len);
     const char *label = lq_source_config_label(m->src);
-    m->cfg = *lq_source_model_config(m->src);
+    m->cfg            = *lq_source_model_config(m->src);
     if (!m->cfg.quantized)
         return LQ_OK;
     cJSON *root = NULL;
@@ -477,11 +530,11 @@ static lq_status load_config_json(lq_model *m, lq_err *err) {
 
 static lq_status alloc_base(lq_model *m, lq_err *err) {
     const lq_model_config *c = &m->cfg;
-    m->embed      = lq_calloc_n(c->vocab_size * c->hidden_size, sizeof(float));
-    m->final_norm = lq_calloc_n(c->hidden_size, sizeof(float));
+    m->embed                 = lq_calloc_n(c->vocab_size * c->hidden_size, sizeof(float));
+    m->final_norm            = lq_calloc_n(c->hidden_size, sizeof(float));
     LQ_RETURN_IF(!m->embed || !m->final_norm, err, LQ_ERR_NOMEM,
-                 "%s: out of memory for embeddings (%lld x %lld)", m->dir,
-                 (long long)c->vocab_size, (long long)c->hidden_size);
+                 "%s: out of memory for embeddings (%lld x %lld)", m->dir, (long long)c->vocab_size,
+                 (long long)c->hidden_size);
     return rope_init(m, err);
 }
 
@@ -514,8 +567,8 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
         const int64_t          vd[2] = {c->vocab_size, c->hidden_size};
         LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, vd, m->embed, err));
         lq_st_release(m->st, lq_st_find(m->st, "model.embed_tokens.weight"));
-        LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.norm.weight", 1, &c->hidden_size, m->final_norm,
-                                   err));
+        LQ_TRY_GOTO(
+            lq_st_read_f32(m->st, "model.norm.weight", 1, &c->hidden_size, m->final_norm, err));
         if (c->tie_word_embeddings)
             tie_lm_head(m);
         else

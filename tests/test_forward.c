@@ -642,8 +642,16 @@ static int quantize_rtn(lq_format f, const float *W, int64_t n, int64_t k, int c
 
 /* Copy src to dst with every decoder linear that format f can hold quantized (RTN), the rest
  * as is; quantization_config in config.json. Returns the number of quantized linears or -1. */
+/* Defects write_quantized can plant (bit flags): */
+enum {
+    DEF_NAN_SCALE = 1, /* one NaN scale in the first linear quantized */
+    DEF_DESC_ACT  = 2, /* desc_act: true in quantize_config (GPTQ) */
+    DEF_DENSE_TOO = 4, /* the first linear quantized also keeps its float .weight */
+};
+
 static int write_quantized(const lq_model *m, const char *src, const char *dst, lq_format f,
-                           int corrupt, lq_err *err) {
+                           int defects, lq_err *err) {
+    const int  corrupt = defects & DEF_NAN_SCALE;
     char       p[4200];
     cJSON     *root = NULL;
     lq_qconfig qc;
@@ -655,6 +663,7 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
     lq_qconfig_default(f, &qc);
     if (f == LQ_FMT_GPTQ)
         qc.group_size = 32;
+    qc.desc_act = (defects & DEF_DESC_ACT) != 0;
     snprintf(p, sizeof p, "%s/config.json", dst);
     ok =
         lq_qconfig_apply(&qc, root, dst, err) == LQ_OK && lq_json_write_file(root, p, err) == LQ_OK;
@@ -681,8 +690,11 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
             q = quantize_rtn(f, W, t->shape[0], t->shape[1], corrupt && nq == 0, &b, err);
             if (q > 0)
                 ok = lq_qlinear_write(w, prefix, &b.q, &qc, err) == LQ_OK;
-            ok = ok && q >= 0;
+            const int dense_too = q > 0 && nq == 0 && (defects & DEF_DENSE_TOO);
+            ok                  = ok && q >= 0;
             nq += q > 0;
+            if (dense_too) /* the float weight is written too, below */
+                q = 0;
             lq_qbuf_free(&b);
             free(W);
         }
@@ -845,13 +857,63 @@ static void test_quantized(const char *src, const char *tmp) {
     /* a NaN scale is caught at open, naming the linear */
     char dst[4200];
     snprintf(dst, sizeof dst, "%s/quant_gptq_nan", tmp);
-    CHECK(write_quantized(orig, src, dst, LQ_FMT_GPTQ, 1, &err) > 0);
+    CHECK(write_quantized(orig, src, dst, LQ_FMT_GPTQ, DEF_NAN_SCALE, &err) > 0);
     lq_model *m = NULL;
     CHECK_EQ_INT(lq_model_open(dst, &m, &err), LQ_ERR_WEIGHT_NONFINITE);
     CHECK_MSG(strstr(err.msg, "model.layers.0.") != NULL, "%s", err.msg);
     printf("  NaN scale -> %s\n", err.msg);
     lq_model_free(m);
+    m = NULL;
+
+    /* no silent choice: a float weight next to qweight, act-order without g_idx */
+    snprintf(dst, sizeof dst, "%s/quant_gptq_dense_too", tmp);
+    CHECK(write_quantized(orig, src, dst, LQ_FMT_GPTQ, DEF_DENSE_TOO, &err) > 0);
+    CHECK_EQ_INT(lq_model_open(dst, &m, &err), LQ_ERR_QFORMAT);
+    CHECK_MSG(strstr(err.msg, "both a float \"weight\"") && strstr(err.msg, "model.layers.0."),
+              "%s", err.msg);
+    printf("  weight + qweight -> %s\n", err.msg);
+    lq_model_free(m);
+    m = NULL;
+    char act[4200];
+    snprintf(act, sizeof act, "%s/quant_gptq_act", tmp);
+    CHECK(write_quantized(orig, src, act, LQ_FMT_GPTQ, DEF_DESC_ACT, &err) > 0);
+    CHECK_OK(lq_model_open(act, &m, &err)); /* intact, it loads */
+    lq_model_free(m);
+    m = NULL;
+    snprintf(dst, sizeof dst, "%s/quant_gptq_act_no_gidx", tmp);
+    CHECK_OK(write_broken(act, dst, "model.layers.2.self_attn.v_proj.g_idx", BREAK_DROP, &err));
+    CHECK_EQ_INT(lq_model_open(dst, &m, &err), LQ_ERR_QFORMAT);
+    CHECK_MSG(strstr(err.msg, "desc_act") && strstr(err.msg, "layers.2.self_attn.v_proj.g_idx"),
+              "%s", err.msg);
+    printf("  desc_act without g_idx -> %s\n", err.msg);
+    lq_model_free(m);
     lq_model_free(orig);
+}
+
+/* A config declaring fewer layers than the checkpoint holds is refused, naming a tensor of the
+ * first undeclared layer. */
+static void test_extra_layers(const char *src, const char *tmp) {
+    char   dst[4200], p[4200];
+    lq_err err = {0};
+    snprintf(dst, sizeof dst, "%s/extra_layers", tmp);
+    CHECK_OK(write_broken(src, dst, "", BREAK_DROP, &err)); /* a faithful copy */
+    snprintf(p, sizeof p, "%s/config.json", dst);
+    cJSON *root = NULL;
+    CHECK_OK(lq_json_load_file(p, 1 << 20, &root, &err));
+    if (!root)
+        return;
+    const int64_t layers = cJSON_GetObjectItem(root, "num_hidden_layers")->valueint;
+    cJSON_ReplaceItemInObject(root, "num_hidden_layers", cJSON_CreateNumber((double)layers - 2));
+    CHECK_OK(lq_json_write_file(root, p, &err));
+    cJSON_Delete(root);
+    lq_model *m = NULL;
+    CHECK_EQ_INT(lq_model_open(dst, &m, &err), LQ_ERR_CONFIG_VALUE);
+    char want[64];
+    snprintf(want, sizeof want, "\"model.layers.%lld.", (long long)layers - 2);
+    CHECK_MSG(strstr(err.msg, want) && strstr(err.msg, "config.json"), "%s", err.msg);
+    printf("  %lld layers declared over %lld -> %s\n", (long long)layers - 2, (long long)layers,
+           err.msg);
+    lq_model_free(m);
 }
 
 int main(int argc, char **argv) {
@@ -886,6 +948,7 @@ int main(int argc, char **argv) {
     }
     lq_model_free(m);
     test_validation(dir, tmp);
+    test_extra_layers(dir, tmp);
     test_quantized(dir, tmp);
     return lq_test_end("forward");
 }

@@ -56,6 +56,10 @@ cases = {
     "shape_not_array.LQ_ERR_ST_HEADER_JSON": st({"a": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}}, b"\0" * 8),
     # valid for Python safetensors, beyond our LQ_ST_MAX_DIMS: "limit_" cases are ours alone
     "limit_nine_dims.LQ_ERR_UNSUPPORTED": st({"a": {"dtype": "U8", "shape": [1] * 9, "data_offsets": [0, 1]}}, b"\0"),
+    # "a\u0000x" would read as "a" in C and alias tensor "a"
+    "limit_name_escaped_nul.LQ_ERR_ST_HEADER_JSON": st(None, b"\0" * 8,
+        raw_header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+                   b'"a\\u0000x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'),
     "dtype_lowercase.LQ_ERR_ST_DTYPE": st({"a": {"dtype": "f32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8),
     "offsets_past_eof.LQ_ERR_ST_BOUNDS": st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                                              "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 4),
@@ -124,6 +128,13 @@ cfg_cases = {
     "cfg_tie_string.LQ_ERR_CONFIG_VALUE": {**base, "tie_word_embeddings": "true"},
     "cfg_arch_seqcls.LQ_ERR_UNSUPPORTED_ARCH": {**base, "architectures": ["LlamaForSequenceClassification"]},
     "cfg_no_model_type.LQ_ERR_CONFIG_MISSING_KEY": {k: v for k, v in base.items() if k != "model_type"},
+    # sizes no real model has (inspect used to overflow on hidden_size 1e12)
+    "cfg_hidden_1e12.LQ_ERR_CONFIG_VALUE": {**base, "hidden_size": 10 ** 12},
+    "cfg_params_absurd.LQ_ERR_CONFIG_VALUE": {**base, "hidden_size": 1 << 24, "intermediate_size": 1 << 24,
+                                              "num_hidden_layers": 1 << 16, "num_attention_heads": 1 << 12,
+                                              "num_key_value_heads": 1 << 12},
+    # transformers looks up rope type None and fails; we used to ignore the factor
+    "cfg_rope_factor_no_type.LQ_ERR_CONFIG_VALUE": {**base, "rope_scaling": {"factor": 8.0}},
 }
 for name, cfg in cfg_cases.items():
     d = os.path.join(out, name)
@@ -136,7 +147,10 @@ with open(os.path.join(d, "config.json"), "w") as f:
     f.write('{"model_type": "llama", ')
 for name, text in {"cfg_trailing_data.LQ_ERR_JSON": json.dumps(base) + "\n}",
                    "cfg_deep_nesting.LQ_ERR_JSON": '{"a":' + "[" * 4000 + "]" * 4000 + "}",
-                   "cfg_top_array.LQ_ERR_CONFIG_VALUE": "[1, 2]"}.items():
+                   "cfg_top_array.LQ_ERR_CONFIG_VALUE": "[1, 2]",
+                   # Python's json keeps the last value, cJSON the first: refused
+                   "cfg_duplicate_key.LQ_ERR_JSON": json.dumps(base)[:-1] + ', "hidden_size": 128}',
+                   "cfg_escaped_nul.LQ_ERR_JSON": json.dumps({**base, "model_type": "llama\u0000x"})}.items():
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
