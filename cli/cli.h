@@ -70,7 +70,9 @@ lq_callbacks cli_callbacks(cli_ctx *c);
 void         cli_progress_clear(cli_ctx *c);
 /* SIGINT/SIGTERM while a job runs: the first asks the library to cancel (through the progress
  * callback), the second kills the process. */
-void cli_signals_install(void);
+/* SIGINT/SIGTERM cancel the job; SIGBUS (a mapped input truncated) ends it cleanly, removing
+ * the temporary output of out (may be NULL). */
+void cli_signals_install(const char *model, const char *out);
 void cli_signals_restore(void);
 int  cli_interrupted(void);
 /* Emit a library JSON report: verbatim on stdout with --json; else a table on c->human (with

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -20,18 +21,51 @@ static void on_signal(int sig) {
     signal(sig, SIG_DFL);
 }
 
-void cli_signals_install(void) {
+/* SIGBUS: a mapped input (safetensors, GGUF) shrank under us (truncated, a network file system
+ * dropped it, a failing disk). Nothing in the library can recover from a fault in the middle of
+ * a kernel, so the handler prints the error and re-executes this program (execv is
+ * async-signal-safe and keeps the pid) as "llmquant __discard-output OUT", which removes the
+ * run's temporary directory and lock and exits LQ_ERR_IO. Written before the handler is armed,
+ * read only by it. */
+static char g_bus_msg[PATH_MAX + 256];
+static char g_bus_exe[PATH_MAX];
+static char g_bus_out[PATH_MAX];
+
+static void on_sigbus(int sig) {
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, g_bus_msg, strlen(g_bus_msg));
+    (void)w;
+    if (g_bus_exe[0] && g_bus_out[0]) {
+        char *const argv[] = {"llmquant", "__discard-output", g_bus_out, NULL};
+        execv(g_bus_exe, argv);
+    }
+    _exit(LQ_ERR_IO);
+}
+
+void cli_signals_install(const char *model, const char *out) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    snprintf(g_bus_msg, sizeof g_bus_msg,
+             "llmquant: error: %.*s: a mapped input file was truncated or became unreadable "
+             "during the run (SIGBUS); nothing was written\n",
+             PATH_MAX, model ? model : "input");
+    g_bus_out[0]             = 0;
+    ssize_t n                = readlink("/proc/self/exe", g_bus_exe, sizeof g_bus_exe - 1);
+    g_bus_exe[n > 0 ? n : 0] = 0;
+    if (out && strlen(out) < sizeof g_bus_out)
+        strcpy(g_bus_out, out);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
 }
 
 void cli_signals_restore(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
 }
 
 int cli_interrupted(void) {
@@ -173,8 +207,8 @@ static void draw(cli_ctx *c, const lq_progress *p) {
             fmt_duration(rem, d, sizeof d);
             snprintf(eta, sizeof eta, " ETA %s", d);
         }
-        n = snprintf(line, sizeof line, "%s %lld/%lld [%s] %3d%%%s  %s", phase,
-                     (long long)p->step, (long long)p->total, bar, (int)(frac * 100 + 1e-9), eta,
+        n = snprintf(line, sizeof line, "%s %lld/%lld [%s] %3d%%%s  %s", phase, (long long)p->step,
+                     (long long)p->total, bar, (int)(frac * 100 + 1e-9), eta,
                      p->detail ? p->detail : "");
     } else {
         char d[24];
@@ -193,8 +227,8 @@ static void draw(cli_ctx *c, const lq_progress *p) {
 /* Logs (stderr not a terminal: Slurm, nohup, CI): a plain line at each new phase, each new
  * layer, the last step and otherwise at most every 30 s -- never a redrawn line. */
 static void log_line(cli_ctx *c, const lq_progress *p) {
-    const char *phase = p->phase ? p->phase : "working";
-    const double t    = now_s();
+    const char  *phase = p->phase ? p->phase : "working";
+    const double t     = now_s();
     const int    newph = strncmp(c->last_phase, phase, sizeof c->last_phase - 1) != 0;
     const int    last  = p->total > 0 && p->step >= p->total;
     const int    layer = !strcmp(phase, "layer") && p->step != c->last_step;
@@ -273,7 +307,6 @@ const char *cli_jstr(const cJSON *o, const char *k) {
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-
 static void row(cli_ctx *c, const char *label, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -297,7 +330,7 @@ static void ppl_check_row(cli_ctx *c, const cJSON *pc) {
 }
 
 static void summary_quantize(cli_ctx *c, const cJSON *o) {
-    char b1[32], b2[32], d[24];
+    char         b1[32], b2[32], d[24];
     const double q = cli_jnum(o, "quantized_linears"), u = cli_jnum(o, "unquantized_linears");
     if (c->quiet) {
         fprintf(c->human, "wrote %s (%s, %.0f of %.0f linears quantized)\n", cli_jstr(o, "out_dir"),
@@ -316,8 +349,8 @@ static void summary_quantize(cli_ctx *c, const cJSON *o) {
     for (const cJSON *e = why ? why->child : NULL; e; e = e->next)
         row(c, "  kept", "%s: %s", e->string, cJSON_IsString(e) ? e->valuestring : "");
     if (jget(o, "calib"))
-        row(c, "calibration", "%s, %.0f x %.0f tokens", cli_jstr(o, "calib"), cli_jnum(o, "nsamples"),
-            cli_jnum(o, "seqlen"));
+        row(c, "calibration", "%s, %.0f x %.0f tokens", cli_jstr(o, "calib"),
+            cli_jnum(o, "nsamples"), cli_jnum(o, "seqlen"));
     fmt_duration(cli_jnum(o, "seconds"), d, sizeof d);
     cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b1, sizeof b1);
     cli_fmt_bytes(cli_jnum(o, "output_bytes"), b2, sizeof b2);
@@ -334,8 +367,8 @@ static void summary_ppl(cli_ctx *c, const cJSON *o) {
     char b[32];
     row(c, "perplexity", "%.4f (mean NLL %.4f nats)", cli_jnum(o, "ppl"), cli_jnum(o, "nll"));
     row(c, "protocol", "%s, ctx %.0f, %.0f windows, %.0f of %.0f tokens scored",
-        cli_jstr(o, "protocol"), cli_jnum(o, "ctx"), cli_jnum(o, "windows"), cli_jnum(o, "tokens_scored"),
-        cli_jnum(o, "tokens"));
+        cli_jstr(o, "protocol"), cli_jnum(o, "ctx"), cli_jnum(o, "windows"),
+        cli_jnum(o, "tokens_scored"), cli_jnum(o, "tokens"));
     row(c, "model", "%s (%s)", cli_jstr(o, "model_dir"), cli_jstr(o, "format"));
     row(c, "data", "%s", cli_jstr(o, "data_file"));
     cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b, sizeof b);

@@ -13,7 +13,7 @@ int cmd_quantize(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     lq_callbacks cb     = cli_callbacks(c);
     char        *report = NULL;
     lq_err       err    = {0};
-    cli_signals_install();
+    cli_signals_install(a->pos[0], out);
     lq_status s = lq_quantize(cmd->name, a->pos[0], out, a->params, &cb, &report, &err);
     cli_signals_restore();
     return cli_finish_job(c, s, report, &err);

@@ -3,9 +3,12 @@
 
 #include "lq_gguf_hf.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct lq_source {
     char                path[4096];
@@ -30,10 +33,16 @@ void lq_source_close(lq_source *s) {
 static lq_status open_dir(lq_source *s, lq_err *err) {
     if (!lq_path_join(s->config_label, sizeof s->config_label, s->path, "config.json"))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: path too long", s->path);
+    /* unreadable is not missing: say which */
+    if (access(s->path, R_OK | X_OK) != 0 && errno == EACCES)
+        LQ_FAIL(err, LQ_ERR_PERMISSION, "%s: permission denied (cannot read the model directory)",
+                s->path);
+    struct stat sb;
+    if (stat(s->config_label, &sb) != 0 && errno == EACCES)
+        LQ_FAIL(err, LQ_ERR_PERMISSION, "%s: permission denied", s->config_label);
     if (!lq_file_exists(s->config_label))
         LQ_FAIL(err, LQ_ERR_NOT_FOUND,
-                "%s: no config.json (not a Hugging Face model directory or a .gguf file)",
-                s->path);
+                "%s: no config.json (not a Hugging Face model directory or a .gguf file)", s->path);
     LQ_TRY(lq_read_file(s->config_label, 16 << 20, &s->config, &s->config_len, err));
     LQ_TRY(lq_config_parse(s->config, (size_t)s->config_len, s->config_label, &s->cfg, err));
     return lq_st_open_dir(s->path, &s->st, err);
@@ -77,9 +86,9 @@ static lq_status open_gguf(lq_source *s, lq_err *err) {
     LQ_TRY(lq_gguf_hf_arch(g, &s->arch, err));
     LQ_TRY(lq_gguf_hf_config(g, s->arch, gguf_torch_dtype(g), &s->config, &s->config_len, err));
     LQ_TRY(lq_config_parse(s->config, (size_t)s->config_len, s->config_label, &s->cfg, err));
-    lq_st_tensor *v = lq_calloc_n(n ? n : 1, sizeof *v);
-    char        (*names)[256] = lq_calloc_n(n ? n : 1, sizeof *names);
-    lq_status     st          = LQ_OK;
+    lq_st_tensor *v   = lq_calloc_n(n ? n : 1, sizeof *v);
+    char(*names)[256] = lq_calloc_n(n ? n : 1, sizeof *names);
+    lq_status st      = LQ_OK;
     if (!v || !names)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", s->path);
     for (int64_t i = 0; i < n; i++) {
@@ -129,12 +138,17 @@ lq_status lq_source_open(const char *path, lq_source **out, lq_err *err) {
     strcpy(s->path, path);
     if (lq_dir_exists(path))
         st = open_dir(s, err);
+    else if (lq_file_exists(path) && access(path, R_OK) != 0 && errno == EACCES)
+        st = lq_fail(err, LQ_ERR_PERMISSION, "%s: permission denied", path);
     else if (lq_gguf_is_gguf_file(path))
         st = open_gguf(s, err);
     else if (lq_file_exists(path))
         st = lq_fail(err, LQ_ERR_NOT_FOUND,
                      "%s: not a model (expected a Hugging Face model directory or a .gguf file)",
                      path);
+    else if (stat(path, &(struct stat){0}) != 0 && errno == EACCES)
+        st = lq_fail(err, LQ_ERR_PERMISSION,
+                     "%s: permission denied (a directory on the path cannot be searched)", path);
     else
         st = lq_fail(err, LQ_ERR_NOT_FOUND, "%s: no such model directory or file", path);
 done:

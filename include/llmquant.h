@@ -363,6 +363,11 @@ LQ_API lq_status lq_quantize(const char *method, const char *model_dir, const ch
 LQ_API lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
                             const lq_callbacks *cb, char **report_json, lq_err *err);
 
+/* Remove what a job of this process writing out_dir left behind (its temporary directory, its
+ * lock file): for a program abandoning a run from a signal handler (llmquant's SIGBUS handler
+ * re-executes itself, keeping the pid, to call it). Never touches out_dir itself. */
+LQ_API lq_status lq_output_discard(const char *out_dir);
+
 /* Perplexity of a model directory (original or quantized) on a text file; JSON report. */
 LQ_API lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,
                                const lq_callbacks *cb, char **report_json, lq_err *err);

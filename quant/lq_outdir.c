@@ -64,8 +64,8 @@ static int pid_dead(long pid) {
         return 0;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
-    buf[n]          = 0;
-    const char *rp  = strrchr(buf, ')'); /* "pid (comm) S ..." -- comm may contain spaces */
+    buf[n]         = 0;
+    const char *rp = strrchr(buf, ')'); /* "pid (comm) S ..." -- comm may contain spaces */
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
@@ -212,14 +212,13 @@ static lq_status lock(lq_outdir *o, const char *parent, const char *base, lq_err
         }
         close(fd);
     }
-    LQ_FAIL(err, LQ_ERR_LOCKED, "%s: lock %s keeps changing under us", o->final_path,
-            o->lock_path);
+    LQ_FAIL(err, LQ_ERR_LOCKED, "%s: lock %s keeps changing under us", o->final_path, o->lock_path);
 }
 
 lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_err *err) {
     memset(o, 0, sizeof *o);
     o->lock_fd = -1;
-    size_t n    = strlen(final_path);
+    size_t n   = strlen(final_path);
     while (n > 1 && final_path[n - 1] == '/')
         n--;
     if (n == 0 || n >= sizeof o->final_path - 64)
@@ -246,8 +245,8 @@ lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_er
     snprintf(o->tmp_path, sizeof o->tmp_path, "%s/.%s.lqtmp-%ld", parent, base, (long)getpid());
     lq_remove_tree(o->tmp_path);
     if (mkdir(o->tmp_path, 0755) != 0) {
-        st = lq_fail(err, lq_status_from_errno(errno), "%s: cannot create output: %s",
-                     o->final_path, strerror(errno));
+        st             = lq_fail(err, lq_status_from_errno(errno), "%s: cannot create output: %s",
+                                 o->final_path, strerror(errno));
         o->tmp_path[0] = 0;
         unlock(o);
         return st;
@@ -255,8 +254,7 @@ lq_status lq_outdir_begin(lq_outdir *o, const char *final_path, int force, lq_er
     return LQ_OK;
 }
 
-lq_status lq_outdir_path(const lq_outdir *o, const char *name, char *buf, size_t cap,
-                         lq_err *err) {
+lq_status lq_outdir_path(const lq_outdir *o, const char *name, char *buf, size_t cap, lq_err *err) {
     if (!lq_path_join(buf, cap, o->tmp_path, name))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s/%s: path too long", o->final_path, name);
     return LQ_OK;
@@ -329,11 +327,43 @@ void lq_outdir_abort(lq_outdir *o) {
         unlock(o);
 }
 
+lq_status lq_output_discard(const char *out_dir) {
+    if (!out_dir || !*out_dir)
+        return LQ_ERR_INVALID_ARG;
+    char        parent[PATH_MAX], p[PATH_MAX + 600];
+    const char *base;
+    split_parent(out_dir, parent, sizeof parent, &base);
+    if (!*base)
+        return LQ_ERR_INVALID_ARG;
+    snprintf(p, sizeof p, "%s/.%s.lqtmp-%ld", parent, base, (long)getpid());
+    lq_remove_tree(p);
+    /* the lock file, only while it still names this process (after the exec that brings us
+     * here the lock is released, and another run may hold it by now) */
+    snprintf(p, sizeof p, "%s/.%s.lqlock", parent, base);
+    char  buf[32] = "", want[32];
+    FILE *f       = fopen(p, "r");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n]   = 0;
+        fclose(f);
+    }
+    snprintf(want, sizeof want, "%ld\n", (long)getpid());
+    if (!strcmp(buf, want))
+        unlink(p);
+    return LQ_OK;
+}
+
 lq_status lq_outdir_write_side_files(const lq_outdir *o, const lq_source *src, lq_err *err) {
     static const char *const names[] = {
-        "tokenizer.json",          "tokenizer.model",   "tokenizer_config.json",
-        "special_tokens_map.json", "added_tokens.json", "vocab.json",
-        "merges.txt",              "generation_config.json", "tokenizer.bin",
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "merges.txt",
+        "generation_config.json",
+        "tokenizer.bin",
     };
     char dst[4200];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -147,7 +147,7 @@ int main(void) {
     free(out);
 
     /* SIGINT during a job: the next progress callback asks the library to cancel */
-    cli_signals_install();
+    cli_signals_install("model", NULL);
     CHECK_EQ_INT(cli_interrupted(), 0);
     raise(SIGINT);
     CHECK_EQ_INT(cli_interrupted(), 1);
