@@ -52,21 +52,52 @@ typedef struct pent {
     int32_t  rank, id; /* id -1 = empty */
 } pent;
 
+/* Byte trie over one set of added tokens. Node 0 is the root; edges live in one
+ * open-addressing hash (node, byte) -> child, so matching at a position costs the length of the
+ * longest token there, however many tokens share a prefix (a list per first byte was scanned in
+ * full: 100k added tokens with one first byte took 11 s over 20k characters). */
+typedef struct atrie {
+    int32_t  *term; /* node -> added[] index of the token ending there, or -1 */
+    int64_t   nn;
+    uint64_t *key; /* ((node << 8) | byte) + 1; 0 = empty slot */
+    int32_t  *child;
+    uint64_t  mask; /* hash slots - 1 (a power of two minus one) */
+} atrie;
+
+static uint64_t trie_slot(const atrie *tr, uint64_t key) {
+    return (key * 0x9E3779B97F4A7C15ull >> 17) & tr->mask;
+}
+
+static int32_t trie_child(const atrie *tr, int32_t node, unsigned char c) {
+    const uint64_t key = (((uint64_t)node << 8) | c) + 1;
+    for (uint64_t i = trie_slot(tr, key);; i = (i + 1) & tr->mask) {
+        if (tr->key[i] == key)
+            return tr->child[i];
+        if (!tr->key[i])
+            return -1;
+    }
+}
+
+static void trie_free(atrie *tr) {
+    free(tr->term), free(tr->key), free(tr->child);
+    memset(tr, 0, sizeof *tr);
+}
+
 struct lq_tok_hf {
-    hnorm     *norm;
-    hpre      *pre;
-    lq_tok_map vocab;
-    pent      *pairs;
-    int64_t    pcap;
-    int32_t    unk, byte_tok[256];
-    int        byte_fallback, fuse_unk, ignore_merges, has_unk_token;
-    int        ws_cut; /* no merge crosses a U+2581 that follows another character */
-    hadded    *added;
-    int64_t    nadded;
-    int32_t    first[2][257]; /* per set (0 raw, 1 normalized): added[] index range by byte */
-    int32_t   *order[2];
-    char       bmap[256][2]; /* GPT-2 bytes_to_unicode, as UTF-8 (1 or 2 bytes) */
-    uint8_t    bmap_len[256];
+    hnorm      *norm;
+    hpre       *pre;
+    lq_tok_map  vocab;
+    pent       *pairs;
+    int64_t     pcap;
+    int32_t     unk, byte_tok[256];
+    int         byte_fallback, fuse_unk, ignore_merges, has_unk_token;
+    int         ws_cut; /* no merge crosses a U+2581 that follows another character */
+    hadded     *added;
+    int64_t     nadded;
+    atrie       trie[2]; /* per set (0 raw, 1 normalized): the added tokens' byte trie */
+    int         nbytelevel;
+    char        bmap[256][2]; /* GPT-2 bytes_to_unicode, as UTF-8 (1 or 2 bytes) */
+    uint8_t     bmap_len[256];
     pcre2_code *gpt2;
 };
 
@@ -105,8 +136,8 @@ void lq_tok_hf_free(lq_tok_hf *h) {
     for (int64_t i = 0; i < h->nadded; i++)
         free(h->added[i].pat);
     free(h->added);
-    free(h->order[0]);
-    free(h->order[1]);
+    trie_free(&h->trie[0]);
+    trie_free(&h->trie[1]);
     pcre2_code_free(h->gpt2);
     free(h);
 }
@@ -136,9 +167,9 @@ static const pent *pair_get(const lq_tok_hf *h, int32_t a, int32_t b) {
 /* ---------------------------------------------------------------------------------------- */
 /* Loading. */
 
-#define HF_BAD(...) return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, __VA_ARGS__)
+#define HF_BAD(...)   return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, __VA_ARGS__)
 #define HF_UNSUP(...) return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, __VA_ARGS__)
-#define HF_NOMEM() return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path)
+#define HF_NOMEM()    return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path)
 
 static const char *jstr(const cJSON *o, const char *k) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -149,7 +180,6 @@ static int jbool(const cJSON *o, const char *k, int dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
-
 
 static int valid_utf8(const char *s, int64_t n) {
     for (int64_t i = 0; i < n;) {
@@ -273,23 +303,29 @@ static lq_status load_pre(const cJSON *j, hpre *p, int depth, lq_tokenizer *t, l
         return LQ_OK;
     }
     if (!strcmp(ty, "ByteLevel")) {
+        /* each pass maps every byte to a character of up to 2 bytes: n passes grow the text
+         * 2^n times (16 in a Sequence took minutes and gigabytes); no trained tokenizer has two */
+        if (++t->hf->nbytelevel > 1)
+            HF_UNSUP("%s: more than one ByteLevel pre-tokenizer (each pass maps bytes to "
+                     "characters again, doubling the text)",
+                     t->path);
         p->type             = P_BYTELEVEL;
         p->add_prefix_space = jbool(j, "add_prefix_space", 1);
         p->use_regex        = jbool(j, "use_regex", 1);
         if (p->use_regex && !t->hf->gpt2) {
-            static const char gpt2[] =
-                "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+            static const char gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| "
+                                       "?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
             LQ_TRY(compile_re(gpt2, (int64_t)strlen(gpt2), 0, &t->hf->gpt2, t, err));
         }
         return LQ_OK;
     }
     if (!strcmp(ty, "Split")) {
-        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
-        const char  *b   = jstr(j, "behavior");
+        const cJSON             *pat   = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+        const char              *b     = jstr(j, "behavior");
         static const char *const beh[] = {"Isolated", "Removed", "MergedWithPrevious",
                                           "MergedWithNext", "Contiguous"};
-        p->type     = P_SPLIT;
-        p->behavior = -1;
+        p->type                        = P_SPLIT;
+        p->behavior                    = -1;
         for (int k = 0; b && k < 5; k++)
             if (!strcmp(b, beh[k]))
                 p->behavior = k;
@@ -345,8 +381,8 @@ static lq_status load_pre(const cJSON *j, hpre *p, int depth, lq_tokenizer *t, l
 static void init_bmap(lq_tok_hf *h) {
     uint32_t next = 256;
     for (int b = 0; b < 256; b++) {
-        int      keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-        uint32_t cp   = keep ? (uint32_t)b : next++;
+        int      keep  = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+        uint32_t cp    = keep ? (uint32_t)b : next++;
         h->bmap_len[b] = (uint8_t)lq_tok_utf8_enc(cp, h->bmap[b]);
     }
 }
@@ -373,10 +409,10 @@ static lq_status load_model(const cJSON *m, lq_tokenizer *t, lq_err *err) {
     const char *cp = jstr(m, "continuing_subword_prefix"), *ew = jstr(m, "end_of_word_suffix");
     if ((cp && *cp) || (ew && *ew))
         HF_UNSUP("%s: continuing_subword_prefix / end_of_word_suffix are not supported", t->path);
-    h->byte_fallback = jbool(m, "byte_fallback", 0);
-    h->fuse_unk      = jbool(m, "fuse_unk", 0);
-    h->ignore_merges = jbool(m, "ignore_merges", 0);
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    h->byte_fallback    = jbool(m, "byte_fallback", 0);
+    h->fuse_unk         = jbool(m, "fuse_unk", 0);
+    h->ignore_merges    = jbool(m, "ignore_merges", 0);
+    const cJSON *vocab  = cJSON_GetObjectItemCaseSensitive(m, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(m, "merges");
     if (!cJSON_IsObject(vocab))
         HF_BAD("%s: model has no \"vocab\" object", t->path);
@@ -440,7 +476,7 @@ static lq_status load_merges(const cJSON *m, lq_tokenizer *t, lq_err *err) {
     h->pcap             = 16;
     while (h->pcap < 2 * nm + 2)
         h->pcap *= 2;
-    h->pairs = malloc((size_t)h->pcap * sizeof *h->pairs);
+    h->pairs  = malloc((size_t)h->pcap * sizeof *h->pairs);
     char *buf = malloc(2 * LQ_TOK_MAX_PIECE + 2);
     if (!h->pairs || !buf) {
         free(buf);
@@ -478,8 +514,8 @@ static lq_status load_merges(const cJSON *m, lq_tokenizer *t, lq_err *err) {
             LQ_FAIL_GOTO(err, LQ_ERR_TOKENIZER_FORMAT,
                          "%s: merge %lld (\"%.30s\" \"%.30s\") has a token out of the vocab",
                          t->path, (long long)rank, a, b);
-        int64_t k     = pslot(h, pkey(ia, ib));
-        h->pairs[k]   = (pent){pkey(ia, ib), (int32_t)rank, ic};
+        int64_t k   = pslot(h, pkey(ia, ib));
+        h->pairs[k] = (pent){pkey(ia, ib), (int32_t)rank, ic};
         rank++;
     }
 done:
@@ -487,19 +523,60 @@ done:
     return st;
 }
 
+/* The trie of one set, tokens inserted in file order: the first of equal tokens wins. */
+static lq_status build_trie(lq_tok_hf *h, int set, const lq_tokenizer *t, lq_err *err) {
+    atrie  *tr    = &h->trie[set];
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < h->nadded; i++)
+        if (h->added[i].normalized == set)
+            bytes += h->added[i].len;
+    if (bytes > INT32_MAX / 2)
+        HF_BAD("%s: added tokens hold %lld bytes", t->path, (long long)bytes);
+    uint64_t slots = 16;
+    while (slots < 2 * (uint64_t)(bytes + 1))
+        slots *= 2;
+    tr->term  = malloc((size_t)(bytes + 1) * sizeof *tr->term);
+    tr->key   = calloc(slots, sizeof *tr->key);
+    tr->child = malloc(slots * sizeof *tr->child);
+    if (!tr->term || !tr->key || !tr->child)
+        HF_NOMEM();
+    tr->mask    = slots - 1;
+    tr->nn      = 1;
+    tr->term[0] = -1;
+    for (int64_t i = 0; i < h->nadded; i++) {
+        const hadded *a = &h->added[i];
+        if (a->normalized != set || a->len == 0)
+            continue;
+        int32_t node = 0;
+        for (int64_t j = 0; j < a->len; j++) {
+            const uint64_t key = (((uint64_t)node << 8) | (unsigned char)a->pat[j]) + 1;
+            uint64_t       k   = trie_slot(tr, key);
+            while (tr->key[k] && tr->key[k] != key)
+                k = (k + 1) & tr->mask;
+            if (!tr->key[k]) {
+                tr->key[k]         = key;
+                tr->child[k]       = (int32_t)tr->nn;
+                tr->term[tr->nn++] = -1;
+            }
+            node = tr->child[k];
+        }
+        if (tr->term[node] < 0)
+            tr->term[node] = (int32_t)i;
+    }
+    return LQ_OK;
+}
+
 static lq_status load_added(const cJSON *root, lq_tokenizer *t, lq_err *err) {
     lq_tok_hf   *h     = t->hf;
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     int64_t      na    = added ? cJSON_GetArraySize(added) : 0;
     h->added           = calloc((size_t)(na ? na : 1), sizeof *h->added);
-    h->order[0]        = malloc((size_t)(na ? na : 1) * sizeof(int32_t));
-    h->order[1]        = malloc((size_t)(na ? na : 1) * sizeof(int32_t));
-    if (!h->added || !h->order[0] || !h->order[1])
+    if (!h->added)
         HF_NOMEM();
     const cJSON *e;
     cJSON_ArrayForEach(e, added) {
-        hadded     *a = &h->added[h->nadded];
-        const char *c = jstr(e, "content");
+        hadded     *a  = &h->added[h->nadded];
+        const char *c  = jstr(e, "content");
         a->id          = jid(cJSON_GetObjectItemCaseSensitive(e, "id"));
         a->special     = jbool(e, "special", 0);
         a->single_word = jbool(e, "single_word", 0);
@@ -524,21 +601,8 @@ static lq_status load_added(const cJSON *root, lq_tokenizer *t, lq_err *err) {
             HF_NOMEM();
         h->nadded++;
     }
-    /* Index each set (raw / normalized) by first byte: order[set] sorted by first byte,
-     * first[set][c] .. first[set][c+1] the tokens starting with byte c. */
-    for (int set = 0; set < 2; set++) {
-        int64_t cnt[257] = {0};
-        for (int64_t i = 0; i < h->nadded; i++)
-            if (h->added[i].normalized == set && h->added[i].len > 0)
-                cnt[(unsigned char)h->added[i].pat[0] + 1]++;
-        for (int c = 0; c < 256; c++)
-            cnt[c + 1] += cnt[c];
-        for (int c = 0; c < 257; c++)
-            h->first[set][c] = (int32_t)cnt[c];
-        for (int64_t i = 0; i < h->nadded; i++)
-            if (h->added[i].normalized == set && h->added[i].len > 0)
-                h->order[set][cnt[(unsigned char)h->added[i].pat[0]]++] = (int32_t)i;
-    }
+    for (int set = 0; set < 2; set++)
+        LQ_TRY(build_trie(h, set, t, err));
     return LQ_OK;
 }
 
@@ -566,13 +630,12 @@ static int32_t template_bos(const cJSON *pp, int depth) {
     }
     if (strcmp(ty, "TemplateProcessing"))
         return -1;
-    const cJSON *first =
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "single"), 0);
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "SpecialToken");
-    const char  *nm = st ? jstr(st, "id") : NULL;
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "single"), 0);
+    const cJSON *st    = cJSON_GetObjectItemCaseSensitive(first, "SpecialToken");
+    const char  *nm    = st ? jstr(st, "id") : NULL;
     if (!nm)
         return -1;
-    const cJSON *sp  = cJSON_GetObjectItemCaseSensitive(
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(pp, "special_tokens"), nm);
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(sp, "ids");
     return cJSON_GetArraySize(ids) == 1 ? jid(cJSON_GetArrayItem(ids, 0)) : -1;
@@ -626,10 +689,10 @@ lq_status lq_tok_hf_load(const char *buf, size_t len, lq_tokenizer *t, lq_err *e
                 h->ws_cut = 0;
                 break;
             }
-    t->kind       = LQ_TOK_HF_JSON;
-    int32_t tbos  = template_bos(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0);
-    t->adds_bos   = tbos >= 0;
-    t->bos        = tbos;
+    t->kind      = LQ_TOK_HF_JSON;
+    int32_t tbos = template_bos(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), 0);
+    t->adds_bos  = tbos >= 0;
+    t->bos       = tbos;
     static const char *const bos_names[] = {"<s>", "<|begin_of_text|>", "<bos>"};
     static const char *const eos_names[] = {"</s>", "<|end_of_text|>", "<|endoftext|>", "<eos>",
                                             "<|im_end|>"};
@@ -794,9 +857,9 @@ static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out
     const hnorm *list = nm->type == N_SEQ ? nm->sub : nm;
     int64_t      cnt  = nm->type == N_SEQ ? nm->nsub : 1;
     for (int64_t k = 0; k < cnt; k++) {
-        const hnorm *q   = &list[k];
-        char        *nx  = NULL;
-        int64_t      nn  = 0;
+        const hnorm *q  = &list[k];
+        char        *nx = NULL;
+        int64_t      nn = 0;
         if (q->type == N_SEQ) {
             lq_status st = normalize(q, cur, cn, &nx, &nn, err);
             if (st != LQ_OK) {
@@ -831,19 +894,18 @@ static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out
                     }
                 }
         } else if (q->type >= N_NFC && q->type <= N_NFKD) {
-            static const int opt[4] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE,
-                                       UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
-                                       UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
-            utf8proc_uint8_t *r  = NULL;
-            utf8proc_ssize_t  rl = utf8proc_map((const utf8proc_uint8_t *)cur, cn, &r,
-                                                (utf8proc_option_t)(UTF8PROC_STABLE |
-                                                                    opt[q->type - N_NFC]));
+            static const int  opt[4] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE,
+                                        UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+                                        UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
+            utf8proc_uint8_t *r      = NULL;
+            utf8proc_ssize_t  rl =
+                utf8proc_map((const utf8proc_uint8_t *)cur, cn, &r,
+                             (utf8proc_option_t)(UTF8PROC_STABLE | opt[q->type - N_NFC]));
             if (rl < 0) {
                 free(cur);
-                return lq_fail(err, rl == UTF8PROC_ERROR_NOMEM ? LQ_ERR_NOMEM
-                                                               : LQ_ERR_TOKENIZER_FORMAT,
-                               "tokenizer: unicode normalization failed: %s",
-                               utf8proc_errmsg(rl));
+                return lq_fail(err,
+                               rl == UTF8PROC_ERROR_NOMEM ? LQ_ERR_NOMEM : LQ_ERR_TOKENIZER_FORMAT,
+                               "tokenizer: unicode normalization failed: %s", utf8proc_errmsg(rl));
             }
             nx = (char *)r;
             nn = rl;
@@ -855,12 +917,12 @@ static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out
                     int      l = lq_tok_utf8_dec((const unsigned char *)cur + i, cn - i, &cp);
                     if (!l)
                         l = 1, cp = 0xfffd;
-                    nn += lq_tok_utf8_enc((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp),
-                                          nx + nn);
+                    nn +=
+                        lq_tok_utf8_enc((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), nx + nn);
                     i += l;
                 }
         } else { /* N_STRIP */
-            int64_t a = 0, b = cn;
+            int64_t  a = 0, b = cn;
             uint32_t cp;
             int      l;
             while (q->left && a < b &&
@@ -890,18 +952,19 @@ static int added_split(const lq_tok_hf *h, int set, const arena *a, seg x, segs 
     const char *s = a->b + x.off;
     int64_t     n = x.len, start_off = 0;
     for (int64_t i = 0; i < n;) {
-        unsigned char c  = (unsigned char)s[i];
-        int64_t       bl = 0, bi = -1;
-        for (int32_t k = h->first[set][c]; k < h->first[set][c + 1]; k++) {
-            const hadded *t = &h->added[h->order[set][k]];
-            if (t->len > bl && t->len <= n - i && !memcmp(s + i, t->pat, (size_t)t->len))
-                bl = t->len, bi = h->order[set][k];
+        int64_t bl = 0, bi = -1;
+        int32_t node = 0;
+        for (int64_t j = i; j < n; j++) { /* the longest token starting at i */
+            if ((node = trie_child(&h->trie[set], node, (unsigned char)s[j])) < 0)
+                break;
+            if (h->trie[set].term[node] >= 0)
+                bl = j - i + 1, bi = h->trie[set].term[node];
         }
         if (bi < 0) {
             i++;
             continue;
         }
-        const hadded *t = &h->added[bi];
+        const hadded *t  = &h->added[bi];
         int64_t       ms = i, me = i + bl;
         i = me;
         if (t->special)
@@ -909,7 +972,7 @@ static int added_split(const lq_tok_hf *h, int set, const arena *a, seg x, segs 
         if (t->single_word) {
             uint32_t cp;
             int      before = ms > 0 && is_word(last_cp(s, ms, NULL));
-            int      after  = me < n && lq_tok_utf8_dec((const unsigned char *)s + me, n - me, &cp) &&
+            int after = me < n && lq_tok_utf8_dec((const unsigned char *)s + me, n - me, &cp) &&
                         is_word(cp);
             if (before || after)
                 continue;
@@ -927,9 +990,8 @@ static int added_split(const lq_tok_hf *h, int set, const arena *a, seg x, segs 
                    is_ws(cp))
                 me += l;
         }
-        if (start_off < ms &&
-            segs_push(out, (seg){x.off + start_off, ms - start_off, -1, x.first && start_off == 0}) <
-                0)
+        if (start_off < ms && segs_push(out, (seg){x.off + start_off, ms - start_off, -1,
+                                                   x.first && start_off == 0}) < 0)
             return -1;
         if (segs_push(out, (seg){x.off + ms, me - ms, t->id, 0}) < 0)
             return -1;
@@ -951,18 +1013,18 @@ static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior
                              pcre2_match_data *md, arena *a, seg x, segs *out, mrange **mr,
                              int64_t *mcap, lq_err *err) {
     int64_t     nm = 0, prev = 0, off = 0;
-    const char *s  = a->b + x.off;
-#define MPUSH(S, E, M)                                                                         \
-    do {                                                                                       \
-        if (nm == *mcap) {                                                                     \
-            int64_t nc = *mcap ? 2 * *mcap : 64;                                               \
-            mrange *nv = realloc(*mr, (size_t)nc * sizeof *nv);                                \
-            if (!nv)                                                                           \
-                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);               \
-            *mr   = nv;                                                                        \
-            *mcap = nc;                                                                        \
-        }                                                                                      \
-        (*mr)[nm++] = (mrange){(S), (E), (M)};                                                 \
+    const char *s = a->b + x.off;
+#define MPUSH(S, E, M)                                                                             \
+    do {                                                                                           \
+        if (nm == *mcap) {                                                                         \
+            int64_t nc = *mcap ? 2 * *mcap : 64;                                                   \
+            mrange *nv = realloc(*mr, (size_t)nc * sizeof *nv);                                    \
+            if (!nv)                                                                               \
+                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);                   \
+            *mr   = nv;                                                                            \
+            *mcap = nc;                                                                            \
+        }                                                                                          \
+        (*mr)[nm++] = (mrange){(S), (E), (M)};                                                     \
     } while (0)
     while (off <= x.len) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, (PCRE2_SIZE)x.len, (PCRE2_SIZE)off,
@@ -972,8 +1034,8 @@ static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior
         if (rc < 0) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: regex match failed: %s",
-                           t->path, (const char *)msg);
+            return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED, "%s: regex match failed: %s", t->path,
+                           (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         int64_t     ms = (int64_t)ov[0], me = (int64_t)ov[1];
@@ -1070,7 +1132,7 @@ static lq_status pre_apply(const lq_tokenizer *t, const hpre *p, arena *a, segs 
                 else
                     a->b[a->n++] = c;
             }
-            seg y = {off, a->n - off, -1, x.first};
+            seg y      = {off, a->n - off, -1, x.first};
             int starts = y.len >= p->rep_len && !memcmp(a->b + off, p->rep, (size_t)p->rep_len);
             if (!starts && (p->prepend == 2 || (p->prepend == 1 && x.first))) {
                 int64_t o2 = ar_put(a, p->rep, p->rep_len);
@@ -1080,8 +1142,8 @@ static lq_status pre_apply(const lq_tokenizer *t, const hpre *p, arena *a, segs 
                 y.len += p->rep_len;
             }
             if (p->split)
-                LQ_TRY(regex_split(t, p->re, B_NEXT, 0, ps->md, a, y, tmp, &ps->mr, &ps->mcap,
-                                   err));
+                LQ_TRY(
+                    regex_split(t, p->re, B_NEXT, 0, ps->md, a, y, tmp, &ps->mr, &ps->mcap, err));
             else if (y.len > 0 && segs_push(tmp, y) < 0)
                 return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
         } else if (p->type == P_SPLIT) {
@@ -1097,8 +1159,8 @@ static lq_status pre_apply(const lq_tokenizer *t, const hpre *p, arena *a, segs 
             }
             int64_t from = tmp->n;
             if (p->use_regex)
-                LQ_TRY(regex_split(t, h->gpt2, B_ISOLATED, 0, ps->md, a, x, tmp, &ps->mr,
-                                   &ps->mcap, err));
+                LQ_TRY(regex_split(t, h->gpt2, B_ISOLATED, 0, ps->md, a, x, tmp, &ps->mr, &ps->mcap,
+                                   err));
             else if (x.len > 0 && segs_push(tmp, x) < 0)
                 return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
             for (int64_t k = from; k < tmp->n; k++) {
@@ -1150,8 +1212,8 @@ static lq_status bpe_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_w
         ws->s   = ns;
         ws->cap = n + 1;
     }
-    bsym   *s  = ws->s;
-    int64_t ns = 0;
+    bsym   *s       = ws->s;
+    int64_t ns      = 0;
     int32_t unk_len = -1;
 #define ADD(ID, LEN) (s[ns] = (bsym){(ID), (LEN), ns - 1, -1}, ns++)
     for (int64_t i = 0; i < n;) {
@@ -1238,8 +1300,8 @@ typedef struct wcache {
     int64_t   *runs, nruns, cap;
 } wcache;
 
-static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_ws *ws,
-                            wcache *c, lq_tok_ids *out, lq_err *err) {
+static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_ws *ws, wcache *c,
+                            lq_tok_ids *out, lq_err *err) {
     int32_t r = n <= 256 ? lq_tok_map_get(&c->map, w, n) : -1;
     if (r >= 0) {
         for (int64_t k = c->runs[2 * r]; k < c->runs[2 * r] + c->runs[2 * r + 1]; k++)
@@ -1270,14 +1332,14 @@ static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe
     return LQ_OK;
 }
 
-lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
-                           lq_tok_ids *out, lq_err *err) {
+lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len, lq_tok_ids *out,
+                           lq_err *err) {
     const lq_tok_hf *h  = t->hf;
     lq_status        st = LQ_OK;
     arena            a  = {0};
     segs             s1 = {0}, s2 = {0}, tmp = {0};
-    pstate           ps = {0};
-    bpe_ws           ws = {0};
+    pstate           ps    = {0};
+    bpe_ws           ws    = {0};
     wcache           cache = {0};
     if (put_lossy(&a, text, len) < 0 || !(ps.md = pcre2_match_data_create(1, NULL)))
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);

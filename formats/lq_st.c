@@ -412,6 +412,38 @@ static int plain_file_name(const char *s) {
     return s[0] != '\0' && s[0] != '.' && !strchr(s, '/') && !strchr(s, '\\');
 }
 
+typedef struct shard_ref {
+    const char *name;
+    int         entry;
+} shard_ref;
+
+static int cmp_shard_ref(const void *a, const void *b) {
+    const shard_ref *x = a, *y = b;
+    int              c = strcmp(x->name, y->name);
+    return c ? c : (x->entry > y->entry) - (x->entry < y->entry);
+}
+
+/* names[0..n) (weight_map values) -> the distinct names in names[0..*nf) (sorted: shards are
+ * named model-0000i-of-0000n), and shard_of[i] = the index of names[i] among them. */
+static lq_status dedup_shards(const char **names, int n, int *shard_of, int *nf, const char *label,
+                              lq_err *err) {
+    shard_ref *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+    if (!r)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    for (int i = 0; i < n; i++)
+        r[i] = (shard_ref){names[i], i};
+    qsort(r, (size_t)n, sizeof *r, cmp_shard_ref);
+    int d = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(r[i].name, r[i - 1].name) != 0)
+            names[d++] = r[i].name;
+        shard_of[r[i].entry] = d - 1;
+    }
+    *nf = d;
+    free(r);
+    return LQ_OK;
+}
+
 static lq_status open_index(const char *dir, const char *index_path, lq_st **out, lq_err *err) {
     *out           = NULL;
     cJSON    *root = NULL;
@@ -444,12 +476,16 @@ static lq_status open_index(const char *dir, const char *index_path, lq_st **out
                         index_path, kv->string);
             goto done;
         }
-        int f = 0;
-        while (f < nf && strcmp(fns[f], kv->valuestring) != 0)
-            f++;
-        if (f == nf)
-            fns[nf++] = kv->valuestring;
-        shard_of[k++] = f;
+        fns[k++] = kv->valuestring;
+    }
+    /* distinct shard names by sorting (n log n; a linear search per entry was quadratic) */
+    s = dedup_shards(fns, cnt, shard_of, &nf, index_path, err);
+    if (s != LQ_OK)
+        goto done;
+    if (nf > LQ_ST_MAX_SHARDS) {
+        s = lq_fail(err, LQ_ERR_ST_INDEX, "%s: %d shard files (more than %d)", index_path, nf,
+                    LQ_ST_MAX_SHARDS);
+        goto done;
     }
     st = st_new(nf);
     if (!st) {

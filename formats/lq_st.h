@@ -14,6 +14,8 @@
 
 #define LQ_ST_MAX_DIMS     8
 #define LQ_ST_MAX_HEADER   (100ll * 1000 * 1000)
+/* Shard files one index may name (the largest checkpoints have a few hundred). */
+#define LQ_ST_MAX_SHARDS   65536
 
 typedef struct lq_st_tensor {
     const char *name;
