@@ -52,8 +52,8 @@ static lq_status out_append(reader *r, const char *s, int64_t n, lq_err *err) {
     if (r->full)
         return LQ_OK;
     if (n > r->max - r->len) {
-        n         = r->max - r->len;
-        r->full   = 1;
+        n            = r->max - r->len;
+        r->full      = 1;
         r->truncated = 1;
     }
     LQ_TRY(grow(&r->out, &r->cap, r->len + n + 1, r, err));
@@ -124,6 +124,11 @@ static lq_status jsonl_line(reader *r, lq_err *err) {
                      (long long)r->lineno);
         goto done;
     }
+    if (strlen(t->valuestring) > (size_t)LQ_TEXT_MAX_DOC_BYTES) {
+        st = lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: a document of more than %lld MiB",
+                     r->label, (long long)r->lineno, LQ_TEXT_MAX_DOC_BYTES >> 20);
+        goto done;
+    }
     if (r->ndocs > 0)
         LQ_TRY_GOTO(out_append(r, "\n\n", 2, err));
     LQ_TRY_GOTO(out_append(r, t->valuestring, (int64_t)strlen(t->valuestring), err));
@@ -140,6 +145,8 @@ static lq_status feed(reader *r, const char *s, int64_t n, lq_err *err) {
     /* A JSON line can be up to 6x its text (\uXXXX escapes); anything longer cannot fit the
      * cap and is refused rather than buffered without bound. */
     int64_t line_max = r->max > (INT64_MAX - 65536) / 6 ? INT64_MAX / 2 : r->max * 6 + 65536;
+    if (line_max > 6 * LQ_TEXT_MAX_DOC_BYTES + 65536)
+        line_max = 6 * LQ_TEXT_MAX_DOC_BYTES + 65536;
     while (n > 0 && !r->full) {
         const char *nl   = memchr(s, '\n', (size_t)n);
         int64_t     take = nl ? (int64_t)(nl - s) : n;
@@ -195,9 +202,9 @@ static lq_status finish(reader *r, lq_text *out, lq_err *err) {
     }
     if (r->len == 0 || all_space(r->out, r->len))
         return lq_fail(err, LQ_ERR_CALIB_EMPTY, "%s: no text (%s)", r->label,
-                       (r->flags & LQ_TEXT_JSONL) ? (r->ndocs ? "all documents are blank"
-                                                               : "no documents")
-                                                  : "empty or whitespace only");
+                       (r->flags & LQ_TEXT_JSONL)
+                           ? (r->ndocs ? "all documents are blank" : "no documents")
+                           : "empty or whitespace only");
     out->data      = r->out;
     out->len       = r->len;
     out->ndocs     = r->ndocs;
@@ -221,8 +228,8 @@ typedef struct source {
 
 static lq_status src_next(source *s, const char *label, const char **p, size_t *n, lq_err *err) {
     if (!s->f) {
-        *p = (const char *)s->mem + s->mem_pos;
-        *n = s->mem_len - s->mem_pos;
+        *p         = (const char *)s->mem + s->mem_pos;
+        *n         = s->mem_len - s->mem_pos;
         s->mem_pos = s->mem_len;
         return LQ_OK;
     }
@@ -237,15 +244,14 @@ static int zstd_magic(const unsigned char *p, size_t n) {
     return n >= 4 && p[0] == 0x28 && p[1] == 0xB5 && p[2] == 0x2F && p[3] == 0xFD;
 }
 
-static lq_status read_zstd(reader *r, source *src, const char *first, size_t first_n,
-                           lq_err *err) {
-    ZSTD_DStream *d      = ZSTD_createDStream();
-    size_t        obn    = ZSTD_DStreamOutSize();
-    char         *ob     = malloc(obn);
-    lq_status     st     = LQ_OK;
-    size_t        last   = 1; /* "frame incomplete" until a frame ends: empty input is an error */
-    const char   *p      = first;
-    size_t        n      = first_n;
+static lq_status read_zstd(reader *r, source *src, const char *first, size_t first_n, lq_err *err) {
+    ZSTD_DStream *d    = ZSTD_createDStream();
+    size_t        obn  = ZSTD_DStreamOutSize();
+    char         *ob   = malloc(obn);
+    lq_status     st   = LQ_OK;
+    size_t        last = 1; /* "frame incomplete" until a frame ends: empty input is an error */
+    const char   *p    = first;
+    size_t        n    = first_n;
     if (!d || !ob)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for zstd", r->label);
     size_t z = ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, WINDOW_LOG_MAX);
@@ -401,8 +407,8 @@ lq_status lq_windows_sample(const int32_t *tokens, int64_t ntok, int64_t nsample
     out->offsets = lq_malloc_n(nsamples, sizeof(int64_t));
     if (!out->ids || !out->offsets) {
         lq_windows_free(out);
-        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for %lld x %lld token windows",
-                       label, (long long)nsamples, (long long)seqlen);
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for %lld x %lld token windows", label,
+                       (long long)nsamples, (long long)seqlen);
     }
     lq_rng r;
     lq_rng_seed(&r, seed);
@@ -437,6 +443,20 @@ lq_status lq_text_read_builtin(int64_t max_bytes, lq_text *out, lq_err *err) {
                                LQ_CALIB_BUILTIN, max_bytes, out, err);
 }
 
+int64_t lq_calib_text_budget(int64_t nsamples, int64_t seqlen, int64_t max_memory) {
+    int64_t tok, b, lo;
+    if (!lq_mul_i64(nsamples, seqlen + 1, &tok) || !lq_mul_i64(tok, LQ_CALIB_BYTES_PER_TOKEN, &b))
+        return LQ_TEXT_DEFAULT_MAX_BYTES;
+    if (b < LQ_CALIB_MIN_TEXT)
+        b = LQ_CALIB_MIN_TEXT;
+    if (max_memory > 0 && b > max_memory / 64) {
+        b = max_memory / 64;
+        if (!lq_mul_i64(tok, 8, &lo) || b < lo)
+            b = lo;
+    }
+    return b < LQ_TEXT_DEFAULT_MAX_BYTES ? b : LQ_TEXT_DEFAULT_MAX_BYTES;
+}
+
 lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, int64_t nsamples,
                            int64_t seqlen, int64_t max_pos, uint64_t seed, int64_t max_bytes,
                            lq_windows *out, lq_err *err) {
@@ -458,6 +478,8 @@ lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, i
         goto done;
     }
     LQ_TRY_GOTO(lq_windows_sample(ids, n, nsamples, seqlen, max_pos, seed, path, out, err));
+    out->text_bytes     = text.len;
+    out->text_truncated = text.truncated;
 done:
     free(ids);
     lq_text_free(&text);

@@ -41,6 +41,9 @@
 
 /* Default cap on the decoded text when max_bytes is 0. */
 #define LQ_TEXT_DEFAULT_MAX_BYTES (4ll << 30)
+/* One .jsonl document (line) may hold at most this much: a longer one is an error, not an
+ * allocation (a 337 KB .jsonl.zst inflating to a 10 GB line drove RSS to 8.6 GB). */
+#define LQ_TEXT_MAX_DOC_BYTES (64ll << 20)
 
 typedef struct lq_text {
     char   *data;      /* UTF-8, NUL-terminated, malloc'd; owned */
@@ -70,6 +73,8 @@ typedef struct lq_windows {
     int64_t *offsets;  /* [nsamples] start of each window in the token stream; owned */
     int64_t  nsamples;
     int64_t  seqlen;   /* after shortening to max_pos */
+    int64_t  text_bytes;     /* lq_calib_windows: bytes of text the windows come from */
+    int      text_truncated; /* ... which is the start of a longer text (see the budget) */
 } lq_windows;
 
 /* Sample windows from tokens[ntok] as documented above. label names the text in messages. */
@@ -90,8 +95,19 @@ typedef lq_status (*lq_encode_fn)(void *user, const char *text, int64_t len, int
 bool      lq_calib_is_builtin(const char *path);
 lq_status lq_text_read_builtin(int64_t max_bytes, lq_text *out, lq_err *err);
 
-/* Read path (or the built-in corpus), tokenize the whole text once with enc, sample windows:
- * the calibration set. */
+/* How much calibration text to read: LQ_CALIB_BYTES_PER_TOKEN bytes per requested token
+ * (nsamples x (seqlen + 1); real text is 3-5 bytes per token), at least LQ_CALIB_MIN_TEXT, and
+ * with a memory budget (max_memory > 0; tokenizing costs up to ~40 bytes per text byte) at most
+ * max_memory / 64 but never less than 8 bytes per requested token. Windows are drawn from that
+ * much of the start of a longer file: reading and tokenizing a 64 MB file for 256 tokens is what
+ * this avoids (GPTQ's scripts tokenize the whole file; for WikiText-2 and the built-in corpus,
+ * a few MB, both read everything). */
+#define LQ_CALIB_BYTES_PER_TOKEN 64
+#define LQ_CALIB_MIN_TEXT        (4ll << 20)
+int64_t lq_calib_text_budget(int64_t nsamples, int64_t seqlen, int64_t max_memory);
+
+/* Read path (or the built-in corpus) up to max_bytes (0: the whole text), tokenize it once with
+ * enc, sample windows: the calibration set. */
 lq_status lq_calib_windows(const char *path, lq_encode_fn enc, void *enc_user, int64_t nsamples,
                            int64_t seqlen, int64_t max_pos, uint64_t seed, int64_t max_bytes,
                            lq_windows *out, lq_err *err);

@@ -60,7 +60,7 @@ static void sort_ids(const lq_tokenizer *t, int32_t *ids, int32_t *tmp, int64_t 
     sort_ids(t, ids + h, tmp, n - h);
     int64_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        int c = cmp_bytes(t->piece[ids[i]], t->plen[ids[i]], t->piece[ids[j]], t->plen[ids[j]]);
+        int c    = cmp_bytes(t->piece[ids[i]], t->plen[ids[i]], t->piece[ids[j]], t->plen[ids[j]]);
         tmp[k++] = (c <= 0) ? ids[i++] : ids[j++];
     }
     while (i < h)
@@ -90,8 +90,8 @@ static int32_t lookup(const lq_tokenizer *t, const char *s, int32_t len) {
     return -1;
 }
 
-static lq_status load_llama2c(const uint8_t *buf, size_t len, const char *label,
-                              lq_tokenizer *t, lq_err *err) {
+static lq_status load_llama2c(const uint8_t *buf, size_t len, const char *label, lq_tokenizer *t,
+                              lq_err *err) {
     if (len < 4)
         LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: too short for a llama2.c tokenizer", label);
     int32_t maxlen;
@@ -114,11 +114,11 @@ static lq_status load_llama2c(const uint8_t *buf, size_t len, const char *label,
     }
     if (n < 3)
         LQ_FAIL(err, LQ_ERR_TOKENIZER_FORMAT, "%s: only %lld pieces", label, (long long)n);
-    t->n      = n;
-    t->piece  = calloc((size_t)n, sizeof *t->piece);
-    t->plen   = calloc((size_t)n, sizeof *t->plen);
-    t->score  = calloc((size_t)n, sizeof *t->score);
-    t->sorted = calloc((size_t)n, sizeof *t->sorted);
+    t->n         = n;
+    t->piece     = calloc((size_t)n, sizeof *t->piece);
+    t->plen      = calloc((size_t)n, sizeof *t->plen);
+    t->score     = calloc((size_t)n, sizeof *t->score);
+    t->sorted    = calloc((size_t)n, sizeof *t->sorted);
     int32_t *tmp = calloc((size_t)n, sizeof *tmp);
     if (!t->piece || !t->plen || !t->score || !t->sorted || !tmp) {
         free(tmp);
@@ -159,7 +159,7 @@ typedef struct cand {
     float   score;
     int64_t left, right; /* symbol indices */
     int64_t lver, rver;
-    int32_t id;          /* merged piece */
+    int32_t id; /* merged piece */
 } cand;
 
 /* Heap order: higher score first; on ties the leftmost pair (run.c scans left to right and
@@ -197,10 +197,10 @@ static int heap_push(heap *h, cand c) {
 }
 
 static cand heap_pop(heap *h) {
-    cand top = h->v[0], last = h->v[--h->n];
+    cand    top = h->v[0], last = h->v[--h->n];
     int64_t i = 0;
     for (;;) {
-        int64_t l = 2 * i + 1, r = l + 1, b = i;
+        int64_t     l = 2 * i + 1, r = l + 1, b = i;
         const cand *bv = &last;
         if (l < h->n && cand_before(&h->v[l], bv))
             b = l, bv = &h->v[l];
@@ -242,20 +242,21 @@ static int utf8_len(unsigned char c) {
     return 1;
 }
 
-static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t len,
-                                int add_bos, int32_t **ids, int64_t *n_ids, lq_err *err) {
+/* Merge text[len] (with run.c's dummy prefix " " when dummy) and append the ids to out[*n]
+ * (capacity *cap, grown as needed). The working set is ~80 bytes per byte of text[len]. */
+static lq_status encode_span(const lq_tokenizer *t, const char *text, int64_t len, int dummy,
+                             int32_t **out, int64_t *n, int64_t *cap, lq_err *err) {
     /* Worst case: dummy prefix + one symbol per byte. */
-    sym  *s   = malloc((size_t)(len + 2) * sizeof *s);
-    char *buf = malloc((size_t)2 * 65536 + 8);
-    heap  h   = {0};
-    int32_t *out = NULL;
-    lq_status st = LQ_OK;
+    sym      *s   = malloc((size_t)(len + 2) * sizeof *s);
+    char     *buf = malloc((size_t)2 * 65536 + 8);
+    heap      h   = {0};
+    lq_status st  = LQ_OK;
     if (!s || !buf) {
         st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory for %lld bytes", (long long)len);
         goto done;
     }
     int64_t ns = 0;
-    if (len > 0) { /* run.c: add_dummy_prefix when the text is non-empty */
+    if (dummy && len > 0) { /* run.c: add_dummy_prefix when the text is non-empty */
         int32_t sp = lookup(t, " ", 1);
         if (sp >= 0)
             s[ns++].id = sp;
@@ -298,7 +299,7 @@ static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t
         int64_t a = c.left, b = c.right;
         s[a].id = c.id;
         s[a].ver++;
-        s[b].id   = -1;
+        s[b].id = -1;
         s[b].ver++;
         s[a].next = s[b].next;
         if (s[b].next >= 0)
@@ -309,25 +310,89 @@ static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t
             goto done;
         }
     }
-    out = malloc((size_t)(ns + 1) * sizeof *out);
-    if (!out) {
-        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-        goto done;
+    if (*n + ns > *cap) {
+        int64_t nc = *cap ? *cap : 1024;
+        while (nc < *n + ns)
+            nc *= 2;
+        int32_t *o = realloc(*out, (size_t)nc * sizeof *o);
+        if (!o) {
+            st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
+            goto done;
+        }
+        *out = o;
+        *cap = nc;
     }
-    int64_t n = 0;
-    if (add_bos && t->bos >= 0)
-        out[n++] = t->bos;
     for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next)
-        out[n++] = s[i].id;
-    *ids   = out;
-    *n_ids = n;
-    out    = NULL;
+        (*out)[(*n)++] = s[i].id;
 done:
-    free(out);
     free(s);
     free(buf);
     free(h.v);
     return st;
+}
+
+/* True when a newline becomes a byte-fallback symbol that no merge can take part in: "\n" is
+ * no piece, and no piece but the byte token itself contains its piece text ("<0x0A>"). Then
+ * merging each line on its own gives the ids of merging the whole text, and the working set is
+ * one line instead of ~80 bytes per byte of the text (4 GB for 64 MB). */
+static int newline_isolated(const lq_tokenizer *t) {
+    if (lookup(t, "\n", 1) >= 0 || t->n <= '\n' + 3)
+        return 0;
+    const int32_t nl = '\n' + 3, pl = t->plen[nl];
+    for (int32_t i = 0; i < t->n; i++) {
+        if (i == nl || t->plen[i] < pl || pl == 0)
+            continue;
+        for (int32_t k = 0; k + pl <= t->plen[i]; k++)
+            if (!memcmp(t->piece[i] + k, t->piece[nl], (size_t)pl))
+                return 0;
+    }
+    return 1;
+}
+
+static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t len, int add_bos,
+                                int32_t **ids, int64_t *n_ids, lq_err *err) {
+    int32_t  *out = NULL;
+    int64_t   n = 0, cap = 0;
+    lq_status st = LQ_OK;
+    out          = malloc(16 * sizeof *out);
+    if (!out)
+        return lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
+    cap = 16;
+    if (add_bos && t->bos >= 0)
+        out[n++] = t->bos;
+    if (len < (1 << 16) || !newline_isolated(t)) {
+        st = encode_span(t, text, len, 1, &out, &n, &cap, err);
+    } else {
+        for (int64_t i = 0; i < len && st == LQ_OK;) {
+            const char   *nl = memchr(text + i, '\n', (size_t)(len - i));
+            const int64_t e  = nl ? nl - text : len;
+            /* the dummy prefix belongs to the text's start only */
+            st = encode_span(t, text + i, e - i, i == 0, &out, &n, &cap, err);
+            if (st == LQ_OK && nl) {
+                /* a text that starts with a newline: the dummy prefix stands alone before it */
+                const int32_t sp = i == 0 && e == 0 ? lookup(t, " ", 1) : -1;
+                if (n + 2 > cap) {
+                    int32_t *o = realloc(out, (size_t)cap * 2 * sizeof *o);
+                    if (!o)
+                        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
+                    else
+                        out = o, cap *= 2;
+                }
+                if (st == LQ_OK && sp >= 0)
+                    out[n++] = sp;
+                if (st == LQ_OK)
+                    out[n++] = '\n' + 3;
+            }
+            i = e + 1;
+        }
+    }
+    if (st != LQ_OK) {
+        free(out);
+        return st;
+    }
+    *ids   = out;
+    *n_ids = n;
+    return LQ_OK;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -624,8 +689,10 @@ lq_status lq_tok_load_source(const lq_source *src, lq_tokenizer **out, lq_err *e
         free(b);
         return s;
     }
-    LQ_FAIL(err, LQ_ERR_TOKENIZER_MISSING, "%s: no tokenizer in the GGUF file; pass --tokenizer "
-            "FILE", lq_source_path(src));
+    LQ_FAIL(err, LQ_ERR_TOKENIZER_MISSING,
+            "%s: no tokenizer in the GGUF file; pass --tokenizer "
+            "FILE",
+            lq_source_path(src));
 }
 
 lq_status lq_tok_load_dir(const char *dir, lq_tokenizer **out, lq_err *err) {

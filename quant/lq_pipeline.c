@@ -96,9 +96,8 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
     lq_qconfig_default(mt->format, &qc);
     mt->fill_qconfig(p, &qc);
     /* the bits the user asked for, not what the format's defaults made of them */
-    const int bits = lq_param_applies(lq_param_find("bits"), mt->name)
-                         ? (int)lq_params_i64(p, "bits")
-                         : qc.bits;
+    const int bits =
+        lq_param_applies(lq_param_find("bits"), mt->name) ? (int)lq_params_i64(p, "bits") : qc.bits;
     if (ft->bits && !(ft->bits >> bits & 1)) {
         char list[64] = "";
         int  left     = 0;
@@ -107,7 +106,10 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
         for (int b = 1; b <= 16; b++)
             if (ft->bits >> b & 1)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d",
-                         !list[0] ? "" : --left == 1 ? " or " : ", ", b);
+                         !list[0]      ? ""
+                         : --left == 1 ? " or "
+                                       : ", ",
+                         b);
         lq_qconfig_free(&qc);
         LQ_FAIL(err, LQ_ERR_BITS_UNSUPPORTED,
                 "%s --bits %d: the %s checkpoint format stores %s-bit codes only%s", mt->name, bits,
@@ -152,8 +154,10 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
     }
     char hint[128] = "";
     if (best_n > 0 && lq_param_applies(lq_param_find("group_size"), mt->name))
-        snprintf(hint, sizeof hint, " (--group-size %lld would quantize %d of the %d linears of "
-                 "each layer)", (long long)best_g, best_n, LQ_LIN_COUNT);
+        snprintf(hint, sizeof hint,
+                 " (--group-size %lld would quantize %d of the %d linears of "
+                 "each layer)",
+                 (long long)best_g, best_n, LQ_LIN_COUNT);
     lq_qconfig_free(&qc);
     LQ_FAIL(err, LQ_ERR_NOTHING_TO_QUANTIZE,
             "%s: %s would quantize none of the model's linears at these settings: %s%s", model,
@@ -190,8 +194,8 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     if (!method || !model_dir || !out_dir || !*model_dir || !*out_dir)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_quantize: method, model_dir and out_dir are required");
     if (lq_method_index(method) < 0)
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "unknown method \"%s\" (methods: rtn, gptq, awq, nf4, int8)",
-                method);
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                "unknown method \"%s\" (methods: rtn, gptq, awq, nf4, int8)", method);
     lq_source *src = NULL;
     LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
     const lq_model_config cfg = *lq_source_model_config(src);
@@ -275,8 +279,8 @@ static void warn(void *user, const char *msg) {
         r->cb->log(LQ_LOG_WARN, msg, r->cb->user);
 }
 
-static lq_status encode_cb(void *user, const char *text, int64_t len, int32_t **ids,
-                           int64_t *n_ids, lq_err *err) {
+static lq_status encode_cb(void *user, const char *text, int64_t len, int32_t **ids, int64_t *n_ids,
+                           lq_err *err) {
     const lq_tokenizer *t = user;
     return lq_tok_encode(t, text, len, lq_tok_adds_bos(t), ids, n_ids, err);
 }
@@ -310,8 +314,9 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
     if (!r->why[l][0])
         snprintf(r->why[l], sizeof r->why[l], "left unquantized by %s", r->mt->name);
     char msg[320];
-    snprintf(msg, sizeof msg, "model.layers.%lld.%s [%lld x %lld]: %s; kept in %s", (long long)layer,
-             nm, (long long)w->n, (long long)w->k, r->why[l], r->qcfg.torch_dtype);
+    snprintf(msg, sizeof msg, "model.layers.%lld.%s [%lld x %lld]: %s; kept in %s",
+             (long long)layer, nm, (long long)w->n, (long long)w->k, r->why[l],
+             r->qcfg.torch_dtype);
     warn(r, msg);
 }
 
@@ -333,8 +338,8 @@ static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
         LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
         int64_t n  = lq_spill_chunk_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
-        LQ_TRY(lq_layer_forward(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1, r->ws,
-                                r->err));
+        LQ_TRY(
+            lq_layer_forward(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1, r->ws, r->err));
         LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
     }
     if (fp && nc <= 4096)
@@ -346,8 +351,8 @@ static lq_status do_layers(run *r) {
     const lq_model_config *c    = &r->m->cfg;
     int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen, d = c->hidden_size;
     (void)nseq;
-    lq_status              st   = LQ_OK;
-    double                 t0   = lq_now();
+    lq_status st = LQ_OK;
+    double    t0 = lq_now();
     for (int64_t i = 0; i < c->num_layers; i++) {
         char detail[64];
         snprintf(detail, sizeof detail, "model.layers.%lld", (long long)i);
@@ -367,21 +372,21 @@ static lq_status do_layers(run *r) {
         lq_qjob j;
         memset(&j, 0, sizeof j);
         memcpy(j.plan, r->plan, sizeof j.plan);
-        j.model     = r->m;
-        j.p         = r->p;
-        j.layer     = i;
-        j.L         = &L;
+        j.model      = r->m;
+        j.p          = r->p;
+        j.layer      = i;
+        j.L          = &L;
         j.acts       = r->cur;
         j.chunk      = r->chunk;
         j.nseq       = r->win.nsamples;
         j.seqlen     = seqlen;
         j.chunk_seqs = r->chunk_seqs;
-        j.ws        = r->ws;
-        j.gpu       = r->gpu;
-        j.qcfg      = &r->qcfg;
-        j.warn      = warn;
-        j.warn_user = r;
-        j.err       = r->err;
+        j.ws         = r->ws;
+        j.gpu        = r->gpu;
+        j.qcfg       = &r->qcfg;
+        j.warn       = warn;
+        j.warn_user  = r;
+        j.err        = r->err;
         /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
          * quantized one after it (GPTQ). */
         if (r->cur && !r->mt->propagate_quantized)
@@ -481,7 +486,8 @@ done:
 }
 
 static int64_t layer_weight_bytes(const lq_model_config *c) {
-    int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim, kvd = c->num_kv_heads * c->head_dim;
+    int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim,
+            kvd = c->num_kv_heads * c->head_dim;
     return 4 * (d * qd * 2 + d * kvd * 2 + 3 * d * c->intermediate_size);
 }
 
@@ -492,13 +498,13 @@ static int64_t layer_weight_bytes(const lq_model_config *c) {
  * to disk (zstd) beyond that. */
 /* Bytes everything but the spilled activations needs with chunks of cs sequences. */
 static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
-    const lq_model_config *c  = &r->m->cfg;
+    const lq_model_config *c = &r->m->cfg;
     int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
     int64_t tok = cs * r->win.seqlen;
     int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
-                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
-    int64_t lw  = layer_weight_bytes(c);
-    int64_t big = d * (qd > I ? qd : I); /* widest linear: k/v are never wider than q (GQA) */
+                 4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
+    int64_t lw   = layer_weight_bytes(c);
+    int64_t big  = d * (qd > I ? qd : I); /* widest linear: k/v are never wider than q (GQA) */
     int64_t work = r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0;
     /* Beside the layer's fp32 copy: while it loads, the mapped checkpoint pages of the tensor
      * being converted (<= 4 bytes an element, released once read); later, and never at the same
@@ -511,12 +517,11 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
 /* Chunk size: ~16k tokens (wide GEMMs), fewer sequences when a --max-memory budget would not
  * hold the forward scratch of such a chunk plus two chunks of activations. */
 static int64_t plan_chunk(const run *r, int64_t T) {
-    int64_t cs = 16384 / r->win.seqlen;
-    cs         = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
+    int64_t cs     = 16384 / r->win.seqlen;
+    cs             = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
     int64_t maxmem = lq_params_size(r->p, "max_memory");
     int64_t d      = r->m->cfg.hidden_size;
-    while (maxmem > 0 && cs > 1 &&
-           maxmem - fixed_bytes(r, cs, T) < 2 * 4 * cs * r->win.seqlen * d)
+    while (maxmem > 0 && cs > 1 && maxmem - fixed_bytes(r, cs, T) < 2 * 4 * cs * r->win.seqlen * d)
         cs = cs * 3 / 4 < cs - 1 ? cs * 3 / 4 : cs - 1;
     return cs;
 }
@@ -544,8 +549,8 @@ static lq_status calibrate(run *r) {
     if (lq_calib_is_builtin(path))
         path = LQ_CALIB_BUILTIN;
     r->calib_source = path;
-    int64_t seqlen = lq_params_is_set(r->p, "seqlen") ? lq_params_i64(r->p, "seqlen")
-                                                      : r->mt->default_seqlen;
+    int64_t seqlen =
+        lq_params_is_set(r->p, "seqlen") ? lq_params_i64(r->p, "seqlen") : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
     int64_t  nsam = lq_params_i64(r->p, "nsamples");
@@ -555,8 +560,11 @@ static lq_status calibrate(run *r) {
     if (lq_ccache_load_windows(&r->cache, &r->win)) {
         r->cache_hits++;
     } else {
+        const int64_t text_max =
+            lq_calib_text_budget(nsam, seqlen, lq_params_size(r->p, "max_memory"));
         LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, nsam, seqlen,
-                                r->m->cfg.max_position_embeddings, seed, 0, &r->win, r->err));
+                                r->m->cfg.max_position_embeddings, seed, text_max, &r->win,
+                                r->err));
         lq_ccache_store_windows(&r->cache, &r->win);
     }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
@@ -574,8 +582,8 @@ static lq_status calibrate(run *r) {
     LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->nxt, r->err));
     for (int64_t s0 = 0; s0 < r->win.nsamples; s0 += cs) {
         int64_t ns = r->win.nsamples - s0 < cs ? r->win.nsamples - s0 : cs;
-        LQ_TRY(lq_model_embed(r->m, r->win.ids + s0 * r->win.seqlen, ns * r->win.seqlen,
-                              r->chunk, r->err));
+        LQ_TRY(lq_model_embed(r->m, r->win.ids + s0 * r->win.seqlen, ns * r->win.seqlen, r->chunk,
+                              r->err));
         LQ_TRY(lq_spill_append(r->cur, r->chunk, ns * r->win.seqlen * d, r->err));
     }
     r->t_calib = lq_now() - t0;
@@ -592,7 +600,7 @@ static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *re
     if (st == LQ_OK) {
         const char *proto = lq_params_get(r->p, "protocol");
         lq_ppl_opts o     = {lq_params_i64(r->p, "ctx"),
-                             !strcmp(proto, "llamacpp") ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ,
+                         !strcmp(proto, "llamacpp") ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ,
                              lq_tok_bos_id(r->tok), r->cb, lq_params_i64(r->p, "chunks")};
         if (!strcmp(proto, "docs"))
             st = lq_fail(r->err, LQ_ERR_UNSUPPORTED,
@@ -624,9 +632,9 @@ static lq_status check_ppl(run *r, const char *data) {
     cJSON_AddNumberToObject(r->check, "ppl_original", a.ppl);
     cJSON_AddNumberToObject(r->check, "ppl_quantized", b.ppl);
     cJSON_AddNumberToObject(r->check, "increase_percent", inc);
-    int bounded = lq_params_is_set(r->p, "max_ppl_increase");
-    double bound = lq_params_f64(r->p, "max_ppl_increase");
-    int    pass  = !bounded || inc <= bound;
+    int    bounded = lq_params_is_set(r->p, "max_ppl_increase");
+    double bound   = lq_params_f64(r->p, "max_ppl_increase");
+    int    pass    = !bounded || inc <= bound;
     if (bounded)
         cJSON_AddNumberToObject(r->check, "max_increase_percent", bound);
     cJSON_AddBoolToObject(r->check, "passed", pass);
@@ -689,6 +697,10 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
         cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
         cJSON_AddNumberToObject(j, "seqlen", (double)r->win.seqlen);
         cJSON_AddNumberToObject(j, "calib_seconds", r->t_calib);
+        if (r->win.text_bytes > 0) { /* 0: the windows came from the cache */
+            cJSON_AddNumberToObject(j, "calib_text_bytes", (double)r->win.text_bytes);
+            cJSON_AddBoolToObject(j, "calib_text_truncated", r->win.text_truncated);
+        }
     }
     cJSON *loss = cJSON_AddObjectToObject(j, "loss_sum");
     for (int l = 0; l < LQ_LIN_COUNT; l++)
@@ -709,11 +721,10 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
 }
 
 lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
-                      const lq_params *p, const lq_callbacks *cb, char **report_json,
-                      lq_err *err) {
+                      const lq_params *p, const lq_callbacks *cb, char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
-    lq_params *own = NULL; /* p with defaults the job chose (group size) */
+    lq_params *own       = NULL; /* p with defaults the job chose (group size) */
     char       note[256] = "";
     lq_status  vs        = validate(method, model_dir, out_dir, p, &own, note, sizeof note, err);
     if (vs != LQ_OK) {
@@ -724,26 +735,29 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
         p = own;
     run r;
     memset(&r, 0, sizeof r);
-    r.t0        = lq_now();
-    r.mt        = lq_method_traits_get(lq_method_index(method));
-    r.p         = p;
-    r.cb        = cb;
-    r.err       = err;
-    lq_status st = LQ_OK;
-    int       ppl_failed = 0;
-    const char *odt = lq_params_get(p, "out_dtype");
+    r.t0                   = lq_now();
+    r.mt                   = lq_method_traits_get(lq_method_index(method));
+    r.p                    = p;
+    r.cb                   = cb;
+    r.err                  = err;
+    lq_status   st         = LQ_OK;
+    int         ppl_failed = 0;
+    const char *odt        = lq_params_get(p, "out_dtype");
     if (!strcmp(odt, "float32"))
-        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "--out-dtype float32: quantized checkpoints keep "
+        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG,
+                     "--out-dtype float32: quantized checkpoints keep "
                      "their scales in float16 or bfloat16 (float32 is for convert)");
     if (note[0])
         warn(&r, note);
-    r.odt           = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
+    r.odt = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
 
     LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
     if (r.m->format != LQ_FMT_DENSE)
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED, "%s: already quantized (%s); start from the "
-                     "original checkpoint", model_dir, lq_format_traits_get(r.m->format)->name);
-    const char *check = lq_params_get(p, "check_ppl");
+        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
+                     "%s: already quantized (%s); start from the "
+                     "original checkpoint",
+                     model_dir, lq_format_traits_get(r.m->format)->name);
+    const char *check    = lq_params_get(p, "check_ppl");
     int         need_tok = r.mt->needs_calib || (check && *check);
     const char *tp       = lq_params_get(p, "tokenizer");
     if (need_tok || (tp && *tp))
@@ -773,7 +787,8 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.nthreads_est = omp_get_max_threads();
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
-    LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
+    LQ_TRY_GOTO(
+        lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
 
     double tl = lq_now();
@@ -782,7 +797,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (progress(&r, "write", 0, 1, lq_now(), out_dir))
         LQ_FAIL_GOTO(err, LQ_ERR_INTERRUPTED, "interrupted");
     {
-        const lq_model_config *c       = &r.m->cfg;
+        const lq_model_config *c        = &r.m->cfg;
         int64_t                shape[2] = {c->vocab_size, c->hidden_size};
         LQ_TRY_GOTO(lq_st_writer_add_f32(r.wr, "model.embed_tokens.weight", r.odt, 2, shape,
                                          r.m->embed, err));
@@ -816,13 +831,13 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     }
     if (ppl_failed) {
         cJSON *c = r.check;
-        st = lq_fail(err, LQ_ERR_PPL_BOUND,
-                     "%s: perplexity %.4f -> %.4f (+%.2f%%) exceeds --max-ppl-increase %.2f%%; "
-                     "output written and marked with PPL_CHECK_FAILED",
-                     out_dir, cJSON_GetObjectItem(c, "ppl_original")->valuedouble,
-                     cJSON_GetObjectItem(c, "ppl_quantized")->valuedouble,
-                     cJSON_GetObjectItem(c, "increase_percent")->valuedouble,
-                     cJSON_GetObjectItem(c, "max_increase_percent")->valuedouble);
+        st       = lq_fail(err, LQ_ERR_PPL_BOUND,
+                           "%s: perplexity %.4f -> %.4f (+%.2f%%) exceeds --max-ppl-increase %.2f%%; "
+                                 "output written and marked with PPL_CHECK_FAILED",
+                           out_dir, cJSON_GetObjectItem(c, "ppl_original")->valuedouble,
+                           cJSON_GetObjectItem(c, "ppl_quantized")->valuedouble,
+                           cJSON_GetObjectItem(c, "increase_percent")->valuedouble,
+                           cJSON_GetObjectItem(c, "max_increase_percent")->valuedouble);
     }
 done:
     lq_st_writer_free(r.wr);

@@ -65,8 +65,8 @@ static lq_status progress(ppl_run *r, const char *detail) {
                          .step      = r->windows_done,
                          .total     = r->windows_total,
                          .elapsed_s = el,
-                         .eta_s = done > 0 ? el / done * (double)(r->windows_total - r->windows_done)
-                                           : -1.0,
+                         .eta_s =
+                         done > 0 ? el / done * (double)(r->windows_total - r->windows_done) : -1.0,
                          .detail = detail};
     if (cb->progress(&p, cb->user))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "perplexity: cancelled after %lld of %lld windows",
@@ -119,9 +119,9 @@ static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L
         for (int64_t r0 = first; r0 < L - 1; r0 += r->lrows) {
             const int64_t rows = L - 1 - r0 < r->lrows ? L - 1 - r0 : r->lrows;
             LQ_TRY(lq_model_logits(m, r->h + (b * L + r0) * d, rows, r->logits, r->ws, err));
-            double        sum = 0;
-            int64_t       bad = -1;
-            const float  *lg  = r->logits;
+            double       sum = 0;
+            int64_t      bad = -1;
+            const float *lg  = r->logits;
 #pragma omp parallel for reduction(+ : sum) reduction(max : bad) num_threads(r->nthreads) \
     if (rows * V >= (1 << 18))
             for (int64_t j = 0; j < rows; j++) {
@@ -145,8 +145,8 @@ static lq_status run_batch(ppl_run *r, const int32_t *ids, int64_t nb, int64_t L
 static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const lq_ppl_exec *ex,
                           int64_t max_len, int64_t total_tokens, int64_t nwin, lq_err *err) {
     memset(r, 0, sizeof *r);
-    r->m             = m;
-    r->o             = o;
+    r->m = m;
+    r->o = o;
     if (ex)
         r->ex = *ex;
     r->err           = err;
@@ -194,7 +194,7 @@ static int64_t batch_windows(const ppl_run *r, int64_t L) {
         nb = lq_fwd_ws_max_tokens(r->ws) / L;
     } else {
         const int64_t budget = r->ex.max_act_bytes > 0 ? r->ex.max_act_bytes : (int64_t)1 << 30;
-        nb = budget / (L * r->m->cfg.hidden_size * (int64_t)sizeof(float));
+        nb                   = budget / (L * r->m->cfg.hidden_size * (int64_t)sizeof(float));
     }
     return nb < 1 ? 1 : nb;
 }
@@ -295,8 +295,8 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
 
 /* docs protocol: split at sep, strip (Python str.strip whitespace), encode [BOS +] doc. */
 static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t len,
-                             const char *sep, int32_t **ids_out, int64_t **off_out,
-                             int64_t *ndocs, lq_err *err) {
+                             const char *sep, int32_t **ids_out, int64_t **off_out, int64_t *ndocs,
+                             lq_err *err) {
     const size_t sl  = strlen(sep);
     int64_t      cap = 1024, n = 0, nd = 0, ocap = 64;
     int32_t     *ids = malloc((size_t)cap * sizeof *ids);
@@ -368,8 +368,7 @@ static double phys_ram_bytes(void) {
     return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
 }
 
-static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...)
-    LQ_PRINTF(3, 4);
+static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) LQ_PRINTF(3, 4);
 static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) {
     if (!cb || !cb->log)
         return;
@@ -392,25 +391,35 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     lq_text       txt = {0};
     int32_t      *ids = NULL;
     int64_t      *off = NULL, nid = 0, nd = 0;
-    lq_status     st  = LQ_OK;
-    const double  t0  = lq_now();
-    lq_ppl_opts   o   = {0};
-    lq_gpu       *gpu = NULL;
+    lq_status     st    = LQ_OK;
+    const double  t0    = lq_now();
+    lq_ppl_opts   o     = {0};
+    lq_gpu       *gpu   = NULL;
     const char   *proto = lq_params_get(p, "protocol");
     LQ_TRY(lq_ppl_protocol_parse(proto, &o.protocol, err));
     LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
     const char *tp = lq_params_get(p, "tokenizer");
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
                           : lq_tok_load_source(m->src, &tok, err));
-    LQ_TRY_GOTO(lq_text_read_file(data_file, 0, &txt, err));
     o.ctx         = lq_params_i64(p, "ctx");
     o.max_windows = lq_params_i64(p, "chunks");
-    o.bos      = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
-    o.cb                = cb;
+    {
+        /* --chunks N needs the text of N windows only: read that much of a longer file (with
+         * the calibration reader's margin of 64 bytes per token), not all of it */
+        int64_t text_max = 0, ctx = o.ctx > 0 ? o.ctx : 2048;
+        if (o.max_windows > 0 && o.protocol != LQ_PPL_DOCS)
+            text_max = lq_calib_text_budget(o.max_windows, ctx, 0);
+        LQ_TRY_GOTO(lq_text_read_file(data_file, text_max, &txt, err));
+        if (txt.truncated && !text_max)
+            log_msg(cb, LQ_LOG_WARN, "%s: only the first %.0f MiB of the text are evaluated",
+                    data_file, (double)txt.len / (1 << 20));
+    }
+    o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
+    o.cb           = cb;
     lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
     /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
-    LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu,
-                               err));
+    LQ_TRY_GOTO(
+        lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu, err));
     if (gpu) {
         ex.gemm      = lq_gpu_dense_gemm;
         ex.gemm_user = gpu;
@@ -418,8 +427,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
 
     /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
      * mostly views into the mapping); otherwise each batch of windows streams the layers. */
-    const double need = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
-    const double ram  = phys_ram_bytes();
+    const double need     = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
+    const double ram      = phys_ram_bytes();
     const int    resident = ram <= 0 || need <= ram / 2;
     if (resident)
         LQ_TRY_GOTO(lq_model_load_all(m, err));
@@ -466,6 +475,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddStringToObject(j, "device", gpu ? lq_gpu_describe(gpu) : "cpu");
         cJSON_AddStringToObject(j, "model_dir", model_dir);
         cJSON_AddStringToObject(j, "data_file", data_file);
+        cJSON_AddNumberToObject(j, "text_bytes", (double)txt.len);
+        cJSON_AddBoolToObject(j, "text_truncated", txt.truncated);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
         *report_json = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);

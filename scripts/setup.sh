@@ -6,7 +6,7 @@
 #   torch, accelerate, gguf, bitsandbytes. LQ_SETUP_PIP=0 skips them (the product needs none).
 set -euo pipefail
 
-DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev libzstd-dev
+DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev libzstd-dev zstd
           libcjson-dev libpcre2-dev libutf8proc-dev)
 
 if command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 /* Tokenizers against reference ids from python sentencepiece / tokenizers, committed in
  * tests/data/tok/ by tests/data/tok/gen_oracle_vectors.py (see there for what each file is):
- * every case of cases.txt (the first 200 lines of WikiText-2 test, their join, edge strings, random mixes)
- * must encode to exactly the reference ids. Plus error codes for malformed / unsupported
+ * every case of cases.txt (the first 200 lines of WikiText-2 test, their join, edge strings, random
+ * mixes) must encode to exactly the reference ids. Plus error codes for malformed / unsupported
  * files, BOS/EOS and the load_dir order. The Llama-2 tokenizer.model comes from LQ_SHARED and
  * is skipped (not failed) when absent. */
 #include "lq_test.h"
@@ -14,8 +14,8 @@
 static char g_data[2048];
 
 static char *slurp(const char *path, int64_t *n) {
-    char   *b = NULL;
-    lq_err  e = {0};
+    char  *b = NULL;
+    lq_err e = {0};
     if (lq_read_file(path, 1ll << 30, &b, n, &e) != LQ_OK)
         return NULL;
     return b;
@@ -33,7 +33,7 @@ static int64_t load_cases_file(const char *p, tcase **out) {
     if (!b)
         return -1;
     int64_t cap = 0, nc = 0;
-    tcase  *c   = NULL;
+    tcase  *c = NULL;
     for (char *line = b; line < b + n;) {
         char   *nl = memchr(line, '\n', (size_t)(b + n - line));
         int64_t l  = nl ? nl - line : b + n - line;
@@ -65,9 +65,9 @@ static int64_t load_cases(tcase **out) {
 /* --encode TOKENIZER CASES: print the ids of every case, one line each (no BOS), for
  * tests/py/test_tok_oracle.py to compare with the python libraries live. */
 static int encode_mode(const char *tok, const char *cases) {
-    lq_tokenizer *t = NULL;
-    lq_err        e = {0};
-    tcase        *c = NULL;
+    lq_tokenizer *t  = NULL;
+    lq_err        e  = {0};
+    tcase        *c  = NULL;
     int64_t       nc = load_cases_file(cases, &c);
     if (nc < 0 || lq_tok_load_file(tok, &t, &e) != LQ_OK) {
         fprintf(stderr, "%s\n", nc < 0 ? "cannot read cases" : e.msg);
@@ -99,11 +99,12 @@ static int ids_mode(const char *model, const char *text) {
     lq_tokenizer *t   = NULL;
     lq_err        e   = {0};
     char         *b   = NULL;
-    int64_t       n   = 0, nid = 0;
-    int32_t      *ids = NULL;
-    const int file = !lq_dir_exists(model) && !lq_gguf_is_gguf_file(model);
+    int64_t       n = 0, nid = 0;
+    int32_t      *ids  = NULL;
+    const int     file = !lq_dir_exists(model) && !lq_gguf_is_gguf_file(model);
     if ((file ? lq_tok_load_file(model, &t, &e) != LQ_OK
-              : lq_source_open(model, &src, &e) != LQ_OK || lq_tok_load_source(src, &t, &e) != LQ_OK) ||
+              : lq_source_open(model, &src, &e) != LQ_OK ||
+                    lq_tok_load_source(src, &t, &e) != LQ_OK) ||
         lq_read_file(text, 1ll << 32, &b, &n, &e) != LQ_OK ||
         lq_tok_encode(t, b, n, lq_tok_adds_bos(t), &ids, &nid, &e) != LQ_OK) {
         fprintf(stderr, "%s\n", e.msg);
@@ -130,10 +131,10 @@ static void check_vectors(const lq_tokenizer *t, const char *name, const tcase *
     char   *line = b;
     int64_t bad = 0, total = 0;
     for (int64_t k = 0; k < nc; k++) {
-        int32_t *ids = NULL;
-        int64_t  ni  = 0;
-        lq_err   e   = {0};
-        lq_status s  = lq_tok_encode(t, c[k].s, c[k].n, 0, &ids, &ni, &e);
+        int32_t  *ids = NULL;
+        int64_t   ni  = 0;
+        lq_err    e   = {0};
+        lq_status s   = lq_tok_encode(t, c[k].s, c[k].n, 0, &ids, &ni, &e);
         CHECK_MSG(s == LQ_OK, "%s case %lld: %s", name, (long long)k, e.msg);
         char   *nl = strchr(line, '\n');
         int64_t j  = 0;
@@ -174,8 +175,8 @@ static lq_tokenizer *load(const char *file, lq_tok_kind kind, const char *json_o
     CHECK_MSG(b != NULL, "missing %s", p);
     if (!b)
         return NULL;
-    lq_tokenizer *t = NULL;
-    lq_err        e = {0};
+    lq_tokenizer *t   = NULL;
+    lq_err        e   = {0};
     const char   *src = json_override ? json_override : b;
     size_t        len = json_override ? strlen(json_override) : (size_t)n;
     lq_status     s   = lq_tok_load_memory(src, len, kind, file, &t, &e);
@@ -360,18 +361,38 @@ static void test_demo_tokenizer(const char *shared) {
     CHECK_EQ_INT(lq_tok_vocab_size(a), 512);
     CHECK_EQ_INT(lq_tok_adds_bos(a), 1);
     CHECK_EQ_INT(lq_tok_bos_id(a), 1);
-    const char *files[3] = {"examples/data/tinystories_sample.txt",
-                            "data/wikitext2/wikitext2_test_hf_join.txt",
-                            "data/wikitext2/wiki.valid.tokens"};
-    for (int f = 0; f < 3; f++) {
-        snprintf(text, sizeof text, "%s/%s", f == 0 ? src : shared ? shared : "", files[f]);
+    /* llama2.c's encoder merges a long text line by line (a newline is a byte-fallback symbol
+     * no merge touches); the last case puts newlines at the edges, where that is delicate */
+    const char *files[4] = {
+        "examples/data/tinystories_sample.txt", "data/wikitext2/wikitext2_test_hf_join.txt",
+        "data/wikitext2/wiki.valid.tokens", "examples/data/tinystories_sample.txt"};
+    for (int f = 0; f < 4; f++) {
+        snprintf(text, sizeof text, "%s/%s",
+                 f == 0 || f == 3 ? src
+                 : shared         ? shared
+                                  : "",
+                 files[f]);
         char   *buf = NULL;
         int64_t len = 0;
-        if (f > 0 && (!shared || !lq_file_exists(text))) {
+        if (f > 0 && f < 3 && (!shared || !lq_file_exists(text))) {
             printf("SKIP part: %s not found (demo tokenizer on WikiText-2)\n", text);
             continue;
         }
         CHECK_OK(lq_read_file(text, 1 << 26, &buf, &len, &e));
+        if (f == 3 && buf) { /* "\n\n" + 40 x text + "\n\n\n": long enough for lines */
+            char *w = malloc((size_t)len * 40 + 6);
+            if (w) {
+                memcpy(w, "\n\n", 2);
+                for (int r = 0; r < 40; r++)
+                    memcpy(w + 2 + r * len, buf, (size_t)len);
+                memcpy(w + 2 + 40 * len, "\n\n\n", 4);
+                free(buf);
+                buf = w;
+                len = 40 * len + 5;
+            }
+        }
+        if (f > 0)
+            CHECK(len > (1 << 16)); /* long enough for the line-by-line path */
         int32_t *ia = NULL, *ib = NULL;
         int64_t  na = 0, nb = 0;
         CHECK_OK(lq_tok_encode(a, buf, len, 1, &ia, &na, &e));
