@@ -41,9 +41,8 @@
 typedef struct job {
     int    line;
     char   method[32];
-    char   model[PATH_MAX];
-    char   out[PATH_MAX];
-    cJSON *options; /* owned copy */
+    char  *model, *out; /* malloc'd: a fixed PATH_MAX each made 10^5 jobs cost 1 GB */
+    cJSON *options;     /* owned copy */
     char   tag[17];
     /* result */
     int    selected, status, skipped;
@@ -52,11 +51,24 @@ typedef struct job {
     char  *report; /* JSON from the job (or the stored report when skipped) */
 } job;
 
-static void resolve(const char *base, const char *p, char *out, size_t cap) {
-    if (p[0] == '/' || !base[0])
-        snprintf(out, cap, "%s", p);
-    else
-        snprintf(out, cap, "%s/%s", base, p);
+/* p relative to the jobs file's directory, malloc'd (NULL: out of memory). */
+static char *resolve(const char *base, const char *p) {
+    const int rel = p[0] != '/' && base[0];
+    size_t    n   = (rel ? strlen(base) + 1 : 0) + strlen(p) + 1;
+    char     *out = malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s%s", rel ? base : "", rel ? "/" : "", p);
+    return out;
+}
+
+static void free_jobs(job *jobs, int n) {
+    for (int i = 0; i < n; i++) {
+        cJSON_Delete(jobs[i].options);
+        free(jobs[i].report);
+        free(jobs[i].model);
+        free(jobs[i].out);
+    }
+    free(jobs);
 }
 
 static uint64_t fnv(const char *s) {
@@ -109,8 +121,8 @@ static int parse_jobs(cli_ctx *c, const char *path, job **out, int *njobs) {
             break;
         }
         if (n == cap) {
-            cap      = cap ? cap * 2 : 16;
-            job *nj  = realloc(jobs, (size_t)cap * sizeof *nj);
+            cap     = cap ? cap * 2 : 16;
+            job *nj = realloc(jobs, (size_t)cap * sizeof *nj);
             if (!nj) {
                 cJSON_Delete(o);
                 rc = cli_error(c, LQ_ERR_NOMEM, "out of memory");
@@ -122,9 +134,14 @@ static int parse_jobs(cli_ctx *c, const char *path, job **out, int *njobs) {
         memset(j, 0, sizeof *j);
         j->line = lineno;
         snprintf(j->method, sizeof j->method, "%s", m->valuestring);
-        resolve(base, md->valuestring, j->model, sizeof j->model);
-        resolve(base, ou->valuestring, j->out, sizeof j->out);
+        j->model   = resolve(base, md->valuestring);
+        j->out     = resolve(base, ou->valuestring);
         j->options = op ? cJSON_Duplicate(op, 1) : cJSON_CreateObject();
+        if (!j->model || !j->out || !j->options) {
+            cJSON_Delete(o);
+            rc = cli_error(c, LQ_ERR_NOMEM, "out of memory");
+            break;
+        }
         /* The fingerprint covers what determines the output, in canonical form. */
         char *canon = cJSON_PrintUnformatted(o);
         snprintf(j->tag, sizeof j->tag, "%016llx", (unsigned long long)fnv(canon ? canon : ""));
@@ -170,8 +187,8 @@ static lq_status fill_params(const job *j, lq_params *p, const char *cache_dir, 
         else if (cJSON_IsString(it))
             snprintf(val, sizeof val, "%s", it->valuestring);
         else
-            return set_err(err, LQ_ERR_JOB_FILE, "line %d: option \"%s\" must be a scalar",
-                           j->line, it->string);
+            return set_err(err, LQ_ERR_JOB_FILE, "line %d: option \"%s\" must be a scalar", j->line,
+                           it->string);
         lq_status s = lq_params_set(p, key, val, err);
         if (s != LQ_OK)
             return set_err(err, s == LQ_ERR_INVALID_ARG ? LQ_ERR_JOB_FILE : s, "line %d: %s",
@@ -192,9 +209,9 @@ static char *done_report(const job *j) {
     FILE *f = fopen(path, "r");
     if (!f)
         return NULL;
-    char  *buf = NULL;
-    size_t cap = 0;
-    ssize_t n  = getdelim(&buf, &cap, '\0', f);
+    char   *buf = NULL;
+    size_t  cap = 0;
+    ssize_t n   = getdelim(&buf, &cap, '\0', f);
     fclose(f);
     if (n <= 0) {
         free(buf);
@@ -260,7 +277,7 @@ static void run_child(const job *j, const char *cache_dir, int fd) {
 
 static void read_all(int fd, char **out) {
     size_t cap = 4096, n = 0;
-    char  *b   = malloc(cap);
+    char  *b = malloc(cap);
     for (;;) {
         if (n + 1 >= cap) {
             cap *= 2;
@@ -327,8 +344,9 @@ static void print_table(cli_ctx *c, job *jobs, int n) {
 
 int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     if (a->npos != 1)
-        return cli_error(c, LQ_ERR_INVALID_ARG, "usage: llmquant batch JOBS [--shard I/N] "
-                                                "[--cache-dir DIR]");
+        return cli_error(c, LQ_ERR_INVALID_ARG,
+                         "usage: llmquant batch JOBS [--shard I/N] "
+                         "[--cache-dir DIR]");
     const char *jobs_path = a->pos[0];
     long        si = 0, sn = 1;
     const char *shard = a->flag_val[0];
@@ -345,9 +363,7 @@ int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
     int  n    = 0;
     int  rc   = parse_jobs(c, jobs_path, &jobs, &n);
     if (rc) {
-        for (int i = 0; i < n; i++)
-            cJSON_Delete(jobs[i].options);
-        free(jobs);
+        free_jobs(jobs, n);
         return rc;
     }
     char cache[PATH_MAX];
@@ -445,9 +461,10 @@ int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
             cJSON_AddStringToObject(o, "model", jobs[i].model);
             cJSON_AddStringToObject(o, "out", jobs[i].out);
             cJSON_AddStringToObject(o, "job_tag", jobs[i].tag);
-            cJSON_AddStringToObject(o, "state", jobs[i].skipped  ? "already_done"
-                                                : jobs[i].status ? "failed"
-                                                                 : "done");
+            cJSON_AddStringToObject(o, "state",
+                                    jobs[i].skipped  ? "already_done"
+                                    : jobs[i].status ? "failed"
+                                                     : "done");
             cJSON_AddNumberToObject(o, "exit_code", jobs[i].status);
             if (!jobs[i].skipped) {
                 cJSON_AddNumberToObject(o, "seconds", jobs[i].seconds);
@@ -471,11 +488,7 @@ int cmd_batch(cli_ctx *c, const cli_cmd *cmd, cli_args *a) {
         rc = LQ_ERR_JOBS_FAILED;
     }
 done:
-    for (int i = 0; i < n; i++) {
-        cJSON_Delete(jobs[i].options);
-        free(jobs[i].report);
-    }
-    free(jobs);
+    free_jobs(jobs, n);
     return rc;
 }
 

@@ -127,6 +127,15 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
         if (hdr[i] < 0x20 && hdr[i] != ' ' && hdr[i] != '\t' && hdr[i] != '\n' && hdr[i] != '\r')
             LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header has control byte 0x%02x at byte %llu",
                     label, hdr[i], (unsigned long long)i);
+    /* count the entries before building the tree (linear, no allocation) */
+    int64_t noffs = 0;
+    for (const char *q = (const char *)hdr, *e = q + hlen; q + 14 <= e; q++) {
+        if (!(q = memchr(q, '"', (size_t)(e - q))) || q + 14 > e)
+            break;
+        if (!memcmp(q, "\"data_offsets\"", 14) && ++noffs > LQ_ST_MAX_TENSORS)
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "%s: more than %d tensors in one file", label,
+                    LQ_ST_MAX_TENSORS);
+    }
     const char *end  = NULL;
     cJSON      *root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
     if (!root)

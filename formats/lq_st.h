@@ -14,6 +14,9 @@
 
 #define LQ_ST_MAX_DIMS     8
 #define LQ_ST_MAX_HEADER   (100ll * 1000 * 1000)
+/* Tensors one file may hold (real shards hold at most tens of thousands); the header's JSON
+ * tree costs ~700 bytes per tensor while it is parsed, so 1M tensors cost 0.9 GB. */
+#define LQ_ST_MAX_TENSORS  (1 << 18)
 /* Shard files one index may name (the largest checkpoints have a few hundred). */
 #define LQ_ST_MAX_SHARDS   65536
 

@@ -7,6 +7,8 @@
 #   * a tokenizer.json with a Sequence of 16 ByteLevel pre-tokenizers (exponential: > 60 s, 2.7 GB)
 #   * 100k added tokens sharing a first byte over 20k characters (a scan per position: 11 s),
 #     2500 of them matched
+#   * a safetensors header with 262145 tensors (refused before its JSON tree: 1M took 0.9 GB)
+#   * a batch file of 10^5 jobs (two PATH_MAX buffers per job made it 1 GB to parse)
 source "$(dirname "$0")/cli_lib.bash"
 SRC=${LQ_SRC:?}
 TOKBIN=${LQ_BUILD:-}/tests/test_tokenizer
@@ -61,12 +63,44 @@ for i in range(100000):
 json.dump(dict(base, added_tokens=added, pre_tokenizer=None),
           open(os.path.join(w, "added100k.json"), "w"))
 open(os.path.join(w, "x20k.txt"), "w").write("xx00042x" * 2500)
+import struct
+n = (1 << 18) + 1
+h = {f"t{i:07d}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(n)}
+b = json.dumps(h, separators=(",", ":")).encode()
+b += b" " * (-len(b) % 8)
+os.makedirs(os.path.join(w, "many"))
+json.dump({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 8, "vocab_size": 512},
+          open(os.path.join(w, "many", "config.json"), "w"))
+with open(os.path.join(w, "many", "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(b)) + b + b"\0" * n)
+with open(os.path.join(w, "jobs.jsonl"), "w") as f:
+    for i in range(100000):
+        f.write(json.dumps({"method": "rtn", "model": "no-such-model", "out": f"o{i}"}) + "\n")
 EOF
 
 guard 60 "$LQ_BIN" inspect "$W/idx200000"
 expect_error 29 "200000 shard files (more than 65536)" "index with 200k shard names"
 guard 60 "$LQ_BIN" inspect "$W/idx60000"
 expect_error 29 "named in the index is missing" "index with 60k shard names"
+
+guard 60 "$LQ_BIN" inspect "$W/many"
+expect_error 9 "more than 262144 tensors in one file" "262145 tensors in one header"
+
+# peak RSS of the 10^5-job batch over that of `llmquant --version` (shared libraries alone are
+# ~270 MB with CUDA linked)
+guard 120 python3 - "$LQ_BIN" "$W" <<'EOF'
+import os, subprocess, sys
+exe, w = sys.argv[1], sys.argv[2]
+def peak(args):
+    pid = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=w).pid
+    return os.wait4(pid, 0)[2].ru_maxrss / 1024
+base = peak([exe, "--version"])
+batch = peak([exe, "-q", "batch", "jobs.jsonl", "--shard", "0/100000"])
+print(f"batch of 10^5 jobs: {batch:.0f} MiB peak, --version {base:.0f} MiB")
+sys.exit(0 if batch - base < 100 else 1)
+EOF
+expect_rc 0 "10^5-job batch file parse memory: $(cat "$T/out")"
 
 if [ -x "$TOKBIN" ]; then
     guard 60 "$TOKBIN" --ids "$W/bytelevel16.json" "$W/x20k.txt"
