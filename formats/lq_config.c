@@ -9,7 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const k_supported[] = {"llama", "mistral", "qwen2"};
+/* The model families, one row each: what a config of that model_type means where the file is
+ * silent (the transformers config class defaults) and what its layers hold. */
+typedef struct family {
+    const char *model_type;
+    int64_t     default_max_pos;
+    int         default_ids; /* absent bos/eos ids default to 1 / 2 (LlamaConfig, MistralConfig) */
+    int         sliding;  /* 0 none, 1 "sliding_window" (mistral), 2 "use_sliding_window" (qwen) */
+    int         qkv_bias; /* q/k/v always have biases, o_proj none (Qwen2Attention) */
+    int         qk_norm;  /* RMSNorm of each q and k head before RoPE (Qwen3Attention) */
+    int64_t     default_kv_heads; /* absent num_key_value_heads: this, 0 = num_attention_heads */
+    int64_t     default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
+} family;
+
+static const family k_families[] = {
+    {"llama", 2048, 1, 0, 0, 0, 0, 0},
+    {"mistral", 4096 * 32, 1, 1, 0, 0, 0, 0},
+    {"qwen2", 32768, 0, 2, 1, 0, 0, 0},
+    {"qwen3", 32768, 0, 2, 0, 1, 32, 128}, /* Qwen3Config: 32 KV heads, head_dim 128 */
+};
 
 /* RoPE as transformers resolves it: the parameters dict is "rope_scaling" (transformers < 5)
  * or "rope_parameters" (>= 5, which also moves rope_theta inside); rope_theta comes from that
@@ -84,17 +102,17 @@ static lq_status parse_rope(const cJSON *root, const char *label, lq_model_confi
  * uses sliding_window (class default 4096 when the key is absent, none when null). Qwen2: only
  * with use_sliding_window, and then only layers >= max_window_layers -- a per-layer mix we do
  * not model, so it is refused rather than run as full attention. Llama: no sliding window. */
-static lq_status parse_sliding_window(const cJSON *root, const char *label, lq_model_config *cfg,
-                                      lq_err *err) {
+static lq_status parse_sliding_window(const cJSON *root, const char *label, const family *fam,
+                                      lq_model_config *cfg, lq_err *err) {
     cfg->sliding_window = 0;
     const cJSON *sw     = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-    if (!strcmp(cfg->model_type, "mistral")) {
+    if (fam->sliding == 1) {
         if (!sw)
             cfg->sliding_window = 4096;
         else if (!cJSON_IsNull(sw))
             LQ_TRY(lq_json_get_i64(root, "sliding_window", 0, 1, (int64_t)1 << 40,
                                    &cfg->sliding_window, label, err));
-    } else if (!strcmp(cfg->model_type, "qwen2")) {
+    } else if (fam->sliding == 2) {
         int use = 0;
         LQ_TRY(lq_json_get_bool(root, "use_sliding_window", 0, &use, label, err));
         if (use && sw && !cJSON_IsNull(sw)) {
@@ -113,9 +131,9 @@ static lq_status parse_sliding_window(const cJSON *root, const char *label, lq_m
             }
             if (sliding)
                 LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                        "%s: model_type \"qwen2\" with use_sliding_window on some layers is not "
+                        "%s: model_type \"%s\" with use_sliding_window on some layers is not "
                         "supported",
-                        label);
+                        label, cfg->model_type);
         }
     }
     return LQ_OK;
@@ -156,13 +174,18 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
 
     LQ_TRY_GOTO(lq_json_get_str(root, "model_type", 1, cfg->model_type, sizeof cfg->model_type,
                                 label, err));
-    int ok = 0;
-    for (size_t i = 0; i < sizeof k_supported / sizeof *k_supported; i++)
-        ok |= strcmp(cfg->model_type, k_supported[i]) == 0;
-    if (!ok)
+    const family *fam        = NULL;
+    char          names[128] = "";
+    for (size_t i = 0; i < sizeof k_families / sizeof *k_families; i++) {
+        if (!strcmp(cfg->model_type, k_families[i].model_type))
+            fam = &k_families[i];
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 k_families[i].model_type);
+    }
+    if (!fam)
         LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                     "%s: model_type \"%s\" is not supported (supported: llama, mistral, qwen2)",
-                     label, cfg->model_type);
+                     "%s: model_type \"%s\" is not supported (supported: %s)", label,
+                     cfg->model_type, names);
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "architectures");
     if (cJSON_IsArray(arch) && cJSON_GetArraySize(arch) > 0 &&
         cJSON_IsString(cJSON_GetArrayItem(arch, 0))) {
@@ -190,15 +213,13 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         lq_json_get_i64(root, "num_hidden_layers", 1, 1, 1 << 16, &cfg->num_layers, label, err));
     LQ_TRY_GOTO(
         lq_json_get_i64(root, "num_attention_heads", 1, 1, 1 << 16, &cfg->num_heads, label, err));
-    cfg->num_kv_heads = cfg->num_heads;
+    cfg->num_kv_heads = fam->default_kv_heads ? fam->default_kv_heads : cfg->num_heads;
     LQ_TRY_GOTO(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 16, &cfg->num_kv_heads,
                                 label, err));
     LQ_TRY_GOTO(
         lq_json_get_i64(root, "vocab_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->vocab_size, label, err));
     /* the config classes' defaults, for the rare file that omits the key */
-    cfg->max_position_embeddings = !strcmp(cfg->model_type, "mistral") ? 4096 * 32
-                                   : !strcmp(cfg->model_type, "qwen2") ? 32768
-                                                                       : 2048;
+    cfg->max_position_embeddings = fam->default_max_pos;
     LQ_TRY_GOTO(lq_json_get_i64(root, "max_position_embeddings", 0, 1, BIG,
                                 &cfg->max_position_embeddings, label, err));
     cfg->rms_norm_eps = 1e-6;
@@ -212,7 +233,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
                      label, (long long)cfg->num_heads, (long long)cfg->num_kv_heads);
     /* transformers: head_dim = config.head_dim if given, else hidden_size // heads; q_proj maps
      * hidden_size -> heads * head_dim, so divisibility only matters for the derived value. */
-    cfg->head_dim = 0;
+    cfg->head_dim = fam->default_head_dim;
     LQ_TRY_GOTO(lq_json_get_i64(root, "head_dim", 0, 2, 1 << 16, &cfg->head_dim, label, err));
     if (cfg->head_dim == 0) {
         if (cfg->hidden_size % cfg->num_heads != 0)
@@ -229,11 +250,11 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "attention_bias", 0, &cfg->attention_bias, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
-    if (strcmp(cfg->model_type, "qwen2") == 0)
-        cfg->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
+    cfg->qkv_bias = fam->qkv_bias;
+    cfg->qk_norm  = fam->qk_norm;
     /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none);
      * null: none (-1). */
-    int has_ids       = strcmp(cfg->model_type, "qwen2") != 0;
+    int has_ids       = fam->default_ids;
     cfg->bos_token_id = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") || !has_ids ? -1 : 1;
     cfg->eos_token_id = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") || !has_ids ? -1 : 2;
     LQ_TRY_GOTO(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
@@ -251,7 +272,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         LQ_TRY_GOTO(
             lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label, err));
     }
-    LQ_TRY_GOTO(parse_sliding_window(root, label, cfg, err));
+    LQ_TRY_GOTO(parse_sliding_window(root, label, fam, cfg, err));
 
     char act[32] = "silu";
     LQ_TRY_GOTO(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));

@@ -1,4 +1,5 @@
-/* lq_config.h -- Hugging Face config.json for Llama-family decoders (llama, mistral, qwen2). */
+/* lq_config.h -- Hugging Face config.json for Llama-family decoders (llama, mistral, qwen2,
+ * qwen3). */
 #ifndef LQ_CONFIG_H
 #define LQ_CONFIG_H
 
@@ -17,7 +18,7 @@ typedef enum lq_rope_type {
 } lq_rope_type;
 
 typedef struct lq_model_config {
-    char    model_type[32];   /* "llama", "mistral", "qwen2" */
+    char    model_type[32];   /* "llama", "mistral", "qwen2", "qwen3" */
     char    architecture[64]; /* architectures[0] */
     char    torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
     int64_t hidden_size;
@@ -36,6 +37,7 @@ typedef struct lq_model_config {
     int     tie_word_embeddings;
     int     attention_bias; /* q/k/v/o bias (llama attention_bias) */
     int     qkv_bias;       /* q/k/v bias only (qwen2) */
+    int     qk_norm;        /* q_norm/k_norm: RMSNorm per head before RoPE (qwen3) */
     int     mlp_bias;
     int64_t bos_token_id; /* -1 if absent */
     int64_t eos_token_id;

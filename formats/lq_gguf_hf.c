@@ -19,9 +19,10 @@
 #include <string.h>
 
 static const lq_gguf_arch k_archs[] = {
-    /* gguf     model_type  class               permute_qk qkv_bias */
-    {"llama", "llama", "LlamaForCausalLM", 1, 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1},
+    /* gguf     model_type  class               permute_qk qkv_bias qk_norm */
+    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1},
 };
 
 lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err) {
@@ -48,21 +49,22 @@ lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *er
 /* ---------------------------------------------------------------------------------------- */
 static const struct {
     const char *gguf, *hf;
-    int         perm; /* 1: q heads, 2: kv heads */
+    int         perm;    /* 1: q heads, 2: kv heads */
+    int         qk_norm; /* exists only where the architecture has q/k norms */
 } k_block_names[] = {
-    {"attn_norm", "input_layernorm", 0}, {"ffn_norm", "post_attention_layernorm", 0},
-    {"attn_q", "self_attn.q_proj", 1},   {"attn_k", "self_attn.k_proj", 2},
-    {"attn_v", "self_attn.v_proj", 0},   {"attn_output", "self_attn.o_proj", 0},
-    {"ffn_gate", "mlp.gate_proj", 0},    {"ffn_up", "mlp.up_proj", 0},
-    {"ffn_down", "mlp.down_proj", 0},
+    {"attn_norm", "input_layernorm", 0, 0},    {"ffn_norm", "post_attention_layernorm", 0, 0},
+    {"attn_q", "self_attn.q_proj", 1, 0},      {"attn_k", "self_attn.k_proj", 2, 0},
+    {"attn_v", "self_attn.v_proj", 0, 0},      {"attn_output", "self_attn.o_proj", 0, 0},
+    {"ffn_gate", "mlp.gate_proj", 0, 0},       {"ffn_up", "mlp.up_proj", 0, 0},
+    {"ffn_down", "mlp.down_proj", 0, 0},       {"attn_q_norm", "self_attn.q_norm", 0, 1},
+    {"attn_k_norm", "self_attn.k_norm", 0, 1},
 };
 static const struct {
     const char *gguf, *hf;
 } k_global_names[] = {
     {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
 
-static int64_t arch_key_i64(const lq_gguf *g, const lq_gguf_arch *a, const char *key,
-                            int64_t def) {
+static int64_t arch_key_i64(const lq_gguf *g, const lq_gguf_arch *a, const char *key, int64_t def) {
     char    k[128];
     int64_t v;
     snprintf(k, sizeof k, "%s.%s", a->gguf, key);
@@ -88,12 +90,13 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
     for (size_t i = 0; i < sizeof k_block_names / sizeof k_block_names[0]; i++) {
         if (strlen(k_block_names[i].gguf) != plen || strncmp(part, k_block_names[i].gguf, plen))
             continue;
+        if (k_block_names[i].qk_norm && !a->qk_norm)
+            return false;
         if (a->permute_qk && k_block_names[i].perm) {
             const int64_t nh = arch_key_i64(g, a, "attention.head_count", 0);
-            *perm_heads = (int)(k_block_names[i].perm == 1 ? nh
-                                                           : arch_key_i64(g, a,
-                                                                          "attention.head_count_kv",
-                                                                          nh));
+            *perm_heads      = (int)(k_block_names[i].perm == 1
+                                         ? nh
+                                         : arch_key_i64(g, a, "attention.head_count_kv", nh));
         }
         return snprintf(hf, cap, "model.layers.%lld.%s%s", layer, k_block_names[i].hf, suffix) <
                (int)cap;
@@ -159,12 +162,11 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
     const char *path = lq_gguf_path(g);
     *json            = NULL;
     char k[128];
-#define REQ(var, key)                                                                          \
-    do {                                                                                       \
-        snprintf(k, sizeof k, "%s.%s", a->gguf, key);                                          \
-        if (!lq_gguf_get_i64(g, k, &var) || var < 1)                                           \
-            LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: %s missing or not a positive integer", path, \
-                    k);                                                                        \
+#define REQ(var, key)                                                                              \
+    do {                                                                                           \
+        snprintf(k, sizeof k, "%s.%s", a->gguf, key);                                              \
+        if (!lq_gguf_get_i64(g, k, &var) || var < 1)                                               \
+            LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: %s missing or not a positive integer", path, k); \
     } while (0)
     int64_t layers, hidden, ff, heads;
     REQ(layers, "block_count");
@@ -190,7 +192,7 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
                 "%s: partial rotary embedding (%s %lld of head_dim %lld) is not supported", path, k,
                 (long long)rot, (long long)head_dim);
-    const lq_gguf_kv *toks = vocab_tokens(g);
+    const lq_gguf_kv *toks  = vocab_tokens(g);
     int64_t           vocab = toks ? toks->n : arch_key_i64(g, a, "vocab_size", 0);
     if (vocab <= 0)
         LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: no tokenizer.ggml.tokens and no %s.vocab_size", path,
@@ -233,7 +235,7 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
         cJSON_AddNullToObject(r, "eos_token_id");
     if (pad >= 0)
         cJSON_AddNumberToObject(r, "pad_token_id", (double)pad);
-    if (!strcmp(a->model_type, "qwen2"))
+    if (!strncmp(a->model_type, "qwen", 4))
         cJSON_AddBoolToObject(r, "use_sliding_window", 0);
     /* RoPE scaling: linear is the only kind the llama mapping carries in metadata; the rest
      * (yarn, rope_freqs tensors of Llama 3.1) would run wrongly, so they are refused. */
@@ -274,16 +276,16 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 
 /* BPE pre-tokenizers: tokenizer.ggml.pre -> the tokenizer.json "pre_tokenizer" transformers
  * uses for the same models (llama-vocab.cpp gives llama.cpp's equivalent regexes). */
-#define BYTELEVEL(rx)                                                                          \
+#define BYTELEVEL(rx)                                                                              \
     "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":" rx "}"
-#define LLAMA3_RX                                                                              \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "   \
+#define LLAMA3_RX                                                                                  \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "         \
     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
-#define QWEN2_RX                                                                               \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "        \
+#define QWEN2_RX                                                                                   \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "              \
     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"
-#define SPLIT(rx)                                                                              \
-    "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" rx "\"},\"behavior\":\"Isolated\","        \
+#define SPLIT(rx)                                                                                  \
+    "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" rx "\"},\"behavior\":\"Isolated\","            \
     "\"invert\":false}"
 static const struct {
     const char *names; /* '|'-separated tokenizer.ggml.pre values */
@@ -292,8 +294,8 @@ static const struct {
 } k_pretok[] = {
     {"gpt-2|gpt2|phi-2", BYTELEVEL("true"), 0, 0},
     {"smollm|starcoder|refact|codeshell",
-     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
-     BYTELEVEL("true") "]}",
+     "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true}"
+     "," BYTELEVEL("true") "]}",
      0, 0},
     {"llama3|llama-v3|llama-bpe|falcon3",
      "{\"type\":\"Sequence\",\"pretokenizers\":[" SPLIT(LLAMA3_RX) "," BYTELEVEL("false") "]}", 1,
@@ -351,22 +353,26 @@ static lq_status load_vocab(const lq_gguf *g, vocab *v, lq_err *err) {
     v->merges = lq_gguf_find(g, "tokenizer.ggml.merges");
     if (v->types && (v->types->type != LQ_GGUF_ARRAY || v->types->n != v->n ||
                      v->types->atype == LQ_GGUF_STRING))
-        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: tokenizer.ggml.token_type has %lld entries for %lld "
-                "tokens", path, (long long)v->types->n, (long long)v->n);
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER,
+                "%s: tokenizer.ggml.token_type has %lld entries for %lld "
+                "tokens",
+                path, (long long)v->types->n, (long long)v->n);
     if (v->scores && (v->scores->type != LQ_GGUF_ARRAY || v->scores->n != v->n ||
                       v->scores->atype == LQ_GGUF_STRING))
-        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER, "%s: tokenizer.ggml.scores has %lld entries for %lld "
-                "tokens", path, (long long)v->scores->n, (long long)v->n);
+        LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER,
+                "%s: tokenizer.ggml.scores has %lld entries for %lld "
+                "tokens",
+                path, (long long)v->scores->n, (long long)v->n);
     v->spm = !strcmp(v->model, "llama");
     if (!v->spm && strcmp(v->model, "gpt2"))
         LQ_FAIL(err, LQ_ERR_GGUF_TOKENIZER,
                 "%s: tokenizer.ggml.model \"%s\" is not supported (gpt2 BPE and llama "
                 "SentencePiece are)",
                 path, v->model);
-    v->bos = special_id(g, "bos", v->spm ? 1 : -1);
-    v->eos = special_id(g, "eos", v->spm ? 2 : -1);
-    v->unk = special_id(g, "unknown", v->spm ? 0 : -1);
-    v->pad = special_id(g, "padding", -1);
+    v->bos          = special_id(g, "bos", v->spm ? 1 : -1);
+    v->eos          = special_id(g, "eos", v->spm ? 2 : -1);
+    v->unk          = special_id(g, "unknown", v->spm ? 0 : -1);
+    v->pad          = special_id(g, "padding", -1);
     int64_t *ids[4] = {&v->bos, &v->eos, &v->unk, &v->pad};
     for (int i = 0; i < 4; i++)
         if (*ids[i] >= v->n)
@@ -434,7 +440,8 @@ static int strset_add(strset *set, const lq_gguf *g, const lq_gguf_kv *toks, int
     const char *s, *o;
     int64_t     n, on;
     lq_gguf_arr_str(g, toks, id, &s, &n);
-    for (uint64_t h = fnv1a(s, n) & (uint64_t)(set->cap - 1);; h = (h + 1) & (uint64_t)(set->cap - 1)) {
+    for (uint64_t h = fnv1a(s, n) & (uint64_t)(set->cap - 1);;
+         h          = (h + 1) & (uint64_t)(set->cap - 1)) {
         if (!set->slot[h]) {
             set->slot[h] = id + 1;
             return 1;
@@ -456,7 +463,7 @@ static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out
         if (name_in(k_pretok[i].names, v->pre, (int64_t)strlen(v->pre)))
             break;
     cJSON *pre = cJSON_Parse(k_pretok[i].pre_tokenizer);
-    cJSON *r = cJSON_CreateObject();
+    cJSON *r   = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "version", "1.0");
     cJSON_AddNullToObject(r, "truncation");
     cJSON_AddNullToObject(r, "padding");
@@ -500,7 +507,7 @@ static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out
     cJSON_AddNullToObject(r, "normalizer");
     cJSON_AddItemToObject(r, "pre_tokenizer", pre);
     if (v->add_bos) {
-        char tp[1024];
+        char   tp[1024];
         cJSON *bos = token_str(g, v, v->bos);
         snprintf(tp, sizeof tp,
                  "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"%s\","
@@ -603,9 +610,9 @@ lq_status lq_spm_model_write(const char *const *pieces, const int64_t *piece_len
         pb_int(&msg, 3, types[i]);
         pb_bytes(&out, 1, msg.p, msg.n);
     }
-    msg.n = 0; /* TrainerSpec */
-    pb_int(&msg, 3, 2);  /* model_type: BPE */
-    pb_int(&msg, 4, n);  /* vocab_size */
+    msg.n = 0;          /* TrainerSpec */
+    pb_int(&msg, 3, 2); /* model_type: BPE */
+    pb_int(&msg, 4, n); /* vocab_size */
     pb_int(&msg, 35, spec->byte_fallback);
     pb_int(&msg, 40, spec->unk_id);
     pb_int(&msg, 41, spec->bos_id);
@@ -654,9 +661,9 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
                          (long long)i);
         bytes |= types[i] == TT_BYTE;
     }
-    lq_spm_spec spec = {v->add_prefix, v->remove_extra_ws, bytes, (int32_t)v->unk,
-                        (int32_t)v->bos, (int32_t)v->eos,  (int32_t)v->pad};
-    st = lq_spm_model_write(pieces, lens, scores, types, v->n, &spec, out, len, err);
+    lq_spm_spec spec = {v->add_prefix,   v->remove_extra_ws, bytes,          (int32_t)v->unk,
+                        (int32_t)v->bos, (int32_t)v->eos,    (int32_t)v->pad};
+    st               = lq_spm_model_write(pieces, lens, scores, types, v->n, &spec, out, len, err);
 done:
     free(pieces);
     free(lens);
@@ -668,9 +675,9 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* Side files                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
-const char *const lq_gguf_hf_file_names[] = {
-    "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-    "generation_config.json", NULL};
+const char *const lq_gguf_hf_file_names[] = {"tokenizer.json",         "tokenizer.model",
+                                             "tokenizer_config.json",  "special_tokens_map.json",
+                                             "generation_config.json", NULL};
 
 static void add_tok(const lq_gguf *g, const vocab *v, cJSON *o, const char *key, int64_t id) {
     if (id >= 0)
@@ -694,8 +701,8 @@ lq_status lq_gguf_hf_file(const lq_gguf *g, const char *name, char **data, int64
     *data = NULL;
     *len  = 0;
     if (!strcmp(name, "generation_config.json")) {
-        cJSON *r = cJSON_CreateObject();
-        int    spm = is_spm(g);
+        cJSON  *r   = cJSON_CreateObject();
+        int     spm = is_spm(g);
         int64_t bos = special_id(g, "bos", spm ? 1 : -1), eos = special_id(g, "eos", spm ? 2 : -1);
         if (bos >= 0)
             cJSON_AddNumberToObject(r, "bos_token_id", (double)bos);
@@ -707,8 +714,10 @@ lq_status lq_gguf_hf_file(const lq_gguf *g, const char *name, char **data, int64
     LQ_TRY(load_vocab(g, &v, err));
     if (!strcmp(name, "tokenizer.json")) {
         if (v.spm)
-            LQ_FAIL(err, LQ_ERR_NOT_FOUND, "%s: a SentencePiece vocabulary travels as "
-                    "tokenizer.model", path);
+            LQ_FAIL(err, LQ_ERR_NOT_FOUND,
+                    "%s: a SentencePiece vocabulary travels as "
+                    "tokenizer.model",
+                    path);
         LQ_TRY(bpe_tokenizer_json(g, &v, data, err));
         *len = (int64_t)strlen(*data);
         return LQ_OK;

@@ -15,6 +15,7 @@ typedef struct lq_gguf_arch {
     const char *hf_class;   /* config.json architectures[0] */
     int         permute_qk; /* convert_hf_to_gguf.py interleaved the q/k rows per head */
     int         qkv_bias;   /* attn_q/k/v carry biases (config.json has no key for it) */
+    int         qk_norm;    /* attn_q_norm / attn_k_norm per head (qwen3) */
 } lq_gguf_arch;
 
 /* Architecture of g; LQ_ERR_UNSUPPORTED_ARCH "unsupported architecture gemma3 (supported:

@@ -130,11 +130,24 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
     return LQ_OK;
 }
 
+int lq_layer_vecs(const lq_model_config *cfg, lq_layer *l, lq_layer_vec out[LQ_LAYER_MAX_VECS]) {
+    int n    = 0;
+    out[n++] = (lq_layer_vec){"input_layernorm.weight", cfg->hidden_size, &l->attn_norm};
+    out[n++] = (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size, &l->mlp_norm};
+    if (cfg->qk_norm) {
+        out[n++] = (lq_layer_vec){"self_attn.q_norm.weight", cfg->head_dim, &l->q_norm};
+        out[n++] = (lq_layer_vec){"self_attn.k_norm.weight", cfg->head_dim, &l->k_norm};
+    }
+    return n;
+}
+
 void lq_layer_free(lq_layer *l) {
     if (!l)
         return;
     free(l->attn_norm);
     free(l->mlp_norm);
+    free(l->q_norm);
+    free(l->k_norm);
     for (int i = 0; i < LQ_LIN_COUNT; i++)
         lq_linear_free(&l->lin[i]);
     memset(l, 0, sizeof *l);
@@ -391,12 +404,14 @@ static lq_status validate(const lq_model *m, lq_err *err) {
     LQ_TRY_GOTO(check_no_extra_layers(m, err));
     if (!c->tie_word_embeddings)
         LQ_TRY_GOTO(check_linear(m, "lm_head", c->vocab_size, d, 0, &scratch, &scratch_n, err));
+    lq_layer     probe = {0};
+    lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
+    const int    nvec = lq_layer_vecs(c, &probe, vecs);
     for (int64_t i = 0; i < c->num_layers; i++) {
-        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
-        LQ_TRY_GOTO(check_float(m, name, 1, &d, err));
-        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
-                 (long long)i);
-        LQ_TRY_GOTO(check_float(m, name, 1, &d, err));
+        for (int v = 0; v < nvec; v++) {
+            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
+            LQ_TRY_GOTO(check_float(m, name, 1, &vecs[v].len, err));
+        }
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             int64_t n, k;
             lq_lin_shape(c, (lq_lin_id)l, &n, &k);
@@ -467,10 +482,12 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
     LQ_RETURN_IF(i < 0 || i >= c->num_layers, err, LQ_ERR_INVALID_ARG,
                  "%s: layer %lld out of range [0, %lld)", m->dir, (long long)i,
                  (long long)c->num_layers);
-    snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
-    LQ_TRY_GOTO(read_vec(m, name, c->hidden_size, &out->attn_norm, err));
-    snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight", (long long)i);
-    LQ_TRY_GOTO(read_vec(m, name, c->hidden_size, &out->mlp_norm, err));
+    lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
+    const int    nvec = lq_layer_vecs(c, out, vecs);
+    for (int v = 0; v < nvec; v++) {
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
+        LQ_TRY_GOTO(read_vec(m, name, vecs[v].len, vecs[v].slot, err));
+    }
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
@@ -625,11 +642,16 @@ lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *er
 lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err) {
     memset(out, 0, sizeof *out);
     const int64_t d = cfg->hidden_size;
-    out->attn_norm  = lq_malloc_n(d, sizeof(float));
-    out->mlp_norm   = lq_malloc_n(d, sizeof(float));
-    int ok          = out->attn_norm && out->mlp_norm;
-    for (int64_t i = 0; ok && i < d; i++)
-        out->attn_norm[i] = out->mlp_norm[i] = 1.f;
+    (void)d;
+    lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
+    const int    nvec = lq_layer_vecs(cfg, out, vecs);
+    int          ok   = 1;
+    for (int v = 0; v < nvec && ok; v++) {
+        float *w = *vecs[v].slot = lq_malloc_n(vecs[v].len, sizeof(float));
+        ok                       = w != NULL;
+        for (int64_t i = 0; ok && i < vecs[v].len; i++)
+            w[i] = 1.f;
+    }
     for (int l = 0; ok && l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
         lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);

@@ -54,8 +54,22 @@ float    *lq_linear_dense_mut(lq_linear *l);
 typedef struct lq_layer {
     float    *attn_norm; /* [d] input_layernorm.weight */
     float    *mlp_norm;  /* [d] post_attention_layernorm.weight */
+    float    *q_norm;    /* [head_dim] self_attn.q_norm.weight (cfg.qk_norm), else NULL */
+    float    *k_norm;    /* [head_dim] self_attn.k_norm.weight (cfg.qk_norm), else NULL */
     lq_linear lin[LQ_LIN_COUNT];
 } lq_layer;
+
+/* The float vectors of a layer besides its linears (norm weights), named as the checkpoint names
+ * them under "model.layers.N.". Enumerated here once, so that loading, validation, writing and
+ * copying a layer follow the family (Qwen3 adds q_norm / k_norm) without lists of their own.
+ * Fills out[] and returns the count. */
+#define LQ_LAYER_MAX_VECS 4
+typedef struct lq_layer_vec {
+    const char *leaf; /* "input_layernorm.weight", ... */
+    int64_t     len;
+    float     **slot; /* the layer's pointer */
+} lq_layer_vec;
+int lq_layer_vecs(const lq_model_config *cfg, lq_layer *l, lq_layer_vec out[LQ_LAYER_MAX_VECS]);
 
 void lq_layer_free(lq_layer *l);
 

@@ -326,6 +326,10 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
     LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
     LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
+    if (L->q_norm && L->k_norm) { /* Qwen3: RMSNorm of every head, before RoPE (in place) */
+        lq_rmsnorm(ws->q, L->q_norm, T * H, hd, c->rms_norm_eps, ws->q);
+        lq_rmsnorm(ws->k, L->k_norm, T * KV, hd, c->rms_norm_eps, ws->k);
+    }
     rope_apply(ws, ws->q, T, qd, H, seqlen, nt);
     rope_apply(ws, ws->k, T, kvd, KV, seqlen, nt);
     LQ_TRY(ensure_scores(ws, nt, err));

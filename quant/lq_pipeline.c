@@ -349,7 +349,7 @@ static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
 
 static lq_status do_layers(run *r) {
     const lq_model_config *c    = &r->m->cfg;
-    int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen, d = c->hidden_size;
+    int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen;
     (void)nseq;
     lq_status st = LQ_OK;
     double    t0 = lq_now();
@@ -400,12 +400,13 @@ static lq_status do_layers(run *r) {
             r->nxt      = t;
             LQ_TRY_GOTO(lq_spill_clear(r->nxt, r->err));
         }
-        char name[512];
-        snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)i);
-        LQ_TRY_GOTO(write_vec(r, name, L.attn_norm, d));
-        snprintf(name, sizeof name, "model.layers.%lld.post_attention_layernorm.weight",
-                 (long long)i);
-        LQ_TRY_GOTO(write_vec(r, name, L.mlp_norm, d));
+        char         name[512];
+        lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
+        const int    nvec = lq_layer_vecs(&r->m->cfg, &L, vecs);
+        for (int v = 0; v < nvec; v++) {
+            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
+            LQ_TRY_GOTO(write_vec(r, name, *vecs[v].slot, vecs[v].len));
+        }
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             char prefix[256];
             lq_qjob_module(&j, (lq_lin_id)l, prefix, sizeof prefix);

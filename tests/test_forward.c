@@ -711,8 +711,12 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
 static lq_status dequantized_copy(const lq_model_config *cfg, const lq_layer *L, lq_layer *out,
                                   lq_err *err) {
     LQ_TRY(lq_layer_alloc_dense(cfg, out, err));
-    memcpy(out->attn_norm, L->attn_norm, (size_t)cfg->hidden_size * sizeof(float));
-    memcpy(out->mlp_norm, L->mlp_norm, (size_t)cfg->hidden_size * sizeof(float));
+    lq_layer_vec src[LQ_LAYER_MAX_VECS], dst[LQ_LAYER_MAX_VECS];
+    lq_layer     view = *L; /* the same vectors, through a non-const handle */
+    const int    nvec = lq_layer_vecs(cfg, &view, src);
+    lq_layer_vecs(cfg, out, dst);
+    for (int v = 0; v < nvec; v++)
+        memcpy(*dst[v].slot, *src[v].slot, (size_t)src[v].len * sizeof(float));
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         const lq_qlinear *q = &L->lin[l].buf.q;
         float            *w = lq_linear_dense_mut(&out->lin[l]);

@@ -46,6 +46,22 @@ variants = {
     "qwen2": {**base, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "num_key_value_heads": 2,
               "sliding_window": 32768, "use_sliding_window": False, "max_window_layers": 21,
               "rope_theta": 1e6, "rms_norm_eps": 1e-6, "tie_word_embeddings": True},
+    # head_dim from Qwen3Config's default (128, not hidden / heads)
+    "qwen3_min": {**base, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                  "num_key_value_heads": 4},
+    # Qwen3-0.6B's config.json (sizes as published)
+    "qwen3_0.6b": {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False,
+                   "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+                   "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+                   "initializer_range": 0.02, "intermediate_size": 3072,
+                   "max_position_embeddings": 40960, "max_window_layers": 28,
+                   "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+                   "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None,
+                   "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": True,
+                   "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
+                   "vocab_size": 151936},
+    "qwen3_attention_bias": {**base, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                             "attention_bias": True, "head_dim": 32, "num_key_value_heads": 2},
 }
 
 
@@ -60,8 +76,8 @@ def theirs(d):
     rtype = rp.get("rope_type", rp.get("type", "default"))
     theta = rp.get("rope_theta", getattr(c, "rope_theta", None))
     eos = c.eos_token_id[0] if isinstance(c.eos_token_id, list) else c.eos_token_id
-    sw = getattr(c, "sliding_window", None) if c.model_type in ("mistral", "qwen2") else None
-    if c.model_type == "qwen2" and "sliding_attention" not in (getattr(c, "layer_types", None) or []):
+    sw = getattr(c, "sliding_window", None) if c.model_type in ("mistral", "qwen2", "qwen3") else None
+    if c.model_type in ("qwen2", "qwen3") and "sliding_attention" not in (getattr(c, "layer_types", None) or []):
         sw = None
     want = {"status": "LQ_OK", "model_type": c.model_type, "hidden_size": c.hidden_size,
             "intermediate_size": c.intermediate_size, "num_hidden_layers": c.num_hidden_layers,
@@ -70,8 +86,9 @@ def theirs(d):
             "vocab_size": c.vocab_size, "max_position_embeddings": c.max_position_embeddings,
             "rms_norm_eps": float(c.rms_norm_eps), "rope_theta": float(theta), "rope_type": rtype,
             "tie_word_embeddings": int(bool(c.tie_word_embeddings)),
-            "attention_bias": int(bool(getattr(c, "attention_bias", False))) if c.model_type == "llama" else 0,
+            "attention_bias": int(bool(getattr(c, "attention_bias", False))) if c.model_type in ("llama", "qwen3") else 0,
             "qkv_bias": int(c.model_type == "qwen2"),
+            "qk_norm": int(c.model_type == "qwen3"),
             "mlp_bias": int(bool(getattr(c, "mlp_bias", False))) if c.model_type == "llama" else 0,
             "sliding_window": sw or 0, "bos_token_id": -1 if c.bos_token_id is None else c.bos_token_id,
             "eos_token_id": -1 if eos is None else eos}

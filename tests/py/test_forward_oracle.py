@@ -6,7 +6,8 @@ transformers' own models (torch, float32, eager attention):
   * small random models covering what stories260K does not: Llama with GQA, attention and MLP
     biases, an untied lm_head and llama3 RoPE scaling, stored in bf16; Qwen2 (q/k/v bias, tied
     embeddings) with linear RoPE scaling in fp32; Mistral with a sliding window shorter than the
-    sequence, head_dim set explicitly, in fp16.
+    sequence, head_dim set explicitly, in fp16; Qwen3 (per-head q/k RMSNorm before RoPE, head_dim
+    wider than hidden / heads, untied) in bf16.
 
 Skips (exit 77) without torch / transformers / safetensors or without the built test binary."""
 import os
@@ -20,7 +21,7 @@ try:
     import numpy as np
     import torch
     from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM)
+                              Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 except ImportError as e:
     lq_oracle.skip(f"{e}")
 
@@ -123,14 +124,61 @@ cases = [
         vocab_size=300, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
         sliding_window=16, tie_word_embeddings=False), torch.float16, 80),
+    ("qwen3_qk_norm_head_dim_bf16", Qwen3ForCausalLM, Qwen3Config(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+        tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6}), torch.bfloat16, 96),
 ]
+models = {}
 for name, cls, cfg, dtype, seqlen in cases:
     cfg._attn_implementation = "eager"
     d, m = random_model(cls, cfg, dtype, name)
+    models[name] = (d, m, cls, cfg, seqlen)
     rng = np.random.default_rng(2)
     ids = rng.integers(0, cfg.vocab_size, size=(3, seqlen))
     compare(name, d, m, ids, 2e-5)
     compare(name + ", chunked", d, m, ids, 2e-5, max_tokens=seqlen)
+
+
+# ---- a quantized checkpoint of a new family, through both forwards ----------------------------
+def gptq_dequant(sd, prefix, bits):
+    """AutoGPTQ v1 tensors -> float32 weight [n, k]: scale[g] * (q - (z + 1))."""
+    qw, qz = sd[prefix + ".qweight"].numpy().view(np.uint32), sd[prefix + ".qzeros"].numpy().view(np.uint32)
+    sc, gi = sd[prefix + ".scales"].float().numpy(), sd[prefix + ".g_idx"].numpy()
+    per, mask = 32 // bits, (1 << bits) - 1
+    q = np.stack([(qw >> (bits * i)) & mask for i in range(per)], 1).reshape(-1, qw.shape[1])
+    z = np.stack([(qz >> (bits * i)) & mask for i in range(per)], 2).reshape(qz.shape[0], -1)
+    return ((q.astype(np.float32) - (z[gi] + 1)) * sc[gi]).T
+
+
+lq_bin = os.environ.get("LQ_BIN") or os.path.join(build, "llmquant")
+d, m, cls, cfg, seqlen = models["qwen3_qk_norm_head_dim_bf16"]
+dq = os.path.join(tmp, "qwen3_rtn_w8")
+r = subprocess.run([lq_bin, "-q", "rtn", d, "-o", dq, "--bits", "8", "--group-size", "32", "--force"],
+                   capture_output=True, text=True)
+if r.returncode != 0:
+    print(f"FAIL llmquant rtn on Qwen3: {r.stderr.strip()}")
+    failures += 1
+else:
+    from safetensors.torch import load_file
+    sd = load_file(os.path.join(dq, "model.safetensors"))
+    state = {}
+    for k, v in sd.items():
+        if k.endswith(".qweight"):
+            p = k[: -len(".qweight")]
+            state[p + ".weight"] = torch.tensor(gptq_dequant(sd, p, 8))
+        elif not k.endswith((".qzeros", ".scales", ".g_idx")):
+            state[k] = v.float()
+    norms = sorted(k for k in state if k.endswith(("q_norm.weight", "k_norm.weight")))
+    if len(norms) != 2 * cfg.num_hidden_layers:
+        print(f"FAIL quantized Qwen3: {len(norms)} q/k norm tensors written")
+        failures += 1
+    mq = cls(cfg).eval()
+    mq.load_state_dict(state, strict=True)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, cfg.vocab_size, size=(2, seqlen))
+    compare("qwen3 rtn w8 g32 (our file, dequantized into transformers)", dq, mq, ids, 2e-5)
 
 if failures:
     print(f"{failures} comparison(s) failed")

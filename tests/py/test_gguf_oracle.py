@@ -13,10 +13,12 @@
   * Gemma-3: `llmquant convert` fails cleanly with "unsupported architecture gemma3" (exit 43).
 
 Skips (77) without numpy / gguf / torch / transformers / the cached models."""
+import glob
 import hashlib
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -144,4 +146,46 @@ if ids is not None:
     report(diff <= 1e-4 * scale and dn <= 1e-4,
            f"SmolLM2 logits over the GGUF vs transformers: max |diff| {diff:.3g} (max |logit| "
            f"{scale:.3g}), per-window NLL diff {dn:.3g}")
+
+# Qwen3 through llama.cpp's own converter: a random transformers Qwen3 (q/k norms, head_dim
+# wider than hidden / heads) -> convert_hf_to_gguf.py (llama.cpp, from the llama-cpp-python
+# sdist that scripts/fetch_models.sh caches) -> llmquant convert -> every tensor bit for bit.
+llcpp = os.environ.get("LQ_LLAMACPP_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "llmquant", "llama.cpp")
+conv_py = sorted(glob.glob(os.path.join(llcpp, "llama_cpp_python-*", "vendor", "llama.cpp",
+                                        "convert_hf_to_gguf.py")))
+if not conv_py:
+    lq_oracle.skip_part(f"no convert_hf_to_gguf.py under {llcpp}: run scripts/fetch_models.sh "
+                        "llamacpp (Qwen3 GGUF round trip)")
+else:
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    q3 = os.path.join(tmp, "qwen3-hf")
+    cfg = Qwen3Config(vocab_size=49152, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                      max_position_embeddings=256, tie_word_embeddings=False,
+                      use_sliding_window=False, rms_norm_eps=1e-6, rope_theta=1e6,
+                      bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    qm = Qwen3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for n_, p_ in qm.named_parameters():
+            p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(1 + 0.1 * torch.randn_like(p_))
+    qm.save_pretrained(q3, safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(hf_dir, f), q3)  # SmolLM2's vocabulary: 49152 entries
+    q3g, q3c = os.path.join(tmp, "qwen3.gguf"), os.path.join(tmp, "qwen3-conv")
+    r = subprocess.run([sys.executable, conv_py[-1], q3, "--outtype", "f32", "--outfile", q3g],
+                       capture_output=True, text=True)
+    report(r.returncode == 0, "llama.cpp convert_hf_to_gguf.py on a random Qwen3" +
+           ("" if r.returncode == 0 else ": " + r.stderr[-300:]))
+    if r.returncode == 0:
+        subprocess.run([lq, "-q", "convert", q3g, "-o", q3c, "--out-dtype", "float32", "--force"],
+                       check=True)
+        a_, b_ = load_file(os.path.join(q3, "model.safetensors")), load_file(os.path.join(q3c, "model.safetensors"))
+        bad = [k for k in a_ if k not in b_ or not np.array_equal(a_[k].astype(np.float32), b_[k])]
+        extra = sorted(set(b_) - set(a_))
+        qc = json.load(open(os.path.join(q3c, "config.json")))
+        report(not bad and not extra and qc["model_type"] == "qwen3" and qc["head_dim"] == 32,
+               f"Qwen3 HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors bit-identical"
+               + (f"; differ {bad[:3]} extra {extra[:3]}" if bad or extra else ""))
 sys.exit(1 if fail else 0)
