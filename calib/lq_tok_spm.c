@@ -91,18 +91,21 @@ static int pb_skip(pb *r, uint32_t wt) {
     uint64_t v;
     pb       sub;
     switch (wt) {
-    case 0: return pb_varint(r, &v);
+    case 0:
+        return pb_varint(r, &v);
     case 1:
         if (r->end - r->p < 8)
             return -1;
         r->p += 8;
         return 0;
-    case 2: return pb_bytes(r, &sub);
+    case 2:
+        return pb_bytes(r, &sub);
     case 5: {
         uint32_t x;
         return pb_fixed32(r, &x);
     }
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
@@ -115,8 +118,8 @@ static int pb_int32(pb *r, uint32_t wt, int32_t *out) {
     return 0;
 }
 
-#define PB_BAD(what)                                                                           \
-    return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed tokenizer.model (%s)", t->path, \
+#define PB_BAD(what)                                                                               \
+    return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: malformed tokenizer.model (%s)", t->path,    \
                    what)
 
 typedef struct spm_spec {
@@ -133,13 +136,26 @@ static lq_status parse_trainer(pb r, spm_spec *sp, lq_tokenizer *t, lq_err *err)
         int32_t v  = 0;
         int     rc = 0;
         switch (f) {
-        case 3: rc = pb_int32(&r, wt, &sp->model_type); break;
-        case 24: rc = pb_int32(&r, wt, &v), sp->ws_suffix = v != 0; break;
-        case 35: rc = pb_int32(&r, wt, &v), sp->byte_fallback = v != 0; break;
-        case 40: rc = pb_int32(&r, wt, &sp->unk_id); break;
-        case 41: rc = pb_int32(&r, wt, &sp->bos_id); break;
-        case 42: rc = pb_int32(&r, wt, &sp->eos_id); break;
-        default: rc = pb_skip(&r, wt);
+        case 3:
+            rc = pb_int32(&r, wt, &sp->model_type);
+            break;
+        case 24:
+            rc = pb_int32(&r, wt, &v), sp->ws_suffix = v != 0;
+            break;
+        case 35:
+            rc = pb_int32(&r, wt, &v), sp->byte_fallback = v != 0;
+            break;
+        case 40:
+            rc = pb_int32(&r, wt, &sp->unk_id);
+            break;
+        case 41:
+            rc = pb_int32(&r, wt, &sp->bos_id);
+            break;
+        case 42:
+            rc = pb_int32(&r, wt, &sp->eos_id);
+            break;
+        default:
+            rc = pb_skip(&r, wt);
         }
         if (rc < 0)
             PB_BAD("trainer_spec field");
@@ -171,10 +187,17 @@ static lq_status parse_normalizer(pb r, spm_spec *sp, lq_tokenizer *t, lq_err *e
             else
                 sp->charsmap_len = sub.end - sub.p;
             break;
-        case 3: rc = pb_int32(&r, wt, &v), sp->add_dummy_prefix = v != 0; break;
-        case 4: rc = pb_int32(&r, wt, &v), sp->remove_extra_ws = v != 0; break;
-        case 5: rc = pb_int32(&r, wt, &v), sp->escape_ws = v != 0; break;
-        default: rc = pb_skip(&r, wt);
+        case 3:
+            rc = pb_int32(&r, wt, &v), sp->add_dummy_prefix = v != 0;
+            break;
+        case 4:
+            rc = pb_int32(&r, wt, &v), sp->remove_extra_ws = v != 0;
+            break;
+        case 5:
+            rc = pb_int32(&r, wt, &v), sp->escape_ws = v != 0;
+            break;
+        default:
+            rc = pb_skip(&r, wt);
         }
         if (rc < 0)
             PB_BAD("normalizer_spec field");
@@ -224,20 +247,24 @@ static lq_status parse_piece(pb r, lq_tokenizer *t, int64_t id, lq_err *err) {
         return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld is empty", t->path,
                        (long long)id);
     if (type < PT_NORMAL || type > PT_BYTE)
-        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld has unknown type %d",
-                       t->path, (long long)id, type);
+        return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld has unknown type %d", t->path,
+                       (long long)id, type);
     t->spm->type[id] = (uint8_t)type;
     return LQ_OK;
 }
 
 lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_err *err) {
-    spm_spec sp = {.model_type = 1, /* proto default: UNIGRAM */
-                   .unk_id = 0, .bos_id = 1, .eos_id = 2, .add_dummy_prefix = 1,
-                   .remove_extra_ws = 1, .escape_ws = 1};
+    spm_spec sp = {.model_type       = 1, /* proto default: UNIGRAM */
+                   .unk_id           = 0,
+                   .bos_id           = 1,
+                   .eos_id           = 2,
+                   .add_dummy_prefix = 1,
+                   .remove_extra_ws  = 1,
+                   .escape_ws        = 1};
     pb       r  = {buf, buf + len};
     uint32_t f, wt;
     int      k;
-    int64_t  n = 0;
+    int64_t  n       = 0;
     pb       trainer = {buf, buf}, norm = {buf, buf};
     /* Pass 1: count pieces and find the specs (the last occurrence wins, as in protobuf). */
     while ((k = pb_key(&r, &f, &wt)) == 1) {
@@ -262,9 +289,8 @@ lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_er
     if (sp.model_type != 2) {
         static const char *const names[] = {"?", "UNIGRAM", "BPE", "WORD", "CHAR"};
         return lq_fail(err, LQ_ERR_TOKENIZER_UNSUPPORTED,
-                       "%s: SentencePiece model type %s (%d) is not supported (BPE only)",
-                       t->path, sp.model_type >= 1 && sp.model_type <= 4 ? names[sp.model_type]
-                                                                         : "unknown",
+                       "%s: SentencePiece model type %s (%d) is not supported (BPE only)", t->path,
+                       sp.model_type >= 1 && sp.model_type <= 4 ? names[sp.model_type] : "unknown",
                        sp.model_type);
     }
     if (sp.charsmap_len > 0)
@@ -287,7 +313,7 @@ lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_er
         lq_tok_map_init(&s->user, 16) < 0)
         return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     /* Pass 2: the pieces. */
-    r       = (pb){buf, buf + len};
+    r         = (pb){buf, buf + len};
     int64_t i = 0;
     while (pb_key(&r, &f, &wt) == 1) {
         pb sub;
@@ -301,15 +327,16 @@ lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_er
     }
     s->unk = -1;
     for (i = 0; i < n; i++) {
-        int        ty  = s->type[i];
-        int        nrm = ty == PT_NORMAL || ty == PT_USER || ty == PT_UNUSED;
-        lq_tok_map *m  = nrm ? &s->pieces : &s->resv;
-        int        rc  = lq_tok_map_put(m, t->piece[i], t->plen[i], (int32_t)i);
+        int         ty  = s->type[i];
+        int         nrm = ty == PT_NORMAL || ty == PT_USER || ty == PT_UNUSED;
+        lq_tok_map *m   = nrm ? &s->pieces : &s->resv;
+        int         rc  = lq_tok_map_put(m, t->piece[i], t->plen[i], (int32_t)i);
         if (rc < 0)
             return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
         if (rc == 0) /* sentencepiece refuses these too ("is already defined") */
-            return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT, "%s: piece %lld \"%.40s\" is defined twice",
-                           t->path, (long long)i, t->piece[i]);
+            return lq_fail(err, LQ_ERR_TOKENIZER_FORMAT,
+                           "%s: piece %lld \"%.40s\" is defined twice", t->path, (long long)i,
+                           t->piece[i]);
         if (ty == PT_USER) {
             if (lq_tok_map_put(&s->user, t->piece[i], t->plen[i], (int32_t)i) < 0)
                 return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
@@ -384,7 +411,7 @@ static int64_t user_match(const lq_tok_spm *s, const char *p, int64_t n) {
 /* normalizer.cc Normalize() without a charsmap: ill-formed UTF-8 bytes become U+FFFD one byte
  * at a time, extra spaces dropped if asked, the dummy prefix added, spaces escaped as U+2581.
  * out needs 3 * len + 3 bytes. */
-static int64_t normalize(const lq_tok_spm *s, const char *in, int64_t len, char *out) {
+static int64_t normalize(const lq_tok_spm *s, const char *in, int64_t len, int dummy, char *out) {
     static const char ws[] = "\xe2\x96\x81";
     int64_t           i = 0, o = 0;
     if (s->remove_extra_ws)
@@ -392,7 +419,7 @@ static int64_t normalize(const lq_tok_spm *s, const char *in, int64_t len, char 
             i++;
     if (i == len)
         return 0;
-    if (s->add_dummy_prefix) {
+    if (s->add_dummy_prefix && dummy) {
         if (s->escape_ws)
             memcpy(out + o, ws, 3), o += 3;
         else
@@ -408,8 +435,8 @@ static int64_t normalize(const lq_tok_spm *s, const char *in, int64_t len, char 
             uint32_t cp;
             ul = lq_tok_utf8_dec((const unsigned char *)u, len - i, &cp);
             if (ul == 0) {
-                u  = "\xef\xbf\xbd";
-                ul = 3;
+                u    = "\xef\xbf\xbd";
+                ul   = 3;
                 used = 1;
             } else {
                 used = ul;
@@ -526,7 +553,7 @@ static int bpe_range(const lq_tokenizer *t, const char *norm, int64_t b, int64_t
         int     freeze = l > 0;
         if (!freeze) {
             static const uint8_t k_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-            l = k_len[(unsigned char)norm[i] >> 4];
+            l                              = k_len[(unsigned char)norm[i] >> 4];
             if (l > e - i)
                 l = e - i;
         }
@@ -566,19 +593,19 @@ static int is_cut(const char *norm, int64_t nn, int64_t p) {
     return p >= 3 && p + 3 <= nn && !memcmp(norm + p, ws, 3) && memcmp(norm + p - 3, ws, 3);
 }
 
-lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
-                            lq_tok_ids *out, lq_err *err) {
+/* Encode text[len] and append to out; dummy: the text starts the input (dummy prefix). */
+static lq_status encode_part(const lq_tokenizer *t, const char *text, int64_t len, int dummy,
+                             lq_tok_ids *out, lq_err *err) {
     const lq_tok_spm *s     = t->spm;
     lq_status         st    = LQ_OK;
-    int64_t           out0  = out->n;
     char             *norm  = malloc((size_t)(3 * len + 4));
     spm_ws            w     = {0};
     lq_tok_map        cache = {0};
     lq_tok_ids        pool  = {0};
-    int64_t          *runs  = NULL, nruns = 0, capruns = 0;
+    int64_t          *runs = NULL, nruns = 0, capruns = 0;
     if (!norm)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    int64_t nn = normalize(s, text, len, norm);
+    int64_t nn = normalize(s, text, len, dummy, norm);
     if (nn == 0)
         goto done;
     w.sy = malloc((size_t)nn * sizeof *w.sy);
@@ -623,15 +650,6 @@ lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len
         }
         b = e;
     }
-    /* sentencepiece_processor.cc merges a run of unknown pieces into one <unk> (without byte
-     * fallback; with it, unknowns became bytes above) */
-    if (!s->byte_fallback) {
-        int64_t k = out0;
-        for (int64_t i = out0; i < out->n; i++)
-            if (!(out->v[i] == s->unk && k > out0 && out->v[k - 1] == s->unk))
-                out->v[k++] = out->v[i];
-        out->n = k;
-    }
 done:
     free(norm);
     free(w.sy);
@@ -642,4 +660,45 @@ done:
     free(pool.v);
     free(runs);
     return st;
+}
+
+/* A newline no piece contains is a symbol no merge takes part in, so the text can be encoded a
+ * part at a time, cut after newlines, with the same ids (with extra whitespace removal the
+ * normalizer looks across lines, so not then). Parts of LQ_SPM_PART bytes bound the working set
+ * (normalized text, symbols, merge heap) by the part instead of the input. */
+#define LQ_SPM_PART (8 << 20)
+static int newline_isolated(const lq_tokenizer *t) {
+    if (t->spm->remove_extra_ws)
+        return 0;
+    for (int64_t i = 0; i < t->n; i++)
+        if (t->piece[i] && memchr(t->piece[i], '\n', (size_t)t->plen[i]))
+            return 0;
+    return 1;
+}
+
+lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len, lq_tok_ids *out,
+                            lq_err *err) {
+    const lq_tok_spm *s    = t->spm;
+    const int64_t     out0 = out->n;
+    if (len <= LQ_SPM_PART || !newline_isolated(t)) {
+        LQ_TRY(encode_part(t, text, len, 1, out, err));
+    } else {
+        for (int64_t a = 0; a < len;) {
+            int64_t     b  = a + LQ_SPM_PART < len ? a + LQ_SPM_PART : len;
+            const char *nl = b < len ? memchr(text + b, '\n', (size_t)(len - b)) : NULL;
+            b              = nl ? nl - text + 1 : len;
+            LQ_TRY(encode_part(t, text + a, b - a, a == 0, out, err));
+            a = b;
+        }
+    }
+    /* sentencepiece_processor.cc merges a run of unknown pieces into one <unk> (without byte
+     * fallback; with it, unknowns became bytes above): over the whole output, parts joined */
+    if (!s->byte_fallback) {
+        int64_t k = out0;
+        for (int64_t i = out0; i < out->n; i++)
+            if (!(out->v[i] == s->unk && k > out0 && out->v[k - 1] == s->unk))
+                out->v[k++] = out->v[i];
+        out->n = k;
+    }
+    return LQ_OK;
 }

@@ -361,8 +361,9 @@ static void test_demo_tokenizer(const char *shared) {
     CHECK_EQ_INT(lq_tok_vocab_size(a), 512);
     CHECK_EQ_INT(lq_tok_adds_bos(a), 1);
     CHECK_EQ_INT(lq_tok_bos_id(a), 1);
-    /* llama2.c's encoder merges a long text line by line (a newline is a byte-fallback symbol
-     * no merge touches); the last case puts newlines at the edges, where that is delicate */
+    /* llama2.c's encoder merges a long text line by line and SentencePiece's a part at a time
+     * (a newline is a symbol no merge touches); the last case is over 8 MiB with newlines at the
+     * edges, where that is delicate */
     const char *files[4] = {
         "examples/data/tinystories_sample.txt", "data/wikitext2/wikitext2_test_hf_join.txt",
         "data/wikitext2/wiki.valid.tokens", "examples/data/tinystories_sample.txt"};
@@ -379,16 +380,18 @@ static void test_demo_tokenizer(const char *shared) {
             continue;
         }
         CHECK_OK(lq_read_file(text, 1 << 26, &buf, &len, &e));
-        if (f == 3 && buf) { /* "\n\n" + 40 x text + "\n\n\n": long enough for lines */
-            char *w = malloc((size_t)len * 40 + 6);
+        if (f == 3 && buf) { /* "\n\n" + 2400 x text + "\n\n\n": > 8 MiB, so SentencePiece
+                              * also works in parts (LQ_SPM_PART) */
+            const int reps = 2400;
+            char     *w    = malloc((size_t)len * reps + 6);
             if (w) {
                 memcpy(w, "\n\n", 2);
-                for (int r = 0; r < 40; r++)
+                for (int r = 0; r < reps; r++)
                     memcpy(w + 2 + r * len, buf, (size_t)len);
-                memcpy(w + 2 + 40 * len, "\n\n\n", 4);
+                memcpy(w + 2 + reps * len, "\n\n\n", 4);
                 free(buf);
                 buf = w;
-                len = 40 * len + 5;
+                len = reps * len + 5;
             }
         }
         if (f > 0)
