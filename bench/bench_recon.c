@@ -126,7 +126,7 @@ static int run_method(const char *m, int bits, const layer *L, float *Wq, char *
     int64_t n = L->n, k = L->k, g = 128, G = (k + g - 1) / g;
     lq_err  err = {0};
     memcpy(Wq, L->W, (size_t)(n * k) * sizeof(float));
-    lq_qspec qs = {bits, g, 0, 1};
+    lq_qspec qs = {bits, g, 0, 1, 0};
     if (!strcmp(m, "rtn")) {
         uint8_t *q  = malloc((size_t)(n * k));
         float   *sc = malloc((size_t)(G * n) * 4);

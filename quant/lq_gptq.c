@@ -50,7 +50,6 @@ static int chol_inverse_upper(float *H, int64_t k) {
     return 0;
 }
 
-
 static lq_status cpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
     cpu_be *c = ctx;
     (void)err;
@@ -89,15 +88,9 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
                  * which lacks the updates of this block's earlier columns (they live in W1);
                  * we read the updated values (identical when g is a multiple of block_size). */
                 int64_t w_ = i + g < k ? g : k - i;
-                for (int64_t r = 0; r < n; r++) {
-                    float mn = w[r], mx = w[r];
-                    for (int64_t c = 1; c < w_; c++) {
-                        float v = Wt[(i + c) * n + r];
-                        mn      = v < mn ? v : mn;
-                        mx      = v > mx ? v : mx;
-                    }
-                    lq_params_from_range(mn, mx, &sw->qs, &sc_r[r], &zr_r[r]);
-                }
+#pragma omp parallel for schedule(static) if (sw->qs.mse)
+                for (int64_t r = 0; r < n; r++)
+                    lq_group_params(w + r, w_, n, &sw->qs, &sc_r[r], &zr_r[r]);
                 for (int64_t r = 0; r < n; r++) {
                     scales[grp * n + r] = sc_r[r];
                     zeros[grp * n + r]  = (int32_t)zr_r[r];
@@ -108,10 +101,10 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
             int64_t      oc = perm[i];
             double       l  = 0;
             for (int64_t r = 0; r < n; r++) {
-                int   code   = lq_quant_code(w[r], sc[r], zr[r], maxq);
-                float qv     = sc[r] * ((float)code - zr[r]);
+                int   code    = lq_quant_code(w[r], sc[r], zr[r], maxq);
+                float qv      = sc[r] * ((float)code - zr[r]);
                 q[r * k + oc] = (uint8_t)code;
-                float diff   = w[r] - qv;
+                float diff    = w[r] - qv;
                 l += (double)diff * diff;
                 e[r] = diff / d;
                 w[r] = qv; /* Wt row i now holds the fake-quantized column */
@@ -134,8 +127,7 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
 static const lq_gptq_backend cpu_backend_proto = {NULL, cpu_factor, cpu_sweep};
 
 lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o, uint8_t *q,
-                  float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res,
-                  lq_err *err) {
+                  float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res, lq_err *err) {
     return lq_gptq_ex(W, H, n, k, o, NULL, q, scales, zeros, g_idx, res, err);
 }
 
@@ -157,15 +149,15 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: bits %d outside 2..8", name, qs->bits);
     memset(res, 0, sizeof *res);
 
-    lq_status st   = LQ_OK;
-    float    *Wt   = lq_aligned_alloc((size_t)(k * n) * sizeof(float)); /* [k, n] permuted */
-    float    *Hp   = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
-    float    *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
-    float    *zr_r = malloc((size_t)n * sizeof(float));
-    float    *ssc  = NULL, *szr = NULL; /* static groups [G, n] */
-    int64_t  *perm = malloc((size_t)k * sizeof *perm);
-    int32_t  *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
-    perm_item *pi  = NULL;
+    lq_status  st   = LQ_OK;
+    float     *Wt   = lq_aligned_alloc((size_t)(k * n) * sizeof(float)); /* [k, n] permuted */
+    float     *Hp   = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+    float     *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
+    float     *zr_r = malloc((size_t)n * sizeof(float));
+    float     *ssc = NULL, *szr = NULL; /* static groups [G, n] */
+    int64_t   *perm = malloc((size_t)k * sizeof *perm);
+    int32_t   *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
+    perm_item *pi   = NULL;
     if (!Wt || !Hp || !sc_r || !zr_r || !perm || !gcol) {
         st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory for GPTQ (%lld x %lld)", name,
                      (long long)n, (long long)k);
@@ -241,8 +233,8 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         double nd = damp > 0 ? damp * 10 : 0.01;
         if (o->warn) {
             char msg[256];
-            snprintf(msg, sizeof msg,
-                     "%s: Cholesky failed with damping %.3g; retrying with %.3g", name, damp, nd);
+            snprintf(msg, sizeof msg, "%s: Cholesky failed with damping %.3g; retrying with %.3g",
+                     name, damp, nd);
             o->warn(o->warn_user, msg);
         }
         damp = nd;
@@ -257,15 +249,27 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         for (int64_t r = 0; r < n; r++)
             lq_find_params(W + r * k, 1, k, k, qs, &sc_r[r], &zr_r[r]);
 
-    lq_gptq_sweep sw = {.n = n, .k = k, .bs = bs, .g = g, .static_groups = o->static_groups,
-                        .qs = *qs, .perm = perm, .gcol = gcol, .ssc = ssc, .szr = szr,
-                        .sc_r = sc_r, .zr_r = zr_r, .Wt = Wt, .q = q, .scales = scales,
-                        .zeros = zeros};
-    st = be->sweep(be->ctx, &sw, err);
+    lq_gptq_sweep sw = {.n             = n,
+                        .k             = k,
+                        .bs            = bs,
+                        .g             = g,
+                        .static_groups = o->static_groups,
+                        .qs            = *qs,
+                        .perm          = perm,
+                        .gcol          = gcol,
+                        .ssc           = ssc,
+                        .szr           = szr,
+                        .sc_r          = sc_r,
+                        .zr_r          = zr_r,
+                        .Wt            = Wt,
+                        .q             = q,
+                        .scales        = scales,
+                        .zeros         = zeros};
+    st               = be->sweep(be->ctx, &sw, err);
     if (st != LQ_OK)
         goto done;
     double loss = sw.loss;
-    res->loss = loss;
+    res->loss   = loss;
 
     /* Outputs in the original column order. */
     for (int64_t i = 0; i < k; i++)

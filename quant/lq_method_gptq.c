@@ -86,6 +86,7 @@ static lq_status gptq_layer(lq_qjob *j) {
     o.q.group_size                      = lq_params_i64(j->p, "group_size");
     o.q.sym                             = lq_params_bool(j->p, "sym");
     o.q.v1_safe                         = 1;
+    o.q.mse                             = lq_params_bool(j->p, "mse");
     o.act_order                         = lq_params_bool(j->p, "desc_act");
     o.static_groups                     = lq_params_bool(j->p, "static_groups");
     o.damp                              = lq_params_f64(j->p, "damp");
@@ -125,7 +126,7 @@ static lq_status gptq_layer(lq_qjob *j) {
             c.gh[l] = NULL;
         }
         lq_gptq_backend be, *bep = NULL;
-        if (j->gpu) {
+        if (j->gpu && !o.q.mse) { /* the device sweep knows min/max group ranges only */
             lq_gpu_gptq_backend(j->gpu, &be);
             bep = &be;
         }

@@ -5,18 +5,18 @@
 
 #include <stdlib.h>
 
-void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
 void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
-    c->bits           = (int)lq_params_i64(p, "bits");
-    int64_t g         = lq_params_i64(p, "group_size");
-    c->group_size     = g <= 0 ? -1 : g;
-    c->sym            = lq_params_bool(p, "sym");
-    c->desc_act       = lq_params_bool(p, "desc_act");
-    c->static_groups  = lq_params_bool(p, "static_groups");
-    c->damp_percent   = lq_params_f64(p, "damp");
+    c->bits            = (int)lq_params_i64(p, "bits");
+    int64_t g          = lq_params_i64(p, "group_size");
+    c->group_size      = g <= 0 ? -1 : g;
+    c->sym             = lq_params_bool(p, "sym");
+    c->desc_act        = lq_params_bool(p, "desc_act");
+    c->static_groups   = lq_params_bool(p, "static_groups");
+    c->damp_percent    = lq_params_f64(p, "damp");
     c->true_sequential = lq_params_bool(p, "true_sequential");
 }
 
@@ -33,12 +33,12 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const 
 
 static lq_status rtn_layer(lq_qjob *j) {
     lq_qspec s = {(int)lq_params_i64(j->p, "bits"), lq_params_i64(j->p, "group_size"),
-                  lq_params_bool(j->p, "sym"), 1};
+                  lq_params_bool(j->p, "sym"), 1, lq_params_bool(j->p, "mse")};
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         if (!j->plan[l])
             continue;
-        lq_qlinear *w  = &j->L->lin[l].buf.q;
-        int64_t     n  = w->n, k = w->k, G = lq_num_groups(k, s.group_size);
+        lq_qlinear *w = &j->L->lin[l].buf.q;
+        int64_t     n = w->n, k = w->k, G = lq_num_groups(k, s.group_size);
         uint8_t    *q  = malloc((size_t)(n * k));
         float      *sc = malloc((size_t)(G * n) * sizeof(float));
         int32_t    *z  = malloc((size_t)(G * n) * sizeof(int32_t));

@@ -12,17 +12,21 @@
 
 #include "lq_params_get.h"
 
-#define Q "rtn,gptq,awq"
-#define CAL "gptq,awq,int8"
+#define Q    "rtn,gptq,awq"
+#define CAL  "gptq,awq,int8"
 #define ALLQ "rtn,gptq,awq,nf4,int8"
 static const lq_param_info k_params[] = {
     /* name, type, default, min, max, applies to, choices, help */
     {"bits", LQ_PT_INT, "4", 2, 8, Q, NULL, "code width in bits (GPTQ/RTN: 2,3,4,8; AWQ: 4)"},
     {"group_size", LQ_PT_INT, "128", -1, 1 << 30, Q ",inspect", NULL,
      "input channels per quantization group; -1 = per output channel"},
-    {"sym", LQ_PT_BOOL, "true", 0, 1, "rtn,gptq", NULL, "symmetric codes (zero point at 2^(bits-1))"},
+    {"sym", LQ_PT_BOOL, "true", 0, 1, "rtn,gptq", NULL,
+     "symmetric codes (zero point at 2^(bits-1))"},
     {"desc_act", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
      "act-order: quantize columns by decreasing Hessian diagonal (writes g_idx)"},
+    {"mse", LQ_PT_BOOL, "false", 0, 1, "rtn,gptq", NULL,
+     "group scales from the grid search of least error (gptq quant.py --mse: range shrunk by up "
+     "to 20% in 1% steps, error norm 2.4) instead of the group's min and max"},
     {"static_groups", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
      "compute group parameters up front from the unquantized weights"},
     {"damp", LQ_PT_FLOAT, "0.01", 0, 1, "gptq", NULL,
@@ -39,8 +43,7 @@ static const lq_param_info k_params[] = {
     {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "awq", NULL,
      "AutoAWQ duo scaling (activation and weight statistics)"},
     {"awq_clip", LQ_PT_BOOL, "true", 0, 1, "awq", NULL, "search per-group clipping ranges"},
-    {"blocksize", LQ_PT_INT, "64", 32, 4096, "nf4", NULL,
-     "NF4 block size (32, 64, ..., 4096)"},
+    {"blocksize", LQ_PT_INT, "64", 32, 4096, "nf4", NULL, "NF4 block size (32, 64, ..., 4096)"},
     {"double_quant", LQ_PT_BOOL, "true", 0, 1, "nf4", NULL,
      "quantize the absmax statistics again (8-bit, blocks of 256)"},
     {"threshold", LQ_PT_FLOAT, "6.0", 0, 1e6, "int8", NULL,

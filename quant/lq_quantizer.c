@@ -14,21 +14,45 @@ void lq_params_from_range(float xmin, float xmax, const lq_qspec *s, float *scal
     lq_qparams(xmin, xmax, s->bits, s->sym, s->v1_safe, scale, zero);
 }
 
-void lq_find_params(const float *w, int64_t rows, int64_t cols, int64_t ld, const lq_qspec *s,
-                    float *scale, float *zero) {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x  = w + r * ld;
-        float        mn = x[0], mx = x[0];
-        for (int64_t c = 1; c < cols; c++) {
-            mn = x[c] < mn ? x[c] : mn;
-            mx = x[c] > mx ? x[c] : mx;
+void lq_group_params(const float *x, int64_t cnt, int64_t stride, const lq_qspec *s, float *scale,
+                     float *zero) {
+    float mn = x[0], mx = x[0];
+    for (int64_t c = 1; c < cnt; c++) {
+        const float v = x[c * stride];
+        mn            = v < mn ? v : mn;
+        mx            = v > mx ? v : mx;
+    }
+    lq_params_from_range(mn, mx, s, scale, zero);
+    if (!s->mse)
+        return;
+    const int maxq = (1 << s->bits) - 1;
+    double    best = INFINITY;
+    for (int i = 0; i < (int)(LQ_MSE_MAXSHRINK * LQ_MSE_GRID); i++) {
+        const float p = 1.f - (float)i / (float)LQ_MSE_GRID;
+        float       sc, z;
+        lq_params_from_range(p * mn, p * mx, s, &sc, &z);
+        double e = 0;
+        for (int64_t c = 0; c < cnt; c++) {
+            const float v = x[c * stride];
+            const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
+            e += pow(fabs((double)d), LQ_MSE_NORM);
         }
-        lq_params_from_range(mn, mx, s, &scale[r], &zero[r]);
+        if (e < best) {
+            best   = e;
+            *scale = sc;
+            *zero  = z;
+        }
     }
 }
 
-lq_status lq_rtn(const float *W, int64_t n, int64_t k, const lq_qspec *s, uint8_t *q,
-                 float *scales, int32_t *zeros, int32_t *g_idx, float *Wq, lq_err *err) {
+void lq_find_params(const float *w, int64_t rows, int64_t cols, int64_t ld, const lq_qspec *s,
+                    float *scale, float *zero) {
+    for (int64_t r = 0; r < rows; r++)
+        lq_group_params(w + r * ld, cols, 1, s, &scale[r], &zero[r]);
+}
+
+lq_status lq_rtn(const float *W, int64_t n, int64_t k, const lq_qspec *s, uint8_t *q, float *scales,
+                 int32_t *zeros, int32_t *g_idx, float *Wq, lq_err *err) {
     int64_t g    = s->group_size <= 0 || s->group_size > k ? k : s->group_size;
     int64_t G    = lq_num_groups(k, s->group_size);
     int     maxq = (1 << s->bits) - 1;

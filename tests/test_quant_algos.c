@@ -45,8 +45,8 @@ static float *hessian(const float *X, int64_t t, int64_t k) {
 
 /* tr((W-Q) H (W-Q)^T) */
 static double proxy(const float *W, const float *Q, const float *H, int64_t n, int64_t k) {
-    double tot = 0;
-    double *d  = malloc((size_t)k * sizeof(double));
+    double  tot = 0;
+    double *d   = malloc((size_t)k * sizeof(double));
     for (int64_t r = 0; r < n; r++) {
         for (int64_t c = 0; c < k; c++)
             d[c] = (double)W[r * k + c] - Q[r * k + c];
@@ -72,7 +72,7 @@ static void test_rtn(uint64_t seed) {
         for (int sym = 0; sym < 2; sym++)
             for (int gi = 0; gi < 3; gi++) {
                 const int64_t gs[3] = {-1, 32, 48};
-                lq_qspec      qs    = {bits, gs[gi], sym, 1};
+                lq_qspec      qs    = {bits, gs[gi], sym, 1, 0};
                 int64_t       G     = lq_num_groups(k, qs.group_size);
                 uint8_t      *q     = malloc((size_t)(n * k));
                 float        *sc    = malloc((size_t)(G * n) * 4);
@@ -116,16 +116,22 @@ static void count_warn(void *user, const char *msg) {
 }
 
 static lq_status run_gptq(const float *W0, const float *H0, int64_t n, int64_t k, gcfg c,
-                          double damp, int retries, float *Wq, uint8_t *q, float *sc,
-                          int32_t *z, int32_t *g, lq_gptq_result *res, int *warns) {
+                          double damp, int retries, float *Wq, uint8_t *q, float *sc, int32_t *z,
+                          int32_t *g, lq_gptq_result *res, int *warns) {
     float *H = malloc((size_t)(k * k) * 4);
     memcpy(H, H0, (size_t)(k * k) * 4);
     memcpy(Wq, W0, (size_t)(n * k) * 4);
-    lq_gptq_opts o = {.q = {c.bits, c.group, c.sym, 1}, .act_order = c.act, .static_groups = c.stat,
-                      .damp = damp, .damp_retries = retries, .block_size = 32, .name = "t",
-                      .warn = count_warn, .warn_user = warns};
-    lq_err    err = {0};
-    lq_status s   = lq_gptq(Wq, H, n, k, &o, q, sc, z, g, res, &err);
+    lq_gptq_opts o   = {.q             = {c.bits, c.group, c.sym, 1},
+                        .act_order     = c.act,
+                        .static_groups = c.stat,
+                        .damp          = damp,
+                        .damp_retries  = retries,
+                        .block_size    = 32,
+                        .name          = "t",
+                        .warn          = count_warn,
+                        .warn_user     = warns};
+    lq_err       err = {0};
+    lq_status    s   = lq_gptq(Wq, H, n, k, &o, q, sc, z, g, res, &err);
     free(H);
     return s;
 }
@@ -139,13 +145,13 @@ static void test_gptq(uint64_t seed) {
     gen_inputs(&r, X, t, k);
     for (int64_t i = 0; i < n * k; i++)
         W[i] = 0.1f * lq_rng_normal(&r);
-    float  *H = hessian(X, t, k);
-    int64_t G = k; /* enough for every group size used */
-    uint8_t *q = malloc((size_t)(n * k)), *qr = malloc((size_t)(n * k));
-    float   *sc = malloc((size_t)(G * n) * 4), *scr = malloc((size_t)(G * n) * 4);
-    int32_t *z = malloc((size_t)(G * n) * 4), *zr = malloc((size_t)(G * n) * 4);
-    int32_t *g = malloc((size_t)k * 4), *gr = malloc((size_t)k * 4);
-    lq_err   err = {0};
+    float         *H = hessian(X, t, k);
+    int64_t        G = k; /* enough for every group size used */
+    uint8_t       *q = malloc((size_t)(n * k)), *qr = malloc((size_t)(n * k));
+    float         *sc = malloc((size_t)(G * n) * 4), *scr = malloc((size_t)(G * n) * 4);
+    int32_t       *z = malloc((size_t)(G * n) * 4), *zr = malloc((size_t)(G * n) * 4);
+    int32_t       *g = malloc((size_t)k * 4), *gr = malloc((size_t)k * 4);
+    lq_err         err = {0};
     lq_gptq_result res;
     int            warns = 0;
 
@@ -159,7 +165,7 @@ static void test_gptq(uint64_t seed) {
             for (int sym = 0; sym < 2; sym++) {
                 gcfg c = {bits, groups[gi], 0, 0, sym};
                 CHECK_OK(run_gptq(W, D, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns));
-                lq_qspec qs = {bits, groups[gi], sym, 1};
+                lq_qspec qs = {bits, groups[gi], sym, 1, 0};
                 CHECK_OK(lq_rtn(W, n, k, &qs, qr, scr, zr, gr, Wr, &err));
                 CHECK_MSG(!memcmp(q, qr, (size_t)(n * k)) && !memcmp(g, gr, (size_t)k * 4),
                           "seed %llu bits %d group %lld sym %d: GPTQ with diagonal H differs "
@@ -168,18 +174,20 @@ static void test_gptq(uint64_t seed) {
             }
 
     /* 2. correlated inputs: GPTQ beats RTN on its objective */
-    const gcfg cfgs[] = {{2, 32, 0, 0, 0},  {3, 128, 0, 0, 0}, {4, -1, 0, 0, 1},
-                         {4, 32, 1, 0, 0},  {4, 32, 1, 1, 1},  {4, 128, 1, 0, 0},
-                         {8, 32, 0, 0, 1},  {3, 32, 1, 1, 0},  {2, -1, 1, 0, 1}};
+    const gcfg cfgs[] = {{2, 32, 0, 0, 0}, {3, 128, 0, 0, 0}, {4, -1, 0, 0, 1},
+                         {4, 32, 1, 0, 0}, {4, 32, 1, 1, 1},  {4, 128, 1, 0, 0},
+                         {8, 32, 0, 0, 1}, {3, 32, 1, 1, 0},  {2, -1, 1, 0, 1}};
     for (size_t ci = 0; ci < sizeof cfgs / sizeof *cfgs; ci++) {
         gcfg c = cfgs[ci];
         CHECK_OK(run_gptq(W, H, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns));
-        lq_qspec qs = {c.bits, c.group, c.sym, 1};
+        lq_qspec qs = {c.bits, c.group, c.sym, 1, 0};
         CHECK_OK(lq_rtn(W, n, k, &qs, qr, scr, zr, gr, Wr, &err));
         double pg = proxy(W, Wq, H, n, k), pr = proxy(W, Wr, H, n, k);
-        CHECK_MSG(pg < pr, "seed %llu bits %d group %lld act %d static %d sym %d: GPTQ %.6g >= "
-                  "RTN %.6g", (unsigned long long)seed, c.bits, (long long)c.group, c.act,
-                  c.stat, c.sym, pg, pr);
+        CHECK_MSG(pg < pr,
+                  "seed %llu bits %d group %lld act %d static %d sym %d: GPTQ %.6g >= "
+                  "RTN %.6g",
+                  (unsigned long long)seed, c.bits, (long long)c.group, c.act, c.stat, c.sym, pg,
+                  pr);
         /* 3. g_idx / scales / zeros reproduce the fake-quantized weights */
         int64_t nG = lq_num_groups(k, c.group), bad = 0;
         for (int64_t col = 0; col < k; col++)
@@ -187,8 +195,8 @@ static void test_gptq(uint64_t seed) {
         for (int64_t rr = 0; rr < n && !bad; rr++)
             for (int64_t col = 0; col < k; col++) {
                 int64_t gg = g[col];
-                bad += Wq[rr * k + col] != sc[gg * n + rr] * ((float)q[rr * k + col] -
-                                                              (float)z[gg * n + rr]);
+                bad += Wq[rr * k + col] !=
+                       sc[gg * n + rr] * ((float)q[rr * k + col] - (float)z[gg * n + rr]);
             }
         if (c.act && !c.stat && c.group > 0) { /* act-order groups hold `group` columns each */
             int64_t *cnt = calloc((size_t)nG, sizeof *cnt);
@@ -222,10 +230,9 @@ static void test_gptq(uint64_t seed) {
     warns  = 0;
     CHECK_OK(run_gptq(W, Hi, n, k, c, 0.01, 8, Wq, q, sc, z, g, &res, &warns));
     CHECK_MSG(warns == 1 && res.retries == 1 && fabs(res.damp_used - 0.1) < 1e-12,
-              "seed %llu: retries %d warnings %d damp %.3g", (unsigned long long)seed,
-              res.retries, warns, res.damp_used);
-    CHECK_EQ_INT(run_gptq(W, Hi, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns),
-                 LQ_ERR_CHOLESKY);
+              "seed %llu: retries %d warnings %d damp %.3g", (unsigned long long)seed, res.retries,
+              warns, res.damp_used);
+    CHECK_EQ_INT(run_gptq(W, Hi, n, k, c, 0.01, 0, Wq, q, sc, z, g, &res, &warns), LQ_ERR_CHOLESKY);
 
     /* 5. a dead input column (never excited) quantizes to zeros */
     float *Hd = malloc((size_t)(k * k) * 4);
@@ -252,8 +259,8 @@ typedef struct awq_user {
 
 static lq_status awq_loss(void *user, float *const *wq, double *loss) {
     awq_user *a = user;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->t, (int)a->n, (int)a->k, 1.f,
-                a->X, (int)a->k, wq[0], (int)a->k, 0.f, a->Y, (int)a->n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->t, (int)a->n, (int)a->k, 1.f, a->X,
+                (int)a->k, wq[0], (int)a->k, 0.f, a->Y, (int)a->n);
     double s = 0;
     for (int64_t i = 0; i < a->t * a->n; i++)
         s += ((double)a->Y[i] - a->Y0[i]) * ((double)a->Y[i] - a->Y0[i]);
@@ -291,11 +298,11 @@ static void test_awq(uint64_t seed) {
     lq_xstats_add(&st, X, t, 1);
     float *xm = malloc((size_t)k * 4), *s = malloc((size_t)k * 4);
     lq_xstats_absmean(&st, xm);
-    awq_user a = {X, NULL, NULL, t, n, k, INFINITY, 0};
+    awq_user a  = {X, NULL, NULL, t, n, k, INFINITY, 0};
     float   *Y0 = malloc((size_t)(t * n) * 4);
     a.Y         = malloc((size_t)(t * n) * 4);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)n, (int)k, 1.f, X, (int)k,
-                W, (int)k, 0.f, Y0, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)n, (int)k, 1.f, X, (int)k, W,
+                (int)k, 0.f, Y0, (int)n);
     a.Y0                = Y0;
     float *const  wl[1] = {W};
     const int64_t nn[1] = {n};
@@ -378,6 +385,60 @@ static void test_nf4_int8(uint64_t seed) {
     free(W), free(am), free(c), free(cb), free(scb);
 }
 
+/* gptq quant.py's MSE search, written out again here (float64, its loop order): for every
+ * group, lq_group_params picks the same grid point, whose error is no worse than min/max's; on
+ * groups with an outlier it shrinks the range; and GPTQ with it still runs and stays finite. */
+static double grid_err(const float *x, int64_t n, float sc, float z, int maxq) {
+    double e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const float d = sc * ((float)lq_quant_code(x[c], sc, z, maxq) - z) - x[c];
+        e += pow(fabs((double)d), 2.4);
+    }
+    return e;
+}
+
+static void test_mse(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 64;
+    float         x[64];
+    int           shrunk = 0, groups = 0;
+    for (int bits = 2; bits <= 8; bits += 2)
+        for (int sym = 0; sym <= 1; sym++)
+            for (int t = 0; t < 20; t++, groups++) {
+                for (int64_t c = 0; c < n; c++)
+                    x[c] = lq_rng_normal(&r);
+                if (t % 2)
+                    x[lq_rng_below(&r, n)] *= 8.f; /* an outlier */
+                lq_qspec s = {bits, n, sym, 1, 0};
+                float    sc0, z0, sc, z;
+                lq_group_params(x, n, 1, &s, &sc0, &z0);
+                s.mse = 1;
+                lq_group_params(x, n, 1, &s, &sc, &z);
+                const int maxq = (1 << bits) - 1;
+                /* the reference loop */
+                float mn = x[0], mx = x[0];
+                for (int64_t c = 1; c < n; c++)
+                    mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
+                double best = INFINITY;
+                float  bsc = 0, bz = 0;
+                for (int i = 0; i < 80; i++) {
+                    float p = 1.f - (float)i / 100.f, csc, cz;
+                    lq_params_from_range(p * mn, p * mx, &s, &csc, &cz);
+                    double e = grid_err(x, n, csc, cz, maxq);
+                    if (e < best)
+                        best = e, bsc = csc, bz = cz;
+                }
+                CHECK_MSG(sc == bsc && z == bz,
+                          "bits %d sym %d: mse picked (%g, %g), reference "
+                          "(%g, %g)",
+                          bits, sym, sc, z, bsc, bz);
+                CHECK(grid_err(x, n, sc, z, maxq) <= grid_err(x, n, sc0, z0, maxq));
+                shrunk += sc < sc0;
+            }
+    CHECK_MSG(shrunk > groups / 4, "mse shrank %d of %d groups", shrunk, groups);
+}
+
 int main(void) {
     omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
     for (uint64_t seed = 1; seed <= 3; seed++) {
@@ -385,6 +446,7 @@ int main(void) {
         test_gptq(100 + seed);
         test_awq(200 + seed);
         test_nf4_int8(300 + seed);
+        test_mse(400 + seed);
     }
     return lq_test_end("quant_algos");
 }

@@ -109,7 +109,7 @@ static void test_rtn(void) {
                 fill_normal(&r, W, n * k, 0.05f);
                 int64_t  gs = groups[gi], g = gs <= 0 ? k : gs, G = lq_num_groups(k, gs);
                 int      maxq = (1 << bits) - 1;
-                lq_qspec s    = {bits, gs, sym, 0};
+                lq_qspec s    = {bits, gs, sym, 0, 0};
                 qout     o    = qout_alloc(n, k, gs);
                 lq_err   err  = {0};
                 CHECK_MSG(lq_rtn(W, n, k, &s, o.q, o.scales, o.zeros, o.g_idx, o.wq, &err) == LQ_OK,
@@ -169,7 +169,7 @@ static void test_rtn(void) {
                     W[row * k + c]     = s * (float)(q - z);
                 }
             }
-        lq_qspec s   = {bits, gs, 0, 0};
+        lq_qspec s   = {bits, gs, 0, 0, 0};
         qout     o   = qout_alloc(n, k, gs);
         lq_err   err = {0};
         CHECK(lq_rtn(W, n, k, &s, o.q, o.scales, o.zeros, o.g_idx, o.wq, &err) == LQ_OK);
@@ -192,7 +192,7 @@ static void test_rtn(void) {
         uint8_t  q[8];
         float    scl, wq[8];
         int32_t  z, gidx[8];
-        lq_qspec s   = {4, -1, 0, 1};
+        lq_qspec s   = {4, -1, 0, 1, 0};
         lq_err   err = {0};
         CHECK(lq_rtn(w, 1, 8, &s, q, &scl, &z, gidx, wq, &err) == LQ_OK);
         CHECK_EQ_INT(z, 1);
@@ -206,7 +206,7 @@ static void test_rtn(void) {
 
 static lq_gptq_opts gopts(int bits, int64_t gs, int sym, int act, int stat) {
     lq_gptq_opts o = {0};
-    o.q            = (lq_qspec){bits, gs, sym, 0};
+    o.q            = (lq_qspec){bits, gs, sym, 0, 0};
     o.act_order    = act;
     o.static_groups = stat;
     o.damp         = 0.01;
