@@ -140,8 +140,21 @@ done:
 
 /* Consume decoded bytes (plain text, or jsonl split into lines). */
 static lq_status feed(reader *r, const char *s, int64_t n, lq_err *err) {
-    if (!(r->flags & LQ_TEXT_JSONL))
+    if (!(r->flags & LQ_TEXT_JSONL)) {
+        /* plain text: a line (what the tokenizers work on at a time) over the document cap is
+         * not text -- an error, before it is buffered whole */
+        for (int64_t i = 0; i < n && !r->full;) {
+            const char *nl   = memchr(s + i, '\n', (size_t)(n - i));
+            int64_t     take = nl ? nl - (s + i) : n - i;
+            if (r->line_len + take > LQ_TEXT_MAX_DOC_BYTES)
+                return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: a line of more than %lld MiB",
+                               r->label, (long long)r->lineno, LQ_TEXT_MAX_DOC_BYTES >> 20);
+            r->line_len = nl ? 0 : r->line_len + take;
+            r->lineno += nl != NULL;
+            i += take + (nl != NULL);
+        }
         return out_append(r, s, n, err);
+    }
     /* A JSON line can be up to 6x its text (\uXXXX escapes); anything longer cannot fit the
      * cap and is refused rather than buffered without bound. */
     int64_t line_max = r->max > (INT64_MAX - 65536) / 6 ? INT64_MAX / 2 : r->max * 6 + 65536;

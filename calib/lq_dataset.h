@@ -39,10 +39,11 @@
 #define LQ_TEXT_JSONL 1u /* one JSON object per line, field "text" */
 #define LQ_TEXT_ZSTD  2u /* zstd-compressed */
 
-/* Default cap on the decoded text when max_bytes is 0. */
-#define LQ_TEXT_DEFAULT_MAX_BYTES (4ll << 30)
-/* One .jsonl document (line) may hold at most this much: a longer one is an error, not an
- * allocation (a 337 KB .jsonl.zst inflating to a 10 GB line drove RSS to 8.6 GB). */
+/* Default cap on the decoded text when max_bytes is 0 (WikiText-103 is 0.5 GB; past the cap the
+ * text is cut and out->truncated says so). */
+#define LQ_TEXT_DEFAULT_MAX_BYTES (1ll << 30)
+/* One .jsonl document, or one line of plain text, may hold at most this much: a longer one is an
+ * error, not an allocation (a 337 KB .jsonl.zst inflating to a 10 GB line drove RSS to 8.6 GB). */
 #define LQ_TEXT_MAX_DOC_BYTES (64ll << 20)
 
 typedef struct lq_text {

@@ -5,7 +5,8 @@
 #     (before: RSS grew with the line until "out of memory")
 #   * a .txt.zst inflating to 1 GB as calibration text for 4 x 256 tokens: only the calibration
 #     budget (4 MiB) is decoded, the report says the text was cut
-#   * the same as `ppl --chunks 2` data
+#   * the same as `ppl --chunks 2` data (4 MiB read), and as all of `ppl`'s data (a line over
+#     64 MiB: an error; before: 8 GB RSS and "out of memory" after 32 s)
 #   * 64 MB of plain text with llama2.c's tokenizer for 256 tokens (before: 4.06 GB RSS)
 source "$(dirname "$0")/cli_lib.bash"
 SRC=${LQ_SRC:?}
@@ -63,6 +64,10 @@ cp "$T/out" "$W/p.json"
 CHECKS=$((CHECKS + 1))
 [ "$(field "$W/p.json" text_truncated)" = True ] || fail "ppl bomb: text_truncated not set"
 rss_below "$W/p.json" 900 "ppl --chunks 2 on a 1 GB .txt.zst"
+
+# all of it: its one line is over the 64 MiB a line may hold
+run "$LQ_BIN" -q ppl "$M" --data "$W/bomb.txt.zst"
+expect_error 81 "bomb.txt.zst:1: a line of more than 64 MiB" "ppl on a 1 GB one-line .txt.zst"
 
 run "$LQ_BIN" --json gptq "$M" -o "$W/o3" --group-size 32 --tokenizer "$TOKBIN" \
     --calib "$W/big.txt" --nsamples 1 --seqlen 256
