@@ -45,7 +45,7 @@ typedef struct tg_gguf {
     struct {
         char           name[128];
         uint32_t       type, ndim;
-        uint64_t       ne[4];
+        uint64_t       ne[8]; /* room for the invalid 5-dimensional case */
         const uint8_t *data;
         size_t         nbytes;
     } t[TG_MAX_T];
@@ -95,7 +95,7 @@ static void tg_tensor(tg_gguf *g, const char *name, uint32_t type, uint32_t ndim
     strncpy(g->t[g->nt].name, name, sizeof g->t[0].name - 1);
     g->t[g->nt].type = type;
     g->t[g->nt].ndim = ndim;
-    for (uint32_t d = 0; d < ndim; d++)
+    for (uint32_t d = 0; d < ndim && d < 8; d++)
         g->t[g->nt].ne[d] = ne[d];
     g->t[g->nt].data   = data;
     g->t[g->nt].nbytes = nbytes;
