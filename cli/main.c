@@ -2,7 +2,6 @@
  * (lq_method_*), every other command is one row of k_cmds; options come from the options table
  * (lq_param_*). The exit code is the lq_status value. */
 #include "cli.h"
-#include "lq_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +73,9 @@ static int print_version(void) {
 #else
     const char *cuda = "no";
 #endif
-    int ndev;
-    ndev = lq_gpu_device_count();
+    int ndev = 0;
+    if (lq_cuda_device_count(&ndev) != LQ_OK)
+        ndev = 0;
     printf("llmquant %s (library %s, CUDA: %s, CUDA devices: %d)\n", LQ_VERSION_STRING,
            lq_version_string(), cuda, ndev);
     return 0;

@@ -93,13 +93,8 @@ static void dev_free(lq_gpu *g, void *p, int64_t bytes) {
  * Context
  * ------------------------------------------------------------------------------------------ */
 extern "C" int lq_gpu_device_count(void) {
-    int         n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) { /* no driver, no device, driver too old: CPU */
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return n;
+    int n = 0; /* the public probe: no driver, no device, driver too old -> 0 (CPU) */
+    return lq_cuda_device_count(&n) == LQ_OK ? n : 0;
 }
 
 extern "C" lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
