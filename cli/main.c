@@ -68,16 +68,12 @@ static void print_usage(FILE *f) {
 }
 
 static int print_version(void) {
-#ifdef LQ_HAVE_CUDA
-    const char *cuda = "yes";
-#else
-    const char *cuda = "no";
-#endif
+    /* asked of the library, not of this program's build flags: it is what computes */
     int ndev = 0;
     if (lq_cuda_device_count(&ndev) != LQ_OK)
         ndev = 0;
     printf("llmquant %s (library %s, CUDA: %s, CUDA devices: %d)\n", LQ_VERSION_STRING,
-           lq_version_string(), cuda, ndev);
+           lq_version_string(), lq_cuda_built() ? "yes" : "no", ndev);
     return 0;
 }
 

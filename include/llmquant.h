@@ -235,8 +235,11 @@ LQ_API lq_status lq_qlinear_dequant_cpu(const lq_qlinear *w, float *out, int nth
  * binds the handle to its stream: use one ctx per thread. */
 typedef struct lq_cuda_ctx lq_cuda_ctx;
 
-/* Number of usable CUDA devices (0 when no driver / no device; never crashes). */
+/* Number of usable CUDA devices (0 when no driver / no device; never crashes). LQ_OK with 0 in
+ * a library built without CUDA too. */
 LQ_API lq_status lq_cuda_device_count(int *count);
+/* 1 when the library was built with its CUDA kernels, else 0. */
+LQ_API int lq_cuda_built(void);
 /* Name, compute capability, memory and peak bandwidth (GB/s, from clocks) of a device. */
 LQ_API lq_status lq_cuda_device_info(int device, char *name, size_t name_cap, int *cc_major,
                                      int *cc_minor, size_t *mem_bytes, double *peak_gbps);

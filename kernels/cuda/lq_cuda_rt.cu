@@ -10,6 +10,10 @@
 /* cuBLAS workspace per ctx: cuBLAS recommends 32 MiB on Hopper for its GEMM kernels. */
 #define LQ_CUBLAS_WS_BYTES ((size_t)32 << 20)
 
+extern "C" LQ_API int lq_cuda_built(void) {
+    return 1;
+}
+
 extern "C" LQ_API lq_status lq_cuda_device_count(int *count) {
     if (!count)
         return LQ_ERR_INVALID_ARG;

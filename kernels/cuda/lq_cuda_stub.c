@@ -3,17 +3,17 @@
 #ifndef LQ_HAVE_CUDA_KERNELS
 #include "lq_cuda.h"
 
-#define LQ_CUDA_FMT_STUB(fmt)                                                                  \
-    lq_status lq_dequant_##fmt##_cuda(const lq_qlinear *w, void *out_f16, void *stream) {      \
-        return LQ_ERR_NO_CUDA_BUILD;                                                           \
-    }                                                                                          \
-    size_t lq_ws_##fmt##_cuda(const lq_qlinear *w, int64_t m) {                                \
-        return 0;                                                                              \
-    }                                                                                          \
-    lq_status lq_gemm_##fmt##_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16,   \
-                                   int64_t m, void *y_f16, void *ws, size_t ws_size,           \
-                                   void *stream) {                                             \
-        return LQ_ERR_NO_CUDA_BUILD;                                                           \
+#define LQ_CUDA_FMT_STUB(fmt)                                                                      \
+    lq_status lq_dequant_##fmt##_cuda(const lq_qlinear *w, void *out_f16, void *stream) {          \
+        return LQ_ERR_NO_CUDA_BUILD;                                                               \
+    }                                                                                              \
+    size_t lq_ws_##fmt##_cuda(const lq_qlinear *w, int64_t m) {                                    \
+        return 0;                                                                                  \
+    }                                                                                              \
+    lq_status lq_gemm_##fmt##_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16,       \
+                                   int64_t m, void *y_f16, void *ws, size_t ws_size,               \
+                                   void *stream) {                                                 \
+        return LQ_ERR_NO_CUDA_BUILD;                                                               \
     }
 
 LQ_CUDA_FMT_STUB(dense)
@@ -22,14 +22,18 @@ LQ_CUDA_FMT_STUB(awq)
 LQ_CUDA_FMT_STUB(nf4)
 LQ_CUDA_FMT_STUB(int8)
 
+int lq_cuda_built(void) {
+    return 0;
+}
+
 lq_status lq_cuda_device_count(int *count) {
     if (count)
         *count = 0;
     return LQ_OK;
 }
 
-lq_status lq_cuda_device_info(int device, char *name, size_t name_cap, int *cc_major,
-                              int *cc_minor, size_t *mem_bytes, double *peak_gbps) {
+lq_status lq_cuda_device_info(int device, char *name, size_t name_cap, int *cc_major, int *cc_minor,
+                              size_t *mem_bytes, double *peak_gbps) {
     return LQ_ERR_NO_CUDA_BUILD;
 }
 
@@ -39,8 +43,7 @@ lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq_err *err) {
     return lq_fail(err, LQ_ERR_NO_CUDA_BUILD, "llmquant was built without CUDA");
 }
 
-void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {
-}
+void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {}
 
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
     return 0;
