@@ -245,7 +245,7 @@ static int utf8_len(unsigned char c) {
 /* Merge text[len] (with run.c's dummy prefix " " when dummy) and append the ids to out[*n]
  * (capacity *cap, grown as needed). The working set is ~80 bytes per byte of text[len]. */
 static lq_status encode_span(const lq_tokenizer *t, const char *text, int64_t len, int dummy,
-                             int32_t **out, int64_t *n, int64_t *cap, lq_err *err) {
+                             lq_tok_ids *out, lq_err *err) {
     /* Worst case: dummy prefix + one symbol per byte. */
     sym      *s   = malloc((size_t)(len + 2) * sizeof *s);
     char     *buf = malloc((size_t)2 * 65536 + 8);
@@ -310,20 +310,11 @@ static lq_status encode_span(const lq_tokenizer *t, const char *text, int64_t le
             goto done;
         }
     }
-    if (*n + ns > *cap) {
-        int64_t nc = *cap ? *cap : 1024;
-        while (nc < *n + ns)
-            nc *= 2;
-        int32_t *o = realloc(*out, (size_t)nc * sizeof *o);
-        if (!o) {
+    for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next)
+        if (lq_tok_ids_push(out, s[i].id) < 0) {
             st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
             goto done;
         }
-        *out = o;
-        *cap = nc;
-    }
-    for (int64_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next)
-        (*out)[(*n)++] = s[i].id;
 done:
     free(s);
     free(buf);
@@ -351,47 +342,36 @@ static int newline_isolated(const lq_tokenizer *t) {
 
 static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t len, int add_bos,
                                 int32_t **ids, int64_t *n_ids, lq_err *err) {
-    int32_t  *out = NULL;
-    int64_t   n = 0, cap = 0;
-    lq_status st = LQ_OK;
-    out          = malloc(16 * sizeof *out);
-    if (!out)
-        return lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-    cap = 16;
-    if (add_bos && t->bos >= 0)
-        out[n++] = t->bos;
-    if (len < (1 << 16) || !newline_isolated(t)) {
-        st = encode_span(t, text, len, 1, &out, &n, &cap, err);
+    lq_tok_ids out = {0};
+    lq_status  st  = LQ_OK;
+    if (add_bos && t->bos >= 0 && lq_tok_ids_push(&out, t->bos) < 0)
+        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
+    if (st == LQ_OK && (len < (1 << 16) || !newline_isolated(t))) {
+        st = encode_span(t, text, len, 1, &out, err);
     } else {
         for (int64_t i = 0; i < len && st == LQ_OK;) {
             const char   *nl = memchr(text + i, '\n', (size_t)(len - i));
             const int64_t e  = nl ? nl - text : len;
             /* the dummy prefix belongs to the text's start only */
-            st = encode_span(t, text + i, e - i, i == 0, &out, &n, &cap, err);
+            st = encode_span(t, text + i, e - i, i == 0, &out, err);
             if (st == LQ_OK && nl) {
                 /* a text that starts with a newline: the dummy prefix stands alone before it */
                 const int32_t sp = i == 0 && e == 0 ? lookup(t, " ", 1) : -1;
-                if (n + 2 > cap) {
-                    int32_t *o = realloc(out, (size_t)cap * 2 * sizeof *o);
-                    if (!o)
-                        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-                    else
-                        out = o, cap *= 2;
-                }
-                if (st == LQ_OK && sp >= 0)
-                    out[n++] = sp;
-                if (st == LQ_OK)
-                    out[n++] = '\n' + 3;
+                if ((sp >= 0 && lq_tok_ids_push(&out, sp) < 0) ||
+                    lq_tok_ids_push(&out, '\n' + 3) < 0)
+                    st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
             }
             i = e + 1;
         }
     }
-    if (st != LQ_OK) {
-        free(out);
-        return st;
+    if (st == LQ_OK && !out.v && lq_tok_ids_push(&out, 0) == 0) /* a valid pointer for zero ids */
+        out.n = 0;
+    if (st != LQ_OK || !out.v) {
+        free(out.v);
+        return st != LQ_OK ? st : lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
     }
-    *ids   = out;
-    *n_ids = n;
+    *ids   = out.v;
+    *n_ids = out.n;
     return LQ_OK;
 }
 
