@@ -107,7 +107,7 @@ static lq_status synthetic(int64_t ntok, int64_t seqlen, int threads, lq_err *er
     m->layers    = lq_calloc_n(c.num_layers, sizeof *m->layers);
     lq_status st = m->layers ? LQ_OK : lq_fail(err, LQ_ERR_NOMEM, "bench: out of memory");
     for (int64_t l = 0; st == LQ_OK && l < c.num_layers; l++) {
-        st = lq_layer_alloc_dense(&c, &m->layers[l], err);
+        st = lq_layer_alloc_dense(&c, l, &m->layers[l], err);
         for (int i = 0; st == LQ_OK && i < LQ_LIN_COUNT; i++) {
             const lq_qlinear *q = &m->layers[l].lin[i].buf.q;
             float            *w = lq_linear_dense_mut(&m->layers[l].lin[i]);

@@ -14,87 +14,223 @@
 typedef struct family {
     const char *model_type;
     int64_t     default_max_pos;
-    int         default_ids; /* absent bos/eos ids default to 1 / 2 (LlamaConfig, MistralConfig) */
-    int         sliding;  /* 0 none, 1 "sliding_window" (mistral), 2 "use_sliding_window" (qwen) */
-    int         qkv_bias; /* q/k/v always have biases, o_proj none (Qwen2Attention) */
-    int         qk_norm;  /* RMSNorm of each q and k head before RoPE (Qwen3Attention) */
+    int64_t     default_bos, default_eos; /* absent bos/eos ids (-1: none) */
+    int         sliding; /* 0 none, 1 "sliding_window" (mistral), 2 "use_sliding_window" (qwen),
+                            3 per layer by "layer_types" or a period (gemma) */
+    int64_t     swa_period;       /* sliding 3: the default period, full attention last in it */
+    int         qkv_bias;         /* q/k/v always have biases, o_proj none (Qwen2Attention) */
+    int         qk_norm;          /* RMSNorm of each q and k head before RoPE (Qwen3, Gemma 3) */
     int64_t     default_kv_heads; /* absent num_key_value_heads: this, 0 = num_attention_heads */
     int64_t     default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
+    int         gemma;            /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU,
+                                     query_pre_attn_scalar (default 256) */
+    double      default_attn_softcap, default_final_softcap;
+    double      default_rope_theta;
+    double      default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
 } family;
 
 static const family k_families[] = {
-    {"llama", 2048, 1, 0, 0, 0, 0, 0},
-    {"mistral", 4096 * 32, 1, 1, 0, 0, 0, 0},
-    {"qwen2", 32768, 0, 2, 1, 0, 0, 0},
-    {"qwen3", 32768, 0, 2, 0, 1, 32, 128}, /* Qwen3Config: 32 KV heads, head_dim 128 */
+    {.model_type = "llama", .default_max_pos = 2048, .default_bos = 1, .default_eos = 2},
+    {.model_type      = "mistral",
+     .default_max_pos = 4096 * 32,
+     .default_bos     = 1,
+     .default_eos     = 2,
+     .sliding         = 1},
+    {.model_type      = "qwen2",
+     .default_max_pos = 32768,
+     .default_bos     = -1,
+     .default_eos     = -1,
+     .sliding         = 2,
+     .qkv_bias        = 1},
+    {.model_type       = "qwen3", /* Qwen3Config: 32 KV heads, head_dim 128 */
+     .default_max_pos  = 32768,
+     .default_bos      = -1,
+     .default_eos      = -1,
+     .sliding          = 2,
+     .qk_norm          = 1,
+     .default_kv_heads = 32,
+     .default_head_dim = 128},
+    {.model_type            = "gemma2", /* Gemma2Config */
+     .default_max_pos       = 8192,
+     .default_bos           = 2,
+     .default_eos           = 1,
+     .sliding               = 3,
+     .swa_period            = 2,
+     .default_kv_heads      = 4,
+     .default_head_dim      = 256,
+     .gemma                 = 1,
+     .default_attn_softcap  = 50.0,
+     .default_final_softcap = 30.0},
+    {.model_type          = "gemma3_text", /* Gemma3TextConfig */
+     .default_max_pos     = 131072,
+     .default_bos         = 2,
+     .default_eos         = 1,
+     .sliding             = 3,
+     .swa_period          = 6,
+     .qk_norm             = 1,
+     .default_kv_heads    = 4,
+     .default_head_dim    = 256,
+     .gemma               = 1,
+     .default_rope_theta  = 1000000.0,
+     .default_local_theta = 10000.0},
 };
+
+int lq_config_layer_sliding(const lq_model_config *c, int64_t i) {
+    if (c->sliding_window <= 0)
+        return 0;
+    return c->swa_period <= 0 || i % c->swa_period != c->swa_full_phase;
+}
 
 /* RoPE as transformers resolves it: the parameters dict is "rope_scaling" (transformers < 5)
  * or "rope_parameters" (>= 5, which also moves rope_theta inside); rope_theta comes from that
- * dict, else the top level, else 10000; the type from "rope_type", else "type", else default. */
-static lq_status parse_rope(const cJSON *root, const char *label, lq_model_config *cfg,
-                            lq_err *err) {
+ * dict, else the top level, else the class default (10000; Gemma 3 1e6); the type from
+ * "rope_type", else "type", else default. Gemma 3 has a second base for its sliding layers,
+ * "rope_local_base_freq" (< 5) or rope_parameters["sliding_attention"] (>= 5, where
+ * ["full_attention"] holds the global one); the scaling only ever applies to full attention. */
+static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *label,
+                                 lq_model_config *cfg, lq_err *err) {
+    if (!cJSON_IsObject(rs))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be an object or null", label, key);
+    char type[32] = "";
+    LQ_TRY(lq_json_get_str(rs, "rope_type", 0, type, sizeof type, label, err));
+    if (!type[0])
+        LQ_TRY(lq_json_get_str(rs, "type", 0, type, sizeof type, label, err));
+    if (!type[0]) { /* {"full_attention": {...}, ...}: per-layer-type RoPE, not Llama's */
+        const cJSON *kv;
+        cJSON_ArrayForEach(kv, rs) {
+            if (cJSON_IsObject(kv))
+                LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                        "%s: per-layer %s (\"%s\") is not supported for model_type \"%s\"",
+                        label, key, kv->string, cfg->model_type);
+        }
+    }
+    /* a factor without a type: transformers finds no RoPE function for type None */
+    if (!type[0] && cJSON_GetObjectItemCaseSensitive(rs, "factor"))
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                "%s: %s has a \"factor\" but no \"rope_type\" (or \"type\"): which scaling "
+                "is meant?",
+                label, key);
+    LQ_TRY(lq_json_get_f64(rs, "rope_theta", 0, &cfg->rope_theta, label, err));
+    if (!strcmp(type, "default") || !type[0]) {
+        cfg->rope_type = LQ_ROPE_DEFAULT;
+    } else if (!strcmp(type, "linear")) {
+        cfg->rope_type = LQ_ROPE_LINEAR;
+        LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
+    } else if (!strcmp(type, "llama3")) {
+        cfg->rope_type = LQ_ROPE_LLAMA3;
+        LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
+        LQ_TRY(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label, err));
+        LQ_TRY(
+            lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label, err));
+        /* transformers defaults it to max_position_embeddings before validating */
+        cfg->rope_original_max_pos = cfg->max_position_embeddings;
+        LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, (int64_t)1 << 40,
+                               &cfg->rope_original_max_pos, label, err));
+        if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s high_freq_factor must exceed low_freq_factor",
+                    label, key);
+    } else {
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: %s type \"%s\" is not supported (default, linear, llama3)", label, key, type);
+    }
+    if (cfg->rope_factor <= 0)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s factor must be > 0", label, key);
+    return LQ_OK;
+}
+
+static lq_status parse_rope(const cJSON *root, const char *label, const family *fam,
+                            lq_model_config *cfg, lq_err *err) {
     cfg->rope_type   = LQ_ROPE_DEFAULT;
     cfg->rope_factor = 1.0;
-    cfg->rope_theta  = 10000.0;
+    cfg->rope_theta  = fam->default_rope_theta > 0 ? fam->default_rope_theta : 10000.0;
     LQ_TRY(lq_json_get_f64(root, "rope_theta", 0, &cfg->rope_theta, label, err));
+    if (fam->default_local_theta > 0) {
+        cfg->rope_local_theta = fam->default_local_theta;
+        LQ_TRY(lq_json_get_f64(root, "rope_local_base_freq", 0, &cfg->rope_local_theta, label,
+                               err));
+    }
     const char  *key = "rope_scaling";
     const cJSON *rs  = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!rs || cJSON_IsNull(rs)) {
         key = "rope_parameters";
         rs  = cJSON_GetObjectItemCaseSensitive(root, key);
     }
-    if (rs && !cJSON_IsNull(rs)) {
-        if (!cJSON_IsObject(rs))
-            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be an object or null", label, key);
-        char type[32] = "";
-        LQ_TRY(lq_json_get_str(rs, "rope_type", 0, type, sizeof type, label, err));
-        if (!type[0])
-            LQ_TRY(lq_json_get_str(rs, "type", 0, type, sizeof type, label, err));
-        if (!type[0]) { /* {"full_attention": {...}, ...}: per-layer-type RoPE, not Llama's */
-            const cJSON *kv;
-            cJSON_ArrayForEach(kv, rs) {
-                if (cJSON_IsObject(kv))
-                    LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                            "%s: per-layer %s (\"%s\") is not supported", label, key, kv->string);
-            }
-        }
-        /* a factor without a type: transformers finds no RoPE function for type None */
-        if (!type[0] && cJSON_GetObjectItemCaseSensitive(rs, "factor"))
-            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
-                    "%s: %s has a \"factor\" but no \"rope_type\" (or \"type\"): which scaling "
-                    "is meant?",
-                    label, key);
-        LQ_TRY(lq_json_get_f64(rs, "rope_theta", 0, &cfg->rope_theta, label, err));
-        if (!strcmp(type, "default") || !type[0]) {
-            cfg->rope_type = LQ_ROPE_DEFAULT;
-        } else if (!strcmp(type, "linear")) {
-            cfg->rope_type = LQ_ROPE_LINEAR;
-            LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
-        } else if (!strcmp(type, "llama3")) {
-            cfg->rope_type = LQ_ROPE_LLAMA3;
-            LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
-            LQ_TRY(
-                lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label, err));
-            LQ_TRY(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label,
+    if (fam->default_local_theta > 0 && cJSON_IsObject(rs)) {
+        const cJSON *full = cJSON_GetObjectItemCaseSensitive(rs, "full_attention");
+        const cJSON *swa  = cJSON_GetObjectItemCaseSensitive(rs, "sliding_attention");
+        if (cJSON_IsObject(swa)) {
+            lq_model_config local = *cfg;
+            local.rope_theta      = cfg->rope_local_theta;
+            LQ_TRY(parse_rope_dict(swa, "rope_parameters[\"sliding_attention\"]", label, &local,
                                    err));
-            /* transformers defaults it to max_position_embeddings before validating */
-            cfg->rope_original_max_pos = cfg->max_position_embeddings;
-            LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, (int64_t)1 << 40,
-                                   &cfg->rope_original_max_pos, label, err));
-            if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
-                LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
-                        "%s: %s high_freq_factor must exceed low_freq_factor", label, key);
-        } else {
-            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                    "%s: %s type \"%s\" is not supported (default, linear, llama3)", label, key,
-                    type);
+            if (local.rope_type != LQ_ROPE_DEFAULT)
+                LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                        "%s: RoPE scaling of the sliding layers is not supported", label);
+            cfg->rope_local_theta = local.rope_theta;
         }
-        if (cfg->rope_factor <= 0)
-            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s factor must be > 0", label, key);
+        if (full || swa) {
+            key = "rope_parameters[\"full_attention\"]";
+            rs  = full;
+        }
     }
-    if (cfg->rope_theta <= 0)
+    if (rs && !cJSON_IsNull(rs))
+        LQ_TRY(parse_rope_dict(rs, key, label, cfg, err));
+    if (cfg->rope_theta <= 0 || cfg->rope_local_theta < 0 ||
+        (fam->default_local_theta > 0 && cfg->rope_local_theta <= 0))
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: rope_theta must be > 0", label);
+    return LQ_OK;
+}
+
+/* Gemma's sliding and full layers: "layer_types" when present, else a period ("sliding_window_
+ * pattern", Gemma 3, default 6; Gemma 2 alternates) whose last layer has full attention. Held as
+ * a period and phase, so a list that is not periodic is refused rather than approximated. */
+static lq_status parse_layer_types(const cJSON *root, const char *label, const family *fam,
+                                   lq_model_config *cfg, lq_err *err) {
+    int64_t period = fam->swa_period;
+    if (fam->swa_period != 2) {
+        LQ_TRY(lq_json_get_i64(root, "_sliding_window_pattern", 0, 1, 1 << 16, &period, label,
+                               err));
+        LQ_TRY(lq_json_get_i64(root, "sliding_window_pattern", 0, 1, 1 << 16, &period, label, err));
+    }
+    cfg->swa_period     = period;
+    cfg->swa_full_phase = period - 1;
+    const cJSON *lt     = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (!lt || cJSON_IsNull(lt))
+        return LQ_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->num_layers)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                "%s: layer_types must be a list of num_hidden_layers (%lld) strings", label,
+                (long long)cfg->num_layers);
+    int64_t first = -1, second = -1, i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lt) {
+        const int full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+        if (!full && !(cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")))
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: layer_types[%lld] is not \"sliding_attention\" or \"full_attention\"",
+                    label, (long long)i);
+        if (full && first < 0)
+            first = i;
+        else if (full && second < 0)
+            second = i;
+        i++;
+    }
+    if (first < 0) { /* every layer slides */
+        cfg->swa_period = 0;
+        return LQ_OK;
+    }
+    cfg->swa_period     = second > 0 ? second - first : cfg->num_layers;
+    cfg->swa_full_phase = first;
+    i                   = 0;
+    cJSON_ArrayForEach(e, lt) {
+        const int full = !strcmp(e->valuestring, "full_attention");
+        if (full != (i % cfg->swa_period == cfg->swa_full_phase))
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: layer_types is not a periodic pattern of sliding and full layers "
+                    "(layer %lld breaks it); only periodic ones are supported",
+                    label, (long long)i);
+        i++;
+    }
     return LQ_OK;
 }
 
@@ -135,6 +271,21 @@ static lq_status parse_sliding_window(const cJSON *root, const char *label, cons
                         "supported",
                         label, cfg->model_type);
         }
+    } else if (fam->sliding == 3) {
+        int bidir = 0;
+        LQ_TRY(lq_json_get_bool(root, "use_bidirectional_attention", 0, &bidir, label, err));
+        if (bidir)
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: use_bidirectional_attention (an embedding model, not a decoder) is not "
+                    "supported",
+                    label);
+        cfg->sliding_window = 4096;
+        if (sw && cJSON_IsNull(sw))
+            cfg->sliding_window = 0;
+        else
+            LQ_TRY(lq_json_get_i64(root, "sliding_window", 0, 1, (int64_t)1 << 40,
+                                   &cfg->sliding_window, label, err));
+        LQ_TRY(parse_layer_types(root, label, fam, cfg, err));
     }
     return LQ_OK;
 }
@@ -246,17 +397,17 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: head_dim %lld must be even for RoPE", label,
                      (long long)cfg->head_dim);
 
+    cfg->tie_word_embeddings = fam->gemma; /* GemmaConfig ties by default, the others not */
     LQ_TRY_GOTO(
         lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "attention_bias", 0, &cfg->attention_bias, label, err));
     LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
     cfg->qkv_bias = fam->qkv_bias;
     cfg->qk_norm  = fam->qk_norm;
-    /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none);
-     * null: none (-1). */
-    int has_ids       = fam->default_ids;
-    cfg->bos_token_id = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") || !has_ids ? -1 : 1;
-    cfg->eos_token_id = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") || !has_ids ? -1 : 2;
+    /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none,
+     * Gemma 2 and 1); null: none (-1). */
+    cfg->bos_token_id = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") ? -1 : fam->default_bos;
+    cfg->eos_token_id = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") ? -1 : fam->default_eos;
     LQ_TRY_GOTO(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if (cJSON_IsArray(eos)) { /* Llama 3.x lists several; the first is the primary one */
@@ -274,13 +425,50 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     }
     LQ_TRY_GOTO(parse_sliding_window(root, label, fam, cfg, err));
 
-    char act[32] = "silu";
-    LQ_TRY_GOTO(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));
-    if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH, "%s: hidden_act \"%s\" is not supported (silu)",
+    /* GemmaMLP reads hidden_activation (older Gemma files also carry hidden_act) */
+    char act[32] = "";
+    if (fam->gemma)
+        LQ_TRY_GOTO(lq_json_get_str(root, "hidden_activation", 0, act, sizeof act, label, err));
+    if (!act[0])
+        LQ_TRY_GOTO(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));
+    if (!act[0])
+        snprintf(act, sizeof act, "%s", fam->gemma ? "gelu_pytorch_tanh" : "silu");
+    if (!strcmp(act, "silu") || !strcmp(act, "swish"))
+        cfg->act = LQ_ACT_SILU;
+    else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new"))
+        cfg->act = LQ_ACT_GELU_TANH; /* both are the tanh approximation */
+    else
+        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
+                     "%s: hidden activation \"%s\" is not supported (silu, gelu_pytorch_tanh)",
                      label, act);
 
-    LQ_TRY_GOTO(parse_rope(root, label, cfg, err));
+    cfg->embed_scale = 1.0;
+    if (fam->gemma) {
+        cfg->norm_plus_one = 1;
+        cfg->post_norms    = 1;
+        cfg->embed_scale   = sqrt((double)cfg->hidden_size);
+        double qpas        = 256;
+        LQ_TRY_GOTO(lq_json_get_f64(root, "query_pre_attn_scalar", 0, &qpas, label, err));
+        if (!(qpas > 0))
+            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: query_pre_attn_scalar must be > 0", label);
+        cfg->attn_scale    = pow(qpas, -0.5);
+        cfg->attn_softcap  = fam->default_attn_softcap;
+        cfg->final_softcap = fam->default_final_softcap;
+        const char *caps[2]   = {"attn_logit_softcapping", "final_logit_softcapping"};
+        double     *vals[2]   = {&cfg->attn_softcap, &cfg->final_softcap};
+        for (int i = 0; i < 2; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, caps[i]);
+            if (v && cJSON_IsNull(v))
+                *vals[i] = 0;
+            else
+                LQ_TRY_GOTO(lq_json_get_f64(root, caps[i], 0, vals[i], label, err));
+            if (*vals[i] < 0)
+                LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be > 0 or null", label,
+                             caps[i]);
+        }
+    }
+
+    LQ_TRY_GOTO(parse_rope(root, label, fam, cfg, err));
     LQ_TRY_GOTO(check_plausible(cfg, label, err));
     cfg->quantized = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "quantization_config"));
 done:

@@ -1,5 +1,5 @@
-/* lq_config.h -- Hugging Face config.json for Llama-family decoders (llama, mistral, qwen2,
- * qwen3). */
+/* lq_config.h -- Hugging Face config.json for the decoder families llmquant runs: llama,
+ * mistral, qwen2, qwen3, gemma2, gemma3_text. */
 #ifndef LQ_CONFIG_H
 #define LQ_CONFIG_H
 
@@ -17,8 +17,13 @@ typedef enum lq_rope_type {
     LQ_ROPE_LLAMA3  = 2  /* Llama-3.1 frequency-dependent scaling */
 } lq_rope_type;
 
+typedef enum lq_act {
+    LQ_ACT_SILU      = 0, /* SwiGLU: silu(gate) * up */
+    LQ_ACT_GELU_TANH = 1  /* GeGLU with the tanh approximation ("gelu_pytorch_tanh") */
+} lq_act;
+
 typedef struct lq_model_config {
-    char    model_type[32];   /* "llama", "mistral", "qwen2", "qwen3" */
+    char    model_type[32];   /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text" */
     char    architecture[64]; /* architectures[0] */
     char    torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
     int64_t hidden_size;
@@ -42,6 +47,21 @@ typedef struct lq_model_config {
     int64_t bos_token_id; /* -1 if absent */
     int64_t eos_token_id;
     int64_t sliding_window; /* 0 if none */
+    /* Which layers slide: swa_period 0 = every layer (when sliding_window > 0); else layer i uses
+     * full attention iff i % swa_period == swa_full_phase (Gemma 2: 2/1, Gemma 3: 6/5). */
+    int64_t swa_period, swa_full_phase;
+    double  rope_local_theta; /* RoPE base of the sliding layers (Gemma 3), 0 = rope_theta; those
+                                 layers use default RoPE, the scaling is for full attention only */
+    int     act;              /* lq_act */
+    /* Gemma: every RMSNorm scales by (1 + w), not w; the embeddings are multiplied by
+     * sqrt(hidden_size); attention and the MLP each have a norm after them as well
+     * (post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm). */
+    int     norm_plus_one;
+    int     post_norms;
+    double  embed_scale;      /* 1 unless Gemma */
+    double  attn_scale;       /* query scaling, head_dim^-1/2 unless query_pre_attn_scalar */
+    double  attn_softcap;     /* cap * tanh(score / cap) before the mask (Gemma 2), 0 = none */
+    double  final_softcap;    /* the same on the logits, 0 = none */
     int     quantized;      /* config has quantization_config */
 } lq_model_config;
 
@@ -49,6 +69,8 @@ typedef struct lq_model_config {
  * inconsistent sizes (hidden % heads, heads % kv_heads) -> LQ_ERR_CONFIG_VALUE. */
 lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_model_config *cfg,
                           lq_err *err);
+/* Whether decoder layer i attends through the sliding window. */
+int lq_config_layer_sliding(const lq_model_config *cfg, int64_t i);
 /* <dir>/config.json */
 lq_status lq_config_load(const char *dir, lq_model_config *cfg, lq_err *err);
 

@@ -19,10 +19,12 @@
 #include <string.h>
 
 static const lq_gguf_arch k_archs[] = {
-    /* gguf     model_type  class               permute_qk qkv_bias qk_norm */
-    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1},
+    /* gguf     model_type     class                permute_qk qkv_bias qk_norm gemma */
+    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1, 0},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 0, 0, 1},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 0, 1, 1},
 };
 
 lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err) {
@@ -51,13 +53,22 @@ static const struct {
     const char *gguf, *hf;
     int         perm;    /* 1: q heads, 2: kv heads */
     int         qk_norm; /* exists only where the architecture has q/k norms */
+    int         gemma;   /* 1: only in Gemma's layout, -1: only outside it, 0: both */
 } k_block_names[] = {
-    {"attn_norm", "input_layernorm", 0, 0},    {"ffn_norm", "post_attention_layernorm", 0, 0},
-    {"attn_q", "self_attn.q_proj", 1, 0},      {"attn_k", "self_attn.k_proj", 2, 0},
-    {"attn_v", "self_attn.v_proj", 0, 0},      {"attn_output", "self_attn.o_proj", 0, 0},
-    {"ffn_gate", "mlp.gate_proj", 0, 0},       {"ffn_up", "mlp.up_proj", 0, 0},
-    {"ffn_down", "mlp.down_proj", 0, 0},       {"attn_q_norm", "self_attn.q_norm", 0, 1},
-    {"attn_k_norm", "self_attn.k_norm", 0, 1},
+    {"attn_norm", "input_layernorm", 0, 0, 0},
+    {"ffn_norm", "post_attention_layernorm", 0, 0, -1},
+    {"ffn_norm", "pre_feedforward_layernorm", 0, 0, 1},
+    {"post_attention_norm", "post_attention_layernorm", 0, 0, 1},
+    {"post_ffw_norm", "post_feedforward_layernorm", 0, 0, 1},
+    {"attn_q", "self_attn.q_proj", 1, 0, 0},
+    {"attn_k", "self_attn.k_proj", 2, 0, 0},
+    {"attn_v", "self_attn.v_proj", 0, 0, 0},
+    {"attn_output", "self_attn.o_proj", 0, 0, 0},
+    {"ffn_gate", "mlp.gate_proj", 0, 0, 0},
+    {"ffn_up", "mlp.up_proj", 0, 0, 0},
+    {"ffn_down", "mlp.down_proj", 0, 0, 0},
+    {"attn_q_norm", "self_attn.q_norm", 0, 1, 0},
+    {"attn_k_norm", "self_attn.k_norm", 0, 1, 0},
 };
 static const struct {
     const char *gguf, *hf;
@@ -90,8 +101,9 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
     for (size_t i = 0; i < sizeof k_block_names / sizeof k_block_names[0]; i++) {
         if (strlen(k_block_names[i].gguf) != plen || strncmp(part, k_block_names[i].gguf, plen))
             continue;
-        if (k_block_names[i].qk_norm && !a->qk_norm)
-            return false;
+        if ((k_block_names[i].qk_norm && !a->qk_norm) ||
+            (k_block_names[i].gemma && k_block_names[i].gemma != (a->gemma ? 1 : -1)))
+            continue;
         if (a->permute_qk && k_block_names[i].perm) {
             const int64_t nh = arch_key_i64(g, a, "attention.head_count", 0);
             *perm_heads      = (int)(k_block_names[i].perm == 1
@@ -102,6 +114,11 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
                (int)cap;
     }
     return false;
+}
+
+float lq_gguf_hf_shift(const lq_gguf_arch *a, const char *hf_name) {
+    const size_t n = strlen(hf_name), s = strlen("norm.weight");
+    return a->gemma && n >= s && !strcmp(hf_name + n - s, "norm.weight") ? 1.0f : 0.0f;
 }
 
 bool lq_gguf_unpermute_rows(float *w, int64_t n, int64_t k, int heads) {
@@ -155,6 +172,63 @@ static int is_spm(const lq_gguf *g) {
     const char *m;
     int64_t     n;
     return lq_gguf_get_str(g, "tokenizer.ggml.model", &m, &n) && n == 5 && !memcmp(m, "llama", 5);
+}
+
+/* Gemma 2/3 hyper-parameters as llama.cpp reads them (src/models/gemma2.cpp, gemma3.cpp):
+ * GeGLU; attention scale 1/sqrt(head_dim) except the 27B models (1/sqrt(hidden / heads));
+ * soft-capping keys; a sliding window on all layers but every n-th (the pattern, 2 or 6, or a
+ * per-layer list); the sliding layers' RoPE base (10000 unless rope.freq_base_swa). */
+static bool gemma_config(const lq_gguf *g, const lq_gguf_arch *a, cJSON *r, int64_t layers,
+                         int64_t hidden, int64_t heads, int64_t head_dim, lq_err *err) {
+    const int g3 = !strcmp(a->gguf, "gemma3");
+    char      k[128];
+    cJSON_ReplaceItemInObject(r, "hidden_act", cJSON_CreateString("gelu_pytorch_tanh"));
+    cJSON_AddStringToObject(r, "hidden_activation", "gelu_pytorch_tanh");
+    const int big = layers == (g3 ? 62 : 46);
+    cJSON_AddNumberToObject(r, "query_pre_attn_scalar", (double)(big ? hidden / heads : head_dim));
+    const char *caps[2] = {"attn_logit_softcapping", "final_logit_softcapping"};
+    for (int i = 0; i < 2; i++) {
+        double v = 0;
+        snprintf(k, sizeof k, "%s.%s", a->gguf, caps[i]);
+        if (lq_gguf_get_f64(g, k, &v) && v > 0)
+            cJSON_AddNumberToObject(r, caps[i], f32_decimal(v));
+        else
+            cJSON_AddNullToObject(r, caps[i]);
+    }
+    int64_t sw = arch_key_i64(g, a, "attention.sliding_window", 0);
+    if (sw > 0) {
+        cJSON_AddNumberToObject(r, "sliding_window", (double)sw);
+        snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", a->gguf);
+        const lq_gguf_kv *pk  = lq_gguf_find(g, k);
+        const int         arr = pk && pk->type == LQ_GGUF_ARRAY;
+        int64_t           pat = g3 ? 6 : 2, v;
+        if (arr && pk->n != layers) {
+            lq_fail(err, LQ_ERR_GGUF_FORMAT, "%s: %s lists %lld layers, not %lld",
+                    lq_gguf_path(g), k, (long long)pk->n, (long long)layers);
+            return false;
+        }
+        cJSON            *lt  = cJSON_AddArrayToObject(r, "layer_types");
+        for (int64_t i = 0; i < layers; i++) {
+            int swa;
+            if (arr && lq_gguf_arr_i64(pk, i, &v)) /* per-layer list of is_swa */
+                swa = v != 0;
+            else if (pk && lq_gguf_get_i64(g, k, &pat) && pat < 1)
+                swa = 1; /* a pattern of 0: every layer slides */
+            else
+                swa = i % pat < pat - 1;
+            cJSON_AddItemToArray(
+                lt, cJSON_CreateString(swa ? "sliding_attention" : "full_attention"));
+        }
+    } else {
+        cJSON_AddNullToObject(r, "sliding_window");
+    }
+    if (g3) {
+        double local = 10000.0;
+        snprintf(k, sizeof k, "%s.rope.freq_base_swa", a->gguf);
+        lq_gguf_get_f64(g, k, &local);
+        cJSON_AddNumberToObject(r, "rope_local_base_freq", f32_decimal(local));
+    }
+    return true;
 }
 
 lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char *torch_dtype,
@@ -256,6 +330,10 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
         cJSON_AddNumberToObject(o, "factor", f32_decimal(f));
     } else {
         cJSON_AddNullToObject(r, "rope_scaling");
+    }
+    if (a->gemma && !gemma_config(g, a, r, layers, hidden, heads, head_dim, err)) {
+        cJSON_Delete(r);
+        return err ? err->code : LQ_ERR_GGUF_FORMAT;
     }
     cJSON_AddStringToObject(r, "torch_dtype", torch_dtype);
     cJSON_AddBoolToObject(r, "use_cache", 1);
@@ -642,9 +720,11 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
     int64_t     *lens   = lq_malloc_n(v->n, sizeof *lens);
     float       *scores = lq_malloc_n(v->n, sizeof *scores);
     int32_t     *types  = lq_malloc_n(v->n, sizeof *types);
+    char       **owned  = lq_calloc_n(v->n, sizeof *owned); /* rewritten pieces */
+    int64_t      nowned = 0;
     lq_status    st     = LQ_OK;
     int          bytes  = 0;
-    if (!pieces || !lens || !scores || !types)
+    if (!pieces || !lens || !scores || !types || !owned)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", lq_gguf_path(g));
     for (int64_t i = 0; i < v->n; i++) {
         double sc = 0;
@@ -653,6 +733,26 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
             lq_gguf_arr_f64(v->scores, i, &sc);
         scores[i] = (float)sc;
         types[i]  = token_type(v, i);
+        /* Gemma's GGUF marks <unk> CONTROL and names it by unknown_token_id; SentencePiece
+         * needs the piece typed UNKNOWN */
+        if (i == v->unk && types[i] == TT_CONTROL)
+            types[i] = TT_UNKNOWN;
+        /* convert_hf_to_gguf.py "pre-normalizes" the spaces of user-defined pieces (U+2581 ->
+         * ' ', llama.cpp matches them in the raw text); SentencePiece matches them in the
+         * normalized text, so the model proto gets its U+2581 back */
+        if (types[i] == TT_USER && memchr(pieces[i], ' ', (size_t)lens[i])) {
+            char *u = lq_malloc_n(lens[i], 3);
+            if (!u)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", lq_gguf_path(g));
+            int64_t o = 0;
+            for (int64_t b = 0; b < lens[i]; b++)
+                if (pieces[i][b] == ' ')
+                    memcpy(u + o, "\xe2\x96\x81", 3), o += 3;
+                else
+                    u[o++] = pieces[i][b];
+            pieces[i] = owned[nowned++] = u;
+            lens[i]   = o;
+        }
         if (types[i] < TT_NORMAL || types[i] > TT_BYTE)
             LQ_FAIL_GOTO(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld has unknown type %d",
                          lq_gguf_path(g), (long long)i, types[i]);
@@ -665,6 +765,9 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
                         (int32_t)v->bos, (int32_t)v->eos,    (int32_t)v->pad};
     st               = lq_spm_model_write(pieces, lens, scores, types, v->n, &spec, out, len, err);
 done:
+    for (int64_t i = 0; i < nowned; i++)
+        free(owned[i]);
+    free(owned);
     free(pieces);
     free(lens);
     free(scores);

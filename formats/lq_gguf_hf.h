@@ -15,7 +15,9 @@ typedef struct lq_gguf_arch {
     const char *hf_class;   /* config.json architectures[0] */
     int         permute_qk; /* convert_hf_to_gguf.py interleaved the q/k rows per head */
     int         qkv_bias;   /* attn_q/k/v carry biases (config.json has no key for it) */
-    int         qk_norm;    /* attn_q_norm / attn_k_norm per head (qwen3) */
+    int         qk_norm;    /* attn_q_norm / attn_k_norm per head (qwen3, gemma3) */
+    int         gemma;      /* post norms, ffn_norm = pre_feedforward_layernorm, norm weights
+                               stored as 1 + w, Gemma hyper-parameters in config.json */
 } lq_gguf_arch;
 
 /* Architecture of g; LQ_ERR_UNSUPPORTED_ARCH "unsupported architecture gemma3 (supported:
@@ -27,6 +29,10 @@ lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *er
  * llama.cpp over that many heads (undo on read). Returns false for a name with no counterpart. */
 bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char *gguf_name,
                             char *hf, size_t cap, int *perm_heads);
+
+/* What llama.cpp added to the tensor of Hugging Face name hf_name (Gemma's norm weights are
+ * stored as 1 + w); readers subtract it. 0 for every other tensor. */
+float lq_gguf_hf_shift(const lq_gguf_arch *a, const char *hf_name);
 
 /* Undo llama.cpp's permute(): rows [n, k] of n / heads rows per head, where llama.cpp stored HF
  * row h*hd + j*hd/2 + i at h*hd + 2*i + j. In place (scratch: one head's rows). false: NOMEM. */

@@ -104,6 +104,7 @@ static lq_status open_gguf(lq_source *s, lq_err *err) {
         v[i].numel  = t->numel;
         v[i].nbytes = t->nbytes;
         v[i].data   = t->data;
+        v[i].shift  = lq_gguf_hf_shift(s->arch, names[i]);
         for (int d = 0; d < t->ndim; d++)
             v[i].shape[d] = t->ne[t->ndim - 1 - d];
         if (heads > 0) {

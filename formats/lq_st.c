@@ -653,6 +653,9 @@ lq_status lq_st_read_f32(const lq_st *st, const char *name, int ndim, const int6
     if (bad < 0)
         LQ_FAIL(err, LQ_ERR_WEIGHT_DTYPE, "%s: tensor \"%s\" of dtype %s cannot be decoded", file,
                 name, lq_dtype_name(t->dtype));
+    if (t->shift != 0.0f)
+        for (int64_t i = 0; i < t->numel; i++)
+            dst[i] -= t->shift;
     if (t->perm_heads > 0 &&
         !lq_gguf_unpermute_rows(dst, t->shape[0], t->ndim > 1 ? t->numel / t->shape[0] : 1,
                                 t->perm_heads))

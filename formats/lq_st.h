@@ -35,6 +35,9 @@ typedef struct lq_st_tensor {
     /* > 0: the rows were stored interleaved per rotary head over this many heads (llama.cpp's
      * q/k permutation in GGUF files); lq_st_read_f32 restores the Hugging Face order. */
     int         perm_heads;
+    /* The file holds w + shift (llama.cpp stores Gemma's norm weights as 1 + w); lq_st_read_f32
+     * subtracts it. */
+    float       shift;
 } lq_st_tensor;
 
 /* One file or a set of shards. Immutable once opened: lookups and reads from several threads

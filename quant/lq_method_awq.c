@@ -187,8 +187,12 @@ static lq_status awq_layer(lq_qjob *j) {
         const float *s = sc[gi];
         if (gr->prev == -1 || gr->prev == -2) {
             float *nw = gr->prev == -1 ? j->L->attn_norm : j->L->mlp_norm;
-            for (int64_t ch = 0; ch < k; ch++)
-                nw[ch] /= s[ch];
+            if (j->model->cfg.norm_plus_one) /* Gemma scales by (1 + w): fold into that */
+                for (int64_t ch = 0; ch < k; ch++)
+                    nw[ch] = (1.0f + nw[ch]) / s[ch] - 1.0f;
+            else
+                for (int64_t ch = 0; ch < k; ch++)
+                    nw[ch] /= s[ch];
         } else {
             lq_linear *pl = &j->L->lin[gr->prev];
             float     *pw = WPTR(gr->prev);

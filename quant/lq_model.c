@@ -133,7 +133,17 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
 int lq_layer_vecs(const lq_model_config *cfg, lq_layer *l, lq_layer_vec out[LQ_LAYER_MAX_VECS]) {
     int n    = 0;
     out[n++] = (lq_layer_vec){"input_layernorm.weight", cfg->hidden_size, &l->attn_norm};
-    out[n++] = (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size, &l->mlp_norm};
+    if (cfg->post_norms) {
+        out[n++] = (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size,
+                                  &l->attn_post_norm};
+        out[n++] = (lq_layer_vec){"pre_feedforward_layernorm.weight", cfg->hidden_size,
+                                  &l->mlp_norm};
+        out[n++] = (lq_layer_vec){"post_feedforward_layernorm.weight", cfg->hidden_size,
+                                  &l->mlp_post_norm};
+    } else {
+        out[n++] =
+            (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size, &l->mlp_norm};
+    }
     if (cfg->qk_norm) {
         out[n++] = (lq_layer_vec){"self_attn.q_norm.weight", cfg->head_dim, &l->q_norm};
         out[n++] = (lq_layer_vec){"self_attn.k_norm.weight", cfg->head_dim, &l->k_norm};
@@ -146,6 +156,8 @@ void lq_layer_free(lq_layer *l) {
         return;
     free(l->attn_norm);
     free(l->mlp_norm);
+    free(l->attn_post_norm);
+    free(l->mlp_post_norm);
     free(l->q_norm);
     free(l->k_norm);
     for (int i = 0; i < LQ_LIN_COUNT; i++)
@@ -482,6 +494,7 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
     LQ_RETURN_IF(i < 0 || i >= c->num_layers, err, LQ_ERR_INVALID_ARG,
                  "%s: layer %lld out of range [0, %lld)", m->dir, (long long)i,
                  (long long)c->num_layers);
+    out->idx = i;
     lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
     const int    nvec = lq_layer_vecs(c, out, vecs);
     for (int v = 0; v < nvec; v++) {
@@ -617,7 +630,7 @@ lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *er
     lq_status st = alloc_base(m, err);
     if (st == LQ_OK) {
         for (int64_t i = 0; i < cfg->hidden_size; i++)
-            m->final_norm[i] = 1.f;
+            m->final_norm[i] = cfg->norm_plus_one ? 0.f : 1.f;
         if (cfg->tie_word_embeddings) {
             tie_lm_head(m);
         } else {
@@ -639,8 +652,10 @@ lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *er
     return LQ_OK;
 }
 
-lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err) {
+lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_layer *out,
+                               lq_err *err) {
     memset(out, 0, sizeof *out);
+    out->idx = index;
     const int64_t d = cfg->hidden_size;
     (void)d;
     lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
@@ -650,7 +665,7 @@ lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err
         float *w = *vecs[v].slot = lq_malloc_n(vecs[v].len, sizeof(float));
         ok                       = w != NULL;
         for (int64_t i = 0; ok && i < vecs[v].len; i++)
-            w[i] = 1.f;
+            w[i] = cfg->norm_plus_one ? 0.f : 1.f;
     }
     for (int l = 0; ok && l < LQ_LIN_COUNT; l++) {
         int64_t n, k;

@@ -1,5 +1,7 @@
 /* lq_model.h -- Llama-family decoder on the CPU in float32 (RMSNorm, RoPE, GQA attention with a
- * causal mask, SwiGLU MLP, tied or untied lm_head, optional q/k/v/o/mlp biases).
+ * causal mask, SwiGLU MLP, tied or untied lm_head, optional q/k/v/o/mlp biases), with what
+ * Qwen3 and Gemma 2/3 change in it (q/k norms, (1 + w) norms, post norms, GeGLU, scaled
+ * embeddings, sliding and full layers with their own RoPE bases, soft-capping).
  *
  * Layer-by-layer by design: the calibration driver loads one decoder layer at a time, runs it
  * over all samples (with a capture hook that sees the input of every Linear), quantizes it and
@@ -52,8 +54,12 @@ size_t    lq_linear_ws_size(const lq_linear *l, int64_t m);
 float    *lq_linear_dense_mut(lq_linear *l);
 
 typedef struct lq_layer {
+    int64_t   idx;       /* which decoder layer (Gemma: sliding or full attention, RoPE base) */
     float    *attn_norm; /* [d] input_layernorm.weight */
-    float    *mlp_norm;  /* [d] post_attention_layernorm.weight */
+    float    *mlp_norm;  /* [d] the MLP's input norm: post_attention_layernorm.weight, or
+                            pre_feedforward_layernorm.weight where cfg.post_norms */
+    float    *attn_post_norm; /* [d] post_attention_layernorm.weight (cfg.post_norms), else NULL */
+    float    *mlp_post_norm;  /* [d] post_feedforward_layernorm.weight (cfg.post_norms) */
     float    *q_norm;    /* [head_dim] self_attn.q_norm.weight (cfg.qk_norm), else NULL */
     float    *k_norm;    /* [head_dim] self_attn.k_norm.weight (cfg.qk_norm), else NULL */
     lq_linear lin[LQ_LIN_COUNT];
@@ -61,9 +67,9 @@ typedef struct lq_layer {
 
 /* The float vectors of a layer besides its linears (norm weights), named as the checkpoint names
  * them under "model.layers.N.". Enumerated here once, so that loading, validation, writing and
- * copying a layer follow the family (Qwen3 adds q_norm / k_norm) without lists of their own.
- * Fills out[] and returns the count. */
-#define LQ_LAYER_MAX_VECS 4
+ * copying a layer follow the family (Qwen3 adds q_norm / k_norm, Gemma the post norms) without
+ * lists of their own. Fills out[] and returns the count. */
+#define LQ_LAYER_MAX_VECS 6
 typedef struct lq_layer_vec {
     const char *leaf; /* "input_layernorm.weight", ... */
     int64_t     len;
@@ -106,12 +112,14 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
 lq_status lq_model_load_all(lq_model *m, lq_err *err);
 
 /* A model without files (synthetic tests, benchmarks, algorithms on made-up layers): embed
- * zeroed [vocab, d], final_norm all ones, lm_head tied to embed or a zeroed dense [vocab, d]
+ * zeroed [vocab, d], final_norm the identity, lm_head tied to embed or a zeroed dense [vocab, d]
  * per cfg->tie_word_embeddings, RoPE from cfg. The caller fills the arrays and attaches layers
  * (lq_layer_alloc_dense) as it likes; lq_model_free frees m->layers when set. */
 lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *err);
-/* Dense float32 layer for cfg: norms all ones, weights and biases (where cfg has them) zeroed. */
-lq_status lq_layer_alloc_dense(const lq_model_config *cfg, lq_layer *out, lq_err *err);
+/* Dense float32 decoder layer `index` for cfg: norm weights all ones (the identity unless
+ * cfg.norm_plus_one, where zeros are), weights and biases (where cfg has them) zeroed. */
+lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_layer *out,
+                               lq_err *err);
 
 /* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. Forwards take
  * any number of sequences: they run chunks of whole sequences of at most max_tokens tokens
@@ -166,10 +174,13 @@ lq_status lq_mlp_forward(const lq_model *m, const lq_layer *layer, const float *
                          float *out, lq_fwd_ws *ws, lq_err *err);
 /* RMSNorm rows: out = x / sqrt(mean(x^2) + eps) * w. */
 void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out);
+/* The model's own RMSNorm: as lq_rmsnorm, scaling by (1 + w) where cfg.norm_plus_one (Gemma). */
+void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
+                      int64_t d, float *out);
 
 /* Token embeddings -> h [n, d]. Out-of-range ids -> LQ_ERR_INVALID_ARG. */
 lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float *h, lq_err *err);
-/* Final norm + lm_head: logits [t, vocab]. */
+/* Final norm + lm_head (+ Gemma 2's final soft-capping): logits [t, vocab]. */
 lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *logits,
                           lq_fwd_ws *ws, lq_err *err);
 

@@ -45,6 +45,7 @@ struct lq_fwd_ws {
     float           *g;                   /* [T, ff]  gate, then silu(gate) * up */
     float           *u;                   /* [T, ff]  up */
     float           *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
+    float           *rope_cos_l, *rope_sin_l; /* the sliding layers' (cfg.rope_local_theta) */
     int64_t          half;
     float           *scores;
     size_t           scores_cap; /* floats */
@@ -81,7 +82,8 @@ void lq_fwd_ws_free(lq_fwd_ws *ws) {
         return;
     float *bufs[] = {ws->xn,       ws->q,      ws->k,      ws->v,         ws->att,
                      ws->r,        ws->o,      ws->g,      ws->u,         ws->rope_cos,
-                     ws->rope_sin, ws->scores, ws->attn_w, ws->attn_w_thr};
+                     ws->rope_sin, ws->scores, ws->attn_w, ws->attn_w_thr, ws->rope_cos_l,
+                     ws->rope_sin_l};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
@@ -99,6 +101,19 @@ static float *ws_alloc(lq_fwd_ws *ws, int64_t rows, int64_t cols, int *ok) {
         *ok = 0;
     ws->bytes += (size_t)n;
     return p;
+}
+
+/* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
+static void rope_table(const lq_model_config *cfg, int64_t max_seq, int64_t half, float *cs,
+                       float *sn) {
+    float inv[512];
+    lq_rope_inv_freq(cfg, inv);
+    for (int64_t p = 0; p < max_seq; p++)
+        for (int64_t j = 0; j < half; j++) {
+            const float a     = (float)p * inv[j];
+            cs[p * half + j] = (float)cos((double)a);
+            sn[p * half + j] = (float)sin((double)a);
+        }
 }
 
 lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
@@ -132,16 +147,16 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     ws->half         = cfg->head_dim / 2;
     ws->rope_cos     = ws_alloc(ws, max_seq, ws->half, &ok);
     ws->rope_sin     = ws_alloc(ws, max_seq, ws->half, &ok);
-    if (ok) {
-        /* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
-        float inv[512];
-        lq_rope_inv_freq(cfg, inv);
-        for (int64_t p = 0; p < max_seq; p++)
-            for (int64_t j = 0; j < ws->half; j++) {
-                const float a                  = (float)p * inv[j];
-                ws->rope_cos[p * ws->half + j] = (float)cos((double)a);
-                ws->rope_sin[p * ws->half + j] = (float)sin((double)a);
-            }
+    if (ok)
+        rope_table(cfg, max_seq, ws->half, ws->rope_cos, ws->rope_sin);
+    if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
+        lq_model_config local = *cfg;
+        local.rope_theta      = cfg->rope_local_theta;
+        local.rope_type       = LQ_ROPE_DEFAULT;
+        ws->rope_cos_l        = ws_alloc(ws, max_seq, ws->half, &ok);
+        ws->rope_sin_l        = ws_alloc(ws, max_seq, ws->half, &ok);
+        if (ok)
+            rope_table(&local, max_seq, ws->half, ws->rope_cos_l, ws->rope_sin_l);
     }
     if (!ok) {
         const double gib = (double)ws->bytes / (1 << 30);
@@ -208,7 +223,8 @@ static lq_status ensure_kws(lq_fwd_ws *ws, size_t need, lq_err *err) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out) {
+static void rmsnorm(const float *x, const float *w, int plus_one, int64_t rows, int64_t d,
+                    double eps, float *out) {
 #pragma omp parallel for schedule(static) if (rows * d >= PAR_ELEMS)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * d;
@@ -217,9 +233,22 @@ void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double 
         for (int64_t i = 0; i < d; i++)
             ss += (double)xr[i] * xr[i];
         const float inv = (float)(1.0 / sqrt(ss / (double)d + eps));
-        for (int64_t i = 0; i < d; i++)
-            o[i] = w[i] * (xr[i] * inv);
+        if (plus_one) /* Gemma: (x * inv) * (1 + w), all in float32 */
+            for (int64_t i = 0; i < d; i++)
+                o[i] = (xr[i] * inv) * (1.0f + w[i]);
+        else
+            for (int64_t i = 0; i < d; i++)
+                o[i] = w[i] * (xr[i] * inv);
     }
+}
+
+void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out) {
+    rmsnorm(x, w, 0, rows, d, eps, out);
+}
+
+void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
+                      int64_t d, float *out) {
+    rmsnorm(x, w, cfg->norm_plus_one, rows, d, cfg->rms_norm_eps, out);
 }
 
 static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
@@ -266,13 +295,14 @@ static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const floa
 
 /* Rotate-half RoPE in place on x [T, ld]: heads of hd values at columns h*hd; token t sits at
  * position t % seqlen. */
-static void rope_apply(const lq_fwd_ws *ws, float *x, int64_t T, int64_t ld, int64_t nheads,
-                       int64_t seqlen, int nt) {
+static void rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int64_t ld,
+                       int64_t nheads, int64_t seqlen, int nt) {
     const int64_t half = ws->half, hd = 2 * half;
+    const float  *cs = local ? ws->rope_cos_l : ws->rope_cos, *sn = local ? ws->rope_sin_l : ws->rope_sin;
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
     for (int64_t t = 0; t < T; t++) {
         const int64_t p = t % seqlen;
-        const float  *c = ws->rope_cos + p * half, *s = ws->rope_sin + p * half;
+        const float  *c = cs + p * half, *s = sn + p * half;
         for (int64_t h = 0; h < nheads; h++) {
             float *v = x + t * ld + h * hd;
             for (int64_t j = 0; j < half; j++) {
@@ -310,7 +340,11 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
                            int stop_after, int *stop, lq_err *err) {
     const lq_model_config *c = &m->cfg;
     const int64_t          T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
-                  KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd, W = c->sliding_window;
+                  KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd;
+    const int     sliding = lq_config_layer_sliding(c, L->idx);
+    const int64_t W       = sliding ? c->sliding_window : 0;
+    const int     local   = sliding && ws->rope_cos_l != NULL;
+    const float   softcap = (float)c->attn_softcap;
     const int nt = ws_threads(ws);
     /* v_proj's input is captured after the attention when its weights are wanted */
     const int wts = ws->want_attn_w && cap != NULL;
@@ -326,16 +360,17 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
     LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
     LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
-    if (L->q_norm && L->k_norm) { /* Qwen3: RMSNorm of every head, before RoPE (in place) */
-        lq_rmsnorm(ws->q, L->q_norm, T * H, hd, c->rms_norm_eps, ws->q);
-        lq_rmsnorm(ws->k, L->k_norm, T * KV, hd, c->rms_norm_eps, ws->k);
+    if (L->q_norm && L->k_norm) { /* Qwen3, Gemma 3: RMSNorm of every head, before RoPE */
+        lq_model_rmsnorm(c, ws->q, L->q_norm, T * H, hd, ws->q);
+        lq_model_rmsnorm(c, ws->k, L->k_norm, T * KV, hd, ws->k);
     }
-    rope_apply(ws, ws->q, T, qd, H, seqlen, nt);
-    rope_apply(ws, ws->k, T, kvd, KV, seqlen, nt);
+    rope_apply(ws, local, ws->q, T, qd, H, seqlen, nt);
+    rope_apply(ws, local, ws->k, T, kvd, KV, seqlen, nt);
     LQ_TRY(ensure_scores(ws, nt, err));
 
     const int64_t nqb = (seqlen + QB - 1) / QB, njobs = ns * H * nqb, group = H / KV;
-    const float   scale = 1.0f / sqrtf((float)hd);
+    /* transformers multiplies by the Python float head_dim**-0.5 (query_pre_attn_scalar**-0.5) */
+    const float   scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
     const float  *q = ws->q, *k = ws->k, *v = ws->v;
     float        *scores  = ws->scores;
     const int64_t sstride = (int64_t)QB * ws->max_seq;
@@ -351,6 +386,9 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)hd, scale,
                     q + (base + i0) * qd + h * hd, (int)qd, k + (base + j0) * kvd + kvh * hd,
                     (int)kvd, 0.f, S, (int)cols);
+        if (softcap > 0) /* Gemma 2: cap * tanh(score / cap), before the mask */
+            for (int64_t e = 0; e < rows * cols; e++)
+                S[e] = tanhf(S[e] / softcap) * softcap;
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i  = i0 + r;
             const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
@@ -378,9 +416,19 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     return LQ_OK;
 }
 
-/* SwiGLU MLP: xn [T, d] -> out [T, d] (down_proj output). Captures gate, up, down inputs. */
-static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *out, lq_fwd_ws *ws,
-                          lq_capture_fn cap, void *user, int stop_after, int *stop, lq_err *err) {
+/* GELU, tanh approximation, as PyTorch's float kernel writes it */
+static inline float gelu_tanh(float x) {
+    const float beta  = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5); /* M_SQRT2 * M_2_SQRTPI * 0.5 */
+    const float kappa = 0.044715f;
+    const float inner = beta * (x + kappa * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+/* Gated MLP (SwiGLU, or GeGLU for Gemma): xn [T, d] -> out [T, d] (down_proj output). Captures
+ * gate, up, down inputs. */
+static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
+                          float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
+                          int *stop, lq_err *err) {
     const int64_t d = ws->d, ff = ws->ff;
     const int     nt = ws_threads(ws);
     for (int id = LQ_LIN_GATE; id <= LQ_LIN_UP; id++) {
@@ -393,9 +441,15 @@ static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *
     float        *g = ws->g;
     const float  *u = ws->u;
     const int64_t n = T * ff;
+    if (c->act == LQ_ACT_GELU_TANH) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-    for (int64_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int64_t i = 0; i < n; i++)
+            g[i] = gelu_tanh(g[i]) * u[i];
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+        for (int64_t i = 0; i < n; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
     LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
     if (*stop)
         return LQ_OK;
@@ -403,8 +457,10 @@ static lq_status mlp_core(const lq_layer *L, const float *xn, int64_t T, float *
 }
 
 static lq_status check_layer(const lq_model *m, const lq_layer *L, lq_err *err) {
-    LQ_RETURN_IF(!L || !L->attn_norm || !L->mlp_norm, err, LQ_ERR_INVALID_ARG,
-                 "%s: layer not loaded", m->dir);
+    LQ_RETURN_IF(!L || !L->attn_norm || !L->mlp_norm ||
+                     (m->cfg.post_norms && (!L->attn_post_norm || !L->mlp_post_norm)) ||
+                     (m->cfg.qk_norm && (!L->q_norm || !L->k_norm)),
+                 err, LQ_ERR_INVALID_ARG, "%s: layer not loaded", m->dir);
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
         lq_lin_shape(&m->cfg, (lq_lin_id)l, &n, &k);
@@ -439,13 +495,13 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64
     LQ_TRY(check_seq(m, nseq, seqlen, ws, err));
     LQ_TRY(check_layer(m, L, err));
     const int64_t d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
-    const double  eps = m->cfg.rms_norm_eps;
-    const int     nt  = ws_threads(ws);
+    const lq_model_config *c  = &m->cfg;
+    const int              nt = ws_threads(ws);
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
         const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
         float        *hc   = h + s0 * seqlen * d;
         int           stop = 0;
-        lq_rmsnorm(hc, L->attn_norm, T, d, eps, ws->xn);
+        lq_model_rmsnorm(c, hc, L->attn_norm, T, d, ws->xn);
         LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after, &stop, err));
         if (!stop)
             LQ_TRY(capture(cap, user, LQ_LIN_O, ws->att, T, ws->qd, stop_after, &stop, err));
@@ -453,13 +509,17 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64
             continue;
         LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, ws->o, ws, err));
         float *r = ws->r, *o = ws->o;
+        if (c->post_norms)
+            lq_model_rmsnorm(c, o, L->attn_post_norm, T, d, o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
         for (int64_t i = 0; i < T * d; i++)
             r[i] = hc[i] + o[i];
-        lq_rmsnorm(r, L->mlp_norm, T, d, eps, ws->xn);
-        LQ_TRY(mlp_core(L, ws->xn, T, o, ws, cap, user, stop_after, &stop, err));
+        lq_model_rmsnorm(c, r, L->mlp_norm, T, d, ws->xn);
+        LQ_TRY(mlp_core(c, L, ws->xn, T, o, ws, cap, user, stop_after, &stop, err));
         if (stop)
             continue;
+        if (c->post_norms)
+            lq_model_rmsnorm(c, o, L->mlp_post_norm, T, d, o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
         for (int64_t i = 0; i < T * d; i++)
             hc[i] = r[i] + o[i];
@@ -491,7 +551,8 @@ lq_status lq_mlp_forward(const lq_model *m, const lq_layer *L, const float *xn, 
     for (int64_t t0 = 0; t0 < ntok; t0 += per) {
         const int64_t T    = ntok - t0 < per ? ntok - t0 : per;
         int           stop = 0;
-        LQ_TRY(mlp_core(L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
+        LQ_TRY(
+            mlp_core(&m->cfg, L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
     }
     return LQ_OK;
 }
@@ -504,6 +565,11 @@ lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float
                      (long long)i, (long long)m->cfg.vocab_size);
         memcpy(h + i * d, m->embed + (int64_t)ids[i] * d, (size_t)d * sizeof(float));
     }
+    if (m->cfg.embed_scale != 1.0) { /* Gemma: times sqrt(hidden_size), rounded to float32 */
+        const float sc = (float)m->cfg.embed_scale;
+        for (int64_t i = 0; i < n * d; i++)
+            h[i] *= sc;
+    }
     return LQ_OK;
 }
 
@@ -514,8 +580,15 @@ lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *l
     const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, per = ws->max_tokens;
     for (int64_t t0 = 0; t0 < t; t0 += per) {
         const int64_t T = t - t0 < per ? t - t0 : per;
-        lq_rmsnorm(h + t0 * d, m->final_norm, T, d, m->cfg.rms_norm_eps, ws->xn);
+        lq_model_rmsnorm(&m->cfg, h + t0 * d, m->final_norm, T, d, ws->xn);
         LQ_TRY(lin("lm_head", &m->lm_head, ws->xn, T, logits + t0 * V, ws, err));
+        const float cap = (float)m->cfg.final_softcap;
+        if (cap > 0) { /* Gemma 2: cap * tanh(logit / cap) */
+            float *lg = logits + t0 * V;
+#pragma omp parallel for schedule(static) num_threads(ws_threads(ws)) if (T * V >= PAR_ELEMS)
+            for (int64_t e = 0; e < T * V; e++)
+                lg[e] = tanhf(lg[e] / cap) * cap;
+        }
     }
     return LQ_OK;
 }

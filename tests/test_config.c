@@ -4,6 +4,7 @@
 #include "lq_test.h"
 #include "lq_test_status.h"
 
+#include <math.h>
 #include <dirent.h>
 
 /* Oracle mode for tests/py/test_config_oracle.py: parse <dir>/config.json, print the fields
@@ -117,6 +118,77 @@ int main(int argc, char **argv) {
                          "\"max_window_layers\":2}";
     CHECK_EQ_INT(lq_config_parse(qw_mix, strlen(qw_mix), "qw_mix", &c, &err),
                  LQ_ERR_UNSUPPORTED_ARCH);
+    /* Gemma 3 as the Hub ships google/gemma-3-270m (transformers 4.5x keys): one full layer in
+     * six, two RoPE bases, (1 + w) norms, scaled embeddings, GeGLU, tied */
+    const char *g3 =
+        "{\"architectures\":[\"Gemma3ForCausalLM\"],\"_sliding_window_pattern\":6,"
+        "\"attn_logit_softcapping\":null,\"bos_token_id\":2,\"eos_token_id\":1,"
+        "\"final_logit_softcapping\":null,\"head_dim\":256,\"hidden_activation\":"
+        "\"gelu_pytorch_tanh\",\"hidden_size\":640,\"intermediate_size\":2048,"
+        "\"max_position_embeddings\":32768,\"model_type\":\"gemma3_text\",\"num_attention_heads\":4,"
+        "\"num_hidden_layers\":18,\"num_key_value_heads\":1,\"query_pre_attn_scalar\":256,"
+        "\"rms_norm_eps\":1e-06,\"rope_local_base_freq\":10000.0,\"rope_scaling\":null,"
+        "\"rope_theta\":1000000.0,\"sliding_window\":512,\"vocab_size\":262144}";
+    CHECK_OK(lq_config_parse(g3, strlen(g3), "g3", &c, &err));
+    CHECK(c.norm_plus_one && c.post_norms && c.qk_norm && c.tie_word_embeddings);
+    CHECK_EQ_INT(c.act, LQ_ACT_GELU_TANH);
+    CHECK_NEAR(c.embed_scale, sqrt(640.0), 1e-12);
+    CHECK_NEAR(c.attn_scale, 1.0 / 16, 1e-15);
+    CHECK_NEAR(c.rope_theta, 1e6, 0);
+    CHECK_NEAR(c.rope_local_theta, 1e4, 0);
+    CHECK_EQ_INT(c.sliding_window, 512);
+    CHECK(c.attn_softcap == 0 && c.final_softcap == 0);
+    for (int64_t i = 0; i < 18; i++)
+        CHECK_MSG(lq_config_layer_sliding(&c, i) == ((i + 1) % 6 != 0), "layer %lld",
+                  (long long)i);
+    /* transformers 5: per-layer-type rope_parameters, layer_types; linear scaling on full only */
+    const char *g3v5 =
+        "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
+        "\"num_hidden_layers\":3,\"num_attention_heads\":4,\"num_key_value_heads\":1,"
+        "\"head_dim\":32,\"query_pre_attn_scalar\":32,\"vocab_size\":512,\"sliding_window\":16,"
+        "\"layer_types\":[\"sliding_attention\",\"sliding_attention\",\"full_attention\"],"
+        "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\",\"factor\":2.0,"
+        "\"rope_theta\":1000000.0},\"sliding_attention\":{\"rope_type\":\"default\","
+        "\"rope_theta\":100.0}}}";
+    CHECK_OK(lq_config_parse(g3v5, strlen(g3v5), "g3v5", &c, &err));
+    CHECK(c.rope_type == LQ_ROPE_LINEAR && c.rope_factor == 2.0 && c.rope_theta == 1e6 &&
+          c.rope_local_theta == 100.0);
+    CHECK(lq_config_layer_sliding(&c, 0) && lq_config_layer_sliding(&c, 1) &&
+          !lq_config_layer_sliding(&c, 2));
+    CHECK_EQ_INT(c.bos_token_id, 2); /* Gemma3TextConfig defaults */
+    CHECK_EQ_INT(c.eos_token_id, 1);
+    /* a layer_types list that is not periodic, and an embedding model: refused */
+    const char *g3np =
+        "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":512,"
+        "\"layer_types\":[\"full_attention\",\"sliding_attention\",\"full_attention\","
+        "\"full_attention\"]}";
+    CHECK_EQ_INT(lq_config_parse(g3np, strlen(g3np), "g3np", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    CHECK(strstr(err.msg, "periodic") != NULL);
+    const char *g3bi = "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
+                       "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":512,"
+                       "\"use_bidirectional_attention\":true}";
+    CHECK_EQ_INT(lq_config_parse(g3bi, strlen(g3bi), "g3bi", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    /* Gemma 2 (google/gemma-2-2b): alternating layers starting sliding, soft-capping defaults */
+    const char *g2 =
+        "{\"architectures\":[\"Gemma2ForCausalLM\"],\"attn_logit_softcapping\":50.0,"
+        "\"final_logit_softcapping\":30.0,\"head_dim\":256,\"hidden_act\":\"gelu_pytorch_tanh\","
+        "\"hidden_activation\":\"gelu_pytorch_tanh\",\"hidden_size\":2304,"
+        "\"intermediate_size\":9216,\"max_position_embeddings\":8192,\"model_type\":\"gemma2\","
+        "\"num_attention_heads\":8,\"num_hidden_layers\":26,\"num_key_value_heads\":4,"
+        "\"query_pre_attn_scalar\":256,\"rms_norm_eps\":1e-06,\"rope_theta\":10000.0,"
+        "\"sliding_window\":4096,\"vocab_size\":256000}";
+    CHECK_OK(lq_config_parse(g2, strlen(g2), "g2", &c, &err));
+    CHECK(c.attn_softcap == 50.0 && c.final_softcap == 30.0 && !c.qk_norm && c.post_norms);
+    CHECK(lq_config_layer_sliding(&c, 0) && !lq_config_layer_sliding(&c, 1) &&
+          lq_config_layer_sliding(&c, 24) && !lq_config_layer_sliding(&c, 25));
+    CHECK(c.rope_local_theta == 0 && c.tie_word_embeddings);
+    /* not Gemma: no post norms, plain norms, every layer as before */
+    const char *ll1 = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
+                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9}";
+    CHECK_OK(lq_config_parse(ll1, strlen(ll1), "ll1", &c, &err));
+    CHECK(!c.norm_plus_one && !c.post_norms && c.embed_scale == 1.0 && c.attn_scale == 0 &&
+          c.act == LQ_ACT_SILU && !c.tie_word_embeddings);
     const char *mi_def = "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":1,"
                          "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9}";
     CHECK_OK(lq_config_parse(mi_def, strlen(mi_def), "mi_def", &c, &err));
@@ -173,7 +245,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(lq_config_parse(neox, strlen(neox), "config.json", &c, &err),
                  LQ_ERR_UNSUPPORTED_ARCH);
     CHECK(strcmp(err.msg, "config.json: model_type \"gpt_neox\" is not supported (supported: "
-                          "llama, mistral, qwen2, qwen3)") == 0);
+                          "llama, mistral, qwen2, qwen3, gemma2, gemma3_text)") == 0);
 
     /* the config transformers 5 itself wrote (tests/data/st/make_st.py) */
     snprintf(p, sizeof p, "%s/st/hf_tiny_sharded", data);

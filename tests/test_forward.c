@@ -710,7 +710,7 @@ static int write_quantized(const lq_model *m, const char *src, const char *dst, 
 /* The same layer with every quantized linear dequantized by the format's scalar reference. */
 static lq_status dequantized_copy(const lq_model_config *cfg, const lq_layer *L, lq_layer *out,
                                   lq_err *err) {
-    LQ_TRY(lq_layer_alloc_dense(cfg, out, err));
+    LQ_TRY(lq_layer_alloc_dense(cfg, L->idx, out, err));
     lq_layer_vec src[LQ_LAYER_MAX_VECS], dst[LQ_LAYER_MAX_VECS];
     lq_layer     view = *L; /* the same vectors, through a non-const handle */
     const int    nvec = lq_layer_vecs(cfg, &view, src);

@@ -540,13 +540,43 @@ static void test_permute_names(void) {
     }
     lq_gguf_close(gg);
     free(f);
-    /* another architecture: the error names it */
+    /* Gemma 3: its own norm names, and norm weights stored as 1 + w */
+    tg_gguf g3 = {0};
+    tg_kv_str(&g3, "general.architecture", "gemma3");
+    m = tg_finish(&g3, &f);
+    CHECK_OK(lq_gguf_open_memory(f, m, "g3.gguf", &gg, &e));
+    CHECK_OK(lq_gguf_hf_arch(gg, &a, &e));
+    struct {
+        const char *in, *out;
+        float       shift;
+    } gnames[] = {
+        {"blk.2.attn_norm.weight", "model.layers.2.input_layernorm.weight", 1},
+        {"blk.2.post_attention_norm.weight", "model.layers.2.post_attention_layernorm.weight", 1},
+        {"blk.2.ffn_norm.weight", "model.layers.2.pre_feedforward_layernorm.weight", 1},
+        {"blk.2.post_ffw_norm.weight", "model.layers.2.post_feedforward_layernorm.weight", 1},
+        {"blk.2.attn_q_norm.weight", "model.layers.2.self_attn.q_norm.weight", 1},
+        {"output_norm.weight", "model.norm.weight", 1},
+        {"blk.2.attn_q.weight", "model.layers.2.self_attn.q_proj.weight", 0},
+        {"token_embd.weight", "model.embed_tokens.weight", 0},
+    };
+    for (size_t i = 0; a && i < sizeof gnames / sizeof gnames[0]; i++) {
+        char hf[256];
+        int  ph = -1;
+        CHECK(lq_gguf_hf_tensor_name(gg, a, gnames[i].in, hf, sizeof hf, &ph));
+        CHECK_MSG(!strcmp(hf, gnames[i].out) && ph == 0 &&
+                      lq_gguf_hf_shift(a, hf) == gnames[i].shift,
+                  "%s -> %s (%d)", gnames[i].in, hf, ph);
+    }
+    lq_gguf_close(gg);
+    free(f);
+    /* another architecture: the error names it and the supported ones */
     tg_gguf g2 = {0};
-    tg_kv_str(&g2, "general.architecture", "gemma3");
+    tg_kv_str(&g2, "general.architecture", "mamba");
     m = tg_finish(&g2, &f);
     CHECK_OK(lq_gguf_open_memory(f, m, "g.gguf", &gg, &e));
     CHECK_EQ_INT(lq_gguf_hf_arch(gg, &a, &e), LQ_ERR_UNSUPPORTED_ARCH);
-    CHECK(strstr(e.msg, "unsupported architecture gemma3") != NULL);
+    CHECK(strstr(e.msg, "unsupported architecture mamba") != NULL &&
+          strstr(e.msg, "gemma3") != NULL);
     lq_gguf_close(gg);
     free(f);
 }

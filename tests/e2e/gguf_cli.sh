@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GGUF input through the CLI on the real models scripts/fetch_models.sh caches: SmolLM2-135M
 # (inspect, convert, quantize and ppl straight from the .gguf, the converted directory agreeing
-# with the file), Gemma-3-270M (a clean "unsupported architecture gemma3"), a truncated file (its
+# with the file), Gemma-3-270M (inspect, rtn), a truncated file (its
 # own exit code, nothing written). Skips naming the fetch script when the models are absent.
 set -e
 . "$(dirname "$0")/cli_lib.bash"
@@ -77,13 +77,18 @@ awk "BEGIN { exit !($P_RTN > $P_HF && $P_RTN < 3 * $P_HF && $P_GPTQ < $P_RTN && 
     && $P_GB > $P_HF && $P_GB < 3 * $P_HF) }" ||
     fail "quantized ppl out of range: rtn $P_RTN, gptq $P_GPTQ, gptq built-in $P_GB vs fp16 $P_HF"
 
-# Gemma-3: every tensor decodes, the architecture is refused in one line
-run "$B" convert "$GEMMA" -o "$W/gemma"
-expect_error 43 "unsupported architecture gemma3" "gemma-3 convert"
+# Gemma-3: inspect names the family; RTN straight from the .gguf writes a checkpoint whose norm
+# weights are the Hugging Face ones (llama.cpp stored 1 + w)
 run "$B" inspect "$GEMMA"
-expect_error 43 "unsupported architecture gemma3" "gemma-3 inspect"
+expect_rc 0 "gemma-3 inspect"
+expect_in "$T/out" "18 layers, hidden 640, intermediate 2048, heads 4 (kv 1, head_dim 256)" \
+    "gemma-3 inspect shape"
+run "$B" --json rtn "$GEMMA" -o "$W/gemma" --group-size 128
+expect_rc 0 "gemma-3 rtn from .gguf"
+expect_in "$T/out" '"quantized_linears":126' "gemma-3 rtn quantizes every linear"
+expect_in "$W/gemma/config.json" '"model_type": "gemma3_text"' "gemma-3 config model_type"
 CHECKS=$((CHECKS + 1))
-[ ! -e "$W/gemma" ] || fail "gemma-3 output created"
+[ -s "$W/gemma/tokenizer.model" ] || fail "gemma-3 rtn output lacks tokenizer.model"
 
 # a truncated file: its own exit code, naming the file
 head -c 1000000 "$G" >"$W/trunc.gguf"

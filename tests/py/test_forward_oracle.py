@@ -7,7 +7,11 @@ transformers' own models (torch, float32, eager attention):
     biases, an untied lm_head and llama3 RoPE scaling, stored in bf16; Qwen2 (q/k/v bias, tied
     embeddings) with linear RoPE scaling in fp32; Mistral with a sliding window shorter than the
     sequence, head_dim set explicitly, in fp16; Qwen3 (per-head q/k RMSNorm before RoPE, head_dim
-    wider than hidden / heads, untied) in bf16.
+    wider than hidden / heads, untied) in bf16; Gemma 2 (alternating sliding / full layers,
+    attention and final logit soft-capping, query_pre_attn_scalar, (1 + w) and post norms, GeGLU,
+    scaled embeddings) in bf16; Gemma 3 (q/k norms, layer_types, two RoPE bases with linear
+    scaling on the full layers only) in fp32, also quantized by `llmquant awq` (norm folding with
+    the (1 + w) convention) and dequantized back into transformers.
 
 Skips (exit 77) without torch / transformers / safetensors or without the built test binary."""
 import os
@@ -21,7 +25,9 @@ try:
     import numpy as np
     import torch
     from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                              Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
+                              Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
+                              Gemma3ForCausalLM)
 except ImportError as e:
     lq_oracle.skip(f"{e}")
 
@@ -98,9 +104,10 @@ def random_model(cls, cfg, dtype, name):
     with torch.no_grad():
         for p in m.parameters():
             p.normal_(0.0, 0.25)
+        gemma = "Gemma" in cls.__name__  # RMSNorm scales by (1 + w)
         for n_, p in m.named_parameters():
             if "norm" in n_:
-                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+                p.copy_((0.0 if gemma else 1.0) + 0.1 * torch.randn_like(p))
     d = os.path.join(tmp, name)
     m.to(dtype).save_pretrained(d, safe_serialization=True)
     return d, cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
@@ -129,6 +136,19 @@ cases = [
         num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
         tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-6,
         rope_parameters={"rope_type": "default", "rope_theta": 1e6}), torch.bfloat16, 96),
+    ("gemma2_softcap_window16_bf16", Gemma2ForCausalLM, Gemma2Config(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24,
+        max_position_embeddings=256, sliding_window=16, attn_logit_softcapping=4.0,
+        final_logit_softcapping=5.0, rms_norm_eps=1e-6), torch.bfloat16, 80),
+    ("gemma3_layer_types_two_bases_f32", Gemma3ForCausalLM, Gemma3TextConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=32,
+        max_position_embeddings=256, sliding_window=16,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}},
+        rms_norm_eps=1e-6), torch.float32, 80),
 ]
 models = {}
 for name, cls, cfg, dtype, seqlen in cases:
@@ -179,6 +199,57 @@ else:
     rng = np.random.default_rng(3)
     ids = rng.integers(0, cfg.vocab_size, size=(2, seqlen))
     compare("qwen3 rtn w8 g32 (our file, dequantized into transformers)", dq, mq, ids, 2e-5)
+
+# ---- Gemma 3 through AWQ: scales folded into (1 + w) norms, file dequantized into transformers ---
+def awq_dequant(sd, prefix):
+    """AutoAWQ GEMM tensors -> float32 weight [n, k]: scale[g] * (q - z), AWQ's nibble order."""
+    order = [0, 4, 1, 5, 2, 6, 3, 7]
+    def unpack(t):
+        t = t.numpy().view(np.uint32)
+        return np.stack([(t >> (4 * order[i])) & 15 for i in range(8)], -1).reshape(t.shape[0], -1)
+    q, z, sc = unpack(sd[prefix + ".qweight"]), unpack(sd[prefix + ".qzeros"]), sd[prefix + ".scales"].float().numpy()
+    g = q.shape[0] // sc.shape[0]
+    return ((q.astype(np.float32) - np.repeat(z, g, 0)) * np.repeat(sc, g, 0)).T
+
+
+d, m, cls, cfg, seqlen = models["gemma3_layer_types_two_bases_f32"]
+aq = os.path.join(tmp, "gemma3_awq")
+ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+r = subprocess.run([lq_bin, "-q", "awq", d, "-o", aq, "--group-size", "32", "--force",
+                    "--tokenizer", os.path.join(ex, "stories260K", "tokenizer.model"),
+                    "--calib", os.path.join(ex, "data", "tinystories_sample.txt"),
+                    "--nsamples", "8", "--seqlen", "64"], capture_output=True, text=True)
+if r.returncode != 0:
+    print(f"FAIL llmquant awq on Gemma 3: {r.stderr.strip()}")
+    failures += 1
+else:
+    from safetensors.torch import load_file
+    sd = load_file(os.path.join(aq, "model.safetensors"))
+    state = {}
+    for k, v in sd.items():
+        if k.endswith(".qweight"):
+            p = k[: -len(".qweight")]
+            state[p + ".weight"] = torch.tensor(awq_dequant(sd, p))
+        elif not k.endswith((".qzeros", ".scales")):
+            state[k] = v.float()
+    state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
+    nq = sum(k.endswith(".qweight") for k in sd)
+    moved = max(float((state[f"model.layers.{i}.input_layernorm.weight"] -
+                       m.state_dict()[f"model.layers.{i}.input_layernorm.weight"]).abs().max())
+                for i in range(cfg.num_hidden_layers))
+    if nq != 7 * cfg.num_hidden_layers or moved < 1e-3:
+        print(f"FAIL Gemma 3 awq: {nq} quantized linears, input norms moved by {moved:.3g}")
+        failures += 1
+    mq = cls(cfg).eval()
+    mq.load_state_dict(state, strict=True)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, cfg.vocab_size, size=(2, seqlen))
+    compare("gemma3 awq w4 g32 (our file, dequantized into transformers)", aq, mq, ids, 2e-5)
+    # and the quantized model stays close to the original (the folding kept the function)
+    a, b = theirs(mq, ids), theirs(m, ids)
+    rel = float(np.abs(a - b).max() / np.abs(b).max())
+    print(f"{'ok  ' if rel < 0.2 else 'FAIL'} gemma3 awq vs fp32 model: max rel logit diff {rel:.3g}")
+    failures += rel >= 0.2
 
 if failures:
     print(f"{failures} comparison(s) failed")

@@ -10,7 +10,11 @@
   * SmolLM2 token ids of the WikiText-2 test join == llama.cpp's llama-tokenize (the committed
     count + SHA-256 in tests/data/gguf, tokenizer.ggml.pre "smollm" splits digits), and the
     tokenizer.json we rebuild, loaded by HF tokenizers, gives the same ids;
-  * Gemma-3: `llmquant convert` fails cleanly with "unsupported architecture gemma3" (exit 43).
+  * Gemma-3-270M (architecture gemma3): token ids of the WikiText-2 test join == llama.cpp's
+    llama-tokenize (committed golden; user-defined whitespace pieces), the tokenizer.model we
+    rebuild gives the same ids in Google's sentencepiece, `convert --out-dtype float32` == the
+    transformers GGUF loader bit for bit (norm weights stored by llama.cpp as 1 + w), and our
+    logits over the GGUF vs transformers' on two windows.
 
 Skips (77) without numpy / gguf / torch / transformers / the cached models."""
 import glob
@@ -77,13 +81,6 @@ for path in (smol, gemma):
            + (f"; differ: {bad[:5]}" if bad else ""))
     del ours
 
-# ---- Gemma-3: tensors load, the architecture is refused cleanly ----------------------------
-res = subprocess.run([lq, "convert", gemma, "-o", os.path.join(tmp, "gemma-hf")],
-                     capture_output=True, text=True)
-report(res.returncode == 43 and "unsupported architecture gemma3" in res.stderr
-       and not os.path.exists(os.path.join(tmp, "gemma-hf")),
-       f"gemma-3 convert: exit {res.returncode}, {res.stderr.strip()}")
-
 # ---- SmolLM2 tokens vs llama.cpp (committed golden) and HF tokenizers ----------------------
 join = os.path.join(shared, "data", "wikitext2", "wikitext2_test_hf_join.txt")
 gold = json.load(open(os.path.join(src, "tests", "data", "gguf",
@@ -146,6 +143,67 @@ if ids is not None:
     report(diff <= 1e-4 * scale and dn <= 1e-4,
            f"SmolLM2 logits over the GGUF vs transformers: max |diff| {diff:.3g} (max |logit| "
            f"{scale:.3g}), per-window NLL diff {dn:.3g}")
+
+# ---- Gemma-3-270M: tokens, tensors and logits -------------------------------------------
+ggold = json.load(open(os.path.join(src, "tests", "data", "gguf",
+                                    "gemma3_270m_wikitext2_test_llamacpp_ids.json")))
+gids = None
+if os.path.exists(join):
+    gids = [int(x) for x in subprocess.run([tt, "--ids", gemma, join], check=True,
+                                           capture_output=True, text=True).stdout.split()]
+    h = hashlib.sha256(np.array(gids, dtype="<u4").tobytes()).hexdigest()
+    report(len(gids) == ggold["count"] and h == ggold["sha256_u32le"]
+           and gids[:32] == ggold["first"],
+           f"Gemma-3 ids of the WikiText-2 test join: {len(gids)} (llama.cpp {ggold['count']}), "
+           f"sha256 {'matches' if h == ggold['sha256_u32le'] else 'DIFFERS'}")
+g_dir = os.path.join(tmp, "gemma-f32")
+res = subprocess.run([lq, "-q", "convert", gemma, "-o", g_dir, "--out-dtype", "float32",
+                      "--force"], capture_output=True, text=True)
+report(res.returncode == 0, f"gemma-3 convert: exit {res.returncode} {res.stderr.strip()}")
+try:
+    import sentencepiece
+    if gids is not None and res.returncode == 0:
+        sp = sentencepiece.SentencePieceProcessor(
+            model_file=os.path.join(g_dir, "tokenizer.model"))
+        theirs = [ggold["first"][0]] + sp.encode(open(join, encoding="utf-8").read())  # + BOS
+        report(theirs == gids, f"our rebuilt Gemma tokenizer.model in sentencepiece: "
+               f"{len(theirs)} ids, {'same as' if theirs == gids else 'DIFFERENT from'} ours")
+except ImportError as e:
+    lq_oracle.skip_part(f"{e} (Gemma tokenizer.model in sentencepiece)")
+if res.returncode == 0:
+    gref = AutoModelForCausalLM.from_pretrained(os.path.dirname(gemma),
+                                                gguf_file=os.path.basename(gemma),
+                                                dtype=torch.float32,
+                                                attn_implementation="eager").eval()
+    conv = load_file(os.path.join(g_dir, "model.safetensors"))
+    sd = gref.state_dict()
+    bad = [k for k in conv if k not in sd or not np.array_equal(conv[k], sd[k].numpy())]
+    missing = [k for k in sd if k not in conv and k != "lm_head.weight"]  # tied
+    report(not bad and not missing and len(conv) == 236,
+           f"Gemma-3 convert --out-dtype float32: {len(conv)} tensors bit-identical to "
+           f"transformers' GGUF loader" + (f"; differ {bad[:3]} missing {missing[:3]}"
+                                            if bad or missing else ""))
+    del conv
+    if gids is not None:
+        win = np.array(gids[:1024], dtype=np.int32).reshape(2, 512)  # crosses the 512 window
+        ip, op = os.path.join(tmp, "gids.bin"), os.path.join(tmp, "glogits.bin")
+        win.tofile(ip)
+        subprocess.run([tf, "--logits", gemma, ip, "2", op], check=True, capture_output=True)
+        a = np.fromfile(op, dtype=np.float32).reshape(2, 512, -1)
+        with torch.no_grad():
+            b = gref(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
+        diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
+        def window_nll(lg):
+            lp = torch.log_softmax(torch.tensor(lg, dtype=torch.float64)[:, :-1], -1)
+            t = torch.tensor(win[:, 1:], dtype=torch.long)
+            return (-lp.gather(-1, t[..., None])[..., 0]).mean(-1).numpy()
+
+        dn = float(np.abs(window_nll(a) - window_nll(b)).max())
+        report(diff <= 1e-4 * scale and dn <= 1e-4,
+               f"Gemma-3 logits over the GGUF vs transformers: max |diff| {diff:.3g} (max |logit| "
+               f"{scale:.3g}), per-window NLL diff {dn:.3g}")
+        del a, b
+    del gref
 
 # Qwen3 through llama.cpp's own converter: a random transformers Qwen3 (q/k norms, head_dim
 # wider than hidden / heads) -> convert_hf_to_gguf.py (llama.cpp, from the llama-cpp-python
