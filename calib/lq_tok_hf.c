@@ -1009,14 +1009,22 @@ typedef struct mrange {
     int     m;
 } mrange;
 
-static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior, int invert,
-                             pcre2_match_data *md, arena *a, seg x, segs *out, mrange **mr,
-                             int64_t *mcap, lq_err *err) {
-    int64_t     nm = 0, prev = 0, off = 0;
-    const char *s = a->b + x.off;
+/* Iterator over a regex split of s[0..len): the unmatched gaps and the matches, in order, as
+ * (start, end, matched) ranges. Matching always sees the whole subject, so a split produced in
+ * several calls is the one produced in one. */
+typedef struct rx_iter {
+    int64_t off, prev;
+    int     done;
+} rx_iter;
+
+/* Append the next ranges to (*mr)[*nm..] until at least `max` are there (stopping after a
+ * match) or the subject is exhausted (it->done). */
+static lq_status rx_next(const lq_tokenizer *t, pcre2_code *re, pcre2_match_data *md,
+                         const char *s, int64_t len, rx_iter *it, int64_t max, mrange **mr,
+                         int64_t *mcap, int64_t *nm, lq_err *err) {
 #define MPUSH(S, E, M)                                                                             \
     do {                                                                                           \
-        if (nm == *mcap) {                                                                         \
+        if (*nm == *mcap) {                                                                        \
             int64_t nc = *mcap ? 2 * *mcap : 64;                                                   \
             mrange *nv = realloc(*mr, (size_t)nc * sizeof *nv);                                    \
             if (!nv)                                                                               \
@@ -1024,13 +1032,19 @@ static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior
             *mr   = nv;                                                                            \
             *mcap = nc;                                                                            \
         }                                                                                          \
-        (*mr)[nm++] = (mrange){(S), (E), (M)};                                                     \
+        (*mr)[(*nm)++] = (mrange){(S), (E), (M)};                                                  \
     } while (0)
-    while (off <= x.len) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, (PCRE2_SIZE)x.len, (PCRE2_SIZE)off,
-                             PCRE2_NO_UTF_CHECK, md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
+    while (!it->done && *nm < max) {
+        if (it->off > len) {
+            it->done = 1;
             break;
+        }
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, (PCRE2_SIZE)len, (PCRE2_SIZE)it->off,
+                             PCRE2_NO_UTF_CHECK, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) {
+            it->done = 1;
+            break;
+        }
         if (rc < 0) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -1039,24 +1053,34 @@ static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         int64_t     ms = (int64_t)ov[0], me = (int64_t)ov[1];
-        if (prev < ms)
-            MPUSH(prev, ms, 0);
+        if (it->prev < ms)
+            MPUSH(it->prev, ms, 0);
         MPUSH(ms, me, 1);
-        prev = me;
+        it->prev = me;
         if (me > ms) {
-            off = me;
+            it->off = me;
         } else { /* empty match: step one character */
-            if (ms >= x.len)
+            if (ms >= len) {
+                it->done = 1;
                 break;
-            off = ms + 1;
-            while (off < x.len && ((unsigned char)s[off] & 0xc0) == 0x80)
-                off++;
+            }
+            it->off = ms + 1;
+            while (it->off < len && ((unsigned char)s[it->off] & 0xc0) == 0x80)
+                it->off++;
         }
     }
-    if (prev < x.len)
-        MPUSH(prev, x.len, 0);
+    if (it->done && it->prev < len) {
+        MPUSH(it->prev, len, 0);
+        it->prev = len;
+    }
 #undef MPUSH
-    mrange *m = *mr;
+    return LQ_OK;
+}
+
+/* Fold ranges m[0..nm) by the Split behavior into output segments of x (offsets relative to
+ * x). Isolated and Removed fold each range alone, so they can be folded batch by batch. */
+static lq_status fold_ranges(const lq_tokenizer *t, mrange *m, int64_t nm, int behavior,
+                             int invert, seg x, segs *out, lq_err *err) {
     if (invert)
         for (int64_t i = 0; i < nm; i++)
             m[i].m = !m[i].m;
@@ -1096,20 +1120,53 @@ static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior
     return LQ_OK;
 }
 
+static lq_status regex_split(const lq_tokenizer *t, pcre2_code *re, int behavior, int invert,
+                             pcre2_match_data *md, arena *a, seg x, segs *out, mrange **mr,
+                             int64_t *mcap, lq_err *err) {
+    rx_iter it = {0, 0, 0};
+    int64_t nm = 0;
+    LQ_TRY(rx_next(t, re, md, a->b + x.off, x.len, &it, INT64_MAX, mr, mcap, &nm, err));
+    return fold_ranges(t, *mr, nm, behavior, invert, x, out, err);
+}
+
 typedef struct pstate {
     pcre2_match_data *md;
     mrange           *mr;
     int64_t           mcap;
 } pstate;
 
-static lq_status pre_apply(const lq_tokenizer *t, const hpre *p, arena *a, segs *in, segs *tmp,
-                           pstate *ps, lq_err *err) {
+/* GPT-2 byte-to-character mapping of segments v[from..n) into new arena text. */
+static lq_status bytelevel_map(const lq_tokenizer *t, arena *a, segs *v, int64_t from,
+                               lq_err *err) {
+    const lq_tok_hf *h = t->hf;
+    for (int64_t k = from; k < v->n; k++) {
+        seg *y = &v->v[k];
+        if (ar_reserve(a, 2 * y->len) < 0)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        int64_t off = a->n;
+        for (int64_t q = 0; q < y->len; q++) {
+            unsigned char b = (unsigned char)a->b[y->off + q];
+            memcpy(a->b + a->n, h->bmap[b], h->bmap_len[b]);
+            a->n += h->bmap_len[b];
+        }
+        y->len = a->n - off;
+        y->off = off;
+    }
+    return LQ_OK;
+}
+
+/* Apply pre-tokenizer p to the segments in (results back in in), leaving out its first leaf
+ * when skip_first (the caller applied it). */
+static lq_status pre_apply_ex(const lq_tokenizer *t, const hpre *p, int skip_first, arena *a,
+                              segs *in, segs *tmp, pstate *ps, lq_err *err) {
     const lq_tok_hf *h = t->hf;
     if (p->type == P_SEQ) {
         for (int64_t k = 0; k < p->nsub; k++)
-            LQ_TRY(pre_apply(t, &p->sub[k], a, in, tmp, ps, err));
+            LQ_TRY(pre_apply_ex(t, &p->sub[k], skip_first && k == 0, a, in, tmp, ps, err));
         return LQ_OK;
     }
+    if (skip_first)
+        return LQ_OK;
     tmp->n = 0;
     for (int64_t i = 0; i < in->n; i++) {
         seg x = in->v[i];
@@ -1163,19 +1220,7 @@ static lq_status pre_apply(const lq_tokenizer *t, const hpre *p, arena *a, segs 
                                    err));
             else if (x.len > 0 && segs_push(tmp, x) < 0)
                 return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-            for (int64_t k = from; k < tmp->n; k++) {
-                seg *y = &tmp->v[k];
-                if (ar_reserve(a, 2 * y->len) < 0)
-                    return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-                int64_t off = a->n;
-                for (int64_t q = 0; q < y->len; q++) {
-                    unsigned char b = (unsigned char)a->b[y->off + q];
-                    memcpy(a->b + a->n, h->bmap[b], h->bmap_len[b]);
-                    a->n += h->bmap_len[b];
-                }
-                y->len = a->n - off;
-                y->off = off;
-            }
+            LQ_TRY(bytelevel_map(t, a, tmp, from, err));
         }
     }
     segs sw = *in;
@@ -1295,9 +1340,10 @@ static lq_status bpe_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_w
 
 /* Word -> ids through a per-call cache (keys point into the final arena). */
 typedef struct wcache {
-    lq_tok_map map;
-    lq_tok_ids pool; /* cached id runs */
-    int64_t   *runs, nruns, cap;
+    lq_tok_map  map;
+    lq_tok_ids  pool; /* cached id runs */
+    int64_t    *runs, nruns, cap;
+    const char *base; /* the arena the keys point into (NULL: map not initialized) */
 } wcache;
 
 static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe_ws *ws, wcache *c,
@@ -1332,6 +1378,79 @@ static lq_status model_word(const lq_tokenizer *t, const char *w, int64_t n, bpe
     return LQ_OK;
 }
 
+/* Bytes per call of a character-local normalizer. */
+#ifndef NORM_PART
+#define NORM_PART ((int64_t)1 << 20)
+#endif
+
+/* Whether the normalizer acts character by character (Unicode forms, Lowercase, Replace of a
+ * single character), so that normalizing a text in parts cut before ASCII characters gives the
+ * same bytes as normalizing it whole. Prepend and Strip act on the ends of a split: no. */
+static int norm_local(const hnorm *n) {
+    if (n->type == N_SEQ) {
+        for (int64_t k = 0; k < n->nsub; k++)
+            if (!norm_local(&n->sub[k]))
+                return 0;
+        return 1;
+    }
+    if (n->type == N_REPLACE) {
+        uint32_t cp;
+        return n->alen > 0 && lq_tok_utf8_dec((const unsigned char *)n->a, n->alen, &cp) == n->alen;
+    }
+    return n->type >= N_NFC && n->type <= N_LOWER;
+}
+
+/* Pieces per batch of the incremental pre-tokenization (about 4 bytes of text each). */
+#ifndef ENC_BATCH
+#define ENC_BATCH ((int64_t)1 << 18)
+#endif
+
+static void cache_clear(wcache *c) {
+    lq_tok_map_free(&c->map);
+    memset(&c->map, 0, sizeof c->map);
+    c->pool.n = 0;
+    c->nruns  = 0;
+    c->base   = NULL;
+}
+
+/* The model over the pre-tokenized words of v. The cache keys point into the arena: when the
+ * arena has moved since they were made, the cache starts over. */
+static lq_status encode_words(const lq_tokenizer *t, const arena *a, const segs *v, bpe_ws *ws,
+                              wcache *cache, lq_tok_ids *out, lq_err *err) {
+    const lq_tok_hf *h = t->hf;
+    if (cache->base != a->b) {
+        cache_clear(cache);
+        if (lq_tok_map_init(&cache->map, 1024) < 0)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+        cache->base = a->b;
+    }
+    for (int64_t i = 0; i < v->n; i++) {
+        seg x = v->v[i];
+        if (x.id >= 0) {
+            if (lq_tok_ids_push(out, x.id) < 0)
+                return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            continue;
+        }
+        if (x.len == 0)
+            continue;
+        const char *w = a->b + x.off;
+        if (!h->ws_cut) {
+            LQ_TRY(model_word(t, w, x.len, ws, cache, out, err));
+            continue;
+        }
+        /* see ws_cut: words split before each U+2581 that follows another character */
+        for (int64_t b = 0; b < x.len;) {
+            int64_t e = b + 1;
+            while (e < x.len && !(e >= 3 && e + 3 <= x.len && !memcmp(w + e, "\xe2\x96\x81", 3) &&
+                                  memcmp(w + e - 3, "\xe2\x96\x81", 3)))
+                e++;
+            LQ_TRY(model_word(t, w + b, e - b, ws, cache, out, err));
+            b = e;
+        }
+    }
+    return LQ_OK;
+}
+
 lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len, lq_tok_ids *out,
                            lq_err *err) {
     const lq_tok_hf *h  = t->hf;
@@ -1355,18 +1474,33 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
             if (x.id >= 0)
                 continue;
         } else {
-            char   *nb = NULL;
-            int64_t nn = 0;
-            char   *cp = lq_strndup(a.b + x.off, x.len);
-            if (!cp)
-                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-            st = normalize(h->norm, cp, x.len, &nb, &nn, err);
-            free(cp);
-            if (st != LQ_OK)
-                goto done;
-            int64_t off = ar_put(&a, nb, nn);
-            free(nb);
-            if (off < 0 || segs_push(&s2, (seg){off, nn, -1, x.first}) < 0)
+            /* character-local normalizers go NORM_PART bytes at a time, cut before an ASCII
+             * character (no composition or reordering crosses one), into one contiguous
+             * normalized segment; the others see the segment whole */
+            const int64_t part = norm_local(h->norm) ? NORM_PART : x.len;
+            const int64_t off0 = a.n;
+            for (int64_t p0 = 0; p0 < x.len || p0 == 0;) {
+                int64_t p1 = p0 + part < x.len ? p0 + part : x.len;
+                while (p1 < x.len && (unsigned char)a.b[x.off + p1] >= 0x80)
+                    p1++;
+                char   *nb = NULL;
+                int64_t nn = 0;
+                char   *cp = lq_strndup(a.b + x.off + p0, p1 - p0);
+                if (!cp)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+                st = normalize(h->norm, cp, p1 - p0, &nb, &nn, err);
+                free(cp);
+                if (st != LQ_OK)
+                    goto done;
+                int64_t off = ar_put(&a, nb, nn);
+                free(nb);
+                if (off < 0)
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+                if (p1 >= x.len)
+                    break;
+                p0 = p1;
+            }
+            if (segs_push(&s2, (seg){off0, a.n - off0, -1, x.first}) < 0)
                 LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
         }
     }
@@ -1377,10 +1511,18 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
         if (rc < 0)
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     }
-    if (h->pre)
-        LQ_TRY_GOTO(pre_apply(t, h->pre, &a, &s1, &tmp, &ps, err));
-    if (lq_tok_map_init(&cache.map, 1024) < 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+    /* Pre-tokenize and encode each text segment. When the first pre-tokenizer step is a regex
+     * whose pieces stand alone (Isolated / Removed, ByteLevel's), its matches over the whole
+     * segment are taken ENC_BATCH at a time and each batch runs through the remaining steps and
+     * the model before the next, the arena cut back after it: the same pieces as one pass (the
+     * regex always sees the whole subject), with a working set of one batch instead of several
+     * times the text. */
+    const hpre *lead = h->pre;
+    while (lead && lead->type == P_SEQ)
+        lead = lead->nsub > 0 ? &lead->sub[0] : NULL;
+    const int inc = lead && ((lead->type == P_SPLIT && (lead->behavior == B_ISOLATED ||
+                                                        lead->behavior == B_REMOVED)) ||
+                             (lead->type == P_BYTELEVEL && lead->use_regex));
     for (int64_t i = 0; i < s1.n; i++) {
         seg x = s1.v[i];
         if (x.id >= 0) {
@@ -1388,21 +1530,38 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
                 LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
             continue;
         }
-        if (x.len == 0)
-            continue;
-        const char *w = a.b + x.off;
-        if (!h->ws_cut) {
-            LQ_TRY_GOTO(model_word(t, w, x.len, &ws, &cache, out, err));
+        if (!inc) {
+            s2.n = 0;
+            if (segs_push(&s2, x) < 0)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            if (h->pre)
+                LQ_TRY_GOTO(pre_apply_ex(t, h->pre, 0, &a, &s2, &tmp, &ps, err));
+            LQ_TRY_GOTO(encode_words(t, &a, &s2, &ws, &cache, out, err));
             continue;
         }
-        /* see ws_cut: words split before each U+2581 that follows another character */
-        for (int64_t b = 0; b < x.len;) {
-            int64_t e = b + 1;
-            while (e < x.len && !(e >= 3 && e + 3 <= x.len && !memcmp(w + e, "\xe2\x96\x81", 3) &&
-                                  memcmp(w + e - 3, "\xe2\x96\x81", 3)))
-                e++;
-            LQ_TRY_GOTO(model_word(t, w + b, e - b, &ws, &cache, out, err));
-            b = e;
+        const int bl = lead->type == P_BYTELEVEL;
+        if (bl && lead->add_prefix_space && (x.len == 0 || a.b[x.off] != ' ')) {
+            int64_t o2 = ar_put(&a, " ", 1);
+            if (o2 < 0 || ar_copy(&a, x.off, x.len) < 0)
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
+            x.off = o2;
+            x.len += 1;
+        }
+        const int64_t mark = a.n;
+        rx_iter       it   = {0, 0, 0};
+        while (!it.done) {
+            int64_t nm = 0;
+            LQ_TRY_GOTO(rx_next(t, bl ? h->gpt2 : lead->re, ps.md, a.b + x.off, x.len, &it,
+                                ENC_BATCH, &ps.mr, &ps.mcap, &nm, err));
+            s2.n = 0;
+            LQ_TRY_GOTO(fold_ranges(t, ps.mr, nm, bl ? B_ISOLATED : lead->behavior,
+                                    bl ? 0 : lead->invert, x, &s2, err));
+            if (bl)
+                LQ_TRY_GOTO(bytelevel_map(t, &a, &s2, 0, err));
+            LQ_TRY_GOTO(pre_apply_ex(t, h->pre, 1, &a, &s2, &tmp, &ps, err));
+            LQ_TRY_GOTO(encode_words(t, &a, &s2, &ws, &cache, out, err));
+            a.n = mark; /* the batch's copies are done with; cached words pointed into them */
+            cache_clear(&cache);
         }
     }
 done:

@@ -37,6 +37,27 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "tie_word_embeddings"))
                 ? ", tied embeddings"
                 : "");
+    const cJSON *blk = cJSON_GetObjectItemCaseSensitive(r, "block");
+    if (blk) {
+        const double sl = cli_jnum(blk, "sliding_layers"), nl = cli_jnum(r, "num_layers");
+        fprintf(f, "block       %s MLP, RoPE base %g", cli_jstr(blk, "mlp"), cli_jnum(blk, "rope_theta"));
+        if (cli_jnum(blk, "rope_local_theta") > 0)
+            fprintf(f, " (sliding layers %g)", cli_jnum(blk, "rope_local_theta"));
+        if (sl > 0)
+            fprintf(f, ", sliding window %.0f on %.0f of %.0f layers", cli_jnum(blk, "sliding_window"),
+                    sl, nl);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "qk_norm")))
+            fprintf(f, ", q/k norms");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "post_norms")))
+            fprintf(f, ", post norms");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "norm_plus_one")))
+            fprintf(f, ", (1 + w) norms");
+        if (cli_jnum(blk, "attn_softcap") > 0)
+            fprintf(f, ", attention soft-cap %g", cli_jnum(blk, "attn_softcap"));
+        if (cli_jnum(blk, "final_softcap") > 0)
+            fprintf(f, ", logit soft-cap %g", cli_jnum(blk, "final_softcap"));
+        fprintf(f, "\n");
+    }
     fmt_count(cli_jnum(r, "parameters"), b1, sizeof b1);
     cli_fmt_bytes(cli_jnum(r, "tensor_bytes"), b2, sizeof b2);
     fprintf(f, "parameters  %s in %.0f tensors, %s on disk (", b1, cli_jnum(r, "num_tensors"), b2);

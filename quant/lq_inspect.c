@@ -165,6 +165,24 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     num(root, "vocab_size", (double)c.vocab_size);
     num(root, "max_position_embeddings", (double)c.max_position_embeddings);
     cJSON_AddBoolToObject(root, "tie_word_embeddings", c.tie_word_embeddings);
+    {
+        /* what a decoder layer of this family computes, as the forward reads the config */
+        cJSON  *blk     = cJSON_AddObjectToObject(root, "block");
+        int64_t sliding = 0;
+        for (int64_t i = 0; i < c.num_layers; i++)
+            sliding += lq_config_layer_sliding(&c, i);
+        num(blk, "sliding_layers", (double)sliding);
+        num(blk, "sliding_window", (double)c.sliding_window);
+        num(blk, "rope_theta", c.rope_theta);
+        if (c.rope_local_theta > 0)
+            num(blk, "rope_local_theta", c.rope_local_theta);
+        cJSON_AddStringToObject(blk, "mlp", c.act == LQ_ACT_GELU_TANH ? "geglu" : "swiglu");
+        cJSON_AddBoolToObject(blk, "qk_norm", c.qk_norm);
+        cJSON_AddBoolToObject(blk, "post_norms", c.post_norms);
+        cJSON_AddBoolToObject(blk, "norm_plus_one", c.norm_plus_one);
+        num(blk, "attn_softcap", c.attn_softcap);
+        num(blk, "final_softcap", c.final_softcap);
+    }
     cJSON_AddBoolToObject(root, "quantized", c.quantized);
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
     if (cJSON_IsObject(qc))
