@@ -591,27 +591,10 @@ static lq_status calibrate(run *r) {
     return LQ_OK;
 }
 
+/* Perplexity of m through the same path as `llmquant ppl` (lq_ppl_text). */
 static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *res) {
-    lq_text   txt = {0};
-    int32_t  *ids = NULL;
-    int64_t   n   = 0;
-    lq_status st  = lq_text_read_file(data, 0, &txt, r->err);
-    if (st == LQ_OK)
-        st = lq_tok_encode(r->tok, txt.data, txt.len, lq_tok_adds_bos(r->tok), &ids, &n, r->err);
-    if (st == LQ_OK) {
-        const char *proto = lq_params_get(r->p, "protocol");
-        lq_ppl_opts o     = {lq_params_i64(r->p, "ctx"),
-                         !strcmp(proto, "llamacpp") ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ,
-                             lq_tok_bos_id(r->tok), r->cb, lq_params_i64(r->p, "chunks")};
-        if (!strcmp(proto, "docs"))
-            st = lq_fail(r->err, LQ_ERR_UNSUPPORTED,
-                         "--check-ppl supports the gptq and llamacpp protocols");
-        else
-            st = lq_ppl_tokens(m, ids, n, &o, res, r->err);
-    }
-    free(ids);
-    lq_text_free(&txt);
-    return st;
+    lq_ppl_text_info info;
+    return lq_ppl_text(m, r->tok, data, r->p, r->gpu, r->cb, res, &info, r->err);
 }
 
 /* --check-ppl: original vs quantized (read back from the finished temporary directory, so the

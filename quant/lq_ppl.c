@@ -380,27 +380,16 @@ static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ..
     cb->log(lv, buf, cb->user);
 }
 
-lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,
-                        const lq_callbacks *cb, char **report_json, lq_err *err) {
-    if (report_json)
-        *report_json = NULL;
-    if (!model_dir || !data_file || !*model_dir || !*data_file)
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_perplexity: model_dir and data_file are required");
-    lq_model     *m   = NULL;
-    lq_tokenizer *tok = NULL;
-    lq_text       txt = {0};
-    int32_t      *ids = NULL;
-    int64_t      *off = NULL, nid = 0, nd = 0;
-    lq_status     st    = LQ_OK;
-    const double  t0    = lq_now();
-    lq_ppl_opts   o     = {0};
-    lq_gpu       *gpu   = NULL;
-    const char   *proto = lq_params_get(p, "protocol");
-    LQ_TRY(lq_ppl_protocol_parse(proto, &o.protocol, err));
-    LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
-    const char *tp = lq_params_get(p, "tokenizer");
-    LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
-                          : lq_tok_load_source(m->src, &tok, err));
+lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_file,
+                      const lq_params *p, lq_gpu *gpu, const lq_callbacks *cb, lq_ppl_result *r,
+                      lq_ppl_text_info *info, lq_err *err) {
+    lq_text     txt = {0};
+    int32_t    *ids = NULL;
+    int64_t    *off = NULL, nid = 0, nd = 0;
+    lq_status   st  = LQ_OK;
+    lq_ppl_opts o   = {0};
+    memset(info, 0, sizeof *info);
+    LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &o.protocol, err));
     o.ctx         = lq_params_i64(p, "ctx");
     o.max_windows = lq_params_i64(p, "chunks");
     {
@@ -414,12 +403,11 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
             log_msg(cb, LQ_LOG_WARN, "%s: only the first %.0f MiB of the text are evaluated",
                     data_file, (double)txt.len / (1 << 20));
     }
-    o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
-    o.cb           = cb;
-    lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
-    /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
-    LQ_TRY_GOTO(
-        lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu, err));
+    info->text_bytes     = (int64_t)txt.len;
+    info->text_truncated = txt.truncated;
+    o.bos                = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
+    o.cb                 = cb;
+    lq_ppl_exec ex       = {.nthreads = (int)lq_params_i64(p, "threads")};
     if (gpu) {
         ex.gemm      = lq_gpu_dense_gemm;
         ex.gemm_user = gpu;
@@ -427,31 +415,63 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
 
     /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
      * mostly views into the mapping); otherwise each batch of windows streams the layers. */
+    const double t0       = lq_now();
     const double need     = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
     const double ram      = phys_ram_bytes();
-    const int    resident = ram <= 0 || need <= ram / 2;
-    if (resident)
+    info->resident        = m->layers != NULL || ram <= 0 || need <= ram / 2;
+    if (info->resident)
         LQ_TRY_GOTO(lq_model_load_all(m, err));
     else
         log_msg(cb, LQ_LOG_INFO,
                 "%s: %.1f GiB of float32 layers over half the RAM: layers are streamed per batch "
                 "of windows",
-                model_dir, need / (1 << 30));
-    const double load_s = lq_now() - t0;
+                m->dir, need / (1 << 30));
+    info->load_seconds = lq_now() - t0;
 
-    lq_ppl_result r;
     if (o.protocol == LQ_PPL_DOCS) {
         LQ_TRY_GOTO(encode_docs(tok, txt.data, txt.len, lq_params_get(p, "doc_separator"), &ids,
                                 &off, &nd, err));
-        st = lq_ppl_sequences_ex(m, ids, off, nd, &o, &ex, &r, err);
+        lq_text_free(&txt); /* the ids are what the windows need */
+        st = lq_ppl_sequences_ex(m, ids, off, nd, &o, &ex, r, err);
     } else {
         LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
-        st = lq_ppl_tokens_ex(m, ids, nid, &o, &ex, &r, err);
+        lq_text_free(&txt);
+        st = lq_ppl_tokens_ex(m, ids, nid, &o, &ex, r, err);
     }
-    if (st != LQ_OK) {
+    if (st != LQ_OK)
         lq_err_prefix(err, "%s", data_file);
-        goto done;
-    }
+done:
+    free(ids);
+    free(off);
+    lq_text_free(&txt);
+    return st;
+}
+
+lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_params *p,
+                        const lq_callbacks *cb, char **report_json, lq_err *err) {
+    if (report_json)
+        *report_json = NULL;
+    if (!model_dir || !data_file || !*model_dir || !*data_file)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_perplexity: model_dir and data_file are required");
+    lq_model        *m   = NULL;
+    lq_tokenizer    *tok = NULL;
+    lq_status        st  = LQ_OK;
+    const double     t0  = lq_now();
+    lq_gpu          *gpu = NULL;
+    lq_ppl_result    r;
+    lq_ppl_text_info info;
+    int              proto = LQ_PPL_GPTQ;
+    LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &proto, err));
+    LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
+    const char *tp = lq_params_get(p, "tokenizer");
+    LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
+                          : lq_tok_load_source(m->src, &tok, err));
+    /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
+    LQ_TRY_GOTO(
+        lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu, err));
+    const double open_s = lq_now() - t0;
+    LQ_TRY_GOTO(lq_ppl_text(m, tok, data_file, p, gpu, cb, &r, &info, err));
+    const double load_s = open_s + info.load_seconds;
     if (report_json) {
         cJSON *j = cJSON_CreateObject();
         if (!j)
@@ -461,22 +481,22 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddNumberToObject(j, "tokens", (double)r.tokens);
         cJSON_AddNumberToObject(j, "tokens_scored", (double)r.tokens_scored);
         cJSON_AddNumberToObject(j, "windows", (double)r.windows);
-        if (o.max_windows > 0)
-            cJSON_AddNumberToObject(j, "max_windows", (double)o.max_windows);
+        if (lq_params_i64(p, "chunks") > 0)
+            cJSON_AddNumberToObject(j, "max_windows", (double)lq_params_i64(p, "chunks"));
         cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
-        cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(o.protocol));
+        cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(proto));
         cJSON_AddNumberToObject(j, "seconds", r.seconds);
         /* forward throughput: every token pushed through the model, scored or not */
         cJSON_AddNumberToObject(j, "tokens_per_second",
                                 r.seconds > 0 ? (double)r.tokens_run / r.seconds : 0);
         cJSON_AddNumberToObject(j, "load_seconds", load_s);
-        cJSON_AddStringToObject(j, "layers", resident ? "resident" : "streamed");
+        cJSON_AddStringToObject(j, "layers", info.resident ? "resident" : "streamed");
         cJSON_AddStringToObject(j, "format", lq_format_traits_get(m->format)->name);
         cJSON_AddStringToObject(j, "device", gpu ? lq_gpu_describe(gpu) : "cpu");
         cJSON_AddStringToObject(j, "model_dir", model_dir);
         cJSON_AddStringToObject(j, "data_file", data_file);
-        cJSON_AddNumberToObject(j, "text_bytes", (double)txt.len);
-        cJSON_AddBoolToObject(j, "text_truncated", txt.truncated);
+        cJSON_AddNumberToObject(j, "text_bytes", (double)info.text_bytes);
+        cJSON_AddBoolToObject(j, "text_truncated", info.text_truncated);
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
         *report_json = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);
@@ -484,9 +504,6 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
     }
 done:
-    free(ids);
-    free(off);
-    lq_text_free(&txt);
     lq_tok_free(tok);
     lq_model_free(m);
     lq_gpu_close(gpu);

@@ -92,4 +92,23 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
                               const lq_ppl_opts *o, const lq_ppl_exec *ex, lq_ppl_result *r,
                               lq_err *err);
 
+/* What lq_ppl_text read and how it ran, for reports. */
+typedef struct lq_ppl_text_info {
+    int64_t text_bytes;
+    int     text_truncated; /* the text was longer than was read */
+    int     resident;       /* layers held in memory (else streamed per batch of windows) */
+    double  load_seconds;   /* loading the layers */
+} lq_ppl_text_info;
+
+/* Perplexity of m on a text file under the options in p ("protocol", "ctx", "chunks",
+ * "doc_separator", "threads"): the text read (only what --chunks windows need), tokenized with
+ * tok (BOS as the tokenizer adds it), run with every layer loaded when their float32 copies fit
+ * in half the RAM, else streamed. gpu (may be NULL) takes the dense linears. The one path behind
+ * `llmquant ppl` and `--check-ppl`. Errors name data_file. */
+struct lq_gpu;
+struct lq_tokenizer;
+lq_status lq_ppl_text(lq_model *m, const struct lq_tokenizer *tok, const char *data_file,
+                      const lq_params *p, struct lq_gpu *gpu, const lq_callbacks *cb,
+                      lq_ppl_result *r, lq_ppl_text_info *info, lq_err *err);
+
 #endif

@@ -145,6 +145,17 @@ run "$B" rtn "$M" -o "$W/chk2" --group-size 32 --tokenizer "$TOK" -q --check-ppl
 expect_rc 0 "--check-ppl passing bound"
 CHECKS=$((CHECKS + 1))
 [ ! -e "$W/chk2/PPL_CHECK_FAILED" ] || fail "--check-ppl passing bound marked the output"
+# one perplexity path: the check's figures are what `llmquant ppl` prints for the same files
+run "$B" --json ppl "$W/chk2" --data "$DATA" --tokenizer "$TOK"
+expect_rc 0 "ppl of the checked output"
+P_Q=$(grep -o '"ppl":[0-9.e+-]*' "$T/out" | head -1 | cut -d: -f2)
+run "$B" --json ppl "$M" --data "$DATA" --tokenizer "$TOK"
+P_O=$(grep -o '"ppl":[0-9.e+-]*' "$T/out" | head -1 | cut -d: -f2)
+C_Q=$(grep -o '"ppl_quantized":[0-9.e+-]*' "$W/chk2/llmquant_report.json" | cut -d: -f2)
+C_O=$(grep -o '"ppl_original":[0-9.e+-]*' "$W/chk2/llmquant_report.json" | cut -d: -f2)
+CHECKS=$((CHECKS + 1))
+[ -n "$P_Q" ] && [ "$P_Q" = "$C_Q" ] && [ "$P_O" = "$C_O" ] ||
+    fail "--check-ppl ($C_O -> $C_Q) differs from llmquant ppl ($P_O -> $P_Q)"
 
 # --- bad inputs: own exit code, one line naming the file, no output, no temporaries -----------
 BAD="$T/bad"
