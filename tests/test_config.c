@@ -38,6 +38,13 @@ static int dump(const char *dir) {
            "sliding_window %lld\nbos_token_id %lld\neos_token_id %lld\n",
            c.tie_word_embeddings, c.attention_bias, c.qkv_bias, c.qk_norm, c.mlp_bias,
            (long long)c.sliding_window, (long long)c.bos_token_id, (long long)c.eos_token_id);
+    printf("act %s\nnorm_plus_one %d\npost_norms %d\nembed_scale %.17g\nattn_scale %.17g\n"
+           "attn_softcap %.17g\nfinal_softcap %.17g\nrope_local_theta %.17g\nlayers ",
+           c.act == LQ_ACT_GELU_TANH ? "gelu_tanh" : "silu", c.norm_plus_one, c.post_norms,
+           c.embed_scale, c.attn_scale, c.attn_softcap, c.final_softcap, c.rope_local_theta);
+    for (int64_t i = 0; i < c.num_layers; i++)
+        putchar(lq_config_layer_sliding(&c, i) ? 'S' : 'F');
+    putchar('\n');
     return 0;
 }
 

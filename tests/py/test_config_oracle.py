@@ -62,6 +62,39 @@ variants = {
                    "vocab_size": 151936},
     "qwen3_attention_bias": {**base, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
                              "attention_bias": True, "head_dim": 32, "num_key_value_heads": 2},
+    # Gemma 2 as google/gemma-2-2b ships it; Gemma 3 as google/gemma-3-270m (transformers 4.5x
+    # keys), with linear scaling on the full layers (the 4B+ models), and as transformers 5 writes it
+    "gemma2_2b": {"architectures": ["Gemma2ForCausalLM"], "attn_logit_softcapping": 50.0,
+                  "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": 30.0,
+                  "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+                  "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304,
+                  "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+                  "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+                  "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+                  "rope_theta": 10000.0, "sliding_window": 4096, "vocab_size": 256000},
+    "gemma2_defaults": {**base, "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+                        "num_hidden_layers": 5},
+    "gemma3_270m": {"architectures": ["Gemma3ForCausalLM"], "_sliding_window_pattern": 6,
+                    "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1,
+                    "final_logit_softcapping": None, "head_dim": 256,
+                    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640,
+                    "intermediate_size": 2048, "max_position_embeddings": 32768,
+                    "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 18,
+                    "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+                    "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_scaling": None,
+                    "rope_theta": 1000000.0, "sliding_window": 512, "vocab_size": 262144},
+    "gemma3_linear_global": {**base, "architectures": ["Gemma3ForCausalLM"],
+                             "model_type": "gemma3_text", "num_hidden_layers": 8,
+                             "num_key_value_heads": 4, "query_pre_attn_scalar": 168,
+                             "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                             "sliding_window": 1024, "sliding_window_pattern": 4},
+    "gemma3_v5": {**base, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                  "num_hidden_layers": 3, "num_key_value_heads": 1, "head_dim": 32,
+                  "sliding_window": 16,
+                  "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+                  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                      "sliding_attention": {"rope_type": "default",
+                                                            "rope_theta": 100.0}}},
 }
 
 
@@ -73,6 +106,11 @@ def ours(d):
 def theirs(d):
     c = AutoConfig.from_pretrained(d)
     rp = getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {}
+    gemma = c.model_type in ("gemma2", "gemma3_text")
+    local = 0.0
+    if "full_attention" in rp or "sliding_attention" in rp:  # per layer type (Gemma 3)
+        local = float(rp.get("sliding_attention", {}).get("rope_theta", 0.0))
+        rp = rp.get("full_attention", {})
     rtype = rp.get("rope_type", rp.get("type", "default"))
     theta = rp.get("rope_theta", getattr(c, "rope_theta", None))
     eos = c.eos_token_id[0] if isinstance(c.eos_token_id, list) else c.eos_token_id
@@ -92,6 +130,24 @@ def theirs(d):
             "mlp_bias": int(bool(getattr(c, "mlp_bias", False))) if c.model_type == "llama" else 0,
             "sliding_window": sw or 0, "bos_token_id": -1 if c.bos_token_id is None else c.bos_token_id,
             "eos_token_id": -1 if eos is None else eos}
+    n = c.num_hidden_layers
+    if gemma:
+        lt = c.layer_types if getattr(c, "sliding_window", None) else ["full_attention"] * n
+        layers = "".join("S" if t == "sliding_attention" else "F" for t in lt)
+    else:
+        layers = ("S" if sw else "F") * n
+    act = getattr(c, "hidden_activation", None) if gemma else c.hidden_act
+    want.update({
+        "act": {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}[act],
+        "norm_plus_one": int(gemma), "post_norms": int(gemma),
+        "embed_scale": float(c.hidden_size ** 0.5) if gemma else 1.0,
+        "attn_scale": float(c.query_pre_attn_scalar ** -0.5) if gemma else 0.0,
+        "attn_softcap": float(getattr(c, "attn_logit_softcapping", None) or 0.0) if gemma else 0.0,
+        "final_softcap": float(getattr(c, "final_logit_softcapping", None) or 0.0) if gemma else 0.0,
+        "rope_local_theta": local, "layers": layers})
+    if gemma:
+        want["qk_norm"] = int(c.model_type == "gemma3_text")
+        want["sliding_window"] = c.sliding_window or 0
     if rtype != "default":
         want["factor"] = float(rp["factor"])
     if rtype == "llama3":
