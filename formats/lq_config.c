@@ -15,8 +15,10 @@ typedef struct family {
     const char *model_type;
     int64_t     default_max_pos;
     int64_t     default_bos, default_eos; /* absent bos/eos ids (-1: none) */
-    int         sliding; /* 0 none, 1 "sliding_window" (mistral), 2 "use_sliding_window" (qwen),
-                            3 per layer by "layer_types" or a period (gemma) */
+    int         sliding; /* 0 none, 1 "sliding_window" on every layer (mistral), 2
+                            "use_sliding_window" (qwen), 3 per layer by "layer_types" or a period
+                            (gemma) */
+    int64_t     default_window; /* sliding 1: the window when the key is absent (0: none) */
     int64_t     swa_period;       /* sliding 3: the default period, full attention last in it */
     int         qkv_bias;         /* q/k/v always have biases, o_proj none (Qwen2Attention) */
     int         qk_norm;          /* RMSNorm of each q and k head before RoPE (Qwen3, Gemma 3) */
@@ -35,7 +37,8 @@ static const family k_families[] = {
      .default_max_pos = 4096 * 32,
      .default_bos     = 1,
      .default_eos     = 2,
-     .sliding         = 1},
+     .sliding         = 1,
+     .default_window  = 4096},
     {.model_type      = "qwen2",
      .default_max_pos = 32768,
      .default_bos     = -1,
@@ -87,6 +90,18 @@ int lq_config_layer_sliding(const lq_model_config *c, int64_t i) {
  * "rope_type", else "type", else default. Gemma 3 has a second base for its sliding layers,
  * "rope_local_base_freq" (< 5) or rope_parameters["sliding_attention"] (>= 5, where
  * ["full_attention"] holds the global one); the scaling only ever applies to full attention. */
+/* RoPE over part of each head (Phi-3.5-MoE, Phi-4-mini: partial_rotary_factor < 1) is not
+ * implemented: refused rather than run over the whole head. */
+static lq_status check_full_rotary(const cJSON *obj, const char *label, lq_err *err) {
+    double f = 1.0;
+    LQ_TRY(lq_json_get_f64(obj, "partial_rotary_factor", 0, &f, label, err));
+    if (f != 1.0)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: partial_rotary_factor %g (RoPE on part of each head) is not supported", label,
+                f);
+    return LQ_OK;
+}
+
 static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *label,
                                  lq_model_config *cfg, lq_err *err) {
     if (!cJSON_IsObject(rs))
@@ -111,6 +126,7 @@ static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *l
                 "is meant?",
                 label, key);
     LQ_TRY(lq_json_get_f64(rs, "rope_theta", 0, &cfg->rope_theta, label, err));
+    LQ_TRY(check_full_rotary(rs, label, err));
     if (!strcmp(type, "default") || !type[0]) {
         cfg->rope_type = LQ_ROPE_DEFAULT;
     } else if (!strcmp(type, "linear")) {
@@ -144,6 +160,7 @@ static lq_status parse_rope(const cJSON *root, const char *label, const family *
     cfg->rope_factor = 1.0;
     cfg->rope_theta  = fam->default_rope_theta > 0 ? fam->default_rope_theta : 10000.0;
     LQ_TRY(lq_json_get_f64(root, "rope_theta", 0, &cfg->rope_theta, label, err));
+    LQ_TRY(check_full_rotary(root, label, err));
     if (fam->default_local_theta > 0) {
         cfg->rope_local_theta = fam->default_local_theta;
         LQ_TRY(lq_json_get_f64(root, "rope_local_base_freq", 0, &cfg->rope_local_theta, label,
@@ -244,7 +261,7 @@ static lq_status parse_sliding_window(const cJSON *root, const char *label, cons
     const cJSON *sw     = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     if (fam->sliding == 1) {
         if (!sw)
-            cfg->sliding_window = 4096;
+            cfg->sliding_window = fam->default_window;
         else if (!cJSON_IsNull(sw))
             LQ_TRY(lq_json_get_i64(root, "sliding_window", 0, 1, (int64_t)1 << 40,
                                    &cfg->sliding_window, label, err));

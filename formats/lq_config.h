@@ -42,7 +42,7 @@ typedef struct lq_model_config {
     int     tie_word_embeddings;
     int     attention_bias; /* q/k/v/o bias (llama attention_bias) */
     int     qkv_bias;       /* q/k/v bias only (qwen2) */
-    int     qk_norm;        /* q_norm/k_norm: RMSNorm per head before RoPE (qwen3) */
+    int     qk_norm;        /* q_norm/k_norm: RMSNorm per head before RoPE (qwen3, gemma3) */
     int     mlp_bias;
     int64_t bos_token_id; /* -1 if absent */
     int64_t eos_token_id;

@@ -190,6 +190,19 @@ int main(int argc, char **argv) {
     CHECK(lq_config_layer_sliding(&c, 0) && !lq_config_layer_sliding(&c, 1) &&
           lq_config_layer_sliding(&c, 24) && !lq_config_layer_sliding(&c, 25));
     CHECK(c.rope_local_theta == 0 && c.tie_word_embeddings);
+    /* RoPE over part of each head is refused, at the top level or in the RoPE dict */
+    const char *prf[2] = {"{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
+                          "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+                          "\"partial_rotary_factor\":0.5}",
+                          "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
+                          "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+                          "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e4,"
+                          "\"partial_rotary_factor\":0.75}}"};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(lq_config_parse(prf[i], strlen(prf[i]), "prf", &c, &err),
+                     LQ_ERR_UNSUPPORTED_ARCH);
+        CHECK(strstr(err.msg, "partial_rotary_factor") != NULL);
+    }
     /* not Gemma: no post norms, plain norms, every layer as before */
     const char *ll1 = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
                       "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9}";
