@@ -56,13 +56,6 @@ lq_status lq_err_prefix(lq_err *err, const char *fmt, ...) {
     return err->code;
 }
 
-void lq_err_clear(lq_err *err) {
-    if (err) {
-        err->code   = LQ_OK;
-        err->msg[0] = 0;
-    }
-}
-
 lq_status lq_status_from_errno(int e) {
     switch (e) {
     case ENOSPC:

@@ -24,7 +24,6 @@ lq_status lq_fail(lq_err *err, lq_status code, const char *fmt, ...) LQ_PRINTF(3
 lq_status lq_failv(lq_err *err, lq_status code, const char *fmt, va_list ap);
 /* Prefix an existing message: "ctx: <old message>" (keeps the code). */
 lq_status lq_err_prefix(lq_err *err, const char *fmt, ...) LQ_PRINTF(2, 3);
-void      lq_err_clear(lq_err *err);
 
 #define LQ_FAIL(err, code, ...) return lq_fail((err), (code), __VA_ARGS__)
 #define LQ_RETURN_IF(cond, err, code, ...)                                                       \
