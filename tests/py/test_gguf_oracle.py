@@ -14,7 +14,11 @@
     llama-tokenize (committed golden; user-defined whitespace pieces), the tokenizer.model we
     rebuild gives the same ids in Google's sentencepiece, `convert --out-dtype float32` == the
     transformers GGUF loader bit for bit (norm weights stored by llama.cpp as 1 + w), and our
-    logits over the GGUF vs transformers' on two windows.
+    logits over the GGUF vs transformers' on two windows;
+  * random Qwen3, Gemma 2 and Gemma 3 models through llama.cpp's own convert_hf_to_gguf.py and
+    back through `llmquant convert`: every tensor as stored (Gemma norms (w + 1) - 1 in float32),
+    the Gemma config keys (layer_types, soft-caps, query_pre_attn_scalar) recovered, and our
+    forward over the GGUF vs transformers on the original.
 
 Skips (77) without numpy / gguf / torch / transformers / the cached models."""
 import glob
@@ -246,4 +250,69 @@ else:
         report(not bad and not extra and qc["model_type"] == "qwen3" and qc["head_dim"] == 32,
                f"Qwen3 HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors bit-identical"
                + (f"; differ {bad[:3]} extra {extra[:3]}" if bad or extra else ""))
+
+    # Gemma 2 and Gemma 3 the same way: llama.cpp stores their norm weights as 1 + w (in
+    # float32), which we undo as transformers' GGUF loader does, so those tensors compare with
+    # (w + 1) - 1 in float32; the rebuilt config runs the same function (logits of our forward
+    # over the GGUF vs transformers on the original).
+    from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
+                              Gemma3ForCausalLM)
+    demo = os.path.join(src, "examples", "stories260K", "tokenizer.model")
+    gcases = [
+        ("gemma2", Gemma2ForCausalLM, Gemma2Config(
+            vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+            max_position_embeddings=256, sliding_window=16, attn_logit_softcapping=4.0,
+            final_logit_softcapping=5.0, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+         {"tokenizer.model": demo}),
+        ("gemma3_text", Gemma3ForCausalLM, Gemma3TextConfig(
+            vocab_size=49152, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+            num_attention_heads=4, num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=32,
+            max_position_embeddings=256, sliding_window=16, bos_token_id=1, eos_token_id=2,
+            pad_token_id=0), {f: os.path.join(hf_dir, f) for f in
+                              ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")}),
+    ]
+    for mt, cls, gcfg, toks in gcases:
+        gcfg._attn_implementation = "eager"
+        gd, gg, gc = (os.path.join(tmp, mt + x) for x in ("-hf", ".gguf", "-conv"))
+        torch.manual_seed(1)
+        gm = cls(gcfg).eval()
+        with torch.no_grad():
+            for n_, p_ in gm.named_parameters():
+                p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(0.1 * torch.randn_like(p_))
+        gm.save_pretrained(gd, safe_serialization=True)
+        for f, path in toks.items():
+            shutil.copy(path, os.path.join(gd, f))
+        r = subprocess.run([sys.executable, conv_py[-1], gd, "--outtype", "f32", "--outfile", gg],
+                           capture_output=True, text=True)
+        report(r.returncode == 0, f"llama.cpp convert_hf_to_gguf.py on a random {mt}" +
+               ("" if r.returncode == 0 else ": " + r.stderr[-300:]))
+        if r.returncode != 0:
+            continue
+        subprocess.run([lq, "-q", "convert", gg, "-o", gc, "--out-dtype", "float32", "--force"],
+                       check=True)
+        a_, b_ = load_file(os.path.join(gd, "model.safetensors")), load_file(os.path.join(gc, "model.safetensors"))
+        one = np.float32(1)
+        bad = [k for k in a_ if k not in b_ or not np.array_equal(
+            (a_[k].astype(np.float32) + one) - one if k.endswith("norm.weight") else a_[k].astype(np.float32),
+            b_[k])]
+        extra = sorted(set(b_) - set(a_))
+        hc, qc = json.load(open(os.path.join(gd, "config.json"))), json.load(open(os.path.join(gc, "config.json")))
+        same = [k for k in ("model_type", "layer_types", "query_pre_attn_scalar", "sliding_window",
+                            "attn_logit_softcapping", "final_logit_softcapping", "head_dim")
+                if hc.get(k) != qc.get(k)]
+        report(not bad and not extra and not same,
+               f"{mt} HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors as stored "
+               f"(norms (w + 1) - 1), config keys agree" +
+               (f"; differ {bad[:3]} extra {extra[:3]} config {same}" if bad or extra or same else ""))
+        win = np.random.default_rng(5).integers(3, gcfg.vocab_size, size=(2, 48)).astype(np.int32)
+        ip, op = os.path.join(tmp, mt + "-ids.bin"), os.path.join(tmp, mt + "-logits.bin")
+        win.tofile(ip)
+        subprocess.run([tf, "--logits", gg, ip, "2", op], check=True, capture_output=True)
+        a = np.fromfile(op, dtype=np.float32).reshape(2, 48, -1)
+        with torch.no_grad():
+            b = gm(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
+        diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
+        report(diff <= 1e-4 * scale, f"{mt} logits of our forward over llama.cpp's GGUF vs "
+               f"transformers on the original: max |diff| {diff:.3g} (max |logit| {scale:.3g})")
 sys.exit(1 if fail else 0)
