@@ -1019,9 +1019,9 @@ typedef struct rx_iter {
 
 /* Append the next ranges to (*mr)[*nm..] until at least `max` are there (stopping after a
  * match) or the subject is exhausted (it->done). */
-static lq_status rx_next(const lq_tokenizer *t, pcre2_code *re, pcre2_match_data *md,
-                         const char *s, int64_t len, rx_iter *it, int64_t max, mrange **mr,
-                         int64_t *mcap, int64_t *nm, lq_err *err) {
+static lq_status rx_next(const lq_tokenizer *t, pcre2_code *re, pcre2_match_data *md, const char *s,
+                         int64_t len, rx_iter *it, int64_t max, mrange **mr, int64_t *mcap,
+                         int64_t *nm, lq_err *err) {
 #define MPUSH(S, E, M)                                                                             \
     do {                                                                                           \
         if (*nm == *mcap) {                                                                        \
@@ -1079,8 +1079,8 @@ static lq_status rx_next(const lq_tokenizer *t, pcre2_code *re, pcre2_match_data
 
 /* Fold ranges m[0..nm) by the Split behavior into output segments of x (offsets relative to
  * x). Isolated and Removed fold each range alone, so they can be folded batch by batch. */
-static lq_status fold_ranges(const lq_tokenizer *t, mrange *m, int64_t nm, int behavior,
-                             int invert, seg x, segs *out, lq_err *err) {
+static lq_status fold_ranges(const lq_tokenizer *t, mrange *m, int64_t nm, int behavior, int invert,
+                             seg x, segs *out, lq_err *err) {
     if (invert)
         for (int64_t i = 0; i < nm; i++)
             m[i].m = !m[i].m;
@@ -1520,9 +1520,10 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
     const hpre *lead = h->pre;
     while (lead && lead->type == P_SEQ)
         lead = lead->nsub > 0 ? &lead->sub[0] : NULL;
-    const int inc = lead && ((lead->type == P_SPLIT && (lead->behavior == B_ISOLATED ||
-                                                        lead->behavior == B_REMOVED)) ||
-                             (lead->type == P_BYTELEVEL && lead->use_regex));
+    const int inc =
+        lead &&
+        ((lead->type == P_SPLIT && (lead->behavior == B_ISOLATED || lead->behavior == B_REMOVED)) ||
+         (lead->type == P_BYTELEVEL && lead->use_regex));
     for (int64_t i = 0; i < s1.n; i++) {
         seg x = s1.v[i];
         if (x.id >= 0) {

@@ -15,20 +15,21 @@ typedef struct family {
     const char *model_type;
     int64_t     default_max_pos;
     int64_t     default_bos, default_eos; /* absent bos/eos ids (-1: none) */
-    int         sliding; /* 0 none, 1 "sliding_window" on every layer (mistral), 2
-                            "use_sliding_window" (qwen), 3 per layer by "layer_types" or a period
-                            (gemma) */
-    int64_t     default_window; /* sliding 1: the window when the key is absent (0: none) */
-    int64_t     swa_period;       /* sliding 3: the default period, full attention last in it */
-    int         qkv_bias;         /* q/k/v always have biases, o_proj none (Qwen2Attention) */
-    int         qk_norm;          /* RMSNorm of each q and k head before RoPE (Qwen3, Gemma 3) */
-    int64_t     default_kv_heads; /* absent num_key_value_heads: this, 0 = num_attention_heads */
-    int64_t     default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
-    int         gemma;            /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU,
-                                     query_pre_attn_scalar (default 256) */
-    double      default_attn_softcap, default_final_softcap;
-    double      default_rope_theta;
-    double      default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
+    /* 0 none, 1 "sliding_window" on every layer (mistral), 2 "use_sliding_window" (qwen), 3 per
+     * layer by "layer_types" or a period (gemma) */
+    int     sliding;
+    int64_t default_window;   /* sliding 1: the window when the key is absent (0: none) */
+    int64_t swa_period;       /* sliding 3: the default period, full attention last in it */
+    int     qkv_bias;         /* q/k/v always have biases, o_proj none (Qwen2Attention) */
+    int     qk_norm;          /* RMSNorm of each q and k head before RoPE (Qwen3, Gemma 3) */
+    int64_t default_kv_heads; /* absent num_key_value_heads: this, 0 = num_attention_heads */
+    int64_t default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
+    /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU, query_pre_attn_scalar
+     * (default 256) */
+    int    gemma;
+    double default_attn_softcap, default_final_softcap;
+    double default_rope_theta;
+    double default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
 } family;
 
 static const family k_families[] = {
@@ -115,8 +116,8 @@ static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *l
         cJSON_ArrayForEach(kv, rs) {
             if (cJSON_IsObject(kv))
                 LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                        "%s: per-layer %s (\"%s\") is not supported for model_type \"%s\"",
-                        label, key, kv->string, cfg->model_type);
+                        "%s: per-layer %s (\"%s\") is not supported for model_type \"%s\"", label,
+                        key, kv->string, cfg->model_type);
         }
     }
     /* a factor without a type: transformers finds no RoPE function for type None */
@@ -136,8 +137,7 @@ static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *l
         cfg->rope_type = LQ_ROPE_LLAMA3;
         LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
         LQ_TRY(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label, err));
-        LQ_TRY(
-            lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label, err));
+        LQ_TRY(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label, err));
         /* transformers defaults it to max_position_embeddings before validating */
         cfg->rope_original_max_pos = cfg->max_position_embeddings;
         LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, (int64_t)1 << 40,
@@ -163,8 +163,8 @@ static lq_status parse_rope(const cJSON *root, const char *label, const family *
     LQ_TRY(check_full_rotary(root, label, err));
     if (fam->default_local_theta > 0) {
         cfg->rope_local_theta = fam->default_local_theta;
-        LQ_TRY(lq_json_get_f64(root, "rope_local_base_freq", 0, &cfg->rope_local_theta, label,
-                               err));
+        LQ_TRY(
+            lq_json_get_f64(root, "rope_local_base_freq", 0, &cfg->rope_local_theta, label, err));
     }
     const char  *key = "rope_scaling";
     const cJSON *rs  = cJSON_GetObjectItemCaseSensitive(root, key);
@@ -178,8 +178,8 @@ static lq_status parse_rope(const cJSON *root, const char *label, const family *
         if (cJSON_IsObject(swa)) {
             lq_model_config local = *cfg;
             local.rope_theta      = cfg->rope_local_theta;
-            LQ_TRY(parse_rope_dict(swa, "rope_parameters[\"sliding_attention\"]", label, &local,
-                                   err));
+            LQ_TRY(
+                parse_rope_dict(swa, "rope_parameters[\"sliding_attention\"]", label, &local, err));
             if (local.rope_type != LQ_ROPE_DEFAULT)
                 LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
                         "%s: RoPE scaling of the sliding layers is not supported", label);
@@ -205,8 +205,8 @@ static lq_status parse_layer_types(const cJSON *root, const char *label, const f
                                    lq_model_config *cfg, lq_err *err) {
     int64_t period = fam->swa_period;
     if (fam->swa_period != 2) {
-        LQ_TRY(lq_json_get_i64(root, "_sliding_window_pattern", 0, 1, 1 << 16, &period, label,
-                               err));
+        LQ_TRY(
+            lq_json_get_i64(root, "_sliding_window_pattern", 0, 1, 1 << 16, &period, label, err));
         LQ_TRY(lq_json_get_i64(root, "sliding_window_pattern", 0, 1, 1 << 16, &period, label, err));
     }
     cfg->swa_period     = period;
@@ -218,7 +218,7 @@ static lq_status parse_layer_types(const cJSON *root, const char *label, const f
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
                 "%s: layer_types must be a list of num_hidden_layers (%lld) strings", label,
                 (long long)cfg->num_layers);
-    int64_t first = -1, second = -1, i = 0;
+    int64_t      first = -1, second = -1, i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, lt) {
         const int full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
@@ -423,8 +423,10 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     cfg->qk_norm  = fam->qk_norm;
     /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none,
      * Gemma 2 and 1); null: none (-1). */
-    cfg->bos_token_id = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") ? -1 : fam->default_bos;
-    cfg->eos_token_id = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") ? -1 : fam->default_eos;
+    cfg->bos_token_id =
+        cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") ? -1 : fam->default_bos;
+    cfg->eos_token_id =
+        cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") ? -1 : fam->default_eos;
     LQ_TRY_GOTO(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if (cJSON_IsArray(eos)) { /* Llama 3.x lists several; the first is the primary one */
@@ -468,11 +470,11 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         LQ_TRY_GOTO(lq_json_get_f64(root, "query_pre_attn_scalar", 0, &qpas, label, err));
         if (!(qpas > 0))
             LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: query_pre_attn_scalar must be > 0", label);
-        cfg->attn_scale    = pow(qpas, -0.5);
-        cfg->attn_softcap  = fam->default_attn_softcap;
-        cfg->final_softcap = fam->default_final_softcap;
-        const char *caps[2]   = {"attn_logit_softcapping", "final_logit_softcapping"};
-        double     *vals[2]   = {&cfg->attn_softcap, &cfg->final_softcap};
+        cfg->attn_scale     = pow(qpas, -0.5);
+        cfg->attn_softcap   = fam->default_attn_softcap;
+        cfg->final_softcap  = fam->default_final_softcap;
+        const char *caps[2] = {"attn_logit_softcapping", "final_logit_softcapping"};
+        double     *vals[2] = {&cfg->attn_softcap, &cfg->final_softcap};
         for (int i = 0; i < 2; i++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, caps[i]);
             if (v && cJSON_IsNull(v))

@@ -52,17 +52,17 @@ typedef struct lq_model_config {
     int64_t swa_period, swa_full_phase;
     double  rope_local_theta; /* RoPE base of the sliding layers (Gemma 3), 0 = rope_theta; those
                                  layers use default RoPE, the scaling is for full attention only */
-    int     act;              /* lq_act */
+    int act;                  /* lq_act */
     /* Gemma: every RMSNorm scales by (1 + w), not w; the embeddings are multiplied by
      * sqrt(hidden_size); attention and the MLP each have a norm after them as well
      * (post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm). */
-    int     norm_plus_one;
-    int     post_norms;
-    double  embed_scale;      /* 1 unless Gemma */
-    double  attn_scale;       /* query scaling, head_dim^-1/2 unless query_pre_attn_scalar */
-    double  attn_softcap;     /* cap * tanh(score / cap) before the mask (Gemma 2), 0 = none */
-    double  final_softcap;    /* the same on the logits, 0 = none */
-    int     quantized;      /* config has quantization_config */
+    int    norm_plus_one;
+    int    post_norms;
+    double embed_scale;   /* 1 unless Gemma */
+    double attn_scale;    /* query scaling, head_dim^-1/2 unless query_pre_attn_scalar */
+    double attn_softcap;  /* cap * tanh(score / cap) before the mask (Gemma 2), 0 = none */
+    double final_softcap; /* the same on the logits, 0 = none */
+    int    quantized;     /* config has quantization_config */
 } lq_model_config;
 
 /* Parse config.json text. Unsupported model_type -> LQ_ERR_UNSUPPORTED_ARCH naming it;

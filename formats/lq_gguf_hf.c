@@ -203,11 +203,11 @@ static bool gemma_config(const lq_gguf *g, const lq_gguf_arch *a, cJSON *r, int6
         const int         arr = pk && pk->type == LQ_GGUF_ARRAY;
         int64_t           pat = g3 ? 6 : 2, v;
         if (arr && pk->n != layers) {
-            lq_fail(err, LQ_ERR_GGUF_FORMAT, "%s: %s lists %lld layers, not %lld",
-                    lq_gguf_path(g), k, (long long)pk->n, (long long)layers);
+            lq_fail(err, LQ_ERR_GGUF_FORMAT, "%s: %s lists %lld layers, not %lld", lq_gguf_path(g),
+                    k, (long long)pk->n, (long long)layers);
             return false;
         }
-        cJSON            *lt  = cJSON_AddArrayToObject(r, "layer_types");
+        cJSON *lt = cJSON_AddArrayToObject(r, "layer_types");
         for (int64_t i = 0; i < layers; i++) {
             int swa;
             if (arr && lq_gguf_arr_i64(pk, i, &v)) /* per-layer list of is_swa */
@@ -216,8 +216,8 @@ static bool gemma_config(const lq_gguf *g, const lq_gguf_arch *a, cJSON *r, int6
                 swa = 1; /* a pattern of 0: every layer slides */
             else
                 swa = i % pat < pat - 1;
-            cJSON_AddItemToArray(
-                lt, cJSON_CreateString(swa ? "sliding_attention" : "full_attention"));
+            cJSON_AddItemToArray(lt,
+                                 cJSON_CreateString(swa ? "sliding_attention" : "full_attention"));
         }
     } else {
         cJSON_AddNullToObject(r, "sliding_window");
@@ -751,7 +751,7 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
                 else
                     u[o++] = pieces[i][b];
             pieces[i] = owned[nowned++] = u;
-            lens[i]   = o;
+            lens[i]                     = o;
         }
         if (types[i] < TT_NORMAL || types[i] > TT_BYTE)
             LQ_FAIL_GOTO(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld has unknown type %d",

@@ -134,10 +134,10 @@ int lq_layer_vecs(const lq_model_config *cfg, lq_layer *l, lq_layer_vec out[LQ_L
     int n    = 0;
     out[n++] = (lq_layer_vec){"input_layernorm.weight", cfg->hidden_size, &l->attn_norm};
     if (cfg->post_norms) {
-        out[n++] = (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size,
-                                  &l->attn_post_norm};
-        out[n++] = (lq_layer_vec){"pre_feedforward_layernorm.weight", cfg->hidden_size,
-                                  &l->mlp_norm};
+        out[n++] =
+            (lq_layer_vec){"post_attention_layernorm.weight", cfg->hidden_size, &l->attn_post_norm};
+        out[n++] =
+            (lq_layer_vec){"pre_feedforward_layernorm.weight", cfg->hidden_size, &l->mlp_norm};
         out[n++] = (lq_layer_vec){"post_feedforward_layernorm.weight", cfg->hidden_size,
                                   &l->mlp_post_norm};
     } else {
@@ -655,7 +655,7 @@ lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *er
 lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_layer *out,
                                lq_err *err) {
     memset(out, 0, sizeof *out);
-    out->idx = index;
+    out->idx        = index;
     const int64_t d = cfg->hidden_size;
     (void)d;
     lq_layer_vec vecs[LQ_LAYER_MAX_VECS];

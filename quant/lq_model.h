@@ -172,9 +172,8 @@ lq_status lq_attn_forward(const lq_model *m, const lq_layer *layer, const float 
                           int64_t nseq, int64_t seqlen, float *out, lq_fwd_ws *ws, lq_err *err);
 lq_status lq_mlp_forward(const lq_model *m, const lq_layer *layer, const float *xn, int64_t ntok,
                          float *out, lq_fwd_ws *ws, lq_err *err);
-/* RMSNorm rows: out = x / sqrt(mean(x^2) + eps) * w. */
-void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out);
-/* The model's own RMSNorm: as lq_rmsnorm, scaling by (1 + w) where cfg.norm_plus_one (Gemma). */
+/* The model's RMSNorm over rows: out = x / sqrt(mean(x^2) + eps) * w, or * (1 + w) where
+ * cfg.norm_plus_one (Gemma); eps = cfg.rms_norm_eps. */
 void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
                       int64_t d, float *out);
 

@@ -80,10 +80,10 @@ static int ws_threads(const lq_fwd_ws *ws) {
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn,       ws->q,      ws->k,      ws->v,         ws->att,
-                     ws->r,        ws->o,      ws->g,      ws->u,         ws->rope_cos,
-                     ws->rope_sin, ws->scores, ws->attn_w, ws->attn_w_thr, ws->rope_cos_l,
-                     ws->rope_sin_l};
+    float *bufs[] = {ws->xn,     ws->q,          ws->k,          ws->v,
+                     ws->att,    ws->r,          ws->o,          ws->g,
+                     ws->u,      ws->rope_cos,   ws->rope_sin,   ws->scores,
+                     ws->attn_w, ws->attn_w_thr, ws->rope_cos_l, ws->rope_sin_l};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
@@ -110,7 +110,7 @@ static void rope_table(const lq_model_config *cfg, int64_t max_seq, int64_t half
     lq_rope_inv_freq(cfg, inv);
     for (int64_t p = 0; p < max_seq; p++)
         for (int64_t j = 0; j < half; j++) {
-            const float a     = (float)p * inv[j];
+            const float a    = (float)p * inv[j];
             cs[p * half + j] = (float)cos((double)a);
             sn[p * half + j] = (float)sin((double)a);
         }
@@ -242,10 +242,6 @@ static void rmsnorm(const float *x, const float *w, int plus_one, int64_t rows, 
     }
 }
 
-void lq_rmsnorm(const float *x, const float *w, int64_t rows, int64_t d, double eps, float *out) {
-    rmsnorm(x, w, 0, rows, d, eps, out);
-}
-
 void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
                       int64_t d, float *out) {
     rmsnorm(x, w, cfg->norm_plus_one, rows, d, cfg->rms_norm_eps, out);
@@ -298,7 +294,8 @@ static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const floa
 static void rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int64_t ld,
                        int64_t nheads, int64_t seqlen, int nt) {
     const int64_t half = ws->half, hd = 2 * half;
-    const float  *cs = local ? ws->rope_cos_l : ws->rope_cos, *sn = local ? ws->rope_sin_l : ws->rope_sin;
+    const float  *cs = local ? ws->rope_cos_l : ws->rope_cos;
+    const float  *sn = local ? ws->rope_sin_l : ws->rope_sin;
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
     for (int64_t t = 0; t < T; t++) {
         const int64_t p = t % seqlen;
@@ -345,7 +342,7 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int64_t W       = sliding ? c->sliding_window : 0;
     const int     local   = sliding && ws->rope_cos_l != NULL;
     const float   softcap = (float)c->attn_softcap;
-    const int nt = ws_threads(ws);
+    const int     nt      = ws_threads(ws);
     /* v_proj's input is captured after the attention when its weights are wanted */
     const int wts = ws->want_attn_w && cap != NULL;
     for (int id = LQ_LIN_Q; id <= (wts ? LQ_LIN_K : LQ_LIN_V); id++) {
@@ -418,7 +415,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
 
 /* GELU, tanh approximation, as PyTorch's float kernel writes it */
 static inline float gelu_tanh(float x) {
-    const float beta  = (float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5); /* M_SQRT2 * M_2_SQRTPI * 0.5 */
+    const float beta  = (float)(1.41421356237309504880 * 1.12837916709551257390 *
+                               0.5); /* M_SQRT2 * M_2_SQRTPI * 0.5 */
     const float kappa = 0.044715f;
     const float inner = beta * (x + kappa * x * x * x);
     return 0.5f * x * (1.0f + tanhf(inner));
@@ -494,7 +492,7 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64
                            lq_fwd_ws *ws, lq_err *err) {
     LQ_TRY(check_seq(m, nseq, seqlen, ws, err));
     LQ_TRY(check_layer(m, L, err));
-    const int64_t d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
+    const int64_t          d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
     const lq_model_config *c  = &m->cfg;
     const int              nt = ws_threads(ws);
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
@@ -551,8 +549,7 @@ lq_status lq_mlp_forward(const lq_model *m, const lq_layer *L, const float *xn, 
     for (int64_t t0 = 0; t0 < ntok; t0 += per) {
         const int64_t T    = ntok - t0 < per ? ntok - t0 : per;
         int           stop = 0;
-        LQ_TRY(
-            mlp_core(&m->cfg, L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
+        LQ_TRY(mlp_core(&m->cfg, L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
     }
     return LQ_OK;
 }

@@ -386,8 +386,8 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     lq_text     txt = {0};
     int32_t    *ids = NULL;
     int64_t    *off = NULL, nid = 0, nd = 0;
-    lq_status   st  = LQ_OK;
-    lq_ppl_opts o   = {0};
+    lq_status   st = LQ_OK;
+    lq_ppl_opts o  = {0};
     memset(info, 0, sizeof *info);
     LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &o.protocol, err));
     o.ctx         = lq_params_i64(p, "ctx");
@@ -415,10 +415,10 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
 
     /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
      * mostly views into the mapping); otherwise each batch of windows streams the layers. */
-    const double t0       = lq_now();
-    const double need     = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
-    const double ram      = phys_ram_bytes();
-    info->resident        = m->layers != NULL || ram <= 0 || need <= ram / 2;
+    const double t0   = lq_now();
+    const double need = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
+    const double ram  = phys_ram_bytes();
+    info->resident    = m->layers != NULL || ram <= 0 || need <= ram / 2;
     if (info->resident)
         LQ_TRY_GOTO(lq_model_load_all(m, err));
     else

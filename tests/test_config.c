@@ -132,7 +132,8 @@ int main(int argc, char **argv) {
         "\"attn_logit_softcapping\":null,\"bos_token_id\":2,\"eos_token_id\":1,"
         "\"final_logit_softcapping\":null,\"head_dim\":256,\"hidden_activation\":"
         "\"gelu_pytorch_tanh\",\"hidden_size\":640,\"intermediate_size\":2048,"
-        "\"max_position_embeddings\":32768,\"model_type\":\"gemma3_text\",\"num_attention_heads\":4,"
+        "\"max_position_embeddings\":32768,\"model_type\":\"gemma3_text\",\"num_attention_heads\":"
+        "4,"
         "\"num_hidden_layers\":18,\"num_key_value_heads\":1,\"query_pre_attn_scalar\":256,"
         "\"rms_norm_eps\":1e-06,\"rope_local_base_freq\":10000.0,\"rope_scaling\":null,"
         "\"rope_theta\":1000000.0,\"sliding_window\":512,\"vocab_size\":262144}";
@@ -146,8 +147,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(c.sliding_window, 512);
     CHECK(c.attn_softcap == 0 && c.final_softcap == 0);
     for (int64_t i = 0; i < 18; i++)
-        CHECK_MSG(lq_config_layer_sliding(&c, i) == ((i + 1) % 6 != 0), "layer %lld",
-                  (long long)i);
+        CHECK_MSG(lq_config_layer_sliding(&c, i) == ((i + 1) % 6 != 0), "layer %lld", (long long)i);
     /* transformers 5: per-layer-type rope_parameters, layer_types; linear scaling on full only */
     const char *g3v5 =
         "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
@@ -172,9 +172,10 @@ int main(int argc, char **argv) {
         "\"full_attention\"]}";
     CHECK_EQ_INT(lq_config_parse(g3np, strlen(g3np), "g3np", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
     CHECK(strstr(err.msg, "periodic") != NULL);
-    const char *g3bi = "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
-                       "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":512,"
-                       "\"use_bidirectional_attention\":true}";
+    const char *g3bi =
+        "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":512,"
+        "\"use_bidirectional_attention\":true}";
     CHECK_EQ_INT(lq_config_parse(g3bi, strlen(g3bi), "g3bi", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
     /* Gemma 2 (google/gemma-2-2b): alternating layers starting sliding, soft-capping defaults */
     const char *g2 =
