@@ -248,6 +248,11 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
     REQ(ff, "feed_forward_length");
     REQ(heads, "attention.head_count");
 #undef REQ
+    /* config.json's own limit; a Gemma config lists every layer's type */
+    if (layers > (int64_t)1 << 16)
+        LQ_FAIL(err, LQ_ERR_GGUF_FORMAT,
+                "%s: %s.block_count %lld is not a real model (at most 65536)", path, a->gguf,
+                (long long)layers);
     const int64_t kv_heads = arch_key_i64(g, a, "attention.head_count_kv", heads);
     const int64_t ctx      = arch_key_i64(g, a, "context_length", 2048);
     int64_t       head_dim = arch_key_i64(g, a, "attention.key_length", 0);
