@@ -26,6 +26,7 @@ evidence_start "$GGUF" "$BUILD" "$WORK" smol-f16
 
 ppl fp16 smol-f16
 quant rtn-w4-g128 rtn --bits 4 --group-size 128
+quant rtn-w4-g64 rtn --bits 4 --group-size 64
 quant rtn-w3-g128 rtn --bits 3 --group-size 128
 quant nf4 nf4
 quant int8 int8

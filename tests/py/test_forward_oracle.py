@@ -172,6 +172,21 @@ def gptq_dequant(sd, prefix, bits):
     return ((q.astype(np.float32) - (z[gi] + 1)) * sc[gi]).T
 
 
+def dequantized_state(path, dequant):
+    """A quantized checkpoint's tensors as a float state dict: every "<p>.qweight" group through
+    dequant(sd, p) into "<p>.weight", the quantizer's side tensors dropped."""
+    from safetensors.torch import load_file
+    sd = load_file(os.path.join(path, "model.safetensors"))
+    state = {}
+    for k, v in sd.items():
+        if k.endswith(".qweight"):
+            p = k[: -len(".qweight")]
+            state[p + ".weight"] = torch.tensor(dequant(sd, p))
+        elif not k.endswith((".qzeros", ".scales", ".g_idx")):
+            state[k] = v.float()
+    return sd, state
+
+
 lq_bin = os.environ.get("LQ_BIN") or os.path.join(build, "llmquant")
 d, m, cls, cfg, seqlen = models["qwen3_qk_norm_head_dim_bf16"]
 dq = os.path.join(tmp, "qwen3_rtn_w8")
@@ -181,15 +196,7 @@ if r.returncode != 0:
     print(f"FAIL llmquant rtn on Qwen3: {r.stderr.strip()}")
     failures += 1
 else:
-    from safetensors.torch import load_file
-    sd = load_file(os.path.join(dq, "model.safetensors"))
-    state = {}
-    for k, v in sd.items():
-        if k.endswith(".qweight"):
-            p = k[: -len(".qweight")]
-            state[p + ".weight"] = torch.tensor(gptq_dequant(sd, p, 8))
-        elif not k.endswith((".qzeros", ".scales", ".g_idx")):
-            state[k] = v.float()
+    sd, state = dequantized_state(dq, lambda sd, p: gptq_dequant(sd, p, 8))
     norms = sorted(k for k in state if k.endswith(("q_norm.weight", "k_norm.weight")))
     if len(norms) != 2 * cfg.num_hidden_layers:
         print(f"FAIL quantized Qwen3: {len(norms)} q/k norm tensors written")
@@ -223,15 +230,7 @@ if r.returncode != 0:
     print(f"FAIL llmquant awq on Gemma 3: {r.stderr.strip()}")
     failures += 1
 else:
-    from safetensors.torch import load_file
-    sd = load_file(os.path.join(aq, "model.safetensors"))
-    state = {}
-    for k, v in sd.items():
-        if k.endswith(".qweight"):
-            p = k[: -len(".qweight")]
-            state[p + ".weight"] = torch.tensor(awq_dequant(sd, p))
-        elif not k.endswith((".qzeros", ".scales")):
-            state[k] = v.float()
+    sd, state = dequantized_state(aq, awq_dequant)
     state.setdefault("lm_head.weight", state["model.embed_tokens.weight"])
     nq = sum(k.endswith(".qweight") for k in sd)
     moved = max(float((state[f"model.layers.{i}.input_layernorm.weight"] -
