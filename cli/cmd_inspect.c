@@ -12,7 +12,6 @@ const cli_flag cli_inspect_flags[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
-
 static void fmt_count(double n, char *buf, size_t cap) {
     if (n >= 1e9)
         snprintf(buf, cap, "%.0f (%.2fB)", n, n / 1e9);
@@ -27,10 +26,12 @@ static void fmt_count(double n, char *buf, size_t cap) {
 static void human(FILE *f, const cJSON *r, int list_tensors) {
     char b1[64], b2[64], b3[64], b4[64];
     fprintf(f, "model       %s\n", cli_jstr(r, "model_dir"));
-    fprintf(f, "arch        %s (%s), dtype %s\n", cli_jstr(r, "model_type"), cli_jstr(r, "architecture"),
+    fprintf(f, "arch        %s (%s), dtype %s\n", cli_jstr(r, "model_type"),
+            cli_jstr(r, "architecture"),
             *cli_jstr(r, "torch_dtype") ? cli_jstr(r, "torch_dtype") : "unspecified");
-    fprintf(f, "shape       %.0f layers, hidden %.0f, intermediate %.0f, heads %.0f (kv %.0f, "
-               "head_dim %.0f), vocab %.0f, context %.0f%s\n",
+    fprintf(f,
+            "shape       %.0f layers, hidden %.0f, intermediate %.0f, heads %.0f (kv %.0f, "
+            "head_dim %.0f), vocab %.0f, context %.0f%s\n",
             cli_jnum(r, "num_layers"), cli_jnum(r, "hidden_size"), cli_jnum(r, "intermediate_size"),
             cli_jnum(r, "num_heads"), cli_jnum(r, "num_kv_heads"), cli_jnum(r, "head_dim"),
             cli_jnum(r, "vocab_size"), cli_jnum(r, "max_position_embeddings"),
@@ -40,12 +41,21 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
     const cJSON *blk = cJSON_GetObjectItemCaseSensitive(r, "block");
     if (blk) {
         const double sl = cli_jnum(blk, "sliding_layers"), nl = cli_jnum(r, "num_layers");
-        fprintf(f, "block       %s MLP, RoPE base %g", cli_jstr(blk, "mlp"), cli_jnum(blk, "rope_theta"));
+        fprintf(f, "block       %s MLP, RoPE base %g", cli_jstr(blk, "mlp"),
+                cli_jnum(blk, "rope_theta"));
         if (cli_jnum(blk, "rope_local_theta") > 0)
             fprintf(f, " (sliding layers %g)", cli_jnum(blk, "rope_local_theta"));
+        if (!strcmp(cli_jstr(blk, "rope_scaling"), "longrope"))
+            fprintf(f, " with longrope (short factors up to %.0f tokens, attention factor %.4g)",
+                    cli_jnum(blk, "rope_original_max_pos"), cli_jnum(blk, "rope_attention_factor"));
+        else if (*cli_jstr(blk, "rope_scaling"))
+            fprintf(f, " with %s scaling x%g", cli_jstr(blk, "rope_scaling"),
+                    cli_jnum(blk, "rope_factor"));
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "fused_qkv_gate_up")))
+            fprintf(f, ", fused qkv_proj and gate_up_proj");
         if (sl > 0)
-            fprintf(f, ", sliding window %.0f on %.0f of %.0f layers", cli_jnum(blk, "sliding_window"),
-                    sl, nl);
+            fprintf(f, ", sliding window %.0f on %.0f of %.0f layers",
+                    cli_jnum(blk, "sliding_window"), sl, nl);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "qk_norm")))
             fprintf(f, ", q/k norms");
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "post_norms")))
@@ -76,7 +86,8 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
             fprintf(f, " group %.0f", cli_jnum(qc, "group_size"));
         const cJSON *bpp = cJSON_GetObjectItemCaseSensitive(ql, "bits_per_param");
         if (cJSON_IsNumber(bpp))
-            fprintf(f, "; %.0f linears at %.3f bits/param", cli_jnum(ql, "count"), bpp->valuedouble);
+            fprintf(f, "; %.0f linears at %.3f bits/param", cli_jnum(ql, "count"),
+                    bpp->valuedouble);
         fprintf(f, "\n");
     } else {
         fprintf(f, "quantized   no\n");

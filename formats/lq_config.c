@@ -26,10 +26,13 @@ typedef struct family {
     int64_t default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
     /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU, query_pre_attn_scalar
      * (default 256) */
-    int    gemma;
-    double default_attn_softcap, default_final_softcap;
-    double default_rope_theta;
-    double default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
+    int     gemma;
+    double  default_attn_softcap, default_final_softcap;
+    double  default_rope_theta;
+    double  default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
+    int     fused; /* qkv_proj and gate_up_proj (Phi-3); "su" and "yarn" RoPE mean longrope */
+    int64_t default_orig_max_pos; /* original_max_position_embeddings, a class field (Phi-3) */
+    double  default_eps;          /* absent rms_norm_eps: this, 0 = 1e-6 */
 } family;
 
 static const family k_families[] = {
@@ -77,6 +80,14 @@ static const family k_families[] = {
      .gemma               = 1,
      .default_rope_theta  = 1000000.0,
      .default_local_theta = 10000.0},
+    {.model_type           = "phi3", /* Phi3Config (Phi-3, Phi-3.5-mini, Phi-4) */
+     .default_max_pos      = 4096,
+     .default_bos          = 1,
+     .default_eos          = 32000,
+     .sliding              = 1,
+     .fused                = 1,
+     .default_orig_max_pos = 4096,
+     .default_eps          = 1e-5},
 };
 
 int lq_config_layer_sliding(const lq_model_config *c, int64_t i) {
@@ -103,8 +114,45 @@ static lq_status check_full_rotary(const cJSON *obj, const char *label, lq_err *
     return LQ_OK;
 }
 
-static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *label,
-                                 lq_model_config *cfg, lq_err *err) {
+/* LongRoPE's factor lists: head_dim / 2 numbers each. */
+static lq_status parse_factors(const cJSON *rs, const char *name, const char *label,
+                               const lq_model_config *cfg, float *out, lq_err *err) {
+    const cJSON  *a    = cJSON_GetObjectItemCaseSensitive(rs, name);
+    const int64_t half = cfg->head_dim / 2;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != half || half > LQ_ROPE_MAX_HALF)
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                "%s: longrope %s must be a list of head_dim / 2 (%lld) numbers", label, name,
+                (long long)half);
+    int          i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        const float f = cJSON_IsNumber(e) ? (float)e->valuedouble : 0.f; /* as float32 */
+        if (!(f > 0) || !isfinite(f))
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                    "%s: longrope %s[%d] must be a number > 0 (and finite in float32)", label, name,
+                    i);
+        out[i++] = f;
+    }
+    return LQ_OK;
+}
+
+/* original_max_position_embeddings of llama3 / longrope RoPE: transformers gives a top-level
+ * field priority (Phi-3 always has one), then the dict's, then max_position_embeddings. */
+static lq_status original_max_pos(const cJSON *root, const cJSON *rs, const char *label,
+                                  const family *fam, lq_model_config *cfg, lq_err *err) {
+    const int64_t BIG          = (int64_t)1 << 40;
+    cfg->rope_original_max_pos = cfg->max_position_embeddings;
+    LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, BIG,
+                           &cfg->rope_original_max_pos, label, err));
+    if (fam->default_orig_max_pos > 0)
+        cfg->rope_original_max_pos = fam->default_orig_max_pos;
+    return lq_json_get_i64(root, "original_max_position_embeddings", 0, 1, BIG,
+                           &cfg->rope_original_max_pos, label, err);
+}
+
+static lq_status parse_rope_dict(const cJSON *root, const cJSON *rs, const char *key,
+                                 const char *label, const family *fam, lq_model_config *cfg,
+                                 lq_err *err) {
     if (!cJSON_IsObject(rs))
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be an object or null", label, key);
     char type[32] = "";
@@ -138,16 +186,28 @@ static lq_status parse_rope_dict(const cJSON *rs, const char *key, const char *l
         LQ_TRY(lq_json_get_f64(rs, "factor", 1, &cfg->rope_factor, label, err));
         LQ_TRY(lq_json_get_f64(rs, "low_freq_factor", 1, &cfg->rope_low_freq_factor, label, err));
         LQ_TRY(lq_json_get_f64(rs, "high_freq_factor", 1, &cfg->rope_high_freq_factor, label, err));
-        /* transformers defaults it to max_position_embeddings before validating */
-        cfg->rope_original_max_pos = cfg->max_position_embeddings;
-        LQ_TRY(lq_json_get_i64(rs, "original_max_position_embeddings", 0, 1, (int64_t)1 << 40,
-                               &cfg->rope_original_max_pos, label, err));
+        LQ_TRY(original_max_pos(root, rs, label, fam, cfg, err));
         if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
             LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s high_freq_factor must exceed low_freq_factor",
                     label, key);
+    } else if (!strcmp(type, "longrope") ||
+               (fam->fused && (!strcmp(type, "su") || !strcmp(type, "yarn")))) {
+        /* _compute_longrope_parameters; Phi3Config reads the old "su" and "yarn" as longrope */
+        cfg->rope_type = LQ_ROPE_LONGROPE;
+        LQ_TRY(original_max_pos(root, rs, label, fam, cfg, err));
+        LQ_TRY(parse_factors(rs, "short_factor", label, cfg, cfg->rope_short, err));
+        LQ_TRY(parse_factors(rs, "long_factor", label, cfg, cfg->rope_long, err));
+        double factor = (double)cfg->max_position_embeddings / (double)cfg->rope_original_max_pos;
+        LQ_TRY(lq_json_get_f64(rs, "factor", 0, &factor, label, err));
+        cfg->rope_attn_factor =
+            factor <= 1.0 ? 1.0 : sqrt(1 + log(factor) / log((double)cfg->rope_original_max_pos));
+        LQ_TRY(lq_json_get_f64(rs, "attention_factor", 0, &cfg->rope_attn_factor, label, err));
+        if (!(cfg->rope_attn_factor > 0) || !isfinite((float)cfg->rope_attn_factor))
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s attention_factor must be > 0", label, key);
     } else {
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                "%s: %s type \"%s\" is not supported (default, linear, llama3)", label, key, type);
+                "%s: %s type \"%s\" is not supported (default, linear, llama3, longrope)", label,
+                key, type);
     }
     if (cfg->rope_factor <= 0)
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s factor must be > 0", label, key);
@@ -178,8 +238,8 @@ static lq_status parse_rope(const cJSON *root, const char *label, const family *
         if (cJSON_IsObject(swa)) {
             lq_model_config local = *cfg;
             local.rope_theta      = cfg->rope_local_theta;
-            LQ_TRY(
-                parse_rope_dict(swa, "rope_parameters[\"sliding_attention\"]", label, &local, err));
+            LQ_TRY(parse_rope_dict(root, swa, "rope_parameters[\"sliding_attention\"]", label, fam,
+                                   &local, err));
             if (local.rope_type != LQ_ROPE_DEFAULT)
                 LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
                         "%s: RoPE scaling of the sliding layers is not supported", label);
@@ -191,7 +251,7 @@ static lq_status parse_rope(const cJSON *root, const char *label, const family *
         }
     }
     if (rs && !cJSON_IsNull(rs))
-        LQ_TRY(parse_rope_dict(rs, key, label, cfg, err));
+        LQ_TRY(parse_rope_dict(root, rs, key, label, fam, cfg, err));
     if (cfg->rope_theta <= 0 || cfg->rope_local_theta < 0 ||
         (fam->default_local_theta > 0 && cfg->rope_local_theta <= 0))
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: rope_theta must be > 0", label);
@@ -390,7 +450,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     cfg->max_position_embeddings = fam->default_max_pos;
     LQ_TRY_GOTO(lq_json_get_i64(root, "max_position_embeddings", 0, 1, BIG,
                                 &cfg->max_position_embeddings, label, err));
-    cfg->rms_norm_eps = 1e-6;
+    cfg->rms_norm_eps = fam->default_eps > 0 ? fam->default_eps : 1e-6;
     LQ_TRY_GOTO(lq_json_get_f64(root, "rms_norm_eps", 0, &cfg->rms_norm_eps, label, err));
     if (cfg->rms_norm_eps <= 0)
         LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rms_norm_eps must be > 0", label);
@@ -421,6 +481,11 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
     cfg->qkv_bias = fam->qkv_bias;
     cfg->qk_norm  = fam->qk_norm;
+    cfg->fused    = fam->fused;
+    if (fam->fused && (cfg->attention_bias || cfg->mlp_bias)) /* Phi3Attention has none */
+        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
+                     "%s: attention_bias / mlp_bias are not part of model_type \"%s\"", label,
+                     cfg->model_type);
     /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none,
      * Gemma 2 and 1); null: none (-1). */
     cfg->bos_token_id =

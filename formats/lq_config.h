@@ -1,5 +1,5 @@
 /* lq_config.h -- Hugging Face config.json for the decoder families llmquant runs: llama,
- * mistral, qwen2, qwen3, gemma2, gemma3_text. */
+ * mistral, qwen2, qwen3, gemma2, gemma3_text, phi3. */
 #ifndef LQ_CONFIG_H
 #define LQ_CONFIG_H
 
@@ -14,8 +14,13 @@
 typedef enum lq_rope_type {
     LQ_ROPE_DEFAULT = 0,
     LQ_ROPE_LINEAR  = 1, /* position / factor */
-    LQ_ROPE_LLAMA3  = 2  /* Llama-3.1 frequency-dependent scaling */
+    LQ_ROPE_LLAMA3  = 2, /* Llama-3.1 frequency-dependent scaling */
+    /* Phi-3 LongRoPE: per-frequency factors (short_factor up to rope_original_max_pos tokens,
+     * long_factor beyond), cos/sin times rope_attn_factor */
+    LQ_ROPE_LONGROPE = 3
 } lq_rope_type;
+
+#define LQ_ROPE_MAX_HALF 512 /* head_dim / 2 of the largest head (1024) */
 
 typedef enum lq_act {
     LQ_ACT_SILU      = 0, /* SwiGLU: silu(gate) * up */
@@ -23,9 +28,9 @@ typedef enum lq_act {
 } lq_act;
 
 typedef struct lq_model_config {
-    char    model_type[32];   /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text" */
-    char    architecture[64]; /* architectures[0] */
-    char    torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
+    char model_type[32]; /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3" */
+    char architecture[64]; /* architectures[0] */
+    char torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
     int64_t hidden_size;
     int64_t intermediate_size;
     int64_t num_layers;
@@ -39,6 +44,8 @@ typedef struct lq_model_config {
     int     rope_type; /* lq_rope_type */
     double  rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int64_t rope_original_max_pos;
+    double  rope_attn_factor;                                          /* longrope: cos/sin scale */
+    float   rope_short[LQ_ROPE_MAX_HALF], rope_long[LQ_ROPE_MAX_HALF]; /* longrope factors */
     int     tie_word_embeddings;
     int     attention_bias; /* q/k/v/o bias (llama attention_bias) */
     int     qkv_bias;       /* q/k/v bias only (qwen2) */
@@ -62,7 +69,11 @@ typedef struct lq_model_config {
     double attn_scale;    /* query scaling, head_dim^-1/2 unless query_pre_attn_scalar */
     double attn_softcap;  /* cap * tanh(score / cap) before the mask (Gemma 2), 0 = none */
     double final_softcap; /* the same on the logits, 0 = none */
-    int    quantized;     /* config has quantization_config */
+    /* Phi-3: q/k/v live in one linear (self_attn.qkv_proj, rows q then k then v) and gate/up
+     * in another (mlp.gate_up_proj, rows gate then up), which is what the checkpoint stores and
+     * what gets quantized */
+    int fused;
+    int quantized; /* config has quantization_config */
 } lq_model_config;
 
 /* Parse config.json text. Unsupported model_type -> LQ_ERR_UNSUPPORTED_ARCH naming it;

@@ -17,6 +17,7 @@
 #include "lq_base.h"
 #include "lq_config.h"
 #include "lq_json.h"
+#include "lq_model.h"
 #include "lq_params_get.h"
 #include "lq_source.h"
 
@@ -24,45 +25,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum role { R_Q, R_K, R_V, R_O, R_GATE, R_UP, R_DOWN, R_LM_HEAD, R_COUNT } role;
-static const char *const k_role_leaf[R_COUNT] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
-                                                 "gate_proj", "up_proj", "down_proj", "lm_head"};
+/* A module's role: a decoder linear (lq_lin_id, named and shaped by lq_model) or the lm_head. */
+typedef int role;
+#define R_LM_HEAD LQ_LIN_COUNT
+#define R_COUNT   (LQ_LIN_COUNT + 1)
+
+static const char *role_leaf(role r) {
+    return r == R_LM_HEAD ? "lm_head" : lq_lin_name((lq_lin_id)r);
+}
 
 static void role_shape(const lq_model_config *c, role r, int64_t *n, int64_t *k) {
-    int64_t q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
-    switch (r) {
-    case R_Q:
-        *n = q, *k = c->hidden_size;
-        break;
-    case R_K:
-    case R_V:
-        *n = kv, *k = c->hidden_size;
-        break;
-    case R_O:
-        *n = c->hidden_size, *k = q;
-        break;
-    case R_GATE:
-    case R_UP:
-        *n = c->intermediate_size, *k = c->hidden_size;
-        break;
-    case R_DOWN:
-        *n = c->hidden_size, *k = c->intermediate_size;
-        break;
-    default:
+    if (r == R_LM_HEAD)
         *n = c->vocab_size, *k = c->hidden_size;
-        break;
-    }
+    else
+        lq_lin_shape(c, (lq_lin_id)r, n, k);
 }
 
 /* Module prefix length and role of a tensor name ("model.layers.3.mlp.up_proj.qweight" ->
- * length of "model.layers.3.mlp.up_proj", R_UP), or -1. */
+ * length of "model.layers.3.mlp.up_proj", LQ_LIN_UP), or -1. */
 static int64_t module_of(const char *name, role *r) {
     for (int i = 0; i < R_COUNT; i++) {
-        size_t      ll = strlen(k_role_leaf[i]);
-        const char *p  = name;
-        while ((p = strstr(p, k_role_leaf[i]))) {
+        const char *leaf = role_leaf(i);
+        size_t      ll   = strlen(leaf);
+        const char *p    = name;
+        while ((p = strstr(p, leaf))) {
             if ((p == name || p[-1] == '.') && p[ll] == '.') {
-                *r = (role)i;
+                *r = i;
                 return (int64_t)(p - name) + (int64_t)ll;
             }
             p += ll;
@@ -177,6 +165,16 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         if (c.rope_local_theta > 0)
             num(blk, "rope_local_theta", c.rope_local_theta);
         cJSON_AddStringToObject(blk, "mlp", c.act == LQ_ACT_GELU_TANH ? "geglu" : "swiglu");
+        cJSON_AddBoolToObject(blk, "fused_qkv_gate_up", c.fused);
+        if (c.rope_type == LQ_ROPE_LONGROPE) {
+            cJSON_AddStringToObject(blk, "rope_scaling", "longrope");
+            num(blk, "rope_original_max_pos", (double)c.rope_original_max_pos);
+            num(blk, "rope_attention_factor", c.rope_attn_factor);
+        } else if (c.rope_type != LQ_ROPE_DEFAULT) {
+            cJSON_AddStringToObject(blk, "rope_scaling",
+                                    c.rope_type == LQ_ROPE_LLAMA3 ? "llama3" : "linear");
+            num(blk, "rope_factor", c.rope_factor);
+        }
         cJSON_AddBoolToObject(blk, "qk_norm", c.qk_norm);
         cJSON_AddBoolToObject(blk, "post_norms", c.post_norms);
         cJSON_AddBoolToObject(blk, "norm_plus_one", c.norm_plus_one);
@@ -291,9 +289,11 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     int64_t g   = lq_params_i64(p, "group_size");
     int64_t lin = 0, b8 = 0, b4 = 0;
     bool    ok = true;
-    for (int r = R_Q; r <= R_DOWN && ok; r++) {
+    for (int r = 0; r < LQ_LIN_COUNT && ok; r++) {
         int64_t n, k, nkr, G = 1, t8, t4, t;
-        role_shape(&c, (role)r, &n, &k);
+        if (!lq_lin_present(&c, (lq_lin_id)r))
+            continue;
+        role_shape(&c, r, &n, &k);
         if (g > 0)
             G = ceil_div(k, g);
         /* int8: n*k + 4n; int4: ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k (see the top) */

@@ -26,6 +26,7 @@ typedef struct awq_caps {
     int64_t T;
 } awq_caps;
 
+/* The linear whose captured input a linear shares (q/k/v: q's; gate/up: gate's). */
 static int src_of(int l) {
     return l == LQ_LIN_K || l == LQ_LIN_V ? LQ_LIN_Q : l == LQ_LIN_UP ? LQ_LIN_GATE : l;
 }
@@ -34,7 +35,8 @@ static lq_status cap_fn(void *user, lq_lin_id id, const float *x, int64_t t, int
     awq_caps *c = user;
     if (src_of(id) != (int)id)
         return LQ_OK;
-    /* Within a chunk the captures come in order q, o, gate, down: rows c->t.. of each. */
+    /* Within a chunk the captures come in order q (or qkv), o, gate (or gate_up), down: rows
+     * c->t.. of each. */
     float *dst = c->x[id];
     memcpy(dst + c->t * k, x, (size_t)(t * k) * sizeof(float));
     if (id == LQ_LIN_DOWN) /* last capture of the chunk */
@@ -44,12 +46,12 @@ static lq_status cap_fn(void *user, lq_lin_id id, const float *x, int64_t t, int
 
 typedef struct loss_ctx {
     lq_qjob     *j;
-    int          kind;       /* 0 attention, 1 single linear, 2 mlp */
+    int          kind; /* 0 attention, 1 single linear, 2 mlp */
     int          lins[3];
     int          nlin;
-    const float *x;          /* module input */
-    const float *ref;        /* FP module output */
-    float       *out;        /* scratch output */
+    const float *x;   /* module input */
+    const float *ref; /* FP module output */
+    float       *out; /* scratch output */
     int64_t      t, nout;
 } loss_ctx;
 
@@ -94,16 +96,18 @@ static void div_cols(float *X, int64_t t, int64_t k, const float *s) {
 static lq_status awq_layer(lq_qjob *j) {
     int64_t   g = lq_params_i64(j->p, "group_size");
     int64_t   T = j->nseq * j->seqlen, d = j->model->cfg.hidden_size;
-    awq_caps  c = {{0}, 0, T};
-    lq_status st = LQ_OK;
+    awq_caps  c   = {{0}, 0, T};
+    lq_status st  = LQ_OK;
     float    *ref = NULL, *out = NULL, *xm = NULL, *sc[4] = {0};
     if (g <= 0)
         LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "awq: the AutoAWQ GEMM format needs --group-size > 0");
-    const int srcs[4] = {LQ_LIN_Q, LQ_LIN_O, LQ_LIN_GATE, LQ_LIN_DOWN};
+    const int fused = j->model->cfg.fused;
+    const int qkv = fused ? LQ_LIN_QKV : LQ_LIN_Q, gu = fused ? LQ_LIN_GATE_UP : LQ_LIN_GATE;
+    const int srcs[4] = {qkv, LQ_LIN_O, gu, LQ_LIN_DOWN};
     int64_t   maxk = 0, maxn = 0;
     for (int i = 0; i < 4; i++) {
-        int64_t k = j->L->lin[srcs[i]].buf.q.k;
-        maxk      = k > maxk ? k : maxk;
+        int64_t k    = j->L->lin[srcs[i]].buf.q.k;
+        maxk         = k > maxk ? k : maxk;
         c.x[srcs[i]] = lq_malloc_n(T * k, sizeof(float));
         if (!c.x[srcs[i]])
             LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs",
@@ -121,7 +125,9 @@ static lq_status awq_layer(lq_qjob *j) {
         LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
     LQ_TRY_GOTO(lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, cap_fn, &c));
 
-    /* Search groups: prev op, linears, inspected module, input source. */
+    /* Search groups: prev op, linears, inspected module, input source. A previous linear's
+     * last rows (as many as the scales) take the division: v_proj whole, or the v rows of a
+     * fused qkv_proj and the up rows of gate_up_proj (AutoAWQ's scale_fc_fc). */
     struct grp {
         int nlin, lins[3], kind, src, prev; /* prev: -1 attn_norm, -2 mlp_norm, else linear */
     } G[4] = {
@@ -130,6 +136,12 @@ static lq_status awq_layer(lq_qjob *j) {
         {2, {LQ_LIN_GATE, LQ_LIN_UP}, 2, LQ_LIN_GATE, -2},
         {1, {LQ_LIN_DOWN}, 1, LQ_LIN_DOWN, LQ_LIN_UP},
     };
+    if (fused) {
+        G[0]      = (struct grp){1, {LQ_LIN_QKV}, 0, LQ_LIN_QKV, -1};
+        G[1].prev = LQ_LIN_QKV;
+        G[2]      = (struct grp){1, {LQ_LIN_GATE_UP}, 2, LQ_LIN_GATE_UP, -2};
+        G[3].prev = LQ_LIN_GATE_UP;
+    }
     int active[4] = {0};
     for (int gi = 0; gi < 4; gi++) {
         struct grp *gr = &G[gi];
@@ -137,14 +149,15 @@ static lq_status awq_layer(lq_qjob *j) {
         for (int i = 0; i < gr->nlin; i++)
             ok &= j->plan[gr->lins[i]];
         if (gi == 1) { /* AutoAWQ: v -> o only when the shapes match (no GQA) */
-            const lq_qlinear *v = &j->L->lin[LQ_LIN_V].buf.q, *o = &j->L->lin[LQ_LIN_O].buf.q;
-            ok &= v->n == o->n && v->k == o->k;
+            const lq_model_config *cf = &j->model->cfg;
+            const int64_t qd = cf->num_heads * cf->head_dim, kvd = cf->num_kv_heads * cf->head_dim;
+            ok &= kvd == cf->hidden_size && qd == cf->hidden_size;
         }
         if (!ok)
             continue;
-        active[gi]      = 1;
-        int64_t      k  = j->L->lin[gr->lins[0]].buf.q.k;
-        const float *X  = c.x[gr->src];
+        active[gi]     = 1;
+        int64_t      k = j->L->lin[gr->lins[0]].buf.q.k;
+        const float *X = c.x[gr->src];
         /* x_mean = mean |x| per channel */
         for (int64_t ch = 0; ch < k; ch++)
             xm[ch] = 0;
@@ -153,8 +166,8 @@ static lq_status awq_layer(lq_qjob *j) {
                 xm[ch] += fabsf(X[r * k + ch]);
         for (int64_t ch = 0; ch < k; ch++)
             xm[ch] /= (float)T;
-        loss_ctx lc = {j, gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref,
-                       out, T, 0};
+        loss_ctx lc = {j, gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out,
+                       T, 0};
         /* FP reference output of the inspected module */
         if (gr->kind == 0) {
             lc.nout = d;
@@ -172,9 +185,15 @@ static lq_status awq_layer(lq_qjob *j) {
             ws_[i] = WPTR(gr->lins[i]);
             ns_[i] = j->L->lin[gr->lins[i]].buf.q.n;
         }
-        lq_awq_group ag = {gr->nlin, ws_, ns_, k, g, 4, (int)lq_params_i64(j->p, "awq_grid"),
-                           lq_params_bool(j->p, "awq_duo_scaling")};
-        double ratio = 0, loss = 0;
+        lq_awq_group ag    = {gr->nlin,
+                              ws_,
+                              ns_,
+                              k,
+                              g,
+                              4,
+                              (int)lq_params_i64(j->p, "awq_grid"),
+                              lq_params_bool(j->p, "awq_duo_scaling")};
+        double       ratio = 0, loss = 0;
         LQ_TRY_GOTO(lq_awq_search(&ag, xm, loss_fn, &lc, sc[gi], &ratio, &loss, j->err));
         j->loss[gr->lins[0]] = loss;
     }
@@ -182,9 +201,9 @@ static lq_status awq_layer(lq_qjob *j) {
     for (int gi = 0; gi < 4; gi++) {
         if (!active[gi])
             continue;
-        struct grp *gr = &G[gi];
-        int64_t     k  = j->L->lin[gr->lins[0]].buf.q.k;
-        const float *s = sc[gi];
+        struct grp  *gr = &G[gi];
+        int64_t      k  = j->L->lin[gr->lins[0]].buf.q.k;
+        const float *s  = sc[gi];
         if (gr->prev == -1 || gr->prev == -2) {
             float *nw = gr->prev == -1 ? j->L->attn_norm : j->L->mlp_norm;
             if (j->model->cfg.norm_plus_one) /* Gemma scales by (1 + w): fold into that */
@@ -194,20 +213,22 @@ static lq_status awq_layer(lq_qjob *j) {
                 for (int64_t ch = 0; ch < k; ch++)
                     nw[ch] /= s[ch];
         } else {
-            lq_linear *pl = &j->L->lin[gr->prev];
-            float     *pw = WPTR(gr->prev);
-            for (int64_t r = 0; r < pl->buf.q.n; r++) {
-                for (int64_t ch = 0; ch < pl->buf.q.k; ch++)
-                    pw[r * pl->buf.q.k + ch] /= s[r];
+            lq_linear    *pl = &j->L->lin[gr->prev];
+            const int64_t pk = pl->buf.q.k, r0 = pl->buf.q.n - k;
+            float        *pw = WPTR(gr->prev);
+            for (int64_t r = 0; r < k; r++) {
+                for (int64_t ch = 0; ch < pk; ch++)
+                    pw[(r0 + r) * pk + ch] /= s[r];
                 if (pl->bias)
-                    pl->bias[r] /= s[r];
+                    pl->bias[r0 + r] /= s[r];
             }
         }
         for (int i = 0; i < gr->nlin; i++)
             scale_cols(WPTR(gr->lins[i]), j->L->lin[gr->lins[i]].buf.q.n, k, s);
         div_cols(c.x[gr->src], T, k, s);
     }
-    /* Clip (not q/k: their errors are amplified by the attention softmax) and quantize. */
+    /* Clip (not q/k: their errors are amplified by the attention softmax; AutoAWQ does clip a
+     * fused qkv_proj, whose name matches none of its exceptions) and quantize. */
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         if (!j->plan[l])
             continue;
@@ -243,7 +264,13 @@ done:
 
 static int64_t awq_work(const lq_model_config *c, int64_t tokens) {
     int64_t d = c->hidden_size, I = c->intermediate_size, qd = c->num_heads * c->head_dim;
-    int64_t mx = d > I ? d : I;
+    int64_t mx = 0; /* the widest output: reference and candidate outputs are that wide */
+    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        int64_t n, k;
+        lq_lin_shape(c, (lq_lin_id)l, &n, &k);
+        mx = lq_lin_present(c, (lq_lin_id)l) && n > mx ? n : mx;
+    }
+    mx = mx > d ? mx : d;
     /* cached inputs of q/o/gate/down, reference + candidate outputs, candidate weights */
     return 4 * tokens * (2 * d + qd + I) + 8 * tokens * mx + 4 * 3 * d * I;
 }

@@ -1,4 +1,5 @@
-/* GPTQ method: per layer, "true sequential" sub-groups q/k/v -> o -> gate/up -> down; each
+/* GPTQ method: per layer, "true sequential" sub-groups q/k/v -> o -> gate/up -> down (a fused
+ * family's qkv and gate_up are one linear each, with one Hessian, as GPTQModel does); each
  * sub-group's Hessians come from a forward of the layer in which the earlier sub-groups are
  * already quantized (gptq llama.py), then the linears are quantized with lq_gptq.
  *
@@ -76,25 +77,25 @@ static void warn_cb(void *user, const char *msg) {
 }
 
 static lq_status gptq_layer(lq_qjob *j) {
-    static const unsigned seq_groups[4] = {1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V,
-                                           1u << LQ_LIN_O, 1u << LQ_LIN_GATE | 1u << LQ_LIN_UP,
-                                           1u << LQ_LIN_DOWN};
-    const unsigned        all           = (1u << LQ_LIN_COUNT) - 1;
-    int                   true_sq       = lq_params_bool(j->p, "true_sequential");
-    lq_gptq_opts          o             = {0};
-    o.q.bits                            = (int)lq_params_i64(j->p, "bits");
-    o.q.group_size                      = lq_params_i64(j->p, "group_size");
-    o.q.sym                             = lq_params_bool(j->p, "sym");
-    o.q.v1_safe                         = 1;
-    o.q.mse                             = lq_params_bool(j->p, "mse");
-    o.act_order                         = lq_params_bool(j->p, "desc_act");
-    o.static_groups                     = lq_params_bool(j->p, "static_groups");
-    o.damp                              = lq_params_f64(j->p, "damp");
-    o.damp_retries                      = (int)lq_params_i64(j->p, "damp_retries");
-    o.block_size                        = lq_params_i64(j->p, "block_size");
-    o.warn                              = warn_cb;
-    o.warn_user                         = j;
-    const int wv                        = lq_params_bool(j->p, "v_attn_weights");
+    static const unsigned seq_groups[4] = {
+        1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V | 1u << LQ_LIN_QKV, 1u << LQ_LIN_O,
+        1u << LQ_LIN_GATE | 1u << LQ_LIN_UP | 1u << LQ_LIN_GATE_UP, 1u << LQ_LIN_DOWN};
+    const unsigned all     = (1u << LQ_LIN_COUNT) - 1;
+    int            true_sq = lq_params_bool(j->p, "true_sequential");
+    lq_gptq_opts   o       = {0};
+    o.q.bits               = (int)lq_params_i64(j->p, "bits");
+    o.q.group_size         = lq_params_i64(j->p, "group_size");
+    o.q.sym                = lq_params_bool(j->p, "sym");
+    o.q.v1_safe            = 1;
+    o.q.mse                = lq_params_bool(j->p, "mse");
+    o.act_order            = lq_params_bool(j->p, "desc_act");
+    o.static_groups        = lq_params_bool(j->p, "static_groups");
+    o.damp                 = lq_params_f64(j->p, "damp");
+    o.damp_retries         = (int)lq_params_i64(j->p, "damp_retries");
+    o.block_size           = lq_params_i64(j->p, "block_size");
+    o.warn                 = warn_cb;
+    o.warn_user            = j;
+    const int wv           = lq_params_bool(j->p, "v_attn_weights");
     for (int sg = 0; sg < (true_sq ? 4 : 1); sg++) {
         unsigned mask = true_sq ? seq_groups[sg] : all;
         cap_ctx  c;
@@ -108,7 +109,8 @@ static lq_status gptq_layer(lq_qjob *j) {
             !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k, sizeof(float))))
             s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
         for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++)
-            if ((mask >> l & 1) && source_of(l, c.wv) == l) {
+            if ((mask >> l & 1) && source_of(l, c.wv) == l &&
+                lq_lin_present(&j->model->cfg, (lq_lin_id)l)) {
                 s = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_HESSIAN, j->err);
                 if (s == LQ_OK && j->gpu)
                     s = lq_gpu_hess_create(j->gpu, j->L->lin[l].buf.q.k, &c.gh[l], j->err);

@@ -35,20 +35,20 @@ static lq_status int8_layer(lq_qjob *j) {
     c.seqlen     = j->seqlen;
     lq_status st = LQ_OK;
     for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++)
-        if (src_of(l) == l)
+        if (src_of(l) == l && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
             st = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_ABSMAX, j->err);
     if (st == LQ_OK && thr > 0)
         st = lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, on_cap, &c);
     for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++) {
         if (!j->plan[l])
             continue;
-        lq_qlinear *w    = &j->L->lin[l].buf.q;
-        int64_t     n    = w->n, k = w->k, no = 0;
-        int8_t     *cb   = malloc((size_t)(n * k));
-        float      *scb  = malloc((size_t)n * sizeof(float));
-        int32_t    *idx  = malloc((size_t)k * sizeof(int32_t));
-        float      *wout = NULL;
-        const float *W   = w->dense;
+        lq_qlinear  *w = &j->L->lin[l].buf.q;
+        int64_t      n = w->n, k = w->k, no = 0;
+        int8_t      *cb   = malloc((size_t)(n * k));
+        float       *scb  = malloc((size_t)n * sizeof(float));
+        int32_t     *idx  = malloc((size_t)k * sizeof(int32_t));
+        float       *wout = NULL;
+        const float *W    = w->dense;
         if (!cb || !scb || !idx) {
             st = lq_fail(j->err, LQ_ERR_NOMEM, "int8: out of memory");
         } else {
@@ -61,8 +61,8 @@ static lq_status int8_layer(lq_qjob *j) {
                     wout[r * no + o] = W[r * k + idx[o]];
             if (st == LQ_OK) {
                 lq_int8_quantize(W, n, k, cb, scb);
-                st = lq_pack_int8(n, k, cb, scb, idx, no, wout, thr, j->L->lin[l].bias,
-                                  &j->out[l], j->err);
+                st = lq_pack_int8(n, k, cb, scb, idx, no, wout, thr, j->L->lin[l].bias, &j->out[l],
+                                  j->err);
             }
             if (st == LQ_OK) {
                 j->quantized[l] = 1;

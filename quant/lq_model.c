@@ -22,12 +22,34 @@
 #include <string.h>
 
 static const char *const k_lin_names[LQ_LIN_COUNT] = {
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
+    [LQ_LIN_Q] = "self_attn.q_proj", [LQ_LIN_K] = "self_attn.k_proj",
+    [LQ_LIN_V] = "self_attn.v_proj", [LQ_LIN_QKV] = "self_attn.qkv_proj",
+    [LQ_LIN_O] = "self_attn.o_proj", [LQ_LIN_GATE] = "mlp.gate_proj",
+    [LQ_LIN_UP] = "mlp.up_proj",     [LQ_LIN_GATE_UP] = "mlp.gate_up_proj",
+    [LQ_LIN_DOWN] = "mlp.down_proj",
 };
 
 const char *lq_lin_name(lq_lin_id id) {
     return ((int)id >= 0 && id < LQ_LIN_COUNT) ? k_lin_names[id] : "?";
+}
+
+int lq_lin_present(const lq_model_config *c, lq_lin_id id) {
+    switch (id) {
+    case LQ_LIN_Q:
+    case LQ_LIN_K:
+    case LQ_LIN_V:
+    case LQ_LIN_GATE:
+    case LQ_LIN_UP:
+        return !c->fused;
+    case LQ_LIN_QKV:
+    case LQ_LIN_GATE_UP:
+        return c->fused != 0;
+    case LQ_LIN_O:
+    case LQ_LIN_DOWN:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 void lq_lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k) {
@@ -44,9 +66,15 @@ void lq_lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k
     case LQ_LIN_O:
         *n = d, *k = qd;
         break;
+    case LQ_LIN_QKV:
+        *n = qd + 2 * kvd, *k = d;
+        break;
     case LQ_LIN_GATE:
     case LQ_LIN_UP:
         *n = ff, *k = d;
+        break;
+    case LQ_LIN_GATE_UP:
+        *n = 2 * ff, *k = d;
         break;
     default:
         *n = d, *k = ff;
@@ -55,7 +83,7 @@ void lq_lin_shape(const lq_model_config *c, lq_lin_id id, int64_t *n, int64_t *k
 }
 
 int lq_lin_has_bias(const lq_model_config *c, lq_lin_id id) {
-    if (id <= LQ_LIN_V)
+    if (id == LQ_LIN_Q || id == LQ_LIN_K || id == LQ_LIN_V || id == LQ_LIN_QKV)
         return c->qkv_bias || c->attention_bias;
     if (id == LQ_LIN_O)
         return c->attention_bias;
@@ -175,7 +203,12 @@ void lq_rope_inv_freq(const lq_model_config *c, float *inv) {
         const float e = (float)(2 * j) / (float)c->head_dim;
         inv[j]        = 1.0f / (float)pow(c->rope_theta, (double)e);
     }
-    if (c->rope_type == LQ_ROPE_LINEAR) {
+    if (c->rope_type == LQ_ROPE_LONGROPE) { /* the short factors: sequences within the original */
+        for (int64_t j = 0; j < half; j++) {
+            const float e = (float)(2 * j) / (float)c->head_dim;
+            inv[j]        = 1.0f / (c->rope_short[j] * (float)pow(c->rope_theta, (double)e));
+        }
+    } else if (c->rope_type == LQ_ROPE_LINEAR) {
         for (int64_t j = 0; j < half; j++)
             inv[j] = inv[j] / (float)c->rope_factor;
     } else if (c->rope_type == LQ_ROPE_LLAMA3) {
@@ -426,6 +459,8 @@ static lq_status validate(const lq_model *m, lq_err *err) {
         }
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             int64_t n, k;
+            if (!lq_lin_present(c, (lq_lin_id)l))
+                continue;
             lq_lin_shape(c, (lq_lin_id)l, &n, &k);
             snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
             LQ_TRY_GOTO(check_linear(m, prefix, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &scratch,
@@ -503,6 +538,8 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
     }
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
+        if (!lq_lin_present(c, (lq_lin_id)l))
+            continue;
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
         LQ_TRY_GOTO(
@@ -669,6 +706,8 @@ lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_lay
     }
     for (int l = 0; ok && l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
+        if (!lq_lin_present(cfg, (lq_lin_id)l))
+            continue;
         lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
         lq_qlinear *q = &out->lin[l].buf.q;
         q->format     = LQ_FMT_DENSE;

@@ -16,27 +16,34 @@
 #include "lq_source.h"
 #include "lq_st.h"
 
+/* The linears of a decoder layer in the order the forward reaches them. A family has either
+ * q/k/v and gate/up, or (cfg.fused, Phi-3) the fused qkv and gate_up in their place, stored
+ * and quantized as one linear each: rows q, k, v and gate, up. */
 typedef enum lq_lin_id {
-    LQ_LIN_Q    = 0,
-    LQ_LIN_K    = 1,
-    LQ_LIN_V    = 2,
-    LQ_LIN_O    = 3,
-    LQ_LIN_GATE = 4,
-    LQ_LIN_UP   = 5,
-    LQ_LIN_DOWN = 6,
+    LQ_LIN_Q,
+    LQ_LIN_K,
+    LQ_LIN_V,
+    LQ_LIN_QKV,
+    LQ_LIN_O,
+    LQ_LIN_GATE,
+    LQ_LIN_UP,
+    LQ_LIN_GATE_UP,
+    LQ_LIN_DOWN,
     LQ_LIN_COUNT
 } lq_lin_id;
 
 /* "self_attn.q_proj", ... ; module name is "model.layers.<i>.<this>". */
 const char *lq_lin_name(lq_lin_id id);
+/* Whether layers of cfg have this linear (fused families: qkv and gate_up, not their parts). */
+int lq_lin_present(const lq_model_config *cfg, lq_lin_id id);
 /* Weight shape [n = out_features, k = in_features] of a linear under cfg. */
 void lq_lin_shape(const lq_model_config *cfg, lq_lin_id id, int64_t *n, int64_t *k);
 /* Whether cfg gives the linear a bias (qwen2 q/k/v, llama attention_bias / mlp_bias). */
 int lq_lin_has_bias(const lq_model_config *cfg, lq_lin_id id);
 
 typedef struct lq_linear {
-    lq_qbuf buf;     /* buf.q describes the weights (LQ_FMT_DENSE: buf.q.dense float32 [n,k]) */
-    float  *bias;    /* float32 [n] or NULL, owned */
+    lq_qbuf buf;  /* buf.q describes the weights (LQ_FMT_DENSE: buf.q.dense float32 [n,k]) */
+    float  *bias; /* float32 [n] or NULL, owned */
 } lq_linear;
 
 void lq_linear_free(lq_linear *l);
@@ -51,17 +58,17 @@ size_t    lq_linear_ws_size(const lq_linear *l, int64_t m);
 /* Writable float32 [n, k] weights of a dense linear that owns them (every dense linear the
  * loader or lq_layer_alloc_dense makes), else NULL (quantized, or a view such as a tied
  * lm_head). */
-float    *lq_linear_dense_mut(lq_linear *l);
+float *lq_linear_dense_mut(lq_linear *l);
 
 typedef struct lq_layer {
-    int64_t   idx;       /* which decoder layer (Gemma: sliding or full attention, RoPE base) */
-    float    *attn_norm; /* [d] input_layernorm.weight */
-    float    *mlp_norm;  /* [d] the MLP's input norm: post_attention_layernorm.weight, or
-                            pre_feedforward_layernorm.weight where cfg.post_norms */
+    int64_t idx;       /* which decoder layer (Gemma: sliding or full attention, RoPE base) */
+    float  *attn_norm; /* [d] input_layernorm.weight */
+    float  *mlp_norm;  /* [d] the MLP's input norm: post_attention_layernorm.weight, or
+                          pre_feedforward_layernorm.weight where cfg.post_norms */
     float    *attn_post_norm; /* [d] post_attention_layernorm.weight (cfg.post_norms), else NULL */
     float    *mlp_post_norm;  /* [d] post_feedforward_layernorm.weight (cfg.post_norms) */
-    float    *q_norm;    /* [head_dim] self_attn.q_norm.weight (cfg.qk_norm), else NULL */
-    float    *k_norm;    /* [head_dim] self_attn.k_norm.weight (cfg.qk_norm), else NULL */
+    float    *q_norm;         /* [head_dim] self_attn.q_norm.weight (cfg.qk_norm), else NULL */
+    float    *k_norm;         /* [head_dim] self_attn.k_norm.weight (cfg.qk_norm), else NULL */
     lq_linear lin[LQ_LIN_COUNT];
 } lq_layer;
 
@@ -81,15 +88,15 @@ void lq_layer_free(lq_layer *l);
 
 typedef struct lq_model {
     lq_model_config cfg;
-    char            dir[4096]; /* the checkpoint: a directory or a .gguf file */
-    lq_source      *src;       /* NULL for lq_model_create */
-    lq_st          *st;        /* source tensors (mmap; owned by src) */
-    lq_format       format;    /* LQ_FMT_DENSE for an unquantized checkpoint */
-    float          *embed;     /* [vocab, d] */
-    float          *final_norm;/* [d] */
-    lq_linear       lm_head;   /* tied: dense view of embed (not owned twice) */
-    lq_layer       *layers;    /* [num_layers] filled by lq_model_load_all, else NULL */
-    void           *qcfg;      /* lq_qconfig * of a quantized checkpoint (kernels/lq_format_io.h) */
+    char            dir[4096];  /* the checkpoint: a directory or a .gguf file */
+    lq_source      *src;        /* NULL for lq_model_create */
+    lq_st          *st;         /* source tensors (mmap; owned by src) */
+    lq_format       format;     /* LQ_FMT_DENSE for an unquantized checkpoint */
+    float          *embed;      /* [vocab, d] */
+    float          *final_norm; /* [d] */
+    lq_linear       lm_head;    /* tied: dense view of embed (not owned twice) */
+    lq_layer       *layers;     /* [num_layers] filled by lq_model_load_all, else NULL */
+    void           *qcfg; /* lq_qconfig * of a quantized checkpoint (kernels/lq_format_io.h) */
     double          inv_freq[512]; /* RoPE inverse frequencies [head_dim/2], scaling applied */
 } lq_model;
 
@@ -130,15 +137,15 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
                            lq_fwd_ws **out, lq_err *err);
 void      lq_fwd_ws_free(lq_fwd_ws *ws);
 /* CPU threads of the forwards using ws (<= 0: all cores, the default). */
-void      lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
-int64_t   lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
+void    lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
+int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
 /* Bytes held by ws (for memory reports). */
-size_t    lq_fwd_ws_bytes(const lq_fwd_ws *ws);
+size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 /* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS
  * (the GPU); LQ_ERR_UNSUPPORTED falls back to the CPU for that call. */
 typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int64_t k,
                                       const float *x, int64_t t, float *y, lq_err *err);
-void      lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
+void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
 
 /* v_proj's output reaches the model only through attention: a value vector matters as much as
  * the attention its token receives. With this on, every attention forward also computes, for each
@@ -151,10 +158,10 @@ void         lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on);
 const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws);
 
 /* Called with the input activations of Linear `lin` of a layer: x [t, k] row-major, one call per
- * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear.
+ * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear;
+ * a fused family reports qkv and gate_up instead.
  * Return non-OK to abort the forward. */
-typedef lq_status (*lq_capture_fn)(void *user, lq_lin_id lin, const float *x, int64_t t,
-                                   int64_t k);
+typedef lq_status (*lq_capture_fn)(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k);
 
 /* h [nseq * seqlen, d] in/out: residual stream through decoder layer `layer` for nseq
  * independent sequences of seqlen tokens (positions 0..seqlen-1). cap may be NULL.
@@ -168,8 +175,8 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *layer, float *h, i
 /* Sub-module forwards (AWQ's module2inspect), per sequence batch:
  * attention: xn = input_layernorm(h) [nseq*seqlen, d] -> out [.., d] (after o_proj);
  * mlp: xn = post_attention_layernorm(h) -> out (after down_proj). */
-lq_status lq_attn_forward(const lq_model *m, const lq_layer *layer, const float *xn,
-                          int64_t nseq, int64_t seqlen, float *out, lq_fwd_ws *ws, lq_err *err);
+lq_status lq_attn_forward(const lq_model *m, const lq_layer *layer, const float *xn, int64_t nseq,
+                          int64_t seqlen, float *out, lq_fwd_ws *ws, lq_err *err);
 lq_status lq_mlp_forward(const lq_model *m, const lq_layer *layer, const float *xn, int64_t ntok,
                          float *out, lq_fwd_ws *ws, lq_err *err);
 /* The model's RMSNorm over rows: out = x / sqrt(mean(x^2) + eps) * w, or * (1 + w) where

@@ -46,6 +46,9 @@ struct lq_fwd_ws {
     float           *u;                   /* [T, ff]  up */
     float           *rope_cos, *rope_sin; /* [max_seq, head_dim/2] */
     float           *rope_cos_l, *rope_sin_l; /* the sliding layers' (cfg.rope_local_theta) */
+    float           *rope_cos_x, *rope_sin_x; /* longrope beyond rope_original_max_pos */
+    int64_t          rope_orig; /* longrope: sequences longer than this use the _x tables */
+    float           *fz;        /* [T, max(qd + 2 kvd, 2 ff)] a fused linear's output */
     int64_t          half;
     float           *scores;
     size_t           scores_cap; /* floats */
@@ -80,10 +83,10 @@ static int ws_threads(const lq_fwd_ws *ws) {
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn,     ws->q,          ws->k,          ws->v,
-                     ws->att,    ws->r,          ws->o,          ws->g,
-                     ws->u,      ws->rope_cos,   ws->rope_sin,   ws->scores,
-                     ws->attn_w, ws->attn_w_thr, ws->rope_cos_l, ws->rope_sin_l};
+    float *bufs[] = {ws->xn,         ws->q,          ws->k,          ws->v,          ws->att,
+                     ws->r,          ws->o,          ws->g,          ws->u,          ws->rope_cos,
+                     ws->rope_sin,   ws->scores,     ws->attn_w,     ws->attn_w_thr, ws->rope_cos_l,
+                     ws->rope_sin_l, ws->rope_cos_x, ws->rope_sin_x, ws->fz};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
@@ -103,16 +106,21 @@ static float *ws_alloc(lq_fwd_ws *ws, int64_t rows, int64_t cols, int *ok) {
     return p;
 }
 
-/* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that */
+/* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that (times
+ * LongRoPE's attention factor, in float32) */
 static void rope_table(const lq_model_config *cfg, int64_t max_seq, int64_t half, float *cs,
                        float *sn) {
     float inv[512];
     lq_rope_inv_freq(cfg, inv);
+    const int   scaled = cfg->rope_type == LQ_ROPE_LONGROPE;
+    const float af     = (float)cfg->rope_attn_factor;
     for (int64_t p = 0; p < max_seq; p++)
         for (int64_t j = 0; j < half; j++) {
             const float a    = (float)p * inv[j];
             cs[p * half + j] = (float)cos((double)a);
             sn[p * half + j] = (float)sin((double)a);
+            if (scaled)
+                cs[p * half + j] *= af, sn[p * half + j] *= af;
         }
 }
 
@@ -149,6 +157,20 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     ws->rope_sin     = ws_alloc(ws, max_seq, ws->half, &ok);
     if (ok)
         rope_table(cfg, max_seq, ws->half, ws->rope_cos, ws->rope_sin);
+    if (cfg->rope_type == LQ_ROPE_LONGROPE && max_seq > cfg->rope_original_max_pos) {
+        /* transformers switches the whole sequence to the long factors past the original */
+        lq_model_config lng = *cfg;
+        memcpy(lng.rope_short, cfg->rope_long, sizeof lng.rope_short);
+        ws->rope_orig  = cfg->rope_original_max_pos;
+        ws->rope_cos_x = ws_alloc(ws, max_seq, ws->half, &ok);
+        ws->rope_sin_x = ws_alloc(ws, max_seq, ws->half, &ok);
+        if (ok)
+            rope_table(&lng, max_seq, ws->half, ws->rope_cos_x, ws->rope_sin_x);
+    }
+    if (cfg->fused) {
+        const int64_t wide = ws->qd + 2 * ws->kvd > 2 * ws->ff ? ws->qd + 2 * ws->kvd : 2 * ws->ff;
+        ws->fz             = ws_alloc(ws, T, wide, &ok);
+    }
     if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
         lq_model_config local = *cfg;
         local.rope_theta      = cfg->rope_local_theta;
@@ -294,8 +316,9 @@ static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const floa
 static void rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int64_t ld,
                        int64_t nheads, int64_t seqlen, int nt) {
     const int64_t half = ws->half, hd = 2 * half;
-    const float  *cs = local ? ws->rope_cos_l : ws->rope_cos;
-    const float  *sn = local ? ws->rope_sin_l : ws->rope_sin;
+    const int     lng = ws->rope_cos_x && seqlen > ws->rope_orig;
+    const float  *cs  = local ? ws->rope_cos_l : lng ? ws->rope_cos_x : ws->rope_cos;
+    const float  *sn  = local ? ws->rope_sin_l : lng ? ws->rope_sin_x : ws->rope_sin;
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
     for (int64_t t = 0; t < T; t++) {
         const int64_t p = t % seqlen;
@@ -343,20 +366,36 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int     local   = sliding && ws->rope_cos_l != NULL;
     const float   softcap = (float)c->attn_softcap;
     const int     nt      = ws_threads(ws);
-    /* v_proj's input is captured after the attention when its weights are wanted */
-    const int wts = ws->want_attn_w && cap != NULL;
-    for (int id = LQ_LIN_Q; id <= (wts ? LQ_LIN_K : LQ_LIN_V); id++) {
-        LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+    /* v_proj's input is captured after the attention when its weights are wanted (a fused qkv
+     * has one input for all three) */
+    const int wts = ws->want_attn_w && cap != NULL && !c->fused;
+    if (c->fused) {
+        LQ_TRY(capture(cap, user, LQ_LIN_QKV, xn, T, d, stop_after, stop, err));
         if (*stop)
             return LQ_OK;
+        const int64_t w = qd + 2 * kvd;
+        LQ_TRY(lin("self_attn.qkv_proj", &L->lin[LQ_LIN_QKV], xn, T, ws->fz, ws, err));
+#pragma omp parallel for schedule(static) num_threads(nt) if (T * w >= PAR_ELEMS)
+        for (int64_t t = 0; t < T; t++) {
+            const float *f = ws->fz + t * w;
+            memcpy(ws->q + t * qd, f, (size_t)qd * sizeof(float));
+            memcpy(ws->k + t * kvd, f + qd, (size_t)kvd * sizeof(float));
+            memcpy(ws->v + t * kvd, f + qd + kvd, (size_t)kvd * sizeof(float));
+        }
+    } else {
+        for (int id = LQ_LIN_Q; id <= (wts ? LQ_LIN_K : LQ_LIN_V); id++) {
+            LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+            if (*stop)
+                return LQ_OK;
+        }
+        if (wts) {
+            LQ_TRY(ensure_attn_w(ws, nt, err));
+            memset(ws->attn_w_thr, 0, (size_t)nt * (size_t)T * sizeof(float));
+        }
+        LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
+        LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
+        LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
     }
-    if (wts) {
-        LQ_TRY(ensure_attn_w(ws, nt, err));
-        memset(ws->attn_w_thr, 0, (size_t)nt * (size_t)T * sizeof(float));
-    }
-    LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
-    LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
-    LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
     if (L->q_norm && L->k_norm) { /* Qwen3, Gemma 3: RMSNorm of every head, before RoPE */
         lq_model_rmsnorm(c, ws->q, L->q_norm, T * H, hd, ws->q);
         lq_model_rmsnorm(c, ws->k, L->k_norm, T * KV, hd, ws->k);
@@ -423,30 +462,43 @@ static inline float gelu_tanh(float x) {
 }
 
 /* Gated MLP (SwiGLU, or GeGLU for Gemma): xn [T, d] -> out [T, d] (down_proj output). Captures
- * gate, up, down inputs. */
+ * gate, up (or gate_up), down inputs. */
 static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
                           int *stop, lq_err *err) {
-    const int64_t d = ws->d, ff = ws->ff;
+    const int64_t d = ws->d, ff = ws->ff, n = T * ff;
     const int     nt = ws_threads(ws);
-    for (int id = LQ_LIN_GATE; id <= LQ_LIN_UP; id++) {
-        LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+    const float  *gate, *up; /* rows of ld values */
+    int64_t       ld;
+    if (c->fused) { /* Phi3MLP: gate, up = gate_up_proj(x).chunk(2, dim=-1) */
+        LQ_TRY(capture(cap, user, LQ_LIN_GATE_UP, xn, T, d, stop_after, stop, err));
         if (*stop)
             return LQ_OK;
+        LQ_TRY(lin("mlp.gate_up_proj", &L->lin[LQ_LIN_GATE_UP], xn, T, ws->fz, ws, err));
+        gate = ws->fz, up = ws->fz + ff, ld = 2 * ff;
+    } else {
+        for (int id = LQ_LIN_GATE; id <= LQ_LIN_UP; id++) {
+            LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
+            if (*stop)
+                return LQ_OK;
+        }
+        LQ_TRY(lin("mlp.gate_proj", &L->lin[LQ_LIN_GATE], xn, T, ws->g, ws, err));
+        LQ_TRY(lin("mlp.up_proj", &L->lin[LQ_LIN_UP], xn, T, ws->u, ws, err));
+        gate = ws->g, up = ws->u, ld = ff;
     }
-    LQ_TRY(lin("mlp.gate_proj", &L->lin[LQ_LIN_GATE], xn, T, ws->g, ws, err));
-    LQ_TRY(lin("mlp.up_proj", &L->lin[LQ_LIN_UP], xn, T, ws->u, ws, err));
-    float        *g = ws->g;
-    const float  *u = ws->u;
-    const int64_t n = T * ff;
+    float *g = ws->g; /* act(gate) * up, in place when not fused */
     if (c->act == LQ_ACT_GELU_TANH) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t i = 0; i < n; i++)
-            g[i] = gelu_tanh(g[i]) * u[i];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < ff; e++)
+                g[t * ff + e] = gelu_tanh(gate[t * ld + e]) * up[t * ld + e];
     } else {
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t i = 0; i < n; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < ff; e++) {
+                const float x = gate[t * ld + e];
+                g[t * ff + e] = x / (1.0f + expf(-x)) * up[t * ld + e];
+            }
     }
     LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
     if (*stop)
@@ -461,6 +513,8 @@ static lq_status check_layer(const lq_model *m, const lq_layer *L, lq_err *err) 
                  err, LQ_ERR_INVALID_ARG, "%s: layer not loaded", m->dir);
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
+        if (!lq_lin_present(&m->cfg, (lq_lin_id)l))
+            continue;
         lq_lin_shape(&m->cfg, (lq_lin_id)l, &n, &k);
         LQ_RETURN_IF(L->lin[l].buf.q.n != n || L->lin[l].buf.q.k != k, err, LQ_ERR_INVALID_ARG,
                      "%s: %s is [%lld x %lld], the config implies [%lld x %lld]", m->dir,

@@ -50,7 +50,7 @@ lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void 
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
     int top = -1;
     for (int l = 0; l < LQ_LIN_COUNT; l++)
-        if (lin_mask >> l & 1)
+        if ((lin_mask >> l & 1) && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
             top = l;
     mask_cap m = {lin_mask, fn, user};
     int64_t  d = j->model->cfg.hidden_size;
@@ -116,13 +116,17 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
                 ft->name, list,
                 mt->format == LQ_FMT_AWQ ? " (for 8 bits use gptq --bits 8, or int8)" : "");
     }
-    int nfit = 0;
+    int nfit = 0, nlin = 0;
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
-        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
         why[l][0] = 0;
-        plan[l]   = ft->fits(&qc, n, k, why[l], sizeof why[l]);
+        plan[l]   = 0;
+        if (!lq_lin_present(cfg, (lq_lin_id)l))
+            continue;
+        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+        plan[l] = ft->fits(&qc, n, k, why[l], sizeof why[l]);
         nfit += plan[l];
+        nlin++;
     }
     if (nfit > 0) {
         lq_qconfig_free(&qc);
@@ -133,7 +137,7 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
     for (int l = 0; l < LQ_LIN_COUNT && strlen(msg) < 200; l++) {
         int64_t n, k;
         lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-        if (!strstr(msg, why[l]))
+        if (lq_lin_present(cfg, (lq_lin_id)l) && !strstr(msg, why[l]))
             snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s [%lld x %lld]: %s",
                      msg[0] ? "; " : "", lq_lin_name((lq_lin_id)l), (long long)n, (long long)k,
                      why[l]);
@@ -147,7 +151,7 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             int64_t n, k;
             lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-            c += ft->fits(&q2, n, k, NULL, 0);
+            c += lq_lin_present(cfg, (lq_lin_id)l) && ft->fits(&q2, n, k, NULL, 0);
         }
         if (c > best_n)
             best_n = c, best_g = g;
@@ -157,7 +161,7 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
         snprintf(hint, sizeof hint,
                  " (--group-size %lld would quantize %d of the %d linears of "
                  "each layer)",
-                 (long long)best_g, best_n, LQ_LIN_COUNT);
+                 (long long)best_g, best_n, nlin);
     lq_qconfig_free(&qc);
     LQ_FAIL(err, LQ_ERR_NOTHING_TO_QUANTIZE,
             "%s: %s would quantize none of the model's linears at these settings: %s%s", model,
@@ -180,7 +184,7 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             int64_t n, k;
             lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-            all &= k % g == 0;
+            all &= !lq_lin_present(cfg, (lq_lin_id)l) || k % g == 0;
         }
         if (all)
             return g == def ? 0 : g;
@@ -409,6 +413,8 @@ static lq_status do_layers(run *r) {
         }
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
             char prefix[256];
+            if (!lq_lin_present(&r->m->cfg, (lq_lin_id)l))
+                continue;
             lq_qjob_module(&j, (lq_lin_id)l, prefix, sizeof prefix);
             if (j.quantized[l]) {
                 LQ_TRY_GOTO(lq_qlinear_write(r->wr, prefix, &j.out[l].q, &r->qcfg, r->err));
@@ -470,7 +476,7 @@ static lq_status write_config(run *r) {
         cJSON *qc  = cJSON_GetObjectItem(root, "quantization_config");
         cJSON *all = cJSON_CreateArray(), *blk = cJSON_CreateArray();
         for (int l = 0; l < LQ_LIN_COUNT; l++) {
-            int skip = 0;
+            int skip = !lq_lin_present(&r->m->cfg, (lq_lin_id)l);
             for (int i = 0; i < r->n_skipped; i++)
                 skip |= !strcmp(r->skipped[i], lq_lin_name((lq_lin_id)l));
             if (!skip)
@@ -688,7 +694,8 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     }
     cJSON *loss = cJSON_AddObjectToObject(j, "loss_sum");
     for (int l = 0; l < LQ_LIN_COUNT; l++)
-        cJSON_AddNumberToObject(loss, lq_lin_name((lq_lin_id)l), r->loss_sum[l]);
+        if (lq_lin_present(&r->m->cfg, (lq_lin_id)l))
+            cJSON_AddNumberToObject(loss, lq_lin_name((lq_lin_id)l), r->loss_sum[l]);
     cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
     cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
@@ -753,7 +760,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.mt->fill_qconfig(p, &r.qcfg);
     LQ_TRY_GOTO(plan_linears(r.mt, p, &r.m->cfg, model_dir, r.plan, r.why, err));
     for (int l = 0; l < LQ_LIN_COUNT; l++) /* a partial run says up front what stays in fp16 */
-        if (!r.plan[l]) {
+        if (!r.plan[l] && lq_lin_present(&r.m->cfg, (lq_lin_id)l)) {
             int64_t n, k;
             char    msg[400];
             lq_lin_shape(&r.m->cfg, (lq_lin_id)l, &n, &k);

@@ -358,7 +358,7 @@ static double dense_layer_bytes(const lq_model_config *c) {
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
-        per += (double)n * (double)k * 4.0;
+        per += lq_lin_present(c, (lq_lin_id)l) ? (double)n * (double)k * 4.0 : 0;
     }
     return per * (double)c->num_layers;
 }

@@ -25,11 +25,23 @@ static int dump(const char *dir) {
            (long long)c.num_layers, (long long)c.num_heads, (long long)c.num_kv_heads,
            (long long)c.head_dim, (long long)c.vocab_size, (long long)c.max_position_embeddings,
            c.rms_norm_eps, c.rope_theta,
-           c.rope_type == LQ_ROPE_LLAMA3   ? "llama3"
-           : c.rope_type == LQ_ROPE_LINEAR ? "linear"
-                                           : "default");
-    if (c.rope_type != LQ_ROPE_DEFAULT)
+           c.rope_type == LQ_ROPE_LLAMA3     ? "llama3"
+           : c.rope_type == LQ_ROPE_LINEAR   ? "linear"
+           : c.rope_type == LQ_ROPE_LONGROPE ? "longrope"
+                                             : "default");
+    if (c.rope_type == LQ_ROPE_LINEAR || c.rope_type == LQ_ROPE_LLAMA3)
         printf("factor %.17g\n", c.rope_factor);
+    if (c.rope_type == LQ_ROPE_LONGROPE) {
+        printf("attention_factor %.17g\noriginal_max_position_embeddings %lld\n",
+               c.rope_attn_factor, (long long)c.rope_original_max_pos);
+        const float *f[2] = {c.rope_short, c.rope_long};
+        for (int w = 0; w < 2; w++) {
+            printf("%s", w ? "long_factor " : "short_factor ");
+            for (int64_t j = 0; j < c.head_dim / 2; j++)
+                printf("%s%.9g", j ? "," : "", (double)f[w][j]);
+            putchar('\n');
+        }
+    }
     if (c.rope_type == LQ_ROPE_LLAMA3)
         printf("low_freq_factor %.17g\nhigh_freq_factor %.17g\n"
                "original_max_position_embeddings %lld\n",
@@ -39,9 +51,10 @@ static int dump(const char *dir) {
            c.tie_word_embeddings, c.attention_bias, c.qkv_bias, c.qk_norm, c.mlp_bias,
            (long long)c.sliding_window, (long long)c.bos_token_id, (long long)c.eos_token_id);
     printf("act %s\nnorm_plus_one %d\npost_norms %d\nembed_scale %.17g\nattn_scale %.17g\n"
-           "attn_softcap %.17g\nfinal_softcap %.17g\nrope_local_theta %.17g\nlayers ",
+           "attn_softcap %.17g\nfinal_softcap %.17g\nrope_local_theta %.17g\nfused %d\nlayers ",
            c.act == LQ_ACT_GELU_TANH ? "gelu_tanh" : "silu", c.norm_plus_one, c.post_norms,
-           c.embed_scale, c.attn_scale, c.attn_softcap, c.final_softcap, c.rope_local_theta);
+           c.embed_scale, c.attn_scale, c.attn_softcap, c.final_softcap, c.rope_local_theta,
+           c.fused);
     for (int64_t i = 0; i < c.num_layers; i++)
         putchar(lq_config_layer_sliding(&c, i) ? 'S' : 'F');
     putchar('\n');
@@ -204,6 +217,39 @@ int main(int argc, char **argv) {
                      LQ_ERR_UNSUPPORTED_ARCH);
         CHECK(strstr(err.msg, "partial_rotary_factor") != NULL);
     }
+    /* Phi-3: fused linears; LongRoPE lists of head_dim / 2 (here 8) factors; no biases */
+    const char *phi[4] = {
+        "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"rope_scaling\":{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,1],"
+        "\"long_factor\":[2,2,2,2,2,2,2,2]},\"max_position_embeddings\":16384}",
+        "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"rope_scaling\":{\"type\":\"longrope\",\"short_factor\":[1,1,1],"
+        "\"long_factor\":[2,2,2,2,2,2,2,2]}}",
+        "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"rope_scaling\":{\"type\":\"longrope\",\"short_factor\":[1,1,1,1,1,1,1,-1],"
+        "\"long_factor\":[2,2,2,2,2,2,2,2]}}",
+        "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"attention_bias\":true}"};
+    CHECK_OK(lq_config_parse(phi[0], strlen(phi[0]), "phi", &c, &err));
+    CHECK(c.fused && c.rope_type == LQ_ROPE_LONGROPE && c.rope_original_max_pos == 4096 &&
+          c.rope_short[7] == 1.0f && c.rope_long[0] == 2.0f && c.rms_norm_eps == 1e-5 &&
+          c.eos_token_id == 32000 && c.sliding_window == 0);
+    CHECK(fabs(c.rope_attn_factor - sqrt(1 + log(4.0) / log(4096.0))) < 1e-12);
+    for (int i = 1; i < 3; i++) {
+        CHECK_EQ_INT(lq_config_parse(phi[i], strlen(phi[i]), "phi", &c, &err), LQ_ERR_CONFIG_VALUE);
+        CHECK(strstr(err.msg, "short_factor") != NULL);
+    }
+    CHECK_EQ_INT(lq_config_parse(phi[3], strlen(phi[3]), "phi", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    /* "su" is longrope only where Phi3Config says so */
+    const char *su = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
+                     "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"
+                     "\"rope_scaling\":{\"type\":\"su\",\"short_factor\":[1,1,1,1,1,1,1,1],"
+                     "\"long_factor\":[2,2,2,2,2,2,2,2]}}";
+    CHECK_EQ_INT(lq_config_parse(su, strlen(su), "su", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
     /* not Gemma: no post norms, plain norms, every layer as before */
     const char *ll1 = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
                       "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9}";
@@ -266,7 +312,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(lq_config_parse(neox, strlen(neox), "config.json", &c, &err),
                  LQ_ERR_UNSUPPORTED_ARCH);
     CHECK(strcmp(err.msg, "config.json: model_type \"gpt_neox\" is not supported (supported: "
-                          "llama, mistral, qwen2, qwen3, gemma2, gemma3_text)") == 0);
+                          "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3)") == 0);
 
     /* the config transformers 5 itself wrote (tests/data/st/make_st.py) */
     snprintf(p, sizeof p, "%s/st/hf_tiny_sharded", data);

@@ -15,10 +15,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s == LQ_OK) {
         if (cfg.hidden_size < 1 || cfg.num_heads < 1 || cfg.num_kv_heads < 1 ||
             cfg.num_heads % cfg.num_kv_heads || cfg.head_dim < 2 || cfg.head_dim % 2 ||
-            cfg.rope_type < LQ_ROPE_DEFAULT || cfg.rope_type > LQ_ROPE_LLAMA3 ||
+            cfg.rope_type < LQ_ROPE_DEFAULT || cfg.rope_type > LQ_ROPE_LONGROPE ||
             !(cfg.rope_theta > 0) || !(cfg.rms_norm_eps > 0) || cfg.sliding_window < 0 ||
             memchr(cfg.model_type, 0, sizeof cfg.model_type) == NULL)
             abort();
+        if (cfg.rope_type == LQ_ROPE_LONGROPE) { /* the RoPE tables divide by these */
+            if (!(cfg.rope_attn_factor > 0) || cfg.rope_original_max_pos < 1 ||
+                cfg.head_dim / 2 > LQ_ROPE_MAX_HALF)
+                abort();
+            for (int64_t j = 0; j < cfg.head_dim / 2; j++)
+                if (!(cfg.rope_short[j] > 0) || !(cfg.rope_long[j] > 0))
+                    abort();
+        }
     } else if (err.msg[0] == '\0') {
         abort();
     }

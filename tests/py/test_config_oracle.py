@@ -95,6 +95,44 @@ variants = {
                   "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                                       "sliding_attention": {"rope_type": "default",
                                                             "rope_theta": 100.0}}},
+    # Phi-3-mini-4k-instruct's config.json (sizes as published)
+    "phi3_mini_4k": {"architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0,
+                     "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000,
+                     "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+                     "intermediate_size": 8192, "max_position_embeddings": 4096,
+                     "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32,
+                     "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+                     "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+                     "rope_scaling": None, "rope_theta": 10000.0, "sliding_window": 2047,
+                     "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 32064},
+    # Phi-3.5-mini-instruct's shape and LongRoPE (factor lists made up: 48 per head)
+    "phi35_mini_longrope": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                            "bos_token_id": 1, "eos_token_id": 32000, "hidden_size": 3072,
+                            "intermediate_size": 8192, "max_position_embeddings": 131072,
+                            "num_attention_heads": 32, "num_hidden_layers": 32,
+                            "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+                            "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+                            "rope_scaling": {"type": "longrope",
+                                             "short_factor": [1.0 + 0.01 * i for i in range(48)],
+                                             "long_factor": [1.0 + 1.1 * i for i in range(48)]},
+                            "sliding_window": 262144, "vocab_size": 32064},
+    # Phi-3-mini-128k's legacy name for it, an explicit attention factor, and an original length
+    # in the dict that Phi3Config's own field (4096 by default) overrides
+    "phi3_su_attention_factor": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+                                 "hidden_size": 256, "intermediate_size": 512,
+                                 "num_attention_heads": 4, "num_hidden_layers": 2,
+                                 "vocab_size": 1000, "max_position_embeddings": 131072,
+                                 "rope_scaling": {"type": "su", "attention_factor": 1.25,
+                                                  "original_max_position_embeddings": 8192,
+                                                  "short_factor": [1.5] * 32,
+                                                  "long_factor": [4.0 + i for i in range(32)]}},
+    # Phi-4 (14B) is a phi3 with GQA and a larger base
+    "phi4_shape": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 5120,
+                   "intermediate_size": 17920, "num_attention_heads": 40, "num_hidden_layers": 40,
+                   "num_key_value_heads": 10, "max_position_embeddings": 16384,
+                   "original_max_position_embeddings": 16384, "rope_theta": 250000,
+                   "bos_token_id": 100257, "eos_token_id": 100265, "vocab_size": 100352,
+                   "sliding_window": None, "rms_norm_eps": 1e-05},
 }
 
 
@@ -114,7 +152,7 @@ def theirs(d):
     rtype = rp.get("rope_type", rp.get("type", "default"))
     theta = rp.get("rope_theta", getattr(c, "rope_theta", None))
     eos = c.eos_token_id[0] if isinstance(c.eos_token_id, list) else c.eos_token_id
-    sw = getattr(c, "sliding_window", None) if c.model_type in ("mistral", "qwen2", "qwen3") else None
+    sw = getattr(c, "sliding_window", None) if c.model_type in ("mistral", "qwen2", "qwen3", "phi3") else None
     if c.model_type in ("qwen2", "qwen3") and "sliding_attention" not in (getattr(c, "layer_types", None) or []):
         sw = None
     want = {"status": "LQ_OK", "model_type": c.model_type, "hidden_size": c.hidden_size,
@@ -144,12 +182,19 @@ def theirs(d):
         "attn_scale": float(c.query_pre_attn_scalar ** -0.5) if gemma else 0.0,
         "attn_softcap": float(getattr(c, "attn_logit_softcapping", None) or 0.0) if gemma else 0.0,
         "final_softcap": float(getattr(c, "final_logit_softcapping", None) or 0.0) if gemma else 0.0,
-        "rope_local_theta": local, "layers": layers})
+        "rope_local_theta": local, "fused": int(c.model_type == "phi3"), "layers": layers})
     if gemma:
         want["qk_norm"] = int(c.model_type == "gemma3_text")
         want["sliding_window"] = c.sliding_window or 0
-    if rtype != "default":
+    if rtype in ("linear", "llama3"):
         want["factor"] = float(rp["factor"])
+    if rtype == "longrope":
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+        want["attention_factor"] = float(ROPE_INIT_FUNCTIONS["longrope"](c, "cpu")[1])
+        want["original_max_position_embeddings"] = rp["original_max_position_embeddings"]
+        for k in ("short_factor", "long_factor"):
+            want[k] = ",".join(f"{float(x):.9g}" for x in
+                                __import__("numpy").float32(rp[k]).astype(float))
     if rtype == "llama3":
         want["low_freq_factor"] = float(rp["low_freq_factor"])
         want["high_freq_factor"] = float(rp["high_freq_factor"])

@@ -11,7 +11,11 @@ transformers' own models (torch, float32, eager attention):
     attention and final logit soft-capping, query_pre_attn_scalar, (1 + w) and post norms, GeGLU,
     scaled embeddings) in bf16; Gemma 3 (q/k norms, layer_types, two RoPE bases with linear
     scaling on the full layers only) in fp32, also quantized by `llmquant awq` (norm folding with
-    the (1 + w) convention) and dequantized back into transformers.
+    the (1 + w) convention) and dequantized back into transformers; Phi-3 (fused qkv_proj and
+    gate_up_proj, LongRoPE with its attention factor: short factors within the original length,
+    long ones beyond, a sliding window) in bf16 and fp32, quantized by `llmquant awq` (the v rows
+    of qkv_proj and the up rows of gate_up_proj take the previous-op scales) and by `llmquant
+    gptq --desc-act` (one Hessian and one g_idx per fused linear), both dequantized back.
 
 Skips (exit 77) without torch / transformers / safetensors or without the built test binary."""
 import os
@@ -27,7 +31,7 @@ try:
     from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
                               Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
-                              Gemma3ForCausalLM)
+                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
 except ImportError as e:
     lq_oracle.skip(f"{e}")
 
@@ -96,14 +100,14 @@ else:
 
 
 # ---- random small models ---------------------------------------------------------------------
-def random_model(cls, cfg, dtype, name):
+def random_model(cls, cfg, dtype, name, std=0.25):
     """Random weights large enough that attention is not uniform, saved in `dtype`; returned
     in float32 as loaded back from the file (what our loader reads)."""
-    torch.manual_seed(hash(name) % 1000)
+    torch.manual_seed(sum(map(ord, name)))  # hash() of a str changes with every process
     m = cls(cfg).eval()
     with torch.no_grad():
         for p in m.parameters():
-            p.normal_(0.0, 0.25)
+            p.normal_(0.0, std)
         gemma = "Gemma" in cls.__name__  # RMSNorm scales by (1 + w)
         for n_, p in m.named_parameters():
             if "norm" in n_:
@@ -149,6 +153,23 @@ cases = [
         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}},
         rms_norm_eps=1e-6), torch.float32, 80),
+    # 80 tokens > original 32: the long factors; GQA and a window shorter than the sequence
+    ("phi3_longrope_long_window_bf16", Phi3ForCausalLM, Phi3Config(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        original_max_position_embeddings=32, sliding_window=24, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                         "short_factor": [1.0 + 0.1 * i for i in range(8)],
+                         "long_factor": [1.5 + 0.7 * i for i in range(8)]}), torch.bfloat16, 80),
+    # 64 tokens <= original 128: the short factors, still times the attention factor; no GQA
+    ("phi3_longrope_short_mha_f32", Phi3ForCausalLM, Phi3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024,
+        original_max_position_embeddings=128, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                         "short_factor": [1.0 + 0.3 * i for i in range(8)],
+                         "long_factor": [2.0 + 0.5 * i for i in range(8)]}), torch.float32, 64),
 ]
 models = {}
 for name, cls, cfg, dtype, seqlen in cases:
@@ -249,6 +270,119 @@ else:
     rel = float(np.abs(a - b).max() / np.abs(b).max())
     print(f"{'ok  ' if rel < 0.2 else 'FAIL'} gemma3 awq vs fp32 model: max rel logit diff {rel:.3g}")
     failures += rel >= 0.2
+
+
+# ---- Phi-3: the fused linears quantized as stored, through AWQ and GPTQ with act-order ---------
+# weights of a milder spread than the forward checks use: at 0.25 this tiny model is so chaotic
+# that even 8-bit weights move its logits by 20%, and 4 bits say nothing about the method
+_, _, cls, cfg, seqlen = models["phi3_longrope_short_mha_f32"]
+d, m = random_model(cls, cfg, torch.float32, "phi3_quant_f32", std=0.08)
+calib = ["--tokenizer", os.path.join(ex, "stories260K", "tokenizer.model"),
+         "--calib", os.path.join(ex, "data", "tinystories_sample.txt"), "--nsamples", "8",
+         "--seqlen", "64"]
+# bound on the max relative logit change: RTN w4 g32 moves them by 0.27, w8 by 0.02
+for method, extra, dequant, bound in (
+        ("awq", [], awq_dequant, 0.5),
+        ("gptq", ["--desc-act"], lambda sd, p: gptq_dequant(sd, p, 4), 0.5),
+        ("gptq", ["--desc-act", "--bits", "8"], lambda sd, p: gptq_dequant(sd, p, 8), 0.05)):
+    label = f"{method} w{8 if '8' in extra else 4} g32"
+    out = os.path.join(tmp, f"phi3_{method}_{len(extra)}")
+    r = subprocess.run([lq_bin, "-q", method, d, "-o", out, "--group-size", "32", "--force"] +
+                       calib + extra, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"FAIL llmquant {method} on Phi-3: {r.stderr.strip()}")
+        failures += 1
+        continue
+    sd, state = dequantized_state(out, dequant)
+    fused = sorted({k.rsplit(".", 2)[-2] for k in sd if k.endswith(".qweight")})
+    if fused != ["down_proj", "gate_up_proj", "o_proj", "qkv_proj"]:
+        print(f"FAIL Phi-3 {method}: quantized modules {fused}")
+        failures += 1
+    if method == "gptq":  # act-order: one permutation per fused linear, not the identity
+        gi = sd["model.layers.0.self_attn.qkv_proj.g_idx"].numpy()
+        if (np.diff(gi) >= 0).all():
+            print("FAIL Phi-3 gptq --desc-act: g_idx of qkv_proj is sorted (no act-order)")
+            failures += 1
+    mq = cls(cfg).eval()
+    mq.load_state_dict(state, strict=True)
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, cfg.vocab_size, size=(2, seqlen))
+    compare(f"phi3 {label} (our file, dequantized into transformers)", out, mq, ids, 2e-5)
+    a, b = theirs(mq, ids), theirs(m, ids)
+    rel = float(np.abs(a - b).max() / np.abs(b).max())
+    print(f"{'ok  ' if rel < bound else 'FAIL'} phi3 {label} vs fp32 model: max rel logit diff "
+          f"{rel:.3g} (bound {bound})")
+    failures += rel >= bound
+
+
+# ---- the fused linears quantize like their parts ---------------------------------------------
+# The same weights as a Phi-3 (qkv_proj, gate_up_proj) and as a Llama (q/k/v, gate/up) are the
+# same function; with the per-part differences switched off (AWQ: AutoAWQ clips a fused
+# qkv_proj but not q/k_proj; GPTQ: v_proj's attention-weighted Hessian) both must come out with
+# the same codes: the fused AWQ folds its previous-op scales into the v rows of qkv_proj and the
+# up rows of gate_up_proj exactly where the Llama folds them into v_proj and up_proj.
+pcfg = Phi3Config(vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                  pad_token_id=0, bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-5)
+pcfg._attn_implementation = "eager"
+pd, pm = random_model(Phi3ForCausalLM, pcfg, torch.float32, "phi3_as_llama_f32", std=0.08)
+lcfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                   pad_token_id=0, bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-5,
+                   tie_word_embeddings=False)
+lm = LlamaForCausalLM(lcfg).eval()
+lsd = {}
+for k, v in pm.state_dict().items():
+    if k.endswith("qkv_proj.weight"):
+        for part, w in zip("qkv", v.split(64, 0)):
+            lsd[k.replace("qkv_proj", f"{part}_proj")] = w
+    elif k.endswith("gate_up_proj.weight"):
+        g, u = v.chunk(2, 0)
+        lsd[k.replace("gate_up_proj", "gate_proj")], lsd[k.replace("gate_up_proj", "up_proj")] = g, u
+    else:
+        lsd[k] = v
+lm.load_state_dict(lsd, strict=True)
+ld = os.path.join(tmp, "phi3_as_llama_llama")
+lm.save_pretrained(ld, safe_serialization=True)
+rng = np.random.default_rng(6)
+ids = rng.integers(0, 512, size=(2, 64))
+compare("phi3 weights as a llama, through transformers' Phi-3", ld, pm, ids, 2e-5)
+for method, extra, dequant in (("awq", ["--no-awq-clip"], awq_dequant),
+                               ("gptq", ["--no-v-attn-weights", "--desc-act"],
+                                lambda sd, p: gptq_dequant(sd, p, 4))):
+    got = {}
+    for fam, src in (("phi3", pd), ("llama", ld)):
+        out = os.path.join(tmp, f"eq_{method}_{fam}")
+        r = subprocess.run([lq_bin, "-q", method, src, "-o", out, "--group-size", "32", "--force"]
+                           + calib + extra, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL llmquant {method} on {fam}: {r.stderr.strip()}")
+            failures += 1
+            break
+        got[fam] = dequantized_state(out, dequant)[1]
+    if len(got) < 2:
+        continue
+    # GPTQ feeds each layer the quantized output of the one before, where a code that rounds
+    # the other way (the fused GEMM sums in another order) changes every later Hessian a little:
+    # its first layer is compared, at most 1% of codes may differ there
+    moved, ndiff, ntot = 0.0, 0, 0
+    for i in range(pcfg.num_hidden_layers if method == "awq" else 1):
+        pre = f"model.layers.{i}."
+        pairs = [("self_attn.qkv_proj", ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"]),
+                 ("mlp.gate_up_proj", ["mlp.gate_proj", "mlp.up_proj"]),
+                 ("self_attn.o_proj", ["self_attn.o_proj"]), ("mlp.down_proj", ["mlp.down_proj"])]
+        for fused, parts in pairs:
+            a = got["phi3"][pre + fused + ".weight"]
+            b = torch.cat([got["llama"][pre + p_ + ".weight"] for p_ in parts], 0)
+            diff = (a - b).abs() > 1e-6 * b.abs().max()
+            ndiff, ntot = ndiff + int(diff.sum()), ntot + a.numel()
+        moved = max(moved, float((got["phi3"][pre + "mlp.gate_up_proj.weight"][64:] -
+                                  pm.state_dict()[pre + "mlp.gate_up_proj.weight"][64:]).abs().max()))
+    ok = ndiff <= (0 if method == "awq" else 0.01 * ntot) and (method != "awq" or moved > 0.01)
+    print(f"{'ok  ' if ok else 'FAIL'} phi3 vs the same weights as a llama, {method} w4 g32: "
+          f"{ndiff} of {ntot} weights differ" + (f", up rows moved by the down_proj scales {moved:.3g}"
+                                        if method == "awq" else ""))
+    failures += not ok
 
 if failures:
     print(f"{failures} comparison(s) failed")
