@@ -58,9 +58,11 @@ struct lq_fwd_ws {
     lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
     void            *gemm_user;
     int              want_attn_w;
-    float           *attn_w;     /* [max_tokens] */
-    float           *attn_w_thr; /* [threads, max_tokens] partial sums */
-    int              attn_w_thr_n;
+    float           *attn_w; /* [max_tokens] */
+    /* [heads, max_tokens] partial sums: each head's row is written by one job at a time and
+     * summed over heads in order, so the weights do not depend on the thread schedule */
+    float *attn_w_thr;
+    int    attn_w_thr_n;
 };
 
 void lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on) {
@@ -389,8 +391,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
                 return LQ_OK;
         }
         if (wts) {
-            LQ_TRY(ensure_attn_w(ws, nt, err));
-            memset(ws->attn_w_thr, 0, (size_t)nt * (size_t)T * sizeof(float));
+            LQ_TRY(ensure_attn_w(ws, (int)H, err));
+            memset(ws->attn_w_thr, 0, (size_t)H * (size_t)T * sizeof(float));
         }
         LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
         LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
@@ -404,7 +406,11 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     rope_apply(ws, local, ws->k, T, kvd, KV, seqlen, nt);
     LQ_TRY(ensure_scores(ws, nt, err));
 
-    const int64_t nqb = (seqlen + QB - 1) / QB, njobs = ns * H * nqb, group = H / KV;
+    /* a job is one block of query rows of one head of one sequence; with attention weights,
+     * all blocks of the (sequence, head), heaviest first, so that its row of partial sums has
+     * one writer */
+    const int64_t nqb = (seqlen + QB - 1) / QB, per = wts ? nqb : 1, njobs = ns * H * nqb / per,
+                  group = H / KV;
     /* transformers multiplies by the Python float head_dim**-0.5 (query_pre_attn_scalar**-0.5) */
     const float   scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
     const float  *q = ws->q, *k = ws->k, *v = ws->v;
@@ -412,39 +418,41 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int64_t sstride = (int64_t)QB * ws->max_seq;
     const int64_t macs    = ns * H * seqlen * seqlen * hd; /* QK^T + PV over the causal half */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (macs >= PAR_MACS)
-    for (int64_t job = 0; job < njobs; job++) {
-        /* the heaviest (last) query blocks first: better balance under dynamic scheduling */
-        const int64_t b = nqb - 1 - job % nqb, h = (job / nqb) % H, s = job / (nqb * H);
-        const int64_t i0 = b * QB, i1 = i0 + QB < seqlen ? i0 + QB : seqlen, rows = i1 - i0;
-        const int64_t j0 = (W > 0 && i0 - W + 1 > 0) ? i0 - W + 1 : 0, cols = i1 - j0;
-        const int64_t kvh = h / group, base = s * seqlen;
-        float        *S = scores + (int64_t)omp_get_thread_num() * sstride;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)hd, scale,
-                    q + (base + i0) * qd + h * hd, (int)qd, k + (base + j0) * kvd + kvh * hd,
-                    (int)kvd, 0.f, S, (int)cols);
-        if (softcap > 0) /* Gemma 2: cap * tanh(score / cap), before the mask */
-            for (int64_t e = 0; e < rows * cols; e++)
-                S[e] = tanhf(S[e] / softcap) * softcap;
-        for (int64_t r = 0; r < rows; r++) {
-            const int64_t i  = i0 + r;
-            const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
-            softmax_masked(S + r * cols, cols, lo - j0, i - j0);
+    for (int64_t job = 0; job < njobs; job++)
+        for (int64_t bi = 0; bi < per; bi++) {
+            /* the heaviest (last) query blocks first: better balance under dynamic scheduling */
+            const int64_t u = job * per + bi;
+            const int64_t b = nqb - 1 - u % nqb, h = (u / nqb) % H, s = u / (nqb * H);
+            const int64_t i0 = b * QB, i1 = i0 + QB < seqlen ? i0 + QB : seqlen, rows = i1 - i0;
+            const int64_t j0 = (W > 0 && i0 - W + 1 > 0) ? i0 - W + 1 : 0, cols = i1 - j0;
+            const int64_t kvh = h / group, base = s * seqlen;
+            float        *S = scores + (int64_t)omp_get_thread_num() * sstride;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols, (int)hd,
+                        scale, q + (base + i0) * qd + h * hd, (int)qd,
+                        k + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f, S, (int)cols);
+            if (softcap > 0) /* Gemma 2: cap * tanh(score / cap), before the mask */
+                for (int64_t e = 0; e < rows * cols; e++)
+                    S[e] = tanhf(S[e] / softcap) * softcap;
+            for (int64_t r = 0; r < rows; r++) {
+                const int64_t i  = i0 + r;
+                const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
+                softmax_masked(S + r * cols, cols, lo - j0, i - j0);
+            }
+            if (wts) { /* squared probabilities each key receives, per head */
+                float *aw = ws->attn_w_thr + h * T + base + j0;
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t jj = 0; jj < cols; jj++)
+                        aw[jj] += S[r * cols + jj] * S[r * cols + jj];
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)cols,
+                        1.f, S, (int)cols, v + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f,
+                        out + (base + i0) * qd + h * hd, (int)qd);
         }
-        if (wts) { /* squared probabilities each key receives, per thread */
-            float *aw = ws->attn_w_thr + (int64_t)omp_get_thread_num() * T + base + j0;
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t jj = 0; jj < cols; jj++)
-                    aw[jj] += S[r * cols + jj] * S[r * cols + jj];
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)cols, 1.f,
-                    S, (int)cols, v + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f,
-                    out + (base + i0) * qd + h * hd, (int)qd);
-    }
     if (wts) {
         for (int64_t t = 0; t < T; t++) {
             float a = 0.f;
-            for (int th = 0; th < nt; th++)
-                a += ws->attn_w_thr[(int64_t)th * T + t];
+            for (int64_t hh = 0; hh < H; hh++)
+                a += ws->attn_w_thr[hh * T + t];
             ws->attn_w[t] = a;
         }
         LQ_TRY(capture(cap, user, LQ_LIN_V, xn, T, d, stop_after, stop, err));

@@ -459,6 +459,35 @@ static void test_attn_weights(lq_model *m) {
     free(h_ref);
 restore:
     memcpy(wq, save, (size_t)(nq * kq) * 4);
+    {
+        /* the weights do not depend on the thread schedule (they feed GPTQ's v_proj Hessian:
+         * a conversion must give the same bytes every time): a sequence long enough for the
+         * threaded attention, 1 thread and 2, twice each, all bit-equal */
+        const int64_t S  = 512;
+        lq_fwd_ws    *wl = NULL;
+        float        *hl = malloc((size_t)(S * d) * 4), *al[4] = {0};
+        CHECK_OK(lq_fwd_ws_create(&m->cfg, S, S, &wl, &err));
+        for (int r = 0; r < 4; r++)
+            al[r] = malloc((size_t)S * 4);
+        if (wl && hl && al[0] && al[1] && al[2] && al[3]) {
+            lq_fwd_ws_want_attn_weights(wl, 1);
+            for (int r = 0; r < 4; r++) {
+                aw_log c = {.ws = wl, .a = al[r]};
+                for (int64_t i = 0; i < S * d; i++)
+                    hl[i] = (float)sin(0.37 * (double)i) * 0.5f;
+                lq_fwd_ws_set_threads(wl, r % 2 ? 2 : 1);
+                CHECK_OK(lq_layer_forward(m, L, hl, 1, S, aw_fn, &c, -1, wl, &err));
+                CHECK_EQ_INT(c.filled, S);
+                CHECK_MSG(memcmp(al[r], al[0], (size_t)S * 4) == 0,
+                          "attention weights of run %d (%d threads) differ from run 0", r,
+                          r % 2 ? 2 : 1);
+            }
+        }
+        lq_fwd_ws_free(wl);
+        free(hl);
+        for (int r = 0; r < 4; r++)
+            free(al[r]);
+    }
 done:
     lq_fwd_ws_free(ws[0]);
     lq_fwd_ws_free(ws[1]);

@@ -235,6 +235,18 @@ expect_rc 0 "--force over an llmquant output"
 CHECKS=$((CHECKS + 1))
 [ ! -e "$W/ours/extra" ] && [ -f "$W/ours/model.safetensors" ] || fail "--force did not replace"
 
+# The same conversion gives the same bytes: two runs on 2 threads, with windows long enough for
+# the threaded attention, whose weights feed GPTQ's v_proj Hessian (they once depended on which
+# thread ran which block). (Another thread count may round differently: OpenBLAS.)
+for r in a b; do
+    OMP_NUM_THREADS=2 run "$B" gptq "$M" -o "$W/det$r" --group-size 32 --tokenizer "$TOK" \
+        --calib "$CAL" --nsamples 2 --seqlen 512 -q --force
+    expect_rc 0 "gptq run $r"
+done
+CHECKS=$((CHECKS + 1))
+cmp -s "$W/deta/model.safetensors" "$W/detb/model.safetensors" ||
+    fail "two identical gptq runs wrote different bytes"
+
 CHECKS=$((CHECKS + 1))
 [ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
 finish
