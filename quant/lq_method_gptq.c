@@ -96,7 +96,14 @@ static lq_status gptq_layer(lq_qjob *j) {
     o.warn                 = warn_cb;
     o.warn_user            = j;
     const int wv           = lq_params_bool(j->p, "v_attn_weights");
-    for (int sg = 0; sg < (true_sq ? 4 : 1); sg++) {
+    /* Each pass's forward starts where the one before stopped (same bytes as re-running the
+     * layer from its input): pass 1 (o) saves the attention output, computed with the quantized
+     * q/k/v; pass 2 (gate/up) starts there and saves the residual; pass 3 (down) and the
+     * driver's propagation start from that. */
+    const int cache     = true_sq && lq_params_bool(j->p, "stage_cache");
+    lq_spill *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
+    lq_status fail      = LQ_OK;
+    for (int sg = 0; sg < (true_sq ? 4 : 1) && fail == LQ_OK; sg++) {
         unsigned mask = true_sq ? seq_groups[sg] : all;
         cap_ctx  c;
         memset(&c, 0, sizeof c);
@@ -115,9 +122,21 @@ static lq_status gptq_layer(lq_qjob *j) {
                 if (s == LQ_OK && j->gpu)
                     s = lq_gpu_hess_create(j->gpu, j->L->lin[l].buf.q.k, &c.gh[l], j->err);
             }
+        const lq_fwd_stage from = !cache || sg < 2 ? LQ_STAGE_INPUT
+                                  : sg == 2        ? LQ_STAGE_ATTN
+                                                   : LQ_STAGE_RESID;
+        const lq_fwd_stage save = !cache || sg < 1 || sg > 2 ? LQ_STAGE_INPUT
+                                  : sg == 1                  ? LQ_STAGE_ATTN
+                                                             : LQ_STAGE_RESID;
+        if (s == LQ_OK && save != LQ_STAGE_INPUT)
+            s = lq_qjob_stage_spill(j, &stages[sg]);
         if (s == LQ_OK) {
             lq_fwd_ws_want_attn_weights(j->ws, c.wv);
-            s = lq_qjob_capture(j, mask, on_capture, &c);
+            s = lq_qjob_capture_staged(j, mask, on_capture, &c, from,
+                                       from == LQ_STAGE_ATTN    ? stages[1]
+                                       : from == LQ_STAGE_RESID ? stages[2]
+                                                                : NULL,
+                                       save, stages[sg]);
             lq_fwd_ws_want_attn_weights(j->ws, 0);
         }
         free(c.scaled);
@@ -164,9 +183,19 @@ static lq_status gptq_layer(lq_qjob *j) {
         }
         for (int l = 0; l < LQ_LIN_COUNT; l++)
             lq_xstats_free(&c.st[l]);
-        LQ_TRY(s);
+        if (sg == 2) { /* the attention output has served */
+            lq_spill_free(stages[1]);
+            stages[1] = NULL;
+        }
+        fail = s;
     }
-    return LQ_OK;
+    if (fail == LQ_OK && cache) { /* the quantized layer's residual, for the propagation */
+        j->resume = stages[2];
+        stages[2] = NULL;
+    }
+    for (int i = 0; i < 4; i++)
+        lq_spill_free(stages[i]);
+    return fail;
 }
 
 static int64_t gptq_work(const lq_model_config *c, int64_t tokens) {
@@ -183,6 +212,7 @@ const lq_method_traits lq_method_gptq = {
     .needs_calib         = 1,
     .propagate_quantized = 1,
     .gpu                 = 1,
+    .stage_copies        = 1, /* two of: attention output, residual, next layer's input */
     .default_seqlen      = 2048,
     .fill_qconfig        = lq_gptq_fill_qconfig,
     .quantize_layer      = gptq_layer,

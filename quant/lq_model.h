@@ -172,6 +172,37 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *layer, float *h, i
                            int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
                            lq_fwd_ws *ws, lq_err *err);
 
+/* Points inside a decoder layer where a forward can hand its state out and a later forward of
+ * the same layer can start again, so that GPTQ's true-sequential passes compute what comes
+ * before a sub-group once instead of once per sub-group:
+ *   LQ_STAGE_ATTN: the attention output, o_proj's input [t, heads * head_dim];
+ *   LQ_STAGE_RESID: the residual stream after attention, h + attn [t, hidden]. */
+typedef enum lq_fwd_stage {
+    LQ_STAGE_INPUT = 0,
+    LQ_STAGE_ATTN  = 1,
+    LQ_STAGE_RESID = 2
+} lq_fwd_stage;
+
+/* Receives the state at a stage: rows row0.. of the call's nseq * seqlen, x [t, k]. */
+typedef lq_status (*lq_save_fn)(void *user, lq_fwd_stage stage, const float *x, int64_t row0,
+                                int64_t t, int64_t k);
+
+typedef struct lq_fwd_resume {
+    lq_fwd_stage from;  /* LQ_STAGE_INPUT: from h as usual; else from state (h is then only read
+                           for LQ_STAGE_ATTN, whose residual input it is) */
+    const float *state; /* [nseq * seqlen, k] saved at stage `from` by an earlier forward */
+    lq_fwd_stage save;  /* LQ_STAGE_ATTN / RESID: call save_fn there (INPUT: never) */
+    lq_save_fn   save_fn;
+    void        *save_user;
+} lq_fwd_resume;
+
+/* lq_layer_forward, starting from and/or saving at a stage (rs NULL: the plain forward). The
+ * captures before `from` are not made; a resumed forward computes bit-for-bit what the full one
+ * would, given the same layer and workspace. */
+lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *layer, float *h, int64_t nseq,
+                              int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
+                              const lq_fwd_resume *rs, lq_fwd_ws *ws, lq_err *err);
+
 /* Sub-module forwards (AWQ's module2inspect), per sequence batch:
  * attention: xn = input_layernorm(h) [nseq*seqlen, d] -> out [.., d] (after o_proj);
  * mlp: xn = post_attention_layernorm(h) -> out (after down_proj). */

@@ -549,31 +549,50 @@ static lq_status check_seq(const lq_model *m, int64_t nseq, int64_t seqlen, cons
     return LQ_OK;
 }
 
-lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64_t nseq,
-                           int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
-                           lq_fwd_ws *ws, lq_err *err) {
+lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, int64_t nseq,
+                              int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
+                              const lq_fwd_resume *rs, lq_fwd_ws *ws, lq_err *err) {
     LQ_TRY(check_seq(m, nseq, seqlen, ws, err));
     LQ_TRY(check_layer(m, L, err));
     const int64_t          d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
-    const lq_model_config *c  = &m->cfg;
-    const int              nt = ws_threads(ws);
+    const lq_model_config *c    = &m->cfg;
+    const int              nt   = ws_threads(ws);
+    const lq_fwd_stage     from = rs ? rs->from : LQ_STAGE_INPUT;
+    const lq_fwd_stage     save = rs && rs->save_fn ? rs->save : LQ_STAGE_INPUT;
+    LQ_RETURN_IF(from != LQ_STAGE_INPUT && !(rs && rs->state), err, LQ_ERR_INVALID_ARG,
+                 "forward: resuming without a saved state");
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
-        const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen;
-        float        *hc   = h + s0 * seqlen * d;
+        const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen, row0 = s0 * seqlen;
+        float        *hc   = h + row0 * d;
         int           stop = 0;
-        lq_model_rmsnorm(c, hc, L->attn_norm, T, d, ws->xn);
-        LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after, &stop, err));
-        if (!stop)
-            LQ_TRY(capture(cap, user, LQ_LIN_O, ws->att, T, ws->qd, stop_after, &stop, err));
-        if (stop)
-            continue;
-        LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], ws->att, T, ws->o, ws, err));
-        float *r = ws->r, *o = ws->o;
-        if (c->post_norms)
-            lq_model_rmsnorm(c, o, L->attn_post_norm, T, d, o);
+        const float  *att  = ws->att;
+        float        *r = ws->r, *o = ws->o;
+        if (from == LQ_STAGE_RESID) {
+            memcpy(r, rs->state + row0 * d, (size_t)(T * d) * sizeof(float));
+        } else {
+            if (from == LQ_STAGE_INPUT) {
+                lq_model_rmsnorm(c, hc, L->attn_norm, T, d, ws->xn);
+                LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after,
+                                 &stop, err));
+                if (stop)
+                    continue;
+            } else {
+                att = rs->state + row0 * ws->qd;
+            }
+            if (save == LQ_STAGE_ATTN)
+                LQ_TRY(rs->save_fn(rs->save_user, save, att, row0, T, ws->qd));
+            LQ_TRY(capture(cap, user, LQ_LIN_O, att, T, ws->qd, stop_after, &stop, err));
+            if (stop)
+                continue;
+            LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], att, T, o, ws, err));
+            if (c->post_norms)
+                lq_model_rmsnorm(c, o, L->attn_post_norm, T, d, o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
-        for (int64_t i = 0; i < T * d; i++)
-            r[i] = hc[i] + o[i];
+            for (int64_t i = 0; i < T * d; i++)
+                r[i] = hc[i] + o[i];
+        }
+        if (save == LQ_STAGE_RESID)
+            LQ_TRY(rs->save_fn(rs->save_user, save, r, row0, T, d));
         lq_model_rmsnorm(c, r, L->mlp_norm, T, d, ws->xn);
         LQ_TRY(mlp_core(c, L, ws->xn, T, o, ws, cap, user, stop_after, &stop, err));
         if (stop)
@@ -585,6 +604,12 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64
             hc[i] = r[i] + o[i];
     }
     return LQ_OK;
+}
+
+lq_status lq_layer_forward(const lq_model *m, const lq_layer *L, float *h, int64_t nseq,
+                           int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
+                           lq_fwd_ws *ws, lq_err *err) {
+    return lq_layer_forward_ex(m, L, h, nseq, seqlen, cap, user, stop_after, NULL, ws, err);
 }
 
 lq_status lq_attn_forward(const lq_model *m, const lq_layer *L, const float *xn, int64_t nseq,

@@ -39,6 +39,10 @@ static const lq_param_info k_params[] = {
      "Hessian, every token alike)"},
     {"true_sequential", LQ_PT_BOOL, "true", 0, 1, "gptq", NULL,
      "quantize q/k/v -> o -> gate/up -> down, re-running the layer between sub-groups"},
+    {"stage_cache", LQ_PT_BOOL, "true", 0, 1, "gptq", NULL,
+     "true-sequential passes start where the previous one left off (attention output, residual "
+     "kept: one more activation copy); off: each pass re-runs the layer from its input, same "
+     "bytes"},
     {"awq_grid", LQ_PT_INT, "20", 1, 1000, "awq", NULL, "scale-search grid points"},
     {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "awq", NULL,
      "AutoAWQ duo scaling (activation and weight statistics)"},

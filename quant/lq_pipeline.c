@@ -45,22 +45,80 @@ static lq_status mask_fn(void *user, lq_lin_id id, const float *x, int64_t t, in
     return (m->mask >> id & 1) ? m->fn(m->user, id, x, t, k) : LQ_OK;
 }
 
-lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user) {
+/* Collects a chunk's stage state from the forward's pieces. */
+typedef struct stage_buf {
+    float  *x;
+    int64_t cap; /* floats */
+} stage_buf;
+
+static lq_status stage_save(void *user, lq_fwd_stage stage, const float *x, int64_t row0, int64_t t,
+                            int64_t k) {
+    stage_buf *b = user;
+    (void)stage;
+    if ((row0 + t) * k > b->cap)
+        return LQ_ERR_INTERNAL;
+    memcpy(b->x + row0 * k, x, (size_t)(t * k) * sizeof(float));
+    return LQ_OK;
+}
+
+/* Floats of the widest stage state of a chunk of ns sequences. */
+static int64_t stage_floats(const lq_qjob *j, int64_t ns) {
+    const lq_model_config *c  = &j->model->cfg;
+    const int64_t          qd = c->num_heads * c->head_dim;
+    return ns * j->seqlen * (qd > c->hidden_size ? qd : c->hidden_size);
+}
+
+lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user,
+                                 lq_fwd_stage from_stage, lq_spill *from, lq_fwd_stage save_stage,
+                                 lq_spill *save) {
     if (!j->acts)
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
     int top = -1;
     for (int l = 0; l < LQ_LIN_COUNT; l++)
         if ((lin_mask >> l & 1) && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
             top = l;
-    mask_cap m = {lin_mask, fn, user};
-    int64_t  d = j->model->cfg.hidden_size;
-    for (int64_t c = 0; c < lq_spill_count(j->acts); c++) {
-        LQ_TRY(lq_spill_read(j->acts, c, j->chunk, j->err));
-        int64_t ns = lq_spill_chunk_numel(j->acts, c) / (j->seqlen * d);
-        LQ_TRY(lq_layer_forward(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m, top, j->ws,
-                                j->err));
+    mask_cap      m = {lin_mask, fn, user};
+    const int64_t d = j->model->cfg.hidden_size, nc = lq_spill_count(j->acts);
+    const int64_t cap = stage_floats(j, j->chunk_seqs);
+    stage_buf     in = {NULL, 0}, out = {NULL, 0};
+    lq_status     st = LQ_OK;
+    lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out};
+    if (from_stage != LQ_STAGE_INPUT && (!from || lq_spill_count(from) != nc))
+        LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no saved stage for every chunk");
+    if ((from_stage != LQ_STAGE_INPUT && !(in.x = lq_malloc_n(in.cap = cap, sizeof(float)))) ||
+        (save_stage != LQ_STAGE_INPUT && !(out.x = lq_malloc_n(out.cap = cap, sizeof(float)))))
+        LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "out of memory for a chunk's stage state");
+    for (int64_t c = 0; c < nc; c++) {
+        LQ_TRY_GOTO(lq_spill_read(j->acts, c, j->chunk, j->err));
+        const int64_t ns = lq_spill_chunk_numel(j->acts, c) / (j->seqlen * d);
+        if (in.x) {
+            if (lq_spill_chunk_numel(from, c) > cap)
+                LQ_FAIL_GOTO(j->err, LQ_ERR_INTERNAL, "capture: stage chunk %lld too large",
+                             (long long)c);
+            LQ_TRY_GOTO(lq_spill_read(from, c, in.x, j->err));
+            rs.state = in.x;
+        }
+        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m, top,
+                                        &rs, j->ws, j->err));
+        if (out.x) {
+            const lq_model_config *cf = &j->model->cfg;
+            const int64_t k = save_stage == LQ_STAGE_ATTN ? cf->num_heads * cf->head_dim : d;
+            LQ_TRY_GOTO(lq_spill_append(save, out.x, ns * j->seqlen * k, j->err));
+        }
     }
-    return LQ_OK;
+done:
+    free(in.x);
+    free(out.x);
+    return st;
+}
+
+lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user) {
+    return lq_qjob_capture_staged(j, lin_mask, fn, user, LQ_STAGE_INPUT, NULL, LQ_STAGE_INPUT,
+                                  NULL);
+}
+
+lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out) {
+    return lq_spill_create(j->stage_budget, j->spill_dir, out, j->err);
 }
 
 void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap) {
@@ -253,7 +311,9 @@ typedef struct run {
     int                     nthreads_est;
     lq_spill               *cur, *nxt; /* activations entering / leaving the current layer */
     float                  *chunk;     /* one chunk of chunk_seqs sequences */
+    float                  *stage;     /* one chunk's saved stage state (resumed propagation) */
     int64_t                 chunk_seqs;
+    int64_t                 spill_budget; /* per activation spill, -1 unlimited */
     lq_fwd_ws              *ws;
     double                  t0, t_calib, t_layers;
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
@@ -326,7 +386,7 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
 
 /* cur -> layer -> nxt, chunk by chunk. FP propagation (identical for every job on the same
  * calibration set) goes through the batch cache when one is configured. */
-static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
+static lq_status propagate(run *r, const lq_layer *L, int64_t layer, lq_spill *resume) {
     int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
     int     fp = !r->mt->propagate_quantized && r->cache.enabled;
     int64_t cn[4096];
@@ -338,12 +398,25 @@ static lq_status propagate(run *r, const lq_layer *L, int64_t layer) {
             return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn, d, r->err);
         }
     }
+    /* from the residual after attention when the method saved it for the quantized layer:
+     * the layer's output from there, without its attention again */
+    if (resume && lq_spill_count(resume) != nc)
+        LQ_FAIL(r->err, LQ_ERR_INTERNAL, "propagation: saved stage has %lld of %lld chunks",
+                (long long)lq_spill_count(resume), (long long)nc);
+    lq_fwd_resume rs = {LQ_STAGE_RESID, r->stage, LQ_STAGE_INPUT, NULL, NULL};
     for (int64_t c = 0; c < nc; c++) {
-        LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
         int64_t n  = lq_spill_chunk_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
-        LQ_TRY(
-            lq_layer_forward(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1, r->ws, r->err));
+        if (resume) {
+            if (lq_spill_chunk_numel(resume, c) != n)
+                LQ_FAIL(r->err, LQ_ERR_INTERNAL, "propagation: saved stage chunk %lld size",
+                        (long long)c);
+            LQ_TRY(lq_spill_read(resume, c, r->stage, r->err));
+        } else {
+            LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
+        }
+        LQ_TRY(lq_layer_forward_ex(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
+                                   resume ? &rs : NULL, r->ws, r->err));
         LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
     }
     if (fp && nc <= 4096)
@@ -376,28 +449,32 @@ static lq_status do_layers(run *r) {
         lq_qjob j;
         memset(&j, 0, sizeof j);
         memcpy(j.plan, r->plan, sizeof j.plan);
-        j.model      = r->m;
-        j.p          = r->p;
-        j.layer      = i;
-        j.L          = &L;
-        j.acts       = r->cur;
-        j.chunk      = r->chunk;
-        j.nseq       = r->win.nsamples;
-        j.seqlen     = seqlen;
-        j.chunk_seqs = r->chunk_seqs;
-        j.ws         = r->ws;
-        j.gpu        = r->gpu;
-        j.qcfg       = &r->qcfg;
-        j.warn       = warn;
-        j.warn_user  = r;
-        j.err        = r->err;
+        j.model        = r->m;
+        j.p            = r->p;
+        j.layer        = i;
+        j.L            = &L;
+        j.acts         = r->cur;
+        j.chunk        = r->chunk;
+        j.nseq         = r->win.nsamples;
+        j.seqlen       = seqlen;
+        j.chunk_seqs   = r->chunk_seqs;
+        j.ws           = r->ws;
+        j.gpu          = r->gpu;
+        j.qcfg         = &r->qcfg;
+        j.warn         = warn;
+        j.warn_user    = r;
+        j.err          = r->err;
+        j.stage_budget = r->spill_budget;
+        j.spill_dir    = r->spill_dir;
         /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
          * quantized one after it (GPTQ). */
         if (r->cur && !r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, i));
+            LQ_TRY_GOTO(propagate(r, &L, i, NULL));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
         if (r->cur && r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, i));
+            LQ_TRY_GOTO(propagate(r, &L, i, j.resume));
+        lq_spill_free(j.resume); /* before the output is written: memory back */
+        j.resume = NULL;
         if (r->cur) {
             lq_spill *t = r->cur;
             r->cur      = r->nxt;
@@ -429,6 +506,7 @@ static lq_status do_layers(run *r) {
     done:
         for (int l = 0; l < LQ_LIN_COUNT; l++)
             lq_qbuf_free(&j.out[l]);
+        lq_spill_free(j.resume);
         lq_layer_free(&L);
         if (st != LQ_OK)
             return lq_err_prefix(r->err, "layer %lld", (long long)i);
@@ -518,7 +596,9 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
      * time (the previous layer's outputs are freed before the next load), the packed output
      * (<= 1/4) and the method's working set. */
     int64_t phase = 4 * big > lw / 4 + work ? 4 * big : lw / 4 + work;
-    return lq_cur_rss_bytes() + lw + phase + ws + 8 * tok * d + (32ll << 20);
+    /* stage states: a chunk read and one written by a pass, one read by the propagation */
+    int64_t stage = r->mt->stage_copies > 0 ? 4 * tok * (2 * (qd > d ? qd : d) + d) : 0;
+    return lq_cur_rss_bytes() + lw + phase + ws + 8 * tok * d + stage + (32ll << 20);
 }
 
 /* Chunk size: ~16k tokens (wide GEMMs), fewer sequences when a --max-memory budget would not
@@ -541,12 +621,15 @@ static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
     int64_t d = r->m->cfg.hidden_size, tok = r->chunk_seqs * r->win.seqlen;
     int64_t fixed = fixed_bytes(r, r->chunk_seqs, T);
     int64_t left  = maxmem - fixed;
-    if (left / 2 < 4 * tok * d)
+    /* the layer's input and output, and the stage states the method keeps between passes */
+    int64_t ncopies = 2 + r->mt->stage_copies;
+    if (left / ncopies < 4 * tok * d)
         LQ_FAIL(r->err, LQ_ERR_NOMEM,
                 "--max-memory %.0f MiB is below the %.0f MiB needed for one layer, its working "
-                "set and two activation chunks",
-                (double)maxmem / (1 << 20), (double)(fixed + 8 * tok * d) / (1 << 20));
-    *budget = left / 2;
+                "set and %lld activation chunks",
+                (double)maxmem / (1 << 20), (double)(fixed + 4 * ncopies * tok * d) / (1 << 20),
+                (long long)ncopies);
+    *budget = left / ncopies;
     return LQ_OK;
 }
 
@@ -583,8 +666,11 @@ static lq_status calibrate(run *r) {
     LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
     if (r->gpu) /* calibration forwards: dense linears through cuBLAS */
         lq_fwd_ws_set_dense_gemm(r->ws, lq_gpu_dense_gemm, r->gpu);
+    if (r->mt->stage_copies > 0 && !(r->stage = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float))))
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
     int64_t budget = -1;
     LQ_TRY(plan_memory(r, T, &budget));
+    r->spill_budget = budget;
     LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->cur, r->err));
     LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->nxt, r->err));
     for (int64_t s0 = 0; s0 < r->win.nsamples; s0 += cs) {
@@ -838,6 +924,7 @@ done:
     lq_spill_free(r.cur);
     lq_spill_free(r.nxt);
     free(r.chunk);
+    free(r.stage);
     lq_windows_free(&r.win);
     lq_qconfig_free(&r.qcfg);
     lq_tok_free(r.tok);

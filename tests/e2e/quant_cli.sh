@@ -246,6 +246,14 @@ done
 CHECKS=$((CHECKS + 1))
 cmp -s "$W/deta/model.safetensors" "$W/detb/model.safetensors" ||
     fail "two identical gptq runs wrote different bytes"
+# ...and the same bytes when each true-sequential pass re-runs the layer from its input instead
+# of starting from the state the previous pass saved
+OMP_NUM_THREADS=2 run "$B" gptq "$M" -o "$W/detc" --group-size 32 --tokenizer "$TOK" \
+    --calib "$CAL" --nsamples 2 --seqlen 512 -q --force --no-stage-cache
+expect_rc 0 "gptq --no-stage-cache"
+CHECKS=$((CHECKS + 1))
+cmp -s "$W/deta/model.safetensors" "$W/detc/model.safetensors" ||
+    fail "gptq --no-stage-cache wrote other bytes than the staged passes"
 
 CHECKS=$((CHECKS + 1))
 [ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
