@@ -282,6 +282,7 @@ const lq_method_traits lq_method_awq = {
     .format              = LQ_FMT_AWQ,
     .needs_calib         = 1,
     .propagate_quantized = 0,
+    .fp_first_capture    = 1,   /* its first capture is of the unmodified layer */
     .default_seqlen      = 512, /* AutoAWQ: 128 samples x 512 tokens */
     .fill_qconfig        = awq_fill,
     .quantize_layer      = awq_layer,

@@ -37,7 +37,7 @@ static lq_status int8_layer(lq_qjob *j) {
     for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++)
         if (src_of(l) == l && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
             st = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_ABSMAX, j->err);
-    if (st == LQ_OK && thr > 0)
+    if (st == LQ_OK) /* also without outliers: the pass computes the next layer's inputs */
         st = lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, on_cap, &c);
     for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++) {
         if (!j->plan[l])
@@ -93,6 +93,7 @@ const lq_method_traits lq_method_int8 = {
     .format              = LQ_FMT_INT8,
     .needs_calib         = 1,
     .propagate_quantized = 0,
+    .fp_first_capture    = 1, /* its first capture is of the unmodified layer */
     .default_seqlen      = 512,
     .fill_qconfig        = int8_fill,
     .quantize_layer      = int8_layer,

@@ -34,6 +34,10 @@ typedef struct lq_qjob {
     /* Set by a method whose last pass saved LQ_STAGE_RESID of the quantized layer, one chunk
      * per calibration chunk: the driver's propagation starts there, then frees it. */
     lq_spill *resume;
+    /* Set by the driver for a method whose next layer sees the FP layer (fp_first_capture):
+     * the method's first capture runs the unmodified layer to its end and appends the outputs
+     * here (the next layer's inputs, sparing a forward), then clears it. */
+    lq_spill *fp_out;
     void (*warn)(void *user, const char *msg);
     void   *warn_user;
     lq_err *err;
@@ -49,6 +53,7 @@ typedef struct lq_method_traits {
     int64_t     default_seqlen;      /* calibration window when --seqlen is not given */
     int         stage_copies;        /* activation-sized stage states it may hold beside the layer's
                                         input and output (--max-memory plan) */
+    int fp_first_capture;            /* captures from the layer's input before changing it */
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);
     lq_status (*quantize_layer)(lq_qjob *j);

@@ -79,6 +79,7 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
             top = l;
     mask_cap      m = {lin_mask, fn, user};
     const int64_t d = j->model->cfg.hidden_size, nc = lq_spill_count(j->acts);
+    lq_spill     *fo  = from_stage == LQ_STAGE_INPUT ? j->fp_out : NULL;
     const int64_t cap = stage_floats(j, j->chunk_seqs);
     stage_buf     in = {NULL, 0}, out = {NULL, 0};
     lq_status     st = LQ_OK;
@@ -98,14 +99,18 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
             LQ_TRY_GOTO(lq_spill_read(from, c, in.x, j->err));
             rs.state = in.x;
         }
-        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m, top,
-                                        &rs, j->ws, j->err));
+        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m,
+                                        fo ? -1 : top, &rs, j->ws, j->err));
+        if (fo)
+            LQ_TRY_GOTO(lq_spill_append(fo, j->chunk, ns * j->seqlen * d, j->err));
         if (out.x) {
             const lq_model_config *cf = &j->model->cfg;
             const int64_t k = save_stage == LQ_STAGE_ATTN ? cf->num_heads * cf->head_dim : d;
             LQ_TRY_GOTO(lq_spill_append(save, out.x, ns * j->seqlen * k, j->err));
         }
     }
+    if (fo)
+        j->fp_out = NULL; /* filled */
 done:
     free(in.x);
     free(out.x);
@@ -384,6 +389,23 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
     warn(r, msg);
 }
 
+/* Whether the batch cache has the FP outputs of layer `layer` (for every job on the same
+ * calibration set they are the same). */
+static int fp_cached(run *r, int64_t layer) {
+    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
+    if (!r->cache.enabled || nc > 4096)
+        return 0;
+    for (int64_t c = 0; c < nc; c++)
+        tot += lq_spill_chunk_numel(r->cur, c);
+    return lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d);
+}
+
+/* FP outputs the method's capture put in nxt: into the batch cache, as propagate does. */
+static void store_fp(run *r, int64_t layer) {
+    if (r->cache.enabled && lq_spill_count(r->cur) <= 4096 && lq_spill_count(r->nxt) > 0)
+        lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, r->m->cfg.hidden_size);
+}
+
 /* cur -> layer -> nxt, chunk by chunk. FP propagation (identical for every job on the same
  * calibration set) goes through the batch cache when one is configured. */
 static lq_status propagate(run *r, const lq_layer *L, int64_t layer, lq_spill *resume) {
@@ -468,9 +490,18 @@ static lq_status do_layers(run *r) {
         j.spill_dir    = r->spill_dir;
         /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
          * quantized one after it (GPTQ). */
-        if (r->cur && !r->mt->propagate_quantized)
+        const int fp_by_method =
+            r->cur && !r->mt->propagate_quantized && r->mt->fp_first_capture && !fp_cached(r, i);
+        if (fp_by_method)
+            j.fp_out = r->nxt; /* the method's first capture computes them */
+        else if (r->cur && !r->mt->propagate_quantized)
             LQ_TRY_GOTO(propagate(r, &L, i, NULL));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
+        if (j.fp_out)
+            LQ_FAIL_GOTO(r->err, LQ_ERR_INTERNAL, "%s did not capture the layer's input first",
+                         r->mt->name);
+        if (fp_by_method)
+            store_fp(r, i);
         if (r->cur && r->mt->propagate_quantized)
             LQ_TRY_GOTO(propagate(r, &L, i, j.resume));
         lq_spill_free(j.resume); /* before the output is written: memory back */

@@ -255,6 +255,24 @@ CHECKS=$((CHECKS + 1))
 cmp -s "$W/deta/model.safetensors" "$W/detc/model.safetensors" ||
     fail "gptq --no-stage-cache wrote other bytes than the staged passes"
 
+# INT8 and AWQ take the next layer's inputs from their first capture pass: into the calibration
+# cache too, where a second job finds them, with the same bytes as a run without a cache
+for r in a b; do
+    run "$B" --json int8 "$M" -o "$W/cc$r" --cache-dir "$W/ccache" "${CALIB[@]}"
+    expect_rc 0 "int8 with a cache ($r)"
+done
+CHECKS=$((CHECKS + 1))
+grep -q '"cache_hits":0' "$W/cca/llmquant_report.json" && grep -q '"cache_hits":[1-9]' \
+    "$W/ccb/llmquant_report.json" || fail "the second int8 job found nothing in the cache"
+run "$B" awq "$M" -o "$W/ccawq" --cache-dir "$W/ccache" --group-size 32 -q "${CALIB[@]}"
+expect_rc 0 "awq from the int8 job's cache"
+run "$B" awq "$M" -o "$W/nocawq" --group-size 32 -q "${CALIB[@]}"
+expect_rc 0 "awq without a cache"
+CHECKS=$((CHECKS + 1))
+cmp -s "$W/cca/model.safetensors" "$W/ccb/model.safetensors" &&
+    cmp -s "$W/ccawq/model.safetensors" "$W/nocawq/model.safetensors" ||
+    fail "the cached layer inputs changed an output"
+
 CHECKS=$((CHECKS + 1))
 [ "$(hash_dir "$M")" = "$HASH0" ] || fail "input model directory changed"
 finish
