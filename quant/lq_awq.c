@@ -42,19 +42,18 @@ void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, ui
                         scales ? &scales[gi * n + r] : NULL, zeros ? &zeros[gi * n + r] : NULL);
 }
 
-lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_fn loss,
-                        void *user, float *best_s, double *best_ratio, double *best_loss,
-                        lq_err *err) {
+lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_fn loss, void *user,
+                        float *best_s, double *best_ratio, double *best_loss, lq_err *err) {
     int64_t k = g->k, grp = g->group <= 0 || g->group > k ? k : g->group;
     int     ngrid = g->n_grid > 0 ? g->n_grid : 20;
     if (k % grp)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "awq: group size %lld does not divide %lld inputs",
                 (long long)grp, (long long)k);
-    float  *w_mean = calloc((size_t)k, sizeof(float));
-    float  *s      = malloc((size_t)k * sizeof(float));
-    float **wq     = calloc((size_t)g->nlin, sizeof *wq);
-    lq_status st   = LQ_OK;
-    int64_t   rows = 0;
+    float    *w_mean = calloc((size_t)k, sizeof(float));
+    float    *s      = malloc((size_t)k * sizeof(float));
+    float   **wq     = calloc((size_t)g->nlin, sizeof *wq);
+    lq_status st     = LQ_OK;
+    int64_t   rows   = 0;
     if (!w_mean || !s || !wq) {
         st = lq_fail(err, LQ_ERR_NOMEM, "awq: out of memory");
         goto done;
@@ -87,9 +86,8 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
         double ratio = (double)gi / ngrid;
         float  smax = 0, smin = INFINITY;
         for (int64_t c = 0; c < k; c++) {
-            double v = g->duo_scaling
-                           ? pow(x_mean[c], ratio) / (pow(w_mean[c], 1 - ratio) + 1e-4)
-                           : pow(x_mean[c], ratio);
+            double v = g->duo_scaling ? pow(x_mean[c], ratio) / (pow(w_mean[c], 1 - ratio) + 1e-4)
+                                      : pow(x_mean[c], ratio);
             s[c]     = v < 1e-4 ? 1e-4f : (float)v;
             smax     = s[c] > smax ? s[c] : smax;
             smin     = s[c] < smin ? s[c] : smin;
@@ -134,46 +132,58 @@ done:
     return st;
 }
 
+/* out[i] = sum over j in order of xg[j * ts + i] * w[j], for the ts tokens of a group */
+static void group_out(const float *xg, int64_t ts, const float *w, int64_t g, float *out) {
+    for (int64_t i = 0; i < ts; i++)
+        out[i] = 0.f;
+    for (int64_t j = 0; j < g; j++) {
+        const float  wj = w[j];
+        const float *xc = xg + j * ts;
+        for (int64_t i = 0; i < ts; i++)
+            out[i] += xc[i] * wj;
+    }
+}
+
 lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t, int64_t group,
                       int bits, lq_err *err) {
     const int n_grid = 20, max_steps = 10; /* max_shrink 0.5 x n_grid 20 */
-    int64_t   g      = group <= 0 || group > k ? k : group, G = k / g;
-    int64_t   step   = t / 512 > 0 ? t / 512 : 1; /* input_feat[:, 0::t // 512] */
-    int64_t   ts     = (t + step - 1) / step;
-    int       maxq   = (1 << bits) - 1;
+    int64_t   g = group <= 0 || group > k ? k : group, G = k / g;
+    int64_t   step = t / 512 > 0 ? t / 512 : 1; /* input_feat[:, 0::t // 512] */
+    int64_t   ts   = (t + step - 1) / step;
+    int       maxq = (1 << bits) - 1;
     if (k % g) /* AutoAWQ groups must tile k exactly (the GEMM layout requires it too) */
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "awq clip: group size %lld does not divide %lld inputs",
                 (long long)g, (long long)k);
-    float    *Xs     = malloc((size_t)(ts * k) * sizeof(float));
+    /* the sampled tokens transposed, [k, ts]: a group's outputs for all tokens are then
+     * vector loops over tokens, each token's dot product still summed in input order (the
+     * same floats as one token at a time) */
+    float *Xs = malloc((size_t)(ts * k) * sizeof(float));
     if (!Xs)
         LQ_FAIL(err, LQ_ERR_NOMEM, "awq clip: out of memory");
     for (int64_t i = 0; i < ts; i++)
-        memcpy(Xs + i * k, X + i * step * k, (size_t)k * sizeof(float));
+        for (int64_t c = 0; c < k; c++)
+            Xs[c * ts + i] = X[i * step * k + c];
     lq_status st = LQ_OK;
 #pragma omp parallel
     {
         float *wq   = malloc((size_t)g * sizeof(float));
         float *orig = malloc((size_t)ts * sizeof(float));
-        if (!wq || !orig) {
+        float *out  = malloc((size_t)ts * sizeof(float));
+        if (!wq || !orig || !out) {
 #pragma omp critical
             st = LQ_ERR_NOMEM;
         }
 #pragma omp for schedule(dynamic) collapse(2)
         for (int64_t r = 0; r < n; r++)
             for (int64_t gi = 0; gi < G; gi++) {
-                if (!wq || !orig)
+                if (!wq || !orig || !out)
                     continue;
-                float *w  = W + r * k + gi * g;
-                float  mx = 0;
+                float       *w  = W + r * k + gi * g;
+                const float *xg = Xs + gi * g * ts;
+                float        mx = 0;
                 for (int64_t j = 0; j < g; j++)
                     mx = fabsf(w[j]) > mx ? fabsf(w[j]) : mx;
-                for (int64_t i = 0; i < ts; i++) {
-                    const float *x = Xs + i * k + gi * g;
-                    float        o = 0;
-                    for (int64_t j = 0; j < g; j++)
-                        o += x[j] * w[j];
-                    orig[i] = o;
-                }
+                group_out(xg, ts, w, g, orig);
                 double best = INFINITY;
                 float  bmax = mx;
                 for (int is = 0; is < max_steps; is++) {
@@ -181,14 +191,10 @@ lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t,
                     for (int64_t j = 0; j < g; j++)
                         wq[j] = w[j] > m ? m : w[j] < -m ? -m : w[j];
                     quant_group(wq, g, maxq, NULL, NULL, NULL);
+                    group_out(xg, ts, wq, g, out);
                     double e = 0;
-                    for (int64_t i = 0; i < ts; i++) {
-                        const float *x = Xs + i * k + gi * g;
-                        float        o = 0;
-                        for (int64_t j = 0; j < g; j++)
-                            o += x[j] * wq[j];
-                        e += (double)(o - orig[i]) * (o - orig[i]);
-                    }
+                    for (int64_t i = 0; i < ts; i++)
+                        e += (double)(out[i] - orig[i]) * (out[i] - orig[i]);
                     e /= (double)ts;
                     if (e < best) {
                         best = e;
@@ -200,6 +206,7 @@ lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t,
             }
         free(wq);
         free(orig);
+        free(out);
     }
     free(Xs);
     if (st != LQ_OK)
