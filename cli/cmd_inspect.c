@@ -68,6 +68,8 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
             fprintf(f, ", logit soft-cap %g", cli_jnum(blk, "final_softcap"));
         fprintf(f, "\n");
     }
+    if (*cli_jstr(r, "family_verified"))
+        fprintf(f, "verified    %s\n", cli_jstr(r, "family_verified"));
     fmt_count(cli_jnum(r, "parameters"), b1, sizeof b1);
     cli_fmt_bytes(cli_jnum(r, "tensor_bytes"), b2, sizeof b2);
     fprintf(f, "parameters  %s in %.0f tensors, %s on disk (", b1, cli_jnum(r, "num_tensors"), b2);

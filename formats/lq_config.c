@@ -26,29 +26,38 @@ typedef struct family {
     int64_t default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
     /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU, query_pre_attn_scalar
      * (default 256) */
-    int     gemma;
-    double  default_attn_softcap, default_final_softcap;
-    double  default_rope_theta;
-    double  default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
-    int     fused; /* qkv_proj and gate_up_proj (Phi-3); "su" and "yarn" RoPE mean longrope */
-    int64_t default_orig_max_pos; /* original_max_position_embeddings, a class field (Phi-3) */
-    double  default_eps;          /* absent rms_norm_eps: this, 0 = 1e-6 */
+    int         gemma;
+    double      default_attn_softcap, default_final_softcap;
+    double      default_rope_theta;
+    double      default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
+    int         fused; /* qkv_proj and gate_up_proj (Phi-3); "su" and "yarn" RoPE mean longrope */
+    int64_t     default_orig_max_pos; /* original_max_position_embeddings, a class field (Phi-3) */
+    double      default_eps;          /* absent rms_norm_eps: this, 0 = 1e-6 */
+    const char *verified;             /* what the tests check of it (llmquant inspect prints it) */
 } family;
 
 static const family k_families[] = {
-    {.model_type = "llama", .default_max_pos = 2048, .default_bos = 1, .default_eos = 2},
+    {.model_type      = "llama",
+     .default_max_pos = 2048,
+     .default_bos     = 1,
+     .default_eos     = 2,
+     .verified        = "logits vs transformers on stories260K and SmolLM2-135M (real) and random "
+                        "models (GQA, biases, llama3 RoPE); every method end to end on real models"},
     {.model_type      = "mistral",
      .default_max_pos = 4096 * 32,
      .default_bos     = 1,
      .default_eos     = 2,
      .sliding         = 1,
-     .default_window  = 4096},
+     .default_window  = 4096,
+     .verified        = "logits vs transformers on a random model (window shorter than the "
+                        "sequence)"},
     {.model_type      = "qwen2",
      .default_max_pos = 32768,
      .default_bos     = -1,
      .default_eos     = -1,
      .sliding         = 2,
-     .qkv_bias        = 1},
+     .qkv_bias        = 1,
+     .verified        = "logits vs transformers on a random model (q/k/v biases, linear RoPE)"},
     {.model_type       = "qwen3", /* Qwen3Config: 32 KV heads, head_dim 128 */
      .default_max_pos  = 32768,
      .default_bos      = -1,
@@ -56,7 +65,9 @@ static const family k_families[] = {
      .sliding          = 2,
      .qk_norm          = 1,
      .default_kv_heads = 32,
-     .default_head_dim = 128},
+     .default_head_dim = 128,
+     .verified         = "logits vs transformers on a random model; its RTN checkpoint "
+                         "dequantized into transformers"},
     {.model_type            = "gemma2", /* Gemma2Config */
      .default_max_pos       = 8192,
      .default_bos           = 2,
@@ -67,7 +78,9 @@ static const family k_families[] = {
      .default_head_dim      = 256,
      .gemma                 = 1,
      .default_attn_softcap  = 50.0,
-     .default_final_softcap = 30.0},
+     .default_final_softcap = 30.0,
+     .verified              = "logits vs transformers on random models (soft-caps, alternating "
+                              "windows), also through llama.cpp's GGUF converter"},
     {.model_type          = "gemma3_text", /* Gemma3TextConfig */
      .default_max_pos     = 131072,
      .default_bos         = 2,
@@ -79,7 +92,9 @@ static const family k_families[] = {
      .default_head_dim    = 256,
      .gemma               = 1,
      .default_rope_theta  = 1000000.0,
-     .default_local_theta = 10000.0},
+     .default_local_theta = 10000.0,
+     .verified            = "logits and perplexity vs transformers on Gemma-3-270M (real, GGUF); "
+                            "every method end to end; its AWQ checkpoint dequantized back"},
     {.model_type           = "phi3", /* Phi3Config (Phi-3, Phi-3.5-mini, Phi-4) */
      .default_max_pos      = 4096,
      .default_bos          = 1,
@@ -87,8 +102,17 @@ static const family k_families[] = {
      .sliding              = 1,
      .fused                = 1,
      .default_orig_max_pos = 4096,
-     .default_eps          = 1e-5},
+     .default_eps          = 1e-5,
+     .verified = "logits vs transformers on random models (LongRoPE short and long); AWQ and "
+                 "GPTQ checkpoints dequantized back; the same codes as its weights as a Llama"},
 };
+
+const char *lq_config_family_verified(const char *model_type) {
+    for (size_t i = 0; i < sizeof k_families / sizeof *k_families; i++)
+        if (!strcmp(model_type, k_families[i].model_type))
+            return k_families[i].verified;
+    return NULL;
+}
 
 int lq_config_layer_sliding(const lq_model_config *c, int64_t i) {
     if (c->sliding_window <= 0)

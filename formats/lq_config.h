@@ -80,6 +80,8 @@ typedef struct lq_model_config {
  * inconsistent sizes (hidden % heads, heads % kv_heads) -> LQ_ERR_CONFIG_VALUE. */
 lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_model_config *cfg,
                           lq_err *err);
+/* What the tests check of a supported model_type, in a phrase (NULL for an unsupported one). */
+const char *lq_config_family_verified(const char *model_type);
 /* Whether decoder layer i attends through the sliding window. */
 int lq_config_layer_sliding(const lq_model_config *cfg, int64_t i);
 /* <dir>/config.json */

@@ -181,6 +181,7 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         num(blk, "attn_softcap", c.attn_softcap);
         num(blk, "final_softcap", c.final_softcap);
     }
+    cJSON_AddStringToObject(root, "family_verified", lq_config_family_verified(c.model_type));
     cJSON_AddBoolToObject(root, "quantized", c.quantized);
     const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
     if (cJSON_IsObject(qc))

@@ -244,6 +244,13 @@ int main(int argc, char **argv) {
         CHECK(strstr(err.msg, "short_factor") != NULL);
     }
     CHECK_EQ_INT(lq_config_parse(phi[3], strlen(phi[3]), "phi", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    /* every family says what its tests check (llmquant inspect prints it) */
+    const char *fams[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3"};
+    for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
+        const char *v = lq_config_family_verified(fams[i]);
+        CHECK_MSG(v && strstr(v, "transformers"), "%s: no verification note", fams[i]);
+    }
+    CHECK(lq_config_family_verified("gpt_neox") == NULL);
     /* "su" is longrope only where Phi3Config says so */
     const char *su = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":1,"
                      "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":9,"

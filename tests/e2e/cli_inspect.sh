@@ -15,6 +15,7 @@ expect_rc 0 "inspect"
 expect_in "$T/out" "llama (LlamaForCausalLM)" "inspect"
 expect_in "$T/out" "5 layers, hidden 64, intermediate 172, heads 8 (kv 4, head_dim 8), vocab 512, context 512" "inspect"
 expect_in "$T/out" "parameters  260032" "inspect"
+expect_in "$T/out" "verified    logits vs transformers on stories260K" "inspect: what is checked of the family"
 expect_in "$T/out" "KV cache    320.0 KiB (float16, ctx 512 x batch 1)" "inspect"
 expect_in "$T/out" "47 (--tensors lists them)" "inspect"
 CHECKS=$((CHECKS + 1))
