@@ -1,6 +1,7 @@
 """Outputs load unchanged in transformers: `llmquant nf4` and `llmquant int8` checkpoints of
-stories260K opened with AutoModelForCausalLM.from_pretrained (bitsandbytes Linear4bit /
-Linear8bitLt on the CPU), their NLL on in-distribution text compared with the original model's.
+stories260K and of a random Phi-3 (fused qkv_proj / gate_up_proj) opened with
+AutoModelForCausalLM.from_pretrained (bitsandbytes Linear4bit / Linear8bitLt on the CPU), their
+NLL on in-distribution text compared with the original model's.
 
 
 The text is sampled from the original model (stories260K's own distribution; no Python port
@@ -94,6 +95,48 @@ try:
         check(v <= base * (1 + bound) and v >= base * 0.9,
               "%s in transformers %s: NLL %.4f vs original %.4f (%+.2f%%, bound +%.0f%%)"
               % (method, transformers.__version__, v, base, 100 * (v / base - 1), 100 * bound))
+    # Phi-3: the fused qkv_proj and gate_up_proj, quantized as stored, load as bitsandbytes
+    # layers too (a random model; its own samples as the text)
+    from transformers import Phi3Config, Phi3ForCausalLM
+    torch.manual_seed(1)
+    pcfg = Phi3Config(vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    pm = Phi3ForCausalLM(pcfg).eval()
+    with torch.no_grad():
+        for p_ in pm.parameters():
+            p_.normal_(0.0, 0.08)
+        for n_, p_ in pm.named_parameters():
+            if "norm" in n_:
+                p_.fill_(1.0)
+    pdir = os.path.join(tmp, "phi3")
+    pm.save_pretrained(pdir, safe_serialization=True)
+    with torch.no_grad():
+        pids = pm.generate(torch.tensor([[1]]), max_new_tokens=127, do_sample=True, top_k=20,
+                           pad_token_id=0)[:, :128]
+    pbase = nll(pm, pids)
+    ptok = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                        "stories260K", "tokenizer.model")
+    for method, extra, bound, cls in cases:
+        out = os.path.join(tmp, "phi3-" + method)
+        extra = [a if a != tok else ptok for a in extra] or ["--tokenizer", ptok]
+        r = subprocess.run([lq_bin, method, pdir, "-o", out, "-q"] + extra,
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "llmquant %s on Phi-3 exit %d %s" % (method, r.returncode, r.stderr))
+        if r.returncode:
+            continue
+        q = AutoModelForCausalLM.from_pretrained(out, device_map="cpu")
+        for mod in q.modules():
+            if hasattr(mod, "support_avx512bf16_for_cpu"):
+                mod.support_avx512bf16_for_cpu = False
+        names = [type(q.model.layers[0].self_attn.qkv_proj).__name__,
+                 type(q.model.layers[0].mlp.gate_up_proj).__name__]
+        check(names == [cls, cls], "%s: Phi-3 qkv_proj / gate_up_proj load as %s (got %s)"
+              % (method, cls, names))
+        v = nll(q, pids)
+        check(v <= pbase * (1 + bound) and v >= pbase * 0.9,
+              "%s Phi-3 in transformers: NLL %.4f vs original %.4f (%+.2f%%, bound +%.0f%%)"
+              % (method, v, pbase, 100 * (v / pbase - 1), 100 * bound))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
