@@ -104,7 +104,8 @@ static const family k_families[] = {
      .default_orig_max_pos = 4096,
      .default_eps          = 1e-5,
      .verified = "logits vs transformers on random models (LongRoPE short and long); AWQ and "
-                 "GPTQ checkpoints dequantized back; the same codes as its weights as a Llama"},
+                 "GPTQ checkpoints dequantized back; the same codes as its weights as a Llama; "
+                 "through llama.cpp's GGUF converter"},
 };
 
 const char *lq_config_family_verified(const char *model_type) {

@@ -19,12 +19,13 @@
 #include <string.h>
 
 static const lq_gguf_arch k_archs[] = {
-    /* gguf     model_type     class                permute_qk qkv_bias qk_norm gemma */
-    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0, 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1, 0},
-    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 0, 0, 1},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 0, 1, 1},
+    /* gguf     model_type     class                permute_qk qkv_bias qk_norm gemma fused */
+    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0, 0, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1, 0, 0},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 0, 0, 1, 0},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 0, 1, 1, 0},
+    {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 0, 1},
 };
 
 lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err) {
@@ -54,21 +55,24 @@ static const struct {
     int         perm;    /* 1: q heads, 2: kv heads */
     int         qk_norm; /* exists only where the architecture has q/k norms */
     int         gemma;   /* 1: only in Gemma's layout, -1: only outside it, 0: both */
+    int         fused;   /* 1: only in a fused layout (phi3), -1: only outside it, 0: both */
 } k_block_names[] = {
-    {"attn_norm", "input_layernorm", 0, 0, 0},
-    {"ffn_norm", "post_attention_layernorm", 0, 0, -1},
-    {"ffn_norm", "pre_feedforward_layernorm", 0, 0, 1},
-    {"post_attention_norm", "post_attention_layernorm", 0, 0, 1},
-    {"post_ffw_norm", "post_feedforward_layernorm", 0, 0, 1},
-    {"attn_q", "self_attn.q_proj", 1, 0, 0},
-    {"attn_k", "self_attn.k_proj", 2, 0, 0},
-    {"attn_v", "self_attn.v_proj", 0, 0, 0},
-    {"attn_output", "self_attn.o_proj", 0, 0, 0},
-    {"ffn_gate", "mlp.gate_proj", 0, 0, 0},
-    {"ffn_up", "mlp.up_proj", 0, 0, 0},
-    {"ffn_down", "mlp.down_proj", 0, 0, 0},
-    {"attn_q_norm", "self_attn.q_norm", 0, 1, 0},
-    {"attn_k_norm", "self_attn.k_norm", 0, 1, 0},
+    {"attn_norm", "input_layernorm", 0, 0, 0, 0},
+    {"ffn_norm", "post_attention_layernorm", 0, 0, -1, 0},
+    {"ffn_norm", "pre_feedforward_layernorm", 0, 0, 1, 0},
+    {"post_attention_norm", "post_attention_layernorm", 0, 0, 1, 0},
+    {"post_ffw_norm", "post_feedforward_layernorm", 0, 0, 1, 0},
+    {"attn_q", "self_attn.q_proj", 1, 0, 0, 0},
+    {"attn_k", "self_attn.k_proj", 2, 0, 0, 0},
+    {"attn_v", "self_attn.v_proj", 0, 0, 0, 0},
+    {"attn_output", "self_attn.o_proj", 0, 0, 0, 0},
+    {"ffn_gate", "mlp.gate_proj", 0, 0, 0, 0},
+    {"ffn_up", "mlp.up_proj", 0, 0, 0, -1},
+    {"ffn_up", "mlp.gate_up_proj", 0, 0, 0, 1},
+    {"attn_qkv", "self_attn.qkv_proj", 0, 0, 0, 1},
+    {"ffn_down", "mlp.down_proj", 0, 0, 0, 0},
+    {"attn_q_norm", "self_attn.q_norm", 0, 1, 0, 0},
+    {"attn_k_norm", "self_attn.k_norm", 0, 1, 0, 0},
 };
 static const struct {
     const char *gguf, *hf;
@@ -102,7 +106,8 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
         if (strlen(k_block_names[i].gguf) != plen || strncmp(part, k_block_names[i].gguf, plen))
             continue;
         if ((k_block_names[i].qk_norm && !a->qk_norm) ||
-            (k_block_names[i].gemma && k_block_names[i].gemma != (a->gemma ? 1 : -1)))
+            (k_block_names[i].gemma && k_block_names[i].gemma != (a->gemma ? 1 : -1)) ||
+            (k_block_names[i].fused && k_block_names[i].fused != (a->fused ? 1 : -1)))
             continue;
         if (a->permute_qk && k_block_names[i].perm) {
             const int64_t nh = arch_key_i64(g, a, "attention.head_count", 0);
@@ -114,6 +119,54 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
                (int)cap;
     }
     return false;
+}
+
+bool lq_gguf_hf_tensor_is_config(const lq_gguf_arch *a, const char *name) {
+    return a->fused && (!strcmp(name, "rope_factors_long.weight") ||
+                        !strcmp(name, "rope_factors_short.weight"));
+}
+
+static double f32_decimal(double v);
+
+/* phi3: sliding window, original context and LongRoPE's factor lists (llama.cpp keeps those
+ * as the float32 tensors rope_factors_short / rope_factors_long of head_dim / 2 values). */
+static bool phi3_config(const lq_gguf *g, const lq_gguf_arch *a, cJSON *r, int64_t head_dim,
+                        lq_err *err) {
+    const int64_t sw = arch_key_i64(g, a, "attention.sliding_window", 0);
+    if (sw > 0)
+        cJSON_AddNumberToObject(r, "sliding_window", (double)sw);
+    else
+        cJSON_AddNullToObject(r, "sliding_window");
+    const int64_t orig = arch_key_i64(g, a, "rope.scaling.original_context_length", 0);
+    if (orig > 0)
+        cJSON_AddNumberToObject(r, "original_max_position_embeddings", (double)orig);
+    const lq_gguf_tensor *lf = lq_gguf_tensor_find(g, "rope_factors_long.weight");
+    const lq_gguf_tensor *sf = lq_gguf_tensor_find(g, "rope_factors_short.weight");
+    if (!lf && !sf)
+        return true;
+    const lq_gguf_tensor *t[2] = {sf, lf};
+    for (int i = 0; i < 2; i++)
+        if (!t[i] || t[i]->ggml_type != 0 /* F32 */ || t[i]->ndim != 1 ||
+            t[i]->ne[0] != head_dim / 2 || orig <= 0) {
+            lq_fail(err, LQ_ERR_GGUF_FORMAT,
+                    "%s: LongRoPE needs rope_factors_short and rope_factors_long as float32 "
+                    "[%lld] and %s.rope.scaling.original_context_length",
+                    lq_gguf_path(g), (long long)(head_dim / 2), a->gguf);
+            return false;
+        }
+    cJSON_DeleteItemFromObject(r, "rope_scaling");
+    cJSON *o = cJSON_AddObjectToObject(r, "rope_scaling");
+    cJSON_AddStringToObject(o, "type", "longrope");
+    const char *names[2] = {"short_factor", "long_factor"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *arr = cJSON_AddArrayToObject(o, names[i]);
+        for (int64_t j = 0; j < head_dim / 2; j++) {
+            float f;
+            memcpy(&f, t[i]->data + 4 * j, sizeof f);
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(f32_decimal(f)));
+        }
+    }
+    return true;
 }
 
 float lq_gguf_hf_shift(const lq_gguf_arch *a, const char *hf_name) {
@@ -336,7 +389,8 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
     } else {
         cJSON_AddNullToObject(r, "rope_scaling");
     }
-    if (a->gemma && !gemma_config(g, a, r, layers, hidden, heads, head_dim, err)) {
+    if ((a->gemma && !gemma_config(g, a, r, layers, hidden, heads, head_dim, err)) ||
+        (a->fused && !phi3_config(g, a, r, head_dim, err))) {
         cJSON_Delete(r);
         return err ? err->code : LQ_ERR_GGUF_FORMAT;
     }

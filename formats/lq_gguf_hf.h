@@ -18,6 +18,8 @@ typedef struct lq_gguf_arch {
     int         qk_norm;    /* attn_q_norm / attn_k_norm per head (qwen3, gemma3) */
     int         gemma;      /* post norms, ffn_norm = pre_feedforward_layernorm, norm weights
                                stored as 1 + w, Gemma hyper-parameters in config.json */
+    int fused;              /* attn_qkv and a gate+up ffn_up (phi3); rope_factors_short / long
+                               tensors are LongRoPE's lists, which go to config.json */
 } lq_gguf_arch;
 
 /* Architecture of g; LQ_ERR_UNSUPPORTED_ARCH "unsupported architecture gemma3 (supported:
@@ -29,6 +31,9 @@ lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *er
  * llama.cpp over that many heads (undo on read). Returns false for a name with no counterpart. */
 bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char *gguf_name,
                             char *hf, size_t cap, int *perm_heads);
+/* Whether a GGUF tensor holds configuration, not weights (phi3's rope_factors_*: config.json's
+ * LongRoPE factor lists); such tensors have no Hugging Face tensor. */
+bool lq_gguf_hf_tensor_is_config(const lq_gguf_arch *a, const char *gguf_name);
 
 /* What llama.cpp added to the tensor of Hugging Face name hf_name (Gemma's norm weights are
  * stored as 1 + w); readers subtract it. 0 for every other tensor. */

@@ -91,9 +91,13 @@ static lq_status open_gguf(lq_source *s, lq_err *err) {
     lq_status st      = LQ_OK;
     if (!v || !names)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", s->path);
-    for (int64_t i = 0; i < n; i++) {
-        const lq_gguf_tensor *t = lq_gguf_tensor_get(g, i);
+    int64_t nv = 0; /* views: the tensors but those that are configuration */
+    for (int64_t ti = 0; ti < n; ti++) {
+        const lq_gguf_tensor *t = lq_gguf_tensor_get(g, ti);
         int                   heads;
+        if (lq_gguf_hf_tensor_is_config(s->arch, t->name))
+            continue; /* its values are in config.json */
+        const int64_t i = nv++;
         if (!lq_gguf_hf_tensor_name(g, s->arch, t->name, names[i], sizeof names[i], &heads))
             LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
                          "%s: tensor \"%s\" has no counterpart in a Hugging Face %s model", s->path,
@@ -120,7 +124,7 @@ static lq_status open_gguf(lq_source *s, lq_err *err) {
     {
         size_t      msz;
         const void *map = lq_gguf_map(g, &msz);
-        st              = lq_st_open_views(s->path, map, msz, v, n, &s->st, err);
+        st              = lq_st_open_views(s->path, map, msz, v, nv, &s->st, err);
     }
 done:
     free(v);

@@ -80,7 +80,7 @@ static void ref_q8_0(const uint8_t *x, float *y) {
 }
 static void ref_q2_k(const uint8_t *x, float *y) {
     const float    d = h2f(x + 80), min = h2f(x + 82);
-    const uint8_t *q = x + 16;
+    const uint8_t *q  = x + 16;
     int            is = 0;
     for (int n = 0; n < 256; n += 128) {
         int shift = 0;
@@ -186,10 +186,10 @@ static void ref_q6_k(const uint8_t *x, float *y) {
             const int8_t q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
             const int8_t q3 = (int8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
             const int8_t q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l + 0]  = d * sc[is + 0] * q1;
-            y[l + 32] = d * sc[is + 2] * q2;
-            y[l + 64] = d * sc[is + 4] * q3;
-            y[l + 96] = d * sc[is + 6] * q4;
+            y[l + 0]        = d * sc[is + 0] * q1;
+            y[l + 32]       = d * sc[is + 2] * q2;
+            y[l + 64]       = d * sc[is + 4] * q3;
+            y[l + 96]       = d * sc[is + 6] * q4;
         }
         y += 128;
         ql += 64;
@@ -227,9 +227,10 @@ static void random_blocks(int t, uint8_t *b, int nblocks, int bb) {
 static void test_decoders(void) {
     for (int t = 0; t < N_TYPES; t++) {
         int       bb, be = lq_dtype_block(k_types[t].dt, &bb);
-        const int nb     = 64;
-        uint8_t  *b      = malloc((size_t)(nb * bb));
-        float    *got = malloc(sizeof(float) * (size_t)(nb * be)), *want = malloc(sizeof(float) * (size_t)(nb * be));
+        const int nb  = 64;
+        uint8_t  *b   = malloc((size_t)(nb * bb));
+        float    *got = malloc(sizeof(float) * (size_t)(nb * be)),
+              *want   = malloc(sizeof(float) * (size_t)(nb * be));
         random_blocks(t, b, nb, bb);
         for (int i = 0; i < nb; i++)
             k_types[t].ref(b + i * bb, want + i * be);
@@ -245,16 +246,16 @@ static void test_decoders(void) {
         CHECK_EQ_INT(lq_dtype_from_ggml(k_types[t].ggml), k_types[t].dt);
         CHECK_EQ_INT(lq_convert_to_f32(k_types[t].dt, b, be - 1, got), -1);
         CHECK(lq_dtype_is_float(k_types[t].dt));
-        CHECK_EQ_INT(lq_dtype_from_name(lq_dtype_name(k_types[t].dt),
-                                        strlen(lq_dtype_name(k_types[t].dt))),
-                     -1); /* not a safetensors dtype */
+        CHECK_EQ_INT(
+            lq_dtype_from_name(lq_dtype_name(k_types[t].dt), strlen(lq_dtype_name(k_types[t].dt))),
+            -1); /* not a safetensors dtype */
         free(b);
         free(got);
         free(want);
     }
     /* NaN in a scale is counted, not hidden */
-    uint8_t blk[34] = {0};
-    uint16_t nan16  = 0x7e00;
+    uint8_t  blk[34] = {0};
+    uint16_t nan16   = 0x7e00;
     memcpy(blk, &nan16, 2);
     blk[2] = 1;
     float y[32];
@@ -266,7 +267,7 @@ static void test_decoders(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* Container                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
-static float g_f32[64];
+static float   g_f32[64];
 static uint8_t g_q8[34 * 2];
 
 static size_t good_file(uint8_t **out) {
@@ -397,13 +398,21 @@ static void test_container(void) {
         {"non-UTF-8 key", 12, LQ_ERR_GGUF_FORMAT},
     };
     for (size_t i = 0; i < sizeof t2 / sizeof t2[0]; i++) {
-        tg_gguf        g2 = {0};
+        tg_gguf        g2    = {0};
         const uint64_t ne[5] = {32, 2, 1, 1, 1}, ne0[2] = {32, 0}, ne31[1] = {31};
         switch (t2[i].kind) {
-        case 1: tg_tensor(&g2, "t", 99, 2, ne, g_q8, 68); break;
-        case 2: tg_tensor(&g2, "t", 8, 1, ne31, g_q8, 34); break;
-        case 3: tg_tensor(&g2, "t", 8, 2, ne0, g_q8, 0); break;
-        case 4: tg_tensor(&g2, "t", 8, 5, ne, g_q8, 68); break;
+        case 1:
+            tg_tensor(&g2, "t", 99, 2, ne, g_q8, 68);
+            break;
+        case 2:
+            tg_tensor(&g2, "t", 8, 1, ne31, g_q8, 34);
+            break;
+        case 3:
+            tg_tensor(&g2, "t", 8, 2, ne0, g_q8, 0);
+            break;
+        case 4:
+            tg_tensor(&g2, "t", 8, 5, ne, g_q8, 68);
+            break;
         case 5:
             tg_tensor(&g2, "t", 8, 2, ne, g_q8, 68);
             tg_tensor(&g2, "t", 8, 2, ne, g_q8, 68);
@@ -420,15 +429,20 @@ static void test_container(void) {
         case 8:
             tg_str(&g2.kv, "k"), tg_u32(&g2.kv, 13), tg_u32(&g2.kv, 0), g2.nkv++;
             break;
-        case 10: tg_kv_u32(&g2, "general.alignment", 48); break;
-        case 11: tg_tensor(&g2, "t", 8, 2, ne, g_q8, 34); break; /* half the data missing */
-        case 12: tg_kv_u32(&g2, "bad\xff", 1); break;
+        case 10:
+            tg_kv_u32(&g2, "general.alignment", 48);
+            break;
+        case 11:
+            tg_tensor(&g2, "t", 8, 2, ne, g_q8, 34);
+            break; /* half the data missing */
+        case 12:
+            tg_kv_u32(&g2, "bad\xff", 1);
+            break;
         }
-        uint8_t *c = NULL;
-        size_t   m = tg_finish(&g2, &c);
+        uint8_t  *c = NULL;
+        size_t    m = tg_finish(&g2, &c);
         lq_status s = open_mem(c, m, &e);
-        CHECK_MSG(s == t2[i].want, "%s: status %d (%s), want %d", t2[i].what, s, e.msg,
-                      t2[i].want);
+        CHECK_MSG(s == t2[i].want, "%s: status %d (%s), want %d", t2[i].what, s, e.msg, t2[i].want);
         free(c);
     }
     /* a NUL inside a tensor name, written byte by byte */
@@ -446,7 +460,7 @@ static void test_container(void) {
     }
     /* overlapping tensors: two infos pointing at the same offset */
     {
-        tg_gguf        g3 = {0};
+        tg_gguf        g3    = {0};
         const uint64_t ne[1] = {32};
         tg_tensor(&g3, "a", 0, 1, ne, g_f32, 128);
         tg_tensor(&g3, "b", 0, 1, ne, g_f32, 128);
@@ -482,13 +496,14 @@ static void test_permute_names(void) {
     const int64_t k       = 5;
     for (int hi = 0; hi < 3; hi++) {
         const int64_t n = heads[hi] * 8;
-        float        *w = malloc(sizeof(float) * (size_t)(n * k)), *p = malloc(sizeof(float) * (size_t)(n * k));
+        float        *w = malloc(sizeof(float) * (size_t)(n * k)),
+              *p        = malloc(sizeof(float) * (size_t)(n * k));
         for (int64_t i = 0; i < n * k; i++)
             w[i] = (float)i;
         llamacpp_permute(w, p, n, k, heads[hi]);
         CHECK(lq_gguf_unpermute_rows(p, n, k, heads[hi]));
-        CHECK_MSG(!memcmp(p, w, sizeof(float) * (size_t)(n * k)), "unpermute(permute) != id, %d heads",
-                  heads[hi]);
+        CHECK_MSG(!memcmp(p, w, sizeof(float) * (size_t)(n * k)),
+                  "unpermute(permute) != id, %d heads", heads[hi]);
         free(w);
         free(p);
     }
@@ -499,8 +514,8 @@ static void test_permute_names(void) {
     tg_kv_str(&g, "general.architecture", "llama");
     tg_kv_u32(&g, "llama.attention.head_count", 8);
     tg_kv_u32(&g, "llama.attention.head_count_kv", 2);
-    uint8_t *f = NULL;
-    size_t   m = tg_finish(&g, &f);
+    uint8_t *f  = NULL;
+    size_t   m  = tg_finish(&g, &f);
     lq_gguf *gg = NULL;
     lq_err   e  = {0};
     CHECK_OK(lq_gguf_open_memory(f, m, "names.gguf", &gg, &e));
@@ -569,6 +584,30 @@ static void test_permute_names(void) {
     }
     lq_gguf_close(gg);
     free(f);
+    /* Phi-3: the fused attn_qkv and ffn_up (gate and up rows), no permutation; its
+     * rope_factors tensors are configuration, not weights */
+    tg_gguf gp = {0};
+    tg_kv_str(&gp, "general.architecture", "phi3");
+    m = tg_finish(&gp, &f);
+    CHECK_OK(lq_gguf_open_memory(f, m, "p.gguf", &gg, &e));
+    CHECK_OK(lq_gguf_hf_arch(gg, &a, &e));
+    const char *pnames[][2] = {
+        {"blk.1.attn_qkv.weight", "model.layers.1.self_attn.qkv_proj.weight"},
+        {"blk.1.ffn_up.weight", "model.layers.1.mlp.gate_up_proj.weight"},
+        {"blk.1.ffn_norm.weight", "model.layers.1.post_attention_layernorm.weight"},
+    };
+    for (size_t i = 0; a && i < sizeof pnames / sizeof pnames[0]; i++) {
+        char hf[256];
+        int  ph = -1;
+        CHECK(lq_gguf_hf_tensor_name(gg, a, pnames[i][0], hf, sizeof hf, &ph));
+        CHECK_MSG(!strcmp(hf, pnames[i][1]) && ph == 0 && lq_gguf_hf_shift(a, hf) == 0,
+                  "%s -> %s (%d)", pnames[i][0], hf, ph);
+    }
+    CHECK(a && lq_gguf_hf_tensor_is_config(a, "rope_factors_long.weight") &&
+          lq_gguf_hf_tensor_is_config(a, "rope_factors_short.weight") &&
+          !lq_gguf_hf_tensor_is_config(a, "blk.1.ffn_up.weight"));
+    lq_gguf_close(gg);
+    free(f);
     /* another architecture: the error names it and the supported ones */
     tg_gguf g2 = {0};
     tg_kv_str(&g2, "general.architecture", "mamba");
@@ -586,11 +625,20 @@ static void test_permute_names(void) {
 /* ------------------------------------------------------------------------------------------ */
 static void test_bpe_vocab(void) {
     /* byte-level pieces: "a", "b", "ab", "Ġ" (space), "Ġab", digits; merges a b, Ġ ab */
-    const char *toks[]  = {"<|endoftext|>", "a", "b", "\xc4\xa0", "ab", "\xc4\xa0" "ab",
-                           "1", "2", "12", "x"};
-    const char *merges[] = {"a b", "\xc4\xa0 ab", "1 2"};
-    const int32_t tt[]   = {3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    const char *pres[]   = {"smollm", "gpt-2", "no-such-pre"};
+    const char   *toks[]   = {"<|endoftext|>",
+                              "a",
+                              "b",
+                              "\xc4\xa0",
+                              "ab",
+                              "\xc4\xa0"
+                                  "ab",
+                              "1",
+                              "2",
+                              "12",
+                              "x"};
+    const char   *merges[] = {"a b", "\xc4\xa0 ab", "1 2"};
+    const int32_t tt[]     = {3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const char   *pres[]   = {"smollm", "gpt-2", "no-such-pre"};
     for (int pi = 0; pi < 3; pi++) {
         tg_gguf g = {0};
         tg_kv_str(&g, "tokenizer.ggml.model", "gpt2");
@@ -599,8 +647,8 @@ static void test_bpe_vocab(void) {
         tg_kv_arr(&g, "tokenizer.ggml.token_type", 5, tt, 4, 10);
         tg_kv_strs(&g, "tokenizer.ggml.merges", merges, NULL, 3);
         tg_kv_u32(&g, "tokenizer.ggml.eos_token_id", 0);
-        uint8_t *f = NULL;
-        size_t   m = tg_finish(&g, &f);
+        uint8_t *f  = NULL;
+        size_t   m  = tg_finish(&g, &f);
         lq_gguf *gg = NULL;
         lq_err   e  = {0};
         char    *js = NULL;
@@ -626,10 +674,10 @@ static void test_bpe_vocab(void) {
                 int64_t  n   = 0;
                 CHECK_OK(lq_tok_encode(t, "ab 12ab", 7, lq_tok_adds_bos(t), &ids, &n, &e));
                 /* smollm splits digits one by one: "ab", "Ġab"? no: " 12ab" -> Ġ,1,2,ab */
-                const int32_t smol[] = {4, 3, 6, 7, 4}, gpt2[] = {4, 3, 8, 4};
-                const int32_t *want  = pi == 0 ? smol : gpt2;
-                const int64_t  wn    = pi == 0 ? 5 : 4;
-                int            same  = n == wn;
+                const int32_t  smol[] = {4, 3, 6, 7, 4}, gpt2[] = {4, 3, 8, 4};
+                const int32_t *want = pi == 0 ? smol : gpt2;
+                const int64_t  wn   = pi == 0 ? 5 : 4;
+                int            same = n == wn;
                 for (int64_t i = 0; same && i < n; i++)
                     same = ids[i] == want[i];
                 CHECK_MSG(same, "pre %s: %lld ids, first %d", pres[pi], (long long)n,
@@ -653,16 +701,12 @@ static const char *hf_to_gguf(const char *hf, char *buf, size_t cap, int *which)
     static const struct {
         const char *hf, *gg;
         int         w; /* 1 q, 2 k */
-    } map[] = {{"input_layernorm", "attn_norm", 0},
-               {"post_attention_layernorm", "ffn_norm", 0},
-               {"self_attn.q_proj", "attn_q", 1},
-               {"self_attn.k_proj", "attn_k", 2},
-               {"self_attn.v_proj", "attn_v", 0},
-               {"self_attn.o_proj", "attn_output", 0},
-               {"mlp.gate_proj", "ffn_gate", 0},
-               {"mlp.up_proj", "ffn_up", 0},
+    } map[] = {{"input_layernorm", "attn_norm", 0}, {"post_attention_layernorm", "ffn_norm", 0},
+               {"self_attn.q_proj", "attn_q", 1},   {"self_attn.k_proj", "attn_k", 2},
+               {"self_attn.v_proj", "attn_v", 0},   {"self_attn.o_proj", "attn_output", 0},
+               {"mlp.gate_proj", "ffn_gate", 0},    {"mlp.up_proj", "ffn_up", 0},
                {"mlp.down_proj", "ffn_down", 0}};
-    *which = 0;
+    *which  = 0;
     if (!strcmp(hf, "model.embed_tokens.weight"))
         return "token_embd.weight";
     if (!strcmp(hf, "model.norm.weight"))
@@ -712,7 +756,7 @@ static void test_model(void) {
     tg_kv_f32(&g, "llama.attention.layer_norm_rms_epsilon", (float)c->rms_norm_eps);
     tg_kv_f32(&g, "llama.rope.freq_base", (float)c->rope_theta);
     tg_kv_str(&g, "tokenizer.ggml.model", "llama");
-    const int64_t nv = lq_tok_vocab_size(tok);
+    const int64_t nv     = lq_tok_vocab_size(tok);
     const char  **pieces = calloc((size_t)nv, sizeof *pieces);
     float        *scores = calloc((size_t)nv, sizeof *scores);
     int32_t      *types  = calloc((size_t)nv, sizeof *types);
@@ -727,10 +771,10 @@ static void test_model(void) {
     tg_kv_u32(&g, "tokenizer.ggml.bos_token_id", 1);
     tg_kv_u32(&g, "tokenizer.ggml.eos_token_id", 2);
     /* tensors: permuted q/k, alternately F32 and F16 */
-    lq_st  *st = hf->st;
-    void   *blobs[256];
-    int     nblob = 0;
-    char    names[256][128];
+    lq_st *st = hf->st;
+    void  *blobs[256];
+    int    nblob = 0;
+    char   names[256][128];
     for (int64_t i = 0; i < lq_st_count(st) && nblob < 256; i++) {
         const lq_st_tensor *t = lq_st_get(st, i);
         int                 which;
@@ -793,8 +837,8 @@ static void test_model(void) {
         CHECK_OK(lq_tok_load_source(gm->src, &gt, &e));
         const char *text = "Once upon a time, there was a little girl named Lily. She liked 42 "
                            "cats and    spaces.";
-        int32_t *a = NULL, *b = NULL;
-        int64_t  na = 0, nb = 0;
+        int32_t    *a = NULL, *b = NULL;
+        int64_t     na = 0, nb = 0;
         if (gt) {
             CHECK_OK(lq_tok_encode(tok, text, (int64_t)strlen(text), 1, &a, &na, &e));
             CHECK_OK(lq_tok_encode(gt, text, (int64_t)strlen(text), 1, &b, &nb, &e));
@@ -802,7 +846,7 @@ static void test_model(void) {
                       "GGUF tokenizer: %lld ids vs %lld", (long long)nb, (long long)na);
         }
         /* logits of the same sequence, through both loaders */
-        lq_fwd_ws *ws1 = NULL, *ws2 = NULL;
+        lq_fwd_ws    *ws1 = NULL, *ws2 = NULL;
         const int64_t T = na < 40 ? na : 40;
         CHECK_OK(lq_model_load_all(hf, &e));
         CHECK_OK(lq_model_load_all(gm, &e));
@@ -888,10 +932,10 @@ static int seeds_mode(const char *dir) {
         fwrite(f, 1, n, o), fclose(o);
     free(f);
     /* a tiny llama with a BPE vocabulary: config, names, tokenizer.json paths */
-    tg_gguf        g  = {0};
-    const char    *toks[] = {"<|endoftext|>", "a", "b", "ab", "\xc4\xa0", "1"};
+    tg_gguf        g        = {0};
+    const char    *toks[]   = {"<|endoftext|>", "a", "b", "ab", "\xc4\xa0", "1"};
     const char    *merges[] = {"a b"};
-    const int32_t  tt[] = {3, 1, 1, 1, 1, 1};
+    const int32_t  tt[]     = {3, 1, 1, 1, 1, 1};
     static float   w[64 * 2];
     const uint64_t ne_e[2] = {4, 6}, ne_n[1] = {4}, ne_q[2] = {4, 4};
     tg_kv_str(&g, "general.architecture", "llama");
@@ -916,9 +960,12 @@ static int seeds_mode(const char *dir) {
         fwrite(f, 1, n, o), fclose(o);
     free(f);
     /* the same with a SentencePiece vocabulary (tokenizer.model path) */
-    tg_gguf     g2 = {0};
-    const char *sp[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "b"};
-    const float sc[] = {0, 0, 0, -1, -2};
+    tg_gguf       g2   = {0};
+    const char   *sp[] = {"<unk>", "<s>", "</s>",
+                          "\xe2\x96\x81"
+                            "a",
+                          "b"};
+    const float   sc[] = {0, 0, 0, -1, -2};
     const int32_t st[] = {2, 3, 3, 1, 1};
     tg_kv_str(&g2, "general.architecture", "llama");
     tg_kv_str(&g2, "tokenizer.ggml.model", "llama");

@@ -15,10 +15,12 @@
     rebuild gives the same ids in Google's sentencepiece, `convert --out-dtype float32` == the
     transformers GGUF loader bit for bit (norm weights stored by llama.cpp as 1 + w), and our
     logits over the GGUF vs transformers' on two windows;
-  * random Qwen3, Gemma 2 and Gemma 3 models through llama.cpp's own convert_hf_to_gguf.py and
-    back through `llmquant convert`: every tensor as stored (Gemma norms (w + 1) - 1 in float32),
-    the Gemma config keys (layer_types, soft-caps, query_pre_attn_scalar) recovered, and our
-    forward over the GGUF vs transformers on the original.
+  * random Qwen3, Gemma 2, Gemma 3 and Phi-3 models through llama.cpp's own
+    convert_hf_to_gguf.py and back through `llmquant convert`: every tensor as stored (Gemma
+    norms (w + 1) - 1 in float32; Phi-3's fused attn_qkv / ffn_up), the Gemma config keys
+    (layer_types, soft-caps, query_pre_attn_scalar) and Phi-3's LongRoPE lists (from llama.cpp's
+    rope_factors tensors) recovered, and our forward over the GGUF vs transformers on the
+    original.
 
 Skips (77) without numpy / gguf / torch / transformers / the cached models."""
 import glob
@@ -256,7 +258,7 @@ else:
     # (w + 1) - 1 in float32; the rebuilt config runs the same function (logits of our forward
     # over the GGUF vs transformers on the original).
     from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
-                              Gemma3ForCausalLM)
+                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
     demo = os.path.join(src, "examples", "stories260K", "tokenizer.model")
     gcases = [
         ("gemma2", Gemma2ForCausalLM, Gemma2Config(
@@ -271,6 +273,17 @@ else:
             max_position_embeddings=256, sliding_window=16, bos_token_id=1, eos_token_id=2,
             pad_token_id=0), {f: os.path.join(hf_dir, f) for f in
                               ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")}),
+        # Phi-3: attn_qkv and the gate+up ffn_up; LongRoPE's lists as rope_factors tensors (the
+        # 48-token windows are past the original 32: the long factors, times the attention
+        # factor, must come back from the GGUF)
+        ("phi3", Phi3ForCausalLM, Phi3Config(
+            vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            original_max_position_embeddings=32, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+            rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                             "short_factor": [1.0 + 0.1 * i for i in range(8)],
+                             "long_factor": [1.5 + 0.7 * i for i in range(8)]}),
+         {"tokenizer.model": demo}),
     ]
     for mt, cls, gcfg, toks in gcases:
         gcfg._attn_implementation = "eager"
@@ -279,7 +292,8 @@ else:
         gm = cls(gcfg).eval()
         with torch.no_grad():
             for n_, p_ in gm.named_parameters():
-                p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(0.1 * torch.randn_like(p_))
+                p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(
+                    (0.0 if mt != "phi3" else 1.0) + 0.1 * torch.randn_like(p_))
         gm.save_pretrained(gd, safe_serialization=True)
         for f, path in toks.items():
             shutil.copy(path, os.path.join(gd, f))
@@ -294,16 +308,17 @@ else:
         a_, b_ = load_file(os.path.join(gd, "model.safetensors")), load_file(os.path.join(gc, "model.safetensors"))
         one = np.float32(1)
         bad = [k for k in a_ if k not in b_ or not np.array_equal(
-            (a_[k].astype(np.float32) + one) - one if k.endswith("norm.weight") else a_[k].astype(np.float32),
+            (a_[k].astype(np.float32) + one) - one if k.endswith("norm.weight") and mt != "phi3"
+            else a_[k].astype(np.float32),
             b_[k])]
         extra = sorted(set(b_) - set(a_))
         hc, qc = json.load(open(os.path.join(gd, "config.json"))), json.load(open(os.path.join(gc, "config.json")))
         same = [k for k in ("model_type", "layer_types", "query_pre_attn_scalar", "sliding_window",
                             "attn_logit_softcapping", "final_logit_softcapping", "head_dim")
-                if hc.get(k) != qc.get(k)]
+                if k in hc and hc.get(k) != qc.get(k)]  # (Phi3Config saves no head_dim)
         report(not bad and not extra and not same,
-               f"{mt} HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors as stored "
-               f"(norms (w + 1) - 1), config keys agree" +
+               f"{mt} HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors as stored"
+               f"{' (norms (w + 1) - 1)' if mt != 'phi3' else ''}, config keys agree" +
                (f"; differ {bad[:3]} extra {extra[:3]} config {same}" if bad or extra or same else ""))
         win = np.random.default_rng(5).integers(3, gcfg.vocab_size, size=(2, 48)).astype(np.int32)
         ip, op = os.path.join(tmp, mt + "-ids.bin"), os.path.join(tmp, mt + "-logits.bin")
