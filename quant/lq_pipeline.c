@@ -389,37 +389,38 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
     warn(r, msg);
 }
 
-/* Whether the batch cache has the FP outputs of layer `layer` (for every job on the same
- * calibration set they are the same). */
+/* The FP outputs of a layer are the same for every job on the same calibration set: the batch
+ * cache (when configured) keeps them under the next layer's index. */
+static int fp_cacheable(const run *r) {
+    return r->cache.enabled && lq_spill_count(r->cur) <= 4096;
+}
+
 static int fp_cached(run *r, int64_t layer) {
     int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
-    if (!r->cache.enabled || nc > 4096)
+    if (!fp_cacheable(r))
         return 0;
     for (int64_t c = 0; c < nc; c++)
         tot += lq_spill_chunk_numel(r->cur, c);
     return lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d);
 }
 
-/* FP outputs the method's capture put in nxt: into the batch cache, as propagate does. */
+static lq_status load_fp(run *r, int64_t layer) {
+    int64_t nc = lq_spill_count(r->cur), cn[4096];
+    for (int64_t c = 0; c < nc; c++)
+        cn[c] = lq_spill_chunk_numel(r->cur, c);
+    r->cache_hits++;
+    return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn,
+                               r->m->cfg.hidden_size, r->err);
+}
+
 static void store_fp(run *r, int64_t layer) {
-    if (r->cache.enabled && lq_spill_count(r->cur) <= 4096 && lq_spill_count(r->nxt) > 0)
+    if (fp_cacheable(r))
         lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, r->m->cfg.hidden_size);
 }
 
-/* cur -> layer -> nxt, chunk by chunk. FP propagation (identical for every job on the same
- * calibration set) goes through the batch cache when one is configured. */
-static lq_status propagate(run *r, const lq_layer *L, int64_t layer, lq_spill *resume) {
-    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
-    int     fp = !r->mt->propagate_quantized && r->cache.enabled;
-    int64_t cn[4096];
-    if (fp && nc <= 4096) {
-        for (int64_t c = 0; c < nc; c++)
-            tot += (cn[c] = lq_spill_chunk_numel(r->cur, c));
-        if (lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d)) {
-            r->cache_hits++;
-            return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn, d, r->err);
-        }
-    }
+/* cur -> layer -> nxt, chunk by chunk. */
+static lq_status propagate(run *r, const lq_layer *L, lq_spill *resume) {
+    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur);
     /* from the residual after attention when the method saved it for the quantized layer:
      * the layer's output from there, without its attention again */
     if (resume && lq_spill_count(resume) != nc)
@@ -441,8 +442,6 @@ static lq_status propagate(run *r, const lq_layer *L, int64_t layer, lq_spill *r
                                    resume ? &rs : NULL, r->ws, r->err));
         LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
     }
-    if (fp && nc <= 4096)
-        lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, d);
     return LQ_OK;
 }
 
@@ -488,22 +487,24 @@ static lq_status do_layers(run *r) {
         j.err          = r->err;
         j.stage_budget = r->spill_budget;
         j.spill_dir    = r->spill_dir;
-        /* Next layer's inputs: from the FP layer before the method (AWQ, int8) or from the
-         * quantized one after it (GPTQ). */
-        const int fp_by_method =
-            r->cur && !r->mt->propagate_quantized && r->mt->fp_first_capture && !fp_cached(r, i);
-        if (fp_by_method)
-            j.fp_out = r->nxt; /* the method's first capture computes them */
-        else if (r->cur && !r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, i, NULL));
+        /* Next layer's inputs: from the FP layer (AWQ, int8: the batch cache, the method's
+         * first capture pass, or a forward before the method) or from the quantized one after
+         * it (GPTQ). */
+        const int fp = r->cur && !r->mt->propagate_quantized, hit = fp && fp_cached(r, i);
+        if (hit)
+            LQ_TRY_GOTO(load_fp(r, i));
+        else if (fp && r->mt->fp_first_capture)
+            j.fp_out = r->nxt;
+        else if (fp)
+            LQ_TRY_GOTO(propagate(r, &L, NULL));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
         if (j.fp_out)
             LQ_FAIL_GOTO(r->err, LQ_ERR_INTERNAL, "%s did not capture the layer's input first",
                          r->mt->name);
-        if (fp_by_method)
+        if (fp && !hit)
             store_fp(r, i);
         if (r->cur && r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, i, j.resume));
+            LQ_TRY_GOTO(propagate(r, &L, j.resume));
         lq_spill_free(j.resume); /* before the output is written: memory back */
         j.resume = NULL;
         if (r->cur) {

@@ -67,6 +67,15 @@ def report(ok, msg):
     fail += not ok
 
 
+def our_logits(model, win, tag):
+    """Our forward (test_forward --logits) over model on the windows win [n, len]: logits."""
+    ip, op = os.path.join(tmp, tag + "-ids.bin"), os.path.join(tmp, tag + "-logits.bin")
+    win.astype(np.int32).tofile(ip)
+    subprocess.run([tf, "--logits", model, ip, str(win.shape[0]), op], check=True,
+                   capture_output=True)
+    return np.fromfile(op, dtype=np.float32).reshape(win.shape[0], win.shape[1], -1)
+
+
 # ---- tensors vs gguf-py --------------------------------------------------------------------
 for path in (smol, gemma):
     out = os.path.join(tmp, os.path.basename(path) + ".dump")
@@ -132,10 +141,7 @@ report(not bad and not missing, f"convert --out-dtype float32: {len(conv)} tenso
 
 if ids is not None:
     win = np.array(ids[:512], dtype=np.int32).reshape(2, 256)
-    ip, op = os.path.join(tmp, "ids.bin"), os.path.join(tmp, "logits.bin")
-    win.tofile(ip)
-    subprocess.run([tf, "--logits", smol, ip, "2", op], check=True, capture_output=True)
-    a = np.fromfile(op, dtype=np.float32).reshape(2, 256, -1)
+    a = our_logits(smol, win, "smol")
     with torch.no_grad():
         b = ref(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
     diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
@@ -192,10 +198,7 @@ if res.returncode == 0:
     del conv
     if gids is not None:
         win = np.array(gids[:1024], dtype=np.int32).reshape(2, 512)  # crosses the 512 window
-        ip, op = os.path.join(tmp, "gids.bin"), os.path.join(tmp, "glogits.bin")
-        win.tofile(ip)
-        subprocess.run([tf, "--logits", gemma, ip, "2", op], check=True, capture_output=True)
-        a = np.fromfile(op, dtype=np.float32).reshape(2, 512, -1)
+        a = our_logits(gemma, win, "gemma")
         with torch.no_grad():
             b = gref(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
         diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
@@ -321,10 +324,7 @@ else:
                f"{' (norms (w + 1) - 1)' if mt != 'phi3' else ''}, config keys agree" +
                (f"; differ {bad[:3]} extra {extra[:3]} config {same}" if bad or extra or same else ""))
         win = np.random.default_rng(5).integers(3, gcfg.vocab_size, size=(2, 48)).astype(np.int32)
-        ip, op = os.path.join(tmp, mt + "-ids.bin"), os.path.join(tmp, mt + "-logits.bin")
-        win.tofile(ip)
-        subprocess.run([tf, "--logits", gg, ip, "2", op], check=True, capture_output=True)
-        a = np.fromfile(op, dtype=np.float32).reshape(2, 48, -1)
+        a = our_logits(gg, win, mt)
         with torch.no_grad():
             b = gm(torch.tensor(win, dtype=torch.long)).logits.float().numpy()
         diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
