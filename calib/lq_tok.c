@@ -340,39 +340,35 @@ static int newline_isolated(const lq_tokenizer *t) {
     return 1;
 }
 
-static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t len, int add_bos,
-                                int32_t **ids, int64_t *n_ids, lq_err *err) {
-    lq_tok_ids out = {0};
-    lq_status  st  = LQ_OK;
-    if (add_bos && t->bos >= 0 && lq_tok_ids_push(&out, t->bos) < 0)
-        st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-    if (st == LQ_OK && (len < (1 << 16) || !newline_isolated(t))) {
-        st = encode_span(t, text, len, 1, &out, err);
-    } else {
-        for (int64_t i = 0; i < len && st == LQ_OK;) {
-            const char   *nl = memchr(text + i, '\n', (size_t)(len - i));
-            const int64_t e  = nl ? nl - text : len;
-            /* the dummy prefix belongs to the text's start only */
-            st = encode_span(t, text + i, e - i, i == 0, &out, err);
-            if (st == LQ_OK && nl) {
-                /* a text that starts with a newline: the dummy prefix stands alone before it */
-                const int32_t sp = i == 0 && e == 0 ? lookup(t, " ", 1) : -1;
-                if ((sp >= 0 && lq_tok_ids_push(&out, sp) < 0) ||
-                    lq_tok_ids_push(&out, '\n' + 3) < 0)
-                    st = lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-            }
-            i = e + 1;
+/* Append the ids of text[len] to out; cont: the text continues an earlier part (no dummy
+ * prefix: it belongs to the start of the whole text only). */
+static lq_status encode_llama2c(const lq_tokenizer *t, const char *text, int64_t len, int cont,
+                                lq_tok_ids *out, lq_err *err) {
+    if (len < (1 << 16) || !newline_isolated(t))
+        return encode_span(t, text, len, !cont, out, err);
+    for (int64_t i = 0; i < len;) {
+        const char   *nl  = memchr(text + i, '\n', (size_t)(len - i));
+        const int64_t e   = nl ? nl - text : len;
+        const int     at0 = i == 0 && !cont;
+        LQ_TRY(encode_span(t, text + i, e - i, at0, out, err));
+        if (nl) {
+            /* a text that starts with a newline: the dummy prefix stands alone before it */
+            const int32_t sp = at0 && e == 0 ? lookup(t, " ", 1) : -1;
+            if ((sp >= 0 && lq_tok_ids_push(out, sp) < 0) || lq_tok_ids_push(out, '\n' + 3) < 0)
+                return lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
         }
+        i = e + 1;
     }
-    if (st == LQ_OK && !out.v && lq_tok_ids_push(&out, 0) == 0) /* a valid pointer for zero ids */
-        out.n = 0;
-    if (st != LQ_OK || !out.v) {
-        free(out.v);
-        return st != LQ_OK ? st : lq_fail(err, LQ_ERR_NOMEM, "tokenizer: out of memory");
-    }
-    *ids   = out.v;
-    *n_ids = out.n;
     return LQ_OK;
+}
+
+lq_status lq_tok_encode_part(const lq_tokenizer *t, const char *text, int64_t len, int cont,
+                             lq_tok_ids *out, lq_err *err) {
+    if (t->kind == LQ_TOK_LLAMA2C)
+        return encode_llama2c(t, text, len, cont, out, err);
+    if (t->kind == LQ_TOK_SPM)
+        return lq_tok_spm_encode(t, text, len, cont, out, err);
+    return lq_tok_hf_encode(t, text, len, cont, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -383,16 +379,12 @@ lq_status lq_tok_encode(const lq_tokenizer *t, const char *text, int64_t len, in
     if (len < 0 || (len > 0 && !text))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: encode: bad text (len %lld)", t->path,
                 (long long)len);
-    if (t->kind == LQ_TOK_LLAMA2C)
-        return encode_llama2c(t, text, len, add_bos, ids, n_ids, err);
     lq_tok_ids out = {0};
     lq_status  st  = LQ_OK;
     if (add_bos && t->bos >= 0 && lq_tok_ids_push(&out, t->bos) < 0)
         st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-    else if (t->kind == LQ_TOK_SPM)
-        st = lq_tok_spm_encode(t, text, len, &out, err);
     else
-        st = lq_tok_hf_encode(t, text, len, &out, err);
+        st = lq_tok_encode_part(t, text, len, 0, &out, err);
     if (st != LQ_OK) {
         free(out.v);
         return st;

@@ -395,8 +395,8 @@ static int32_t jid(const cJSON *v) {
 }
 
 /* Apply the normalizer to s[0..n) into a malloc'd string. */
-static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out, int64_t *on,
-                           lq_err *err);
+static lq_status normalize(const hnorm *nm, const char *s, int64_t n, int cont, char **out,
+                           int64_t *on, lq_err *err);
 
 static lq_status load_model(const cJSON *m, lq_tokenizer *t, lq_err *err) {
     lq_tok_hf  *h  = t->hf;
@@ -592,7 +592,7 @@ static lq_status load_added(const cJSON *root, lq_tokenizer *t, lq_err *err) {
             t->plen[a->id] = (int32_t)l;
         }
         if (a->normalized && h->norm) {
-            LQ_TRY(normalize(h->norm, c, l, &a->pat, &a->len, err));
+            LQ_TRY(normalize(h->norm, c, l, 0, &a->pat, &a->len, err));
         } else {
             a->pat = lq_strndup(c, l);
             a->len = l;
@@ -751,7 +751,8 @@ static int64_t ar_put(arena *a, const char *s, int64_t n) {
 typedef struct seg {
     int64_t off, len;
     int32_t id;    /* added token id, -1 for text */
-    int32_t first; /* starts at offset 0 of the original text (Metaspace "first") */
+    int32_t first; /* 1: starts the text (Metaspace "first"); 2: starts a continuation part
+                      (lq_tok_encode_part's cont: no prefix of any kind); 0: neither */
 } seg;
 
 typedef struct segs {
@@ -848,8 +849,9 @@ static uint32_t last_cp(const char *s, int64_t n, int64_t *start) {
     return cp;
 }
 
-static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out, int64_t *on,
-                           lq_err *err) {
+/* cont: s opens a continuation part (lq_tok_encode_part): no Prepend. */
+static lq_status normalize(const hnorm *nm, const char *s, int64_t n, int cont, char **out,
+                           int64_t *on, lq_err *err) {
     char   *cur = lq_strndup(s, n);
     int64_t cn  = n;
     if (!cur)
@@ -861,13 +863,13 @@ static lq_status normalize(const hnorm *nm, const char *s, int64_t n, char **out
         char        *nx = NULL;
         int64_t      nn = 0;
         if (q->type == N_SEQ) {
-            lq_status st = normalize(q, cur, cn, &nx, &nn, err);
+            lq_status st = normalize(q, cur, cn, cont, &nx, &nn, err);
             if (st != LQ_OK) {
                 free(cur);
                 return st;
             }
         } else if (q->type == N_PREPEND) {
-            if (cn == 0)
+            if (cn == 0 || cont)
                 continue;
             nx = malloc((size_t)(cn + q->alen + 1));
             if (nx) {
@@ -991,14 +993,14 @@ static int added_split(const lq_tok_hf *h, int set, const arena *a, seg x, segs 
                 me += l;
         }
         if (start_off < ms && segs_push(out, (seg){x.off + start_off, ms - start_off, -1,
-                                                   x.first && start_off == 0}) < 0)
+                                                   start_off == 0 ? x.first : 0}) < 0)
             return -1;
         if (segs_push(out, (seg){x.off + ms, me - ms, t->id, 0}) < 0)
             return -1;
         start_off = me;
     }
-    if (start_off < n &&
-        segs_push(out, (seg){x.off + start_off, n - start_off, -1, x.first && start_off == 0}) < 0)
+    if (start_off < n && segs_push(out, (seg){x.off + start_off, n - start_off, -1,
+                                              start_off == 0 ? x.first : 0}) < 0)
         return -1;
     return 0;
 }
@@ -1115,7 +1117,8 @@ static lq_status fold_ranges(const lq_tokenizer *t, mrange *m, int64_t nm, int b
     }
     for (int64_t i = 0; i < k; i++)
         if (!m[i].m && m[i].e > m[i].s &&
-            segs_push(out, (seg){x.off + m[i].s, m[i].e - m[i].s, -1, x.first && m[i].s == 0}) < 0)
+            segs_push(out, (seg){x.off + m[i].s, m[i].e - m[i].s, -1, m[i].s == 0 ? x.first : 0}) <
+                0)
             return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     return LQ_OK;
 }
@@ -1191,7 +1194,7 @@ static lq_status pre_apply_ex(const lq_tokenizer *t, const hpre *p, int skip_fir
             }
             seg y      = {off, a->n - off, -1, x.first};
             int starts = y.len >= p->rep_len && !memcmp(a->b + off, p->rep, (size_t)p->rep_len);
-            if (!starts && (p->prepend == 2 || (p->prepend == 1 && x.first))) {
+            if (!starts && x.first != 2 && (p->prepend == 2 || (p->prepend == 1 && x.first == 1))) {
                 int64_t o2 = ar_put(a, p->rep, p->rep_len);
                 if (o2 < 0 || ar_copy(a, off, y.len) < 0)
                     return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
@@ -1207,7 +1210,7 @@ static lq_status pre_apply_ex(const lq_tokenizer *t, const hpre *p, int skip_fir
             LQ_TRY(regex_split(t, p->re, p->behavior, p->invert, ps->md, a, x, tmp, &ps->mr,
                                &ps->mcap, err));
         } else { /* P_BYTELEVEL */
-            if (p->add_prefix_space && (x.len == 0 || a->b[x.off] != ' ')) {
+            if (p->add_prefix_space && x.first != 2 && (x.len == 0 || a->b[x.off] != ' ')) {
                 int64_t o2 = ar_put(a, " ", 1);
                 if (o2 < 0 || ar_copy(a, x.off, x.len) < 0)
                     return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
@@ -1451,8 +1454,8 @@ static lq_status encode_words(const lq_tokenizer *t, const arena *a, const segs 
     return LQ_OK;
 }
 
-lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len, lq_tok_ids *out,
-                           lq_err *err) {
+lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len, int cont,
+                           lq_tok_ids *out, lq_err *err) {
     const lq_tok_hf *h  = t->hf;
     lq_status        st = LQ_OK;
     arena            a  = {0};
@@ -1464,7 +1467,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     if (a.n == 0)
         goto done;
-    if (added_split(h, 0, &a, (seg){0, a.n, -1, 1}, &s1) < 0)
+    if (added_split(h, 0, &a, (seg){0, a.n, -1, cont ? 2 : 1}, &s1) < 0)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
     for (int64_t i = 0; i < s1.n; i++) {
         seg x = s1.v[i];
@@ -1488,7 +1491,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
                 char   *cp = lq_strndup(a.b + x.off + p0, p1 - p0);
                 if (!cp)
                     LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);
-                st = normalize(h->norm, cp, p1 - p0, &nb, &nn, err);
+                st = normalize(h->norm, cp, p1 - p0, p0 == 0 && x.first == 2, &nb, &nn, err);
                 free(cp);
                 if (st != LQ_OK)
                     goto done;
@@ -1541,7 +1544,7 @@ lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
             continue;
         }
         const int bl = lead->type == P_BYTELEVEL;
-        if (bl && lead->add_prefix_space && (x.len == 0 || a.b[x.off] != ' ')) {
+        if (bl && lead->add_prefix_space && x.first != 2 && (x.len == 0 || a.b[x.off] != ' ')) {
             int64_t o2 = ar_put(&a, " ", 1);
             if (o2 < 0 || ar_copy(&a, x.off, x.len) < 0)
                 LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", t->path);

@@ -28,18 +28,18 @@ typedef struct lq_tok_map {
 uint64_t lq_tok_hash(const char *s, int64_t len);
 int      lq_tok_map_init(lq_tok_map *m, int64_t expected); /* 0 ok, -1 nomem */
 /* 1 inserted, 0 key already present (value kept), -1 nomem. */
-int      lq_tok_map_put(lq_tok_map *m, const char *s, int32_t len, int32_t val);
-int32_t  lq_tok_map_get(const lq_tok_map *m, const char *s, int64_t len); /* -1 if absent */
-void     lq_tok_map_free(lq_tok_map *m);
+int     lq_tok_map_put(lq_tok_map *m, const char *s, int32_t len, int32_t val);
+int32_t lq_tok_map_get(const lq_tok_map *m, const char *s, int64_t len); /* -1 if absent */
+void    lq_tok_map_free(lq_tok_map *m);
 
 /* Min-heap of merge candidates ordered by (key, pos): key is -score for SentencePiece (best
  * score first) and the merge rank for tokenizers' BPE (lowest rank first); ties go to the
  * leftmost pair in both references. */
 typedef struct lq_tok_cand {
     double  key;
-    int64_t pos;  /* left symbol */
-    int64_t aux;  /* engine-specific staleness data */
-    int32_t id;   /* merged piece */
+    int64_t pos; /* left symbol */
+    int64_t aux; /* engine-specific staleness data */
+    int32_t id;  /* merged piece */
 } lq_tok_cand;
 
 typedef struct lq_tok_heap {
@@ -79,16 +79,23 @@ struct lq_tokenizer {
     lq_tok_hf  *hf;
 };
 
+/* Append the ids of text[len] (no BOS) to out. cont: the text continues an earlier part of one
+ * text (lq_tok_stream): what the tokenizer does at the start of a text (dummy prefix, Prepend
+ * normalizer, Metaspace's "first" and ByteLevel's prefix space on the opening split) is left
+ * out. */
+lq_status lq_tok_encode_part(const lq_tokenizer *t, const char *text, int64_t len, int cont,
+                             lq_tok_ids *out, lq_err *err);
+
 /* Allocate piece/plen/score for n ids (zeroed). */
 lq_status lq_tok_alloc_pieces(lq_tokenizer *t, int64_t n, lq_err *err);
 
 lq_status lq_tok_spm_load(const uint8_t *buf, size_t len, lq_tokenizer *t, lq_err *err);
-lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len,
+lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len, int cont,
                             lq_tok_ids *out, lq_err *err);
 void      lq_tok_spm_free(lq_tok_spm *s);
 
 lq_status lq_tok_hf_load(const char *buf, size_t len, lq_tokenizer *t, lq_err *err);
-lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len,
+lq_status lq_tok_hf_encode(const lq_tokenizer *t, const char *text, int64_t len, int cont,
                            lq_tok_ids *out, lq_err *err);
 void      lq_tok_hf_free(lq_tok_hf *h);
 

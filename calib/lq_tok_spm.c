@@ -676,18 +676,18 @@ static int newline_isolated(const lq_tokenizer *t) {
     return 1;
 }
 
-lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len, lq_tok_ids *out,
-                            lq_err *err) {
+lq_status lq_tok_spm_encode(const lq_tokenizer *t, const char *text, int64_t len, int cont,
+                            lq_tok_ids *out, lq_err *err) {
     const lq_tok_spm *s    = t->spm;
     const int64_t     out0 = out->n;
     if (len <= LQ_SPM_PART || !newline_isolated(t)) {
-        LQ_TRY(encode_part(t, text, len, 1, out, err));
+        LQ_TRY(encode_part(t, text, len, !cont, out, err));
     } else {
         for (int64_t a = 0; a < len;) {
             int64_t     b  = a + LQ_SPM_PART < len ? a + LQ_SPM_PART : len;
             const char *nl = b < len ? memchr(text + b, '\n', (size_t)(len - b)) : NULL;
             b              = nl ? nl - text + 1 : len;
-            LQ_TRY(encode_part(t, text + a, b - a, a == 0, out, err));
+            LQ_TRY(encode_part(t, text + a, b - a, a == 0 && !cont, out, err));
             a = b;
         }
     }

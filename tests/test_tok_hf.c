@@ -27,6 +27,66 @@ static lq_tokenizer *load(const char *data, const char *name) {
     return t;
 }
 
+/* Text made to put the awkward places next to newlines (blank lines before a letter, "\r\n",
+ * runs of spaces and tabs, digits, punctuation, non-ASCII): streamed with small parts it must
+ * give the whole-text ids, refusing the cuts that would change them (GPT-2's "\s+(?!\S)"
+ * keeps all but the last of a run of newlines together: a cut after "\n\n" splits it).
+ * Returns the cuts refused. */
+static int64_t stream_tricky(const lq_tokenizer *t, const char *label) {
+    static const char *frag[] = {
+        "The cat sat.",
+        "\n",
+        "\n\n",
+        " \n \n ",
+        "\r\n",
+        "word",
+        "  ",
+        "\t",
+        "12345",
+        "3.14",
+        "don't",
+        " ",
+        "\n\n\nAnd",
+        "Ünïcödé",
+        "日本語",
+        "\xF0\x9F\x98\x80",
+        "= = Head = =",
+        "\n   x",
+        "                                                                        ",
+        "--",
+    };
+    const int nf  = (int)(sizeof frag / sizeof *frag);
+    char     *txt = malloc(1 << 18);
+    int64_t   len = 0;
+    uint64_t  x   = 0x9E3779B97F4A7C15ull;
+    while (len < (1 << 18) - 128) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const char *f = frag[x % (uint64_t)nf];
+        memcpy(txt + len, f, strlen(f));
+        len += (int64_t)strlen(f);
+    }
+    int32_t *ids = NULL;
+    int64_t  n   = 0;
+    lq_err   err = {0};
+    CHECK_OK(lq_tok_encode(t, txt, len, 0, &ids, &n, &err));
+    lq_tok_stream *s   = NULL;
+    stream_acc     acc = {0};
+    int64_t        rej = 0;
+    for (int64_t part = 300; part <= 3000; part *= 10) {
+        test_stream_same(t, txt, len, 0, part, 97, ids, n, label);
+        acc.n = 0;
+        CHECK_OK(lq_tok_stream_create(t, 0, part, stream_take, &acc, &s, &err));
+        CHECK_OK(lq_tok_stream_push(s, txt, len, &err));
+        CHECK_OK(lq_tok_stream_finish(s, &err));
+        rej += lq_tok_stream_get_stats(s).rejected;
+        lq_tok_stream_free(s);
+    }
+    free(acc.v);
+    free(ids);
+    free(txt);
+    return rej;
+}
+
 static void run(const char *shared, const char *data, const char *file, const char *name,
                 int64_t vocab, int32_t bos) {
     lq_tokenizer *t = load(data, file);
@@ -41,6 +101,9 @@ static void run(const char *shared, const char *data, const char *file, const ch
     snprintf(ref, sizeof ref, "%s/tok/%s_wikitext2.json", data, name);
     test_vectors(t, vec, "tokenizers");
     test_wikitext(t, shared, ref, "tokenizers");
+    const int64_t rej = stream_tricky(t, file);
+    CHECK_MSG(strcmp(name, "bl_gpt2") || rej > 0,
+              "%s: no cut refused on the awkward text: the check sees nothing", file);
     int32_t *ids = NULL;
     int64_t  n   = 0;
     lq_err   err = {0};
@@ -51,12 +114,12 @@ static void run(const char *shared, const char *data, const char *file, const ch
 }
 
 static void rejects(void) {
-    lq_tokenizer *t   = NULL;
-    lq_err        err = {0};
+    lq_tokenizer *t        = NULL;
+    lq_err        err      = {0};
     const char   *bad_json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}";
-    CHECK_EQ_INT(lq_tok_load_memory(bad_json, strlen(bad_json), LQ_TOK_HF_JSON, "cut.json", &t,
-                                    &err),
-                 LQ_ERR_JSON);
+    CHECK_EQ_INT(
+        lq_tok_load_memory(bad_json, strlen(bad_json), LQ_TOK_HF_JSON, "cut.json", &t, &err),
+        LQ_ERR_JSON);
     CHECK(strstr(err.msg, "cut.json") != NULL);
     const char *uni = "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", 0.0]]}}";
     CHECK_EQ_INT(lq_tok_load_memory(uni, strlen(uni), LQ_TOK_HF_JSON, "uni.json", &t, &err),
@@ -72,8 +135,9 @@ static void rejects(void) {
                  LQ_ERR_TOKENIZER_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "BertPreTokenizer") != NULL, "%s", err.msg);
     /* a 3-token BPE without unk: an unknown character is an error naming it, not a crash */
-    const char *tiny = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "
-                       "\"merges\": [\"a b\"]}}";
+    const char *tiny =
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, "
+        "\"merges\": [\"a b\"]}}";
     CHECK_OK(lq_tok_load_memory(tiny, strlen(tiny), LQ_TOK_HF_JSON, "tiny.json", &t, &err));
     if (t) {
         int32_t *ids = NULL;

@@ -5,6 +5,7 @@
  * files, BOS/EOS and the load_dir order. The Llama-2 tokenizer.model comes from LQ_SHARED and
  * is skipped (not failed) when absent. */
 #include "lq_test.h"
+#include "lq_test_tok.h"
 #include "lq_gguf.h"
 #include "lq_tok.h"
 
@@ -93,7 +94,8 @@ static int encode_mode(const char *tok, const char *cases) {
 
 /* The ids of a whole text file with a checkpoint's tokenizer (directory or .gguf) or a tokenizer
  * file, BOS as the tokenizer adds it, one per line: what the oracle scripts compare with
- * llama.cpp / tokenizers / sentencepiece. */
+ * llama.cpp / tokenizers / sentencepiece. The ids printed are the streamed ones (lq_tok_stream
+ * in parts of 4 KiB, what `llmquant ppl` does), and they must equal the whole-text encode's. */
 static int ids_mode(const char *model, const char *text) {
     lq_source    *src = NULL;
     lq_tokenizer *t   = NULL;
@@ -110,8 +112,28 @@ static int ids_mode(const char *model, const char *text) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
-    for (int64_t i = 0; i < nid; i++)
-        printf("%d\n", ids[i]);
+    stream_acc     acc = {0};
+    lq_tok_stream *st  = NULL;
+    if (lq_tok_stream_create(t, lq_tok_adds_bos(t), 4096, stream_take, &acc, &st, &e) != LQ_OK ||
+        lq_tok_stream_push(st, b, n, &e) != LQ_OK || lq_tok_stream_finish(st, &e) != LQ_OK) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    int64_t at = 0;
+    while (at < nid && at < acc.n && acc.v[at] == ids[at])
+        at++;
+    if (acc.n != nid || at != nid) {
+        fprintf(stderr, "%s: streamed %lld ids, whole text %lld, first difference at %lld\n", text,
+                (long long)acc.n, (long long)nid, (long long)at);
+        return 1;
+    }
+    const lq_tok_stream_stats ss = lq_tok_stream_get_stats(st);
+    fprintf(stderr, "%s: streamed in %lld parts (%lld of %lld cuts refused), ids identical\n", text,
+            (long long)ss.parts, (long long)ss.rejected, (long long)ss.checks);
+    for (int64_t i = 0; i < acc.n; i++)
+        printf("%d\n", acc.v[i]);
+    lq_tok_stream_free(st);
+    free(acc.v);
     free(ids);
     free(b);
     lq_tok_free(t);
@@ -338,6 +360,27 @@ static void test_dir_order(void) {
  * (scripts/make_demo_model.py): both must give the same ids, token for token, on the demo text
  * (shipped) and on WikiText-2 (shared data, when present). The two go through different
  * encoders: SentencePiece BPE over the model proto, and llama2.c's merge loop. */
+/* The streamed ids (llmquant ppl) equal the whole-text ids on WikiText-2 for tokenizer t (its
+ * layout: Metaspace, Prepend, ByteLevel with and without BOS ...). */
+static void stream_wiki(const lq_tokenizer *t, const char *shared, const char *label) {
+    char p[2200];
+    snprintf(p, sizeof p, "%s/data/wikitext2/wikitext2_test_hf_join.txt", shared ? shared : ".");
+    if (!shared || !lq_file_exists(p)) {
+        printf("SKIP part: %s not found (streamed %s)\n", p, label);
+        return;
+    }
+    char    *buf = NULL;
+    int64_t  len = 0, n = 0;
+    int32_t *ids = NULL;
+    lq_err   e   = {0};
+    CHECK_OK(lq_read_file(p, 1 << 26, &buf, &len, &e));
+    CHECK_OK(lq_tok_encode(t, buf, len, 1, &ids, &n, &e));
+    test_stream_same(t, buf, len, 1, 4096, 1000, ids, n, label);
+    test_stream_same(t, buf, len, 1, 700, 333, ids, n, label);
+    free(ids);
+    free(buf);
+}
+
 static void test_demo_tokenizer(const char *shared) {
     const char *src = getenv("LQ_SRC");
     char        dir[2200], bin[2300], text[2300];
@@ -407,6 +450,10 @@ static void test_demo_tokenizer(const char *shared) {
         CHECK_MSG(na == nb && first < 0 && na > 1000,
                   "%s: tokenizer.model %lld ids, tok512.bin %lld ids, first difference at %lld",
                   text, (long long)na, (long long)nb, (long long)first);
+        if (f == 1 || f == 2) { /* streamed (llmquant ppl): the same ids */
+            test_stream_same(a, buf, len, 1, 4096, 1000, ia, na, "tokenizer.model");
+            test_stream_same(b, buf, len, 1, 4096, 1000, ia, na, "tok512.bin");
+        }
         free(ia);
         free(ib);
         free(buf);
@@ -452,8 +499,10 @@ int main(int argc, char **argv) {
         printf("SKIP part: %s not found\n", p);
     }
     lq_tokenizer *t = load("small_spm.model", LQ_TOK_SPM, NULL);
-    if (t)
+    if (t) {
         check_vectors(t, "small_spm", c, nc);
+        stream_wiki(t, shared, "small_spm.model");
+    }
     lq_tok_free(t);
 
     t = load("llama2_hf.json", LQ_TOK_HF_JSON, NULL);
@@ -463,13 +512,16 @@ int main(int argc, char **argv) {
         CHECK_EQ_INT(lq_tok_bos_id(t), 1);
         CHECK_EQ_INT(lq_tok_eos_id(t), 2);
         check_vectors(t, "llama2_hf", c, nc);
+        stream_wiki(t, shared, "llama2_hf.json");
     }
     lq_tok_free(t);
     char *meta = metaspace_json();
     CHECK(meta != NULL);
     t = meta ? load("llama2_hf.json", LQ_TOK_HF_JSON, meta) : NULL;
-    if (t)
+    if (t) {
         check_vectors(t, "llama2_meta", c, nc);
+        stream_wiki(t, shared, "llama2_hf.json with Metaspace");
+    }
     lq_tok_free(t);
     free(meta);
 
@@ -478,6 +530,7 @@ int main(int argc, char **argv) {
         CHECK_EQ_INT(lq_tok_adds_bos(t), 0);
         CHECK(lq_tok_eos_id(t) >= 0);
         check_vectors(t, "gpt2style", c, nc);
+        stream_wiki(t, shared, "gpt2style.json");
     }
     lq_tok_free(t);
     t = load("qwenstyle.json", LQ_TOK_HF_JSON, NULL);
@@ -485,6 +538,7 @@ int main(int argc, char **argv) {
         CHECK_EQ_INT(lq_tok_adds_bos(t), 1);
         CHECK_EQ_INT(lq_tok_bos_id(t), 0);
         check_vectors(t, "qwenstyle", c, nc);
+        stream_wiki(t, shared, "qwenstyle.json");
     }
     lq_tok_free(t);
 

@@ -23,6 +23,34 @@ static void encode_check(const lq_tokenizer *t, const char *s, size_t n) {
     free(ids);
 }
 
+static lq_status take(void *user, const int32_t *ids, int64_t n, lq_err *err) {
+    const int64_t *vocab = user;
+    (void)err;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= *vocab)
+            abort();
+    return LQ_OK;
+}
+
+/* The streaming encoder (what ppl uses) with parts small enough to cut a short input: ids in
+ * range, an error only with a message. Whether they equal the whole-text ids is the tests'
+ * (real tokenizers, tests/lq_test_tok.h): a crafted tokenizer can reach past any window. */
+static void stream_check(const lq_tokenizer *t, const char *s, size_t n) {
+    lq_err         err   = {0};
+    lq_tok_stream *st    = NULL;
+    int64_t        vocab = lq_tok_vocab_size(t);
+    if (lq_tok_stream_create(t, 1, 64, take, &vocab, &st, &err) != LQ_OK)
+        abort();
+    lq_status rc = LQ_OK;
+    for (size_t i = 0; i < n && rc == LQ_OK; i += 7)
+        rc = lq_tok_stream_push(st, s + i, (int64_t)(n - i < 7 ? n - i : 7), &err);
+    if (rc == LQ_OK)
+        rc = lq_tok_stream_finish(st, &err);
+    if (rc != LQ_OK && !err.msg[0])
+        abort();
+    lq_tok_stream_free(st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1)
         return 0;
@@ -38,6 +66,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char text[] = "Hello  world\n\n caf\xc3\xa9 \xf0\x9f\xa4\x97 <s> 123 \xff\xfe x";
     encode_check(t, text, sizeof text - 1);
     encode_check(t, (const char *)data, size > 512 ? 512 : size);
+    static const char lines[] = "one line\ntwo  lines\n\nthree\r\nfour \xc3\xa9\n  five\n"
+                                "six six six six six six six six\nseven\n\n\neight 8 88 888\n";
+    stream_check(t, lines, sizeof lines - 1);
+    stream_check(t, (const char *)data, size > 512 ? 512 : size);
     lq_tok_free(t);
     return 0;
 }
