@@ -30,6 +30,14 @@ typedef struct reader {
     int64_t line_len, line_cap;
     int64_t lineno; /* number of the line being assembled (1-based) */
     int64_t ndocs;
+
+    /* streaming (lq_text_stream_file): out is handed to sink in pieces and emptied */
+    lq_text_sink_fn sink;
+    void           *user;
+    int64_t         piece;     /* hand out once this much is buffered */
+    int64_t         flushed;   /* bytes handed out */
+    int64_t         lines_out; /* newlines in them */
+    int             bom_done, seen_text, stopped;
 } reader;
 
 static lq_status grow(char **buf, int64_t *cap, int64_t need, const reader *r, lq_err *err) {
@@ -47,12 +55,14 @@ static lq_status grow(char **buf, int64_t *cap, int64_t need, const reader *r, l
     return LQ_OK;
 }
 
+static lq_status flush(reader *r, int final, lq_err *err);
+
 /* Append to the decoded text, honouring the cap (+1 keeps room for the NUL). */
 static lq_status out_append(reader *r, const char *s, int64_t n, lq_err *err) {
     if (r->full)
         return LQ_OK;
-    if (n > r->max - r->len) {
-        n            = r->max - r->len;
+    if (n > r->max - r->flushed - r->len) {
+        n            = r->max - r->flushed - r->len;
         r->full      = 1;
         r->truncated = 1;
     }
@@ -60,7 +70,7 @@ static lq_status out_append(reader *r, const char *s, int64_t n, lq_err *err) {
     memcpy(r->out + r->len, s, (size_t)n);
     r->len += n;
     r->out[r->len] = 0;
-    return LQ_OK;
+    return r->sink && r->len >= r->piece && !r->full ? flush(r, 0, err) : LQ_OK;
 }
 
 /* First invalid byte of s[n] as UTF-8 (strict: no overlongs, surrogates or > U+10FFFF, no
@@ -91,6 +101,61 @@ static int all_space(const char *s, int64_t n) {
         if (!is_space(s[i]))
             return 0;
     return 1;
+}
+
+static int64_t count_nl(const char *s, int64_t n) {
+    int64_t k = 0;
+    for (const char *p = s, *e = s + n; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        k++;
+    return k;
+}
+
+/* Streaming: hand the buffered text to the sink up to its last whole character (all of it when
+ * final), checked as finish() checks a whole text: BOM dropped, UTF-8 validated with the line
+ * and byte of the first bad one. */
+static lq_status flush(reader *r, int final, lq_err *err) {
+    const int plain = !(r->flags & LQ_TEXT_JSONL);
+    if (plain && !r->bom_done) {
+        if (r->len < 3 && !final)
+            return LQ_OK;
+        if (r->len >= 3 && !memcmp(r->out, "\xEF\xBB\xBF", 3)) {
+            memmove(r->out, r->out + 3, (size_t)(r->len - 3));
+            r->len -= 3;
+        }
+        r->bom_done = 1;
+    }
+    int64_t k = r->len;
+    if (!final && k > 0) { /* leave a character the buffer ends inside of for later */
+        int64_t j = k - 1;
+        while (j > 0 && k - j < 4 && ((unsigned char)r->out[j] & 0xC0) == 0x80)
+            j--;
+        const unsigned char lead = (unsigned char)r->out[j];
+        const int           need = lead < 0x80    ? 1
+                                   : lead >= 0xF0 ? 4
+                                   : lead >= 0xE0 ? 3
+                                   : lead >= 0xC0 ? 2
+                                                  : 1;
+        if (j + need > k)
+            k = j;
+    }
+    if (plain) {
+        const int64_t bad = utf8_invalid_at(r->out, k);
+        if (bad >= 0)
+            return lq_fail(err, LQ_ERR_CALIB_FORMAT, "%s:%lld: invalid UTF-8 at byte %lld",
+                           r->label, (long long)(r->lines_out + count_nl(r->out, bad) + 1),
+                           (long long)(r->flushed + bad));
+    }
+    r->seen_text = r->seen_text || !all_space(r->out, k);
+    r->lines_out += count_nl(r->out, k);
+    int stop = 0;
+    if (k > 0)
+        LQ_TRY(r->sink(r->user, r->out, k, &stop, err));
+    r->flushed += k;
+    memmove(r->out, r->out + k, (size_t)(r->len - k));
+    r->len -= k;
+    if (stop)
+        r->full = r->stopped = 1;
+    return LQ_OK;
 }
 
 static lq_status jsonl_line(reader *r, lq_err *err) {
@@ -184,6 +249,8 @@ static lq_status feed(reader *r, const char *s, int64_t n, lq_err *err) {
 static lq_status finish(reader *r, lq_text *out, lq_err *err) {
     if ((r->flags & LQ_TEXT_JSONL) && !r->full && r->line_len > 0)
         LQ_TRY(jsonl_line(r, err));
+    if (r->sink && r->stopped)
+        return LQ_OK;
     if (r->truncated && r->len > 0) {
         /* Drop a character the cap cut in half. */
         int64_t i = r->len - 1, back = 0;
@@ -195,6 +262,15 @@ static lq_status finish(reader *r, lq_text *out, lq_err *err) {
         int need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
         if (i + need > r->len)
             r->len = i;
+    }
+    if (r->sink) {
+        LQ_TRY(flush(r, 1, err));
+        if (!r->seen_text)
+            return lq_fail(err, LQ_ERR_CALIB_EMPTY, "%s: no text (%s)", r->label,
+                           (r->flags & LQ_TEXT_JSONL)
+                               ? (r->ndocs ? "all documents are blank" : "no documents")
+                               : "empty or whitespace only");
+        return LQ_OK;
     }
     if (r->out)
         r->out[r->len] = 0;
@@ -304,29 +380,32 @@ done:
     return st;
 }
 
+/* Reads src through r (set up by the caller) to the end, or until the cap or the sink stops it. */
+static lq_status run_reader(source *src, reader *r, lq_text *out, lq_err *err) {
+    const char *p;
+    size_t      n;
+    LQ_TRY(src_next(src, r->label, &p, &n, err));
+    if ((r->flags & LQ_TEXT_ZSTD) || zstd_magic((const unsigned char *)p, n)) {
+        r->flags |= LQ_TEXT_ZSTD;
+        LQ_TRY(read_zstd(r, src, p, n, err));
+    } else {
+        while (n > 0 && !r->full) {
+            LQ_TRY(feed(r, p, (int64_t)n, err));
+            LQ_TRY(src_next(src, r->label, &p, &n, err));
+        }
+    }
+    return finish(r, out, err);
+}
+
 static lq_status read_source(source *src, unsigned flags, const char *label, int64_t max_bytes,
                              lq_text *out, lq_err *err) {
     memset(out, 0, sizeof *out);
-    reader r = {0};
-    r.label  = label;
-    r.flags  = flags;
-    r.max    = max_bytes > 0 ? max_bytes : LQ_TEXT_DEFAULT_MAX_BYTES;
-    r.lineno = 1;
-    lq_status   st;
-    const char *p;
-    size_t      n;
-    LQ_TRY_GOTO(src_next(src, label, &p, &n, err));
-    if ((flags & LQ_TEXT_ZSTD) || zstd_magic((const unsigned char *)p, n)) {
-        r.flags |= LQ_TEXT_ZSTD;
-        LQ_TRY_GOTO(read_zstd(&r, src, p, n, err));
-    } else {
-        while (n > 0 && !r.full) {
-            LQ_TRY_GOTO(feed(&r, p, (int64_t)n, err));
-            LQ_TRY_GOTO(src_next(src, label, &p, &n, err));
-        }
-    }
-    st = finish(&r, out, err);
-done:
+    reader r     = {0};
+    r.label      = label;
+    r.flags      = flags;
+    r.max        = max_bytes > 0 ? max_bytes : LQ_TEXT_DEFAULT_MAX_BYTES;
+    r.lineno     = 1;
+    lq_status st = run_reader(src, &r, out, err);
     reader_free(&r);
     return st;
 }
@@ -348,8 +427,8 @@ unsigned lq_text_flags_from_path(const char *path) {
     return f;
 }
 
-lq_status lq_text_read_file(const char *path, int64_t max_bytes, lq_text *out, lq_err *err) {
-    memset(out, 0, sizeof *out);
+static lq_status open_text(const char *path, source *src, lq_err *err) {
+    memset(src, 0, sizeof *src);
     FILE *f = fopen(path, "rb");
     if (!f)
         return lq_fail(err, lq_status_from_errno(errno), "%s: %s", path, strerror(errno));
@@ -358,17 +437,74 @@ lq_status lq_text_read_file(const char *path, int64_t max_bytes, lq_text *out, l
         fclose(f);
         return lq_fail(err, LQ_ERR_IO, "%s: is a directory, not a text file", path);
     }
-    source src = {0};
-    src.f      = f;
-    src.buf    = malloc(READ_CHUNK);
-    lq_status st;
-    if (!src.buf)
-        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", path);
-    else
-        st = read_source(&src, lq_text_flags_from_path(path), path, max_bytes, out, err);
-    free(src.buf);
-    fclose(f);
+    src->f   = f;
+    src->buf = malloc(READ_CHUNK);
+    if (!src->buf) {
+        fclose(f);
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+    }
+    return LQ_OK;
+}
+
+static void close_text(source *src) {
+    free(src->buf);
+    if (src->f)
+        fclose(src->f);
+}
+
+lq_status lq_text_read_file(const char *path, int64_t max_bytes, lq_text *out, lq_err *err) {
+    memset(out, 0, sizeof *out);
+    source src;
+    LQ_TRY(open_text(path, &src, err));
+    lq_status st = read_source(&src, lq_text_flags_from_path(path), path, max_bytes, out, err);
+    close_text(&src);
     return st;
+}
+
+static lq_status stream_source(source *src, unsigned flags, const char *label, int64_t max_bytes,
+                               int64_t piece_bytes, lq_text_sink_fn sink, void *user,
+                               lq_text_stream_info *info, lq_err *err) {
+    reader r        = {0};
+    r.label         = label;
+    r.flags         = flags;
+    r.max           = max_bytes > 0 ? max_bytes : INT64_MAX;
+    r.lineno        = 1;
+    r.sink          = sink;
+    r.user          = user;
+    r.piece         = piece_bytes > 0 ? piece_bytes : (int64_t)1 << 20;
+    lq_status st    = run_reader(src, &r, NULL, err);
+    info->len       = r.flushed;
+    info->ndocs     = (r.flags & LQ_TEXT_JSONL) ? r.ndocs : 1;
+    info->truncated = r.truncated;
+    info->stopped   = r.stopped;
+    reader_free(&r);
+    return st;
+}
+
+lq_status lq_text_stream_file(const char *path, int64_t max_bytes, int64_t piece_bytes,
+                              lq_text_sink_fn sink, void *user, lq_text_stream_info *info,
+                              lq_err *err) {
+    memset(info, 0, sizeof *info);
+    LQ_RETURN_IF(!sink, err, LQ_ERR_INVALID_ARG, "lq_text_stream_file: no sink");
+    source src;
+    LQ_TRY(open_text(path, &src, err));
+    lq_status st = stream_source(&src, lq_text_flags_from_path(path), path, max_bytes, piece_bytes,
+                                 sink, user, info, err);
+    close_text(&src);
+    return st;
+}
+
+lq_status lq_text_stream_memory(const void *buf, size_t len, unsigned flags, const char *label,
+                                int64_t max_bytes, int64_t piece_bytes, lq_text_sink_fn sink,
+                                void *user, lq_text_stream_info *info, lq_err *err) {
+    memset(info, 0, sizeof *info);
+    LQ_RETURN_IF(!sink || (!buf && len), err, LQ_ERR_INVALID_ARG,
+                 "lq_text_stream_memory: bad arguments");
+    source src  = {0};
+    src.mem     = buf;
+    src.mem_len = len;
+    return stream_source(&src, flags, label ? label : "<memory>", max_bytes, piece_bytes, sink,
+                         user, info, err);
 }
 
 lq_status lq_text_read_memory(const void *buf, size_t len, unsigned flags, const char *label,

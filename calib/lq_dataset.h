@@ -68,12 +68,35 @@ lq_status lq_text_read_memory(const void *buf, size_t len, unsigned flags, const
 
 void lq_text_free(lq_text *t);
 
+/* Streaming read: the text lq_text_read_file would return, handed to sink in order in pieces of
+ * whole UTF-8 characters as it is decoded (each once piece_bytes are buffered, 0: 1 MiB; a
+ * piece is at most that plus one decoded input block of 128 KiB, or one .jsonl document), with the
+ * same checks and errors (a bad byte is found before the piece holding it is handed out, so a sink
+ * may have seen earlier pieces of a text that then fails). max_bytes > 0 caps the text as
+ * there; 0: no cap. The sink sets *stop to end the reading early (not an error); its error
+ * ends it and is returned. Memory: a piece plus the reader's buffers, whatever the input. */
+typedef lq_status (*lq_text_sink_fn)(void *user, const char *text, int64_t len, int *stop,
+                                     lq_err *err);
+typedef struct lq_text_stream_info {
+    int64_t len; /* bytes handed out */
+    int64_t ndocs;
+    int     truncated; /* max_bytes cut the text */
+    int     stopped;   /* the sink stopped the reading */
+} lq_text_stream_info;
+lq_status lq_text_stream_file(const char *path, int64_t max_bytes, int64_t piece_bytes,
+                              lq_text_sink_fn sink, void *user, lq_text_stream_info *info,
+                              lq_err *err);
+/* Same from a buffer (lq_text_read_memory's flags and label). Used by the fuzzer. */
+lq_status lq_text_stream_memory(const void *buf, size_t len, unsigned flags, const char *label,
+                                int64_t max_bytes, int64_t piece_bytes, lq_text_sink_fn sink,
+                                void *user, lq_text_stream_info *info, lq_err *err);
+
 /* ---------------------------------------------------------------------------------------- */
 typedef struct lq_windows {
-    int32_t *ids;      /* [nsamples, seqlen] row-major token ids, malloc'd; owned */
-    int64_t *offsets;  /* [nsamples] start of each window in the token stream; owned */
+    int32_t *ids;     /* [nsamples, seqlen] row-major token ids, malloc'd; owned */
+    int64_t *offsets; /* [nsamples] start of each window in the token stream; owned */
     int64_t  nsamples;
-    int64_t  seqlen;   /* after shortening to max_pos */
+    int64_t  seqlen;         /* after shortening to max_pos */
     int64_t  text_bytes;     /* lq_calib_windows: bytes of text the windows come from */
     int      text_truncated; /* ... which is the start of a longer text (see the budget) */
 } lq_windows;

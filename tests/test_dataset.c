@@ -45,17 +45,66 @@ static size_t compress_buf(const void *src, size_t n, int level, void **out) {
     return z;
 }
 
-/* Read a file written under g_tmp; returns the status, fills t and err. */
+typedef struct sink_acc {
+    char   *v;
+    int64_t n, calls, stop_after;
+} sink_acc;
+
+static lq_status sink_take(void *user, const char *s, int64_t n, int *stop, lq_err *err) {
+    sink_acc *a  = user;
+    char     *nv = realloc(a->v, (size_t)(a->n + n + 1));
+    if (!nv)
+        return lq_fail(err, LQ_ERR_NOMEM, "test: out of memory");
+    a->v = nv;
+    memcpy(a->v + a->n, s, (size_t)n);
+    a->n += n;
+    *stop = ++a->calls == a->stop_after;
+    return LQ_OK;
+}
+
+/* Read a file written under g_tmp; returns the status, fills t and err. Every read is also
+ * streamed (lq_text_stream_file, pieces of 1 and 5 bytes): the same status and message, and
+ * the pieces join to the same text. */
 static lq_status rd(const char *name, int64_t max, lq_text *t, lq_err *e) {
     char p[4096];
     path_of(p, sizeof p, name);
-    return lq_text_read_file(p, max, t, e);
+    const lq_status st = lq_text_read_file(p, max, t, e);
+    for (int piece = 1; piece <= 5; piece += 4) {
+        sink_acc            a    = {0};
+        lq_err              e2   = {0};
+        lq_text_stream_info info = {0};
+        const lq_status s2 = lq_text_stream_file(p, max ? max : LQ_TEXT_DEFAULT_MAX_BYTES, piece,
+                                                 sink_take, &a, &info, &e2);
+        CHECK_MSG(s2 == st, "%s: streamed (pieces of %d): status %d \"%s\", read whole %d \"%s\"",
+                  name, piece, s2, e2.msg, st, e->msg);
+        if (st != LQ_OK)
+            CHECK_MSG(!strcmp(e->msg, e2.msg), "%s: streamed: \"%s\", whole: \"%s\"", name, e2.msg,
+                      e->msg);
+        if (st == LQ_OK && s2 == LQ_OK)
+            CHECK_MSG(a.n == t->len && !memcmp(a.v, t->data, (size_t)a.n) && info.len == t->len &&
+                          info.ndocs == t->ndocs && info.truncated == t->truncated && !info.stopped,
+                      "%s: streamed (pieces of %d): %lld bytes, read whole %lld", name, piece,
+                      (long long)a.n, (long long)t->len);
+        free(a.v);
+    }
+    if (st == LQ_OK && t->len > 16) { /* the sink stops the reading after its first piece */
+        sink_acc            a    = {.stop_after = 1};
+        lq_err              e2   = {0};
+        lq_text_stream_info info = {0};
+        CHECK_OK(lq_text_stream_file(p, max, 4, sink_take, &a, &info, &e2));
+        CHECK_MSG(info.stopped && a.calls == 1 && a.n >= 1 && a.n <= t->len &&
+                      !memcmp(a.v, t->data, (size_t)a.n),
+                  "%s: stopped stream: %lld calls, %lld bytes", name, (long long)a.calls,
+                  (long long)a.n);
+        free(a.v);
+    }
+    return st;
 }
 
 static void expect_text(const char *name, const char *content, const char *want, int64_t ndocs) {
     write_file(name, content, strlen(content));
-    lq_text t = {0};
-    lq_err  e = {0};
+    lq_text   t = {0};
+    lq_err    e = {0};
     lq_status s = rd(name, 0, &t, &e);
     CHECK_MSG(s == LQ_OK, "%s: status %d: %s", name, s, e.msg);
     if (s == LQ_OK) {
@@ -72,8 +121,8 @@ static void expect_text(const char *name, const char *content, const char *want,
 static void expect_fail(const char *name, const void *content, size_t n, lq_status code,
                         const char *needle) {
     write_file(name, content, n);
-    lq_text t = {0};
-    lq_err  e = {0};
+    lq_text   t = {0};
+    lq_err    e = {0};
     lq_status s = rd(name, 0, &t, &e);
     CHECK_MSG(s == code, "%s: status %d (%s), want %d", name, s, e.msg, code);
     CHECK_MSG(e.code == code, "%s: err.code %d", name, e.code);
@@ -104,13 +153,15 @@ static void test_txt_jsonl(void) {
     const char *num = "{\"text\":5}\n";
     expect_fail("num.jsonl", num, strlen(num), LQ_ERR_CALIB_FORMAT, "num.jsonl:1: no \"text\"");
     const char *arr = "{\"text\":\"a\"}\n[\"text\"]\n";
-    expect_fail("arr.jsonl", arr, strlen(arr), LQ_ERR_CALIB_FORMAT, "arr.jsonl:2: not a JSON "
-                                                                    "object");
+    expect_fail("arr.jsonl", arr, strlen(arr), LQ_ERR_CALIB_FORMAT,
+                "arr.jsonl:2: not a JSON "
+                "object");
     const char *trail = "{\"text\":\"a\"} {\"text\":\"b\"}\n";
     expect_fail("trail.jsonl", trail, strlen(trail), LQ_ERR_CALIB_FORMAT, "trail.jsonl:1:");
     const char *u8j = "{\"text\":\"a\"}\n\n{\"text\":\"b\"}\n{\"text\":\"\xC3\x28\"}\n";
-    expect_fail("utf8.jsonl", u8j, strlen(u8j), LQ_ERR_CALIB_FORMAT, "utf8.jsonl:4: invalid "
-                                                                     "UTF-8");
+    expect_fail("utf8.jsonl", u8j, strlen(u8j), LQ_ERR_CALIB_FORMAT,
+                "utf8.jsonl:4: invalid "
+                "UTF-8");
     const char *sur = "{\"text\":\"\\ud800\"}\n";
     expect_fail("surrogate.jsonl", sur, strlen(sur), LQ_ERR_CALIB_FORMAT, "surrogate.jsonl:1:");
     const char *u8t = "fine line\n\xE2\x82 broken euro\n";
@@ -251,7 +302,7 @@ static void test_wikitext(const char *shared) {
     cJSON  *arr  = cJSON_CreateArray();
     int64_t ndoc = 0;
     size_t  jcap = (size_t)t.len * 2 + 1024, jlen = 0;
-    char   *jl   = malloc(jcap);
+    char   *jl = malloc(jcap);
     for (const char *s = t.data;;) {
         const char *sep = strstr(s, "\n\n");
         size_t      n   = sep ? (size_t)(sep - s) : strlen(s);
@@ -260,8 +311,8 @@ static void test_wikitext(const char *shared) {
         doc[n]   = 0;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "text", doc);
-        char *line = cJSON_PrintUnformatted(o);
-        size_t ll  = strlen(line);
+        char  *line = cJSON_PrintUnformatted(o);
+        size_t ll   = strlen(line);
         if (jlen + ll + 2 > jcap) {
             jcap = (jlen + ll + 2) * 2;
             jl   = realloc(jl, jcap);
@@ -414,11 +465,10 @@ static void test_builtin(const char *shared) {
     CHECK_OK(lq_text_read_builtin(0, &t, &e));
     CHECK_MSG(t.len > 1000000, "built-in corpus: %lld bytes", (long long)t.len);
     CHECK(t.data && strstr(t.data, " = Robert Boulter = ") == NULL); /* the test split's first */
-    CHECK(t.data && strstr(t.data, "def ") && strstr(t.data, "#include"));   /* Python and C */
-    CHECK(t.data && strstr(t.data, "grep") && strstr(t.data, "\xd0"));      /* manuals, Cyrillic */
-    CHECK(lq_calib_is_builtin(NULL) && lq_calib_is_builtin("") &&
-          lq_calib_is_builtin("builtin") && lq_calib_is_builtin(LQ_CALIB_BUILTIN) &&
-          !lq_calib_is_builtin("./builtin"));
+    CHECK(t.data && strstr(t.data, "def ") && strstr(t.data, "#include")); /* Python and C */
+    CHECK(t.data && strstr(t.data, "grep") && strstr(t.data, "\xd0"));     /* manuals, Cyrillic */
+    CHECK(lq_calib_is_builtin(NULL) && lq_calib_is_builtin("") && lq_calib_is_builtin("builtin") &&
+          lq_calib_is_builtin(LQ_CALIB_BUILTIN) && !lq_calib_is_builtin("./builtin"));
     char p[4096];
     snprintf(p, sizeof p, "%s/tokenizers/llama2/tokenizer.model", shared ? shared : "");
     lq_tokenizer *tok = NULL;
