@@ -255,7 +255,7 @@ static void log_line(cli_ctx *c, const lq_progress *p) {
                 (int)(100.0 * (double)p->step / (double)p->total + 1e-9), el, eta,
                 p->detail && *p->detail ? "  " : "", p->detail ? p->detail : "");
     else
-        fprintf(stderr, CLI_PROG ": %s, elapsed %s%s%s\n", phase, el,
+        fprintf(stderr, CLI_PROG ": %s %lld, elapsed %s%s%s\n", phase, (long long)p->step, el,
                 p->detail && *p->detail ? "  " : "", p->detail ? p->detail : "");
     fflush(stderr);
 }

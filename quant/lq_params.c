@@ -59,8 +59,9 @@ static const lq_param_info k_params[] = {
     {"seqlen", LQ_PT_INT, "2048", 2, 1 << 20, CAL, NULL,
      "tokens per calibration window (shortened to the model's context)"},
     {"seed", LQ_PT_INT, "0", 0, 4294967295.0, CAL, NULL, "seed for window sampling"},
-    {"max_memory", LQ_PT_SIZE, "", 0, 1e18, CAL, NULL,
-     "memory budget; activations spill to disk (zstd) above it"},
+    {"max_memory", LQ_PT_SIZE, "", 0, 1e18, "ppl," CAL, NULL,
+     "memory budget; activations spill to disk (zstd) above it (ppl: text part and "
+     "activations)"},
     {"cache_dir", LQ_PT_STR, "", 0, 0, CAL, NULL,
      "reuse tokenized calibration windows and FP layer inputs across runs (batch cache)"},
     {"job_tag", LQ_PT_STR, "", 0, 0, ALLQ, NULL,

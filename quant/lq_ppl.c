@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const k_protocols[LQ_PPL_PROTOCOL_COUNT] = {"gptq", "llamacpp", "docs"};
@@ -65,12 +66,13 @@ static lq_status progress(ppl_run *r, const char *detail) {
                          .step      = r->windows_done,
                          .total     = r->windows_total,
                          .elapsed_s = el,
-                         .eta_s =
-                         done > 0 ? el / done * (double)(r->windows_total - r->windows_done) : -1.0,
-                         .detail = detail};
+                         .eta_s     = done > 0 && r->windows_total > 0
+                                          ? el / done * (double)(r->windows_total - r->windows_done)
+                                          : -1.0,
+                         .detail    = detail};
     if (cb->progress(&p, cb->user))
-        LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "perplexity: cancelled after %lld of %lld windows",
-                (long long)r->windows_done, (long long)r->windows_total);
+        LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "perplexity: cancelled after %lld windows",
+                (long long)r->windows_done);
     return LQ_OK;
 }
 
@@ -199,6 +201,121 @@ static int64_t batch_windows(const ppl_run *r, int64_t L) {
     return nb < 1 ? 1 : nb;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Windows as the ids arrive: gptq / llamacpp windows are collected into a buffer of whole      */
+/* windows and run a batch at a time, so the ids of a text never need to be held at once.        */
+/* ---------------------------------------------------------------------------------------- */
+typedef struct win_feed {
+    ppl_run              r;
+    int                  started; /* r initialised */
+    int64_t              ctx, need, first, nb, max_windows;
+    int32_t              bos; /* llamacpp: over each window's first id; -1 none */
+    int32_t             *buf; /* [cap] ids of whole windows not run yet */
+    int64_t              nbuf, cap;
+    int64_t              seen;      /* ids received */
+    int64_t              est_total; /* windows expected, for progress (0 unknown) */
+    const lq_tok_stream *ts;        /* the ids' source, and the size of its text, to estimate it */
+    int64_t              file_bytes;
+    int                  full; /* max_windows reached: the rest of the text is not needed */
+} win_feed;
+
+static lq_status feed_init(win_feed *f, lq_model *m, const lq_ppl_opts *o, const lq_ppl_exec *ex,
+                           lq_err *err) {
+    memset(f, 0, sizeof *f);
+    const int p = o ? o->protocol : LQ_PPL_GPTQ;
+    LQ_RETURN_IF(p != LQ_PPL_GPTQ && p != LQ_PPL_LLAMACPP, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: protocol %s does not window a token stream (gptq, llamacpp)",
+                 lq_ppl_protocol_name(p));
+    f->ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, p);
+    LQ_RETURN_IF(f->ctx < 2 || f->ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)f->ctx, (long long)m->cfg.max_position_embeddings);
+    f->need             = p == LQ_PPL_LLAMACPP ? 2 * f->ctx : f->ctx;
+    f->first            = p == LQ_PPL_LLAMACPP ? f->ctx / 2 : 0;
+    f->bos              = p == LQ_PPL_LLAMACPP && o && o->bos >= 0 ? o->bos : -1;
+    f->max_windows      = o && o->max_windows > 0 ? o->max_windows : 0;
+    const int64_t total = f->max_windows ? f->max_windows * f->ctx : (int64_t)1 << 40;
+    LQ_TRY(run_init(&f->r, m, o, ex, f->ctx, total, f->max_windows, err));
+    f->started = 1;
+    f->nb      = batch_windows(&f->r, f->ctx);
+    /* whole windows only; room for the `need` ids that must be seen before anything runs */
+    const int64_t wins = f->nb > f->need / f->ctx ? f->nb : f->need / f->ctx;
+    f->cap             = wins * f->ctx;
+    f->buf             = lq_malloc_n(f->cap, sizeof(int32_t));
+    LQ_RETURN_IF(!f->buf, err, LQ_ERR_NOMEM, "perplexity: out of memory for %lld token ids",
+                 (long long)f->cap);
+    return LQ_OK;
+}
+
+/* Run the whole windows buffered (at most max_windows in all), nb at a time. */
+static lq_status feed_run(win_feed *f) {
+    if (f->ts && f->file_bytes > 0) { /* ids so far per byte of text encoded */
+        const lq_tok_stream_stats st = lq_tok_stream_get_stats(f->ts);
+        if (st.text_bytes > 0)
+            f->est_total = (int64_t)((double)st.ids * (double)f->file_bytes /
+                                     (double)st.text_bytes / (double)f->ctx);
+    }
+    int64_t w = f->nbuf / f->ctx;
+    if (f->max_windows && w > f->max_windows - f->r.windows_done)
+        w = f->max_windows - f->r.windows_done;
+    if (f->est_total > 0 || f->max_windows)
+        f->r.windows_total = f->max_windows                         ? f->max_windows
+                             : f->est_total > f->r.windows_done + w ? f->est_total
+                                                                    : f->r.windows_done + w;
+    for (int64_t w0 = 0; w0 < w; w0 += f->nb) {
+        const int64_t k   = w - w0 < f->nb ? w - w0 : f->nb;
+        int32_t      *win = f->buf + w0 * f->ctx;
+        if (f->bos >= 0) /* llama-perplexity: tokens[batch_start] = BOS in every chunk */
+            for (int64_t i = 0; i < k; i++)
+                win[i * f->ctx] = f->bos;
+        LQ_TRY(run_batch(&f->r, win, k, f->ctx, f->first));
+    }
+    f->full            = f->max_windows && f->r.windows_done >= f->max_windows;
+    const int64_t used = (f->nbuf / f->ctx) * f->ctx;
+    memmove(f->buf, f->buf + used, (size_t)(f->nbuf - used) * sizeof *f->buf);
+    f->nbuf -= used;
+    return LQ_OK;
+}
+
+static lq_status feed_ids(void *user, const int32_t *ids, int64_t n, lq_err *err) {
+    win_feed *f = user;
+    (void)err;
+    for (int64_t i = 0; i < n && !f->full;) {
+        const int64_t k = n - i < f->cap - f->nbuf ? n - i : f->cap - f->nbuf;
+        memcpy(f->buf + f->nbuf, ids + i, (size_t)k * sizeof *ids);
+        f->nbuf += k;
+        f->seen += k;
+        i += k;
+        if (f->nbuf == f->cap) /* cap >= need: a full buffer has seen enough to run */
+            LQ_TRY(feed_run(f));
+    }
+    return LQ_OK;
+}
+
+/* The end of the stream: the text's last whole windows, the tail dropped. */
+static lq_status feed_finish(win_feed *f, lq_ppl_result *res, lq_err *err) {
+    const int p = f->first ? LQ_PPL_LLAMACPP : LQ_PPL_GPTQ;
+    LQ_RETURN_IF(f->seen < f->need && !f->r.windows_done, err, LQ_ERR_CALIB_EMPTY,
+                 "perplexity: the text has %lld tokens; the %s protocol with ctx %lld needs at "
+                 "least %lld",
+                 (long long)f->seen, lq_ppl_protocol_name(p), (long long)f->ctx,
+                 (long long)f->need);
+    if (!f->full) {
+        f->est_total       = 0;
+        int64_t w          = f->r.windows_done + f->nbuf / f->ctx;
+        f->r.windows_total = f->max_windows && f->max_windows < w ? f->max_windows : w;
+        LQ_TRY(feed_run(f));
+    }
+    run_result(&f->r, f->ctx, f->seen, res);
+    return LQ_OK;
+}
+
+static void feed_free(win_feed *f) {
+    if (f->started)
+        run_free(&f->r);
+    free(f->buf);
+}
+
 lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
                         lq_ppl_result *res, lq_err *err) {
     return lq_ppl_tokens_ex(m, ids, n, o, NULL, res, err);
@@ -207,47 +324,13 @@ lq_status lq_ppl_tokens(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl
 lq_status lq_ppl_tokens_ex(lq_model *m, const int32_t *ids, int64_t n, const lq_ppl_opts *o,
                            const lq_ppl_exec *ex, lq_ppl_result *res, lq_err *err) {
     memset(res, 0, sizeof *res);
-    const int p = o ? o->protocol : LQ_PPL_GPTQ;
-    LQ_RETURN_IF(p != LQ_PPL_GPTQ && p != LQ_PPL_LLAMACPP, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: protocol %s does not window a token stream (gptq, llamacpp)",
-                 lq_ppl_protocol_name(p));
-    const int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, p);
-    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
-                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
-    const int64_t need = p == LQ_PPL_LLAMACPP ? 2 * ctx : ctx;
-    LQ_RETURN_IF(n < need, err, LQ_ERR_CALIB_EMPTY,
-                 "perplexity: the text has %lld tokens; the %s protocol with ctx %lld needs at "
-                 "least %lld",
-                 (long long)n, lq_ppl_protocol_name(p), (long long)ctx, (long long)need);
-    int64_t nwin = n / ctx;
-    if (o && o->max_windows > 0 && o->max_windows < nwin)
-        nwin = o->max_windows;
-    const int64_t first = p == LQ_PPL_LLAMACPP ? ctx / 2 : 0;
-    const int     bos   = p == LQ_PPL_LLAMACPP && o && o->bos >= 0;
-    ppl_run       r;
-    int32_t      *buf = NULL;
-    lq_status     st  = run_init(&r, m, o, ex, ctx, nwin * ctx, nwin, err);
-    if (st == LQ_OK) {
-        const int64_t nb = batch_windows(&r, ctx);
-        if (bos && !(buf = lq_malloc_n(nb * ctx, sizeof(int32_t))))
-            st = lq_fail(err, LQ_ERR_NOMEM, "perplexity: out of memory");
-        for (int64_t w0 = 0; st == LQ_OK && w0 < nwin; w0 += nb) {
-            const int64_t  k   = nwin - w0 < nb ? nwin - w0 : nb;
-            const int32_t *win = ids + w0 * ctx;
-            if (bos) { /* llama-perplexity: tokens[batch_start] = BOS in every chunk */
-                memcpy(buf, win, (size_t)(k * ctx) * sizeof(int32_t));
-                for (int64_t i = 0; i < k; i++)
-                    buf[i * ctx] = o->bos;
-                win = buf;
-            }
-            st = run_batch(&r, win, k, ctx, first);
-        }
-    }
+    win_feed  f;
+    lq_status st = feed_init(&f, m, o, ex, err);
     if (st == LQ_OK)
-        run_result(&r, ctx, n, res);
-    free(buf);
-    run_free(&r);
+        st = feed_ids(&f, ids, n, err);
+    if (st == LQ_OK)
+        st = feed_finish(&f, res, err);
+    feed_free(&f);
     return st;
 }
 
@@ -256,11 +339,15 @@ lq_status lq_ppl_sequences(lq_model *m, const int32_t *ids, const int64_t *off, 
     return lq_ppl_sequences_ex(m, ids, off, nseq, o, NULL, res, err);
 }
 
+static int64_t docs_ctx(const lq_model *m, const lq_ppl_opts *o) {
+    return o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_DOCS);
+}
+
 lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *off, int64_t nseq,
                               const lq_ppl_opts *o, const lq_ppl_exec *ex, lq_ppl_result *res,
                               lq_err *err) {
     memset(res, 0, sizeof *res);
-    int64_t ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, LQ_PPL_DOCS);
+    int64_t ctx = docs_ctx(m, o);
     LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
                  "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
                  (long long)ctx, (long long)m->cfg.max_position_embeddings);
@@ -293,62 +380,132 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
 /* Public job                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* docs protocol: split at sep, strip (Python str.strip whitespace), encode [BOS +] doc. */
-static lq_status encode_docs(const lq_tokenizer *tok, const char *text, int64_t len,
-                             const char *sep, int32_t **ids_out, int64_t **off_out, int64_t *ndocs,
-                             lq_err *err) {
-    const size_t sl  = strlen(sep);
-    int64_t      cap = 1024, n = 0, nd = 0, ocap = 64;
-    int32_t     *ids = malloc((size_t)cap * sizeof *ids);
-    int64_t     *off = malloc((size_t)ocap * sizeof *off);
-    lq_status    st  = LQ_OK;
-    if (!ids || !off)
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
-    off[0]        = 0;
-    const char *p = text, *end = text + len;
-    while (p <= end) {
-        const char *q = sl ? strstr(p, sep) : NULL;
-        if (!q || q > end)
-            q = end;
-        const char *a = p, *b = q;
-        while (a < b && strchr(" \t\n\r\f\v", *a))
-            a++;
-        while (b > a && strchr(" \t\n\r\f\v", b[-1]))
-            b--;
-        if (b > a) {
-            int32_t *t  = NULL;
-            int64_t  nt = 0;
-            LQ_TRY_GOTO(lq_tok_encode(tok, a, b - a, lq_tok_adds_bos(tok), &t, &nt, err));
-            while (n + nt > cap)
-                cap *= 2;
-            while (nd + 2 > ocap)
-                ocap *= 2;
-            int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
-            ids         = ni ? ni : ids;
-            int64_t *no = ni ? realloc(off, (size_t)ocap * sizeof *off) : NULL;
-            off         = no ? no : off;
-            if (!ni || !no) {
-                free(t);
-                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
-            }
-            memcpy(ids + n, t, (size_t)nt * sizeof *t);
-            free(t);
-            n += nt;
-            off[++nd] = n;
-        }
-        if (q == end)
-            break;
-        p = q + sl;
+/* docs protocol as the text arrives: split at sep, each document stripped (Python str.strip
+ * whitespace), encoded as [BOS +] doc, cut to ctx and scored. One document is held at a time. */
+typedef struct doc_feed {
+    ppl_run             r;
+    int                 started;
+    const lq_tokenizer *tok;
+    const char         *sep, *label;
+    int64_t             sl, ctx;
+    char               *buf;          /* the document being read */
+    int64_t             n, cap, scan; /* no separator starts before scan */
+    int64_t             docs, used, tokens;
+} doc_feed;
+
+static lq_status doc_init(doc_feed *f, lq_model *m, const lq_tokenizer *tok, const char *sep,
+                          const char *label, const lq_ppl_opts *o, const lq_ppl_exec *ex,
+                          lq_err *err) {
+    memset(f, 0, sizeof *f);
+    f->tok   = tok;
+    f->sep   = sep ? sep : "";
+    f->sl    = (int64_t)strlen(f->sep);
+    f->label = label;
+    f->ctx   = docs_ctx(m, o);
+    LQ_RETURN_IF(f->ctx < 2 || f->ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)f->ctx, (long long)m->cfg.max_position_embeddings);
+    LQ_TRY(run_init(&f->r, m, o, ex, f->ctx, (int64_t)1 << 40, 0, err));
+    f->started = 1;
+    return LQ_OK;
+}
+
+static int is_space_c(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static lq_status doc_score(doc_feed *f, const char *a, const char *b, lq_err *err) {
+    while (a < b && is_space_c(*a))
+        a++;
+    while (b > a && is_space_c(b[-1]))
+        b--;
+    if (b == a)
+        return LQ_OK;
+    int32_t *ids = NULL;
+    int64_t  nt  = 0;
+    LQ_TRY(lq_tok_encode(f->tok, a, b - a, lq_tok_adds_bos(f->tok), &ids, &nt, err));
+    const int64_t L  = nt < f->ctx ? nt : f->ctx;
+    lq_status     st = LQ_OK;
+    f->docs++;
+    f->tokens += nt;
+    if (L >= 2) {
+        f->used++;
+        st = run_batch(&f->r, ids, 1, L, 0);
     }
-done:
-    if (st != LQ_OK) {
-        free(ids);
-        free(off);
-        return st;
+    free(ids);
+    return st;
+}
+
+static lq_status doc_push(doc_feed *f, const char *s, int64_t n, lq_err *err) {
+    LQ_RETURN_IF(f->n + n > LQ_TEXT_MAX_DOC_BYTES + f->sl, err, LQ_ERR_CALIB_FORMAT,
+                 "%s: a document of more than %lld MiB (the docs protocol splits the text at "
+                 "\"%s\")",
+                 f->label, LQ_TEXT_MAX_DOC_BYTES >> 20, f->sep);
+    if (f->n + n + 1 > f->cap) {
+        int64_t nc = f->cap ? f->cap : 1 << 16;
+        while (nc < f->n + n + 1)
+            nc *= 2;
+        char *nb = realloc(f->buf, (size_t)nc);
+        LQ_RETURN_IF(!nb, err, LQ_ERR_NOMEM, "perplexity: out of memory");
+        f->buf = nb;
+        f->cap = nc;
     }
-    *ids_out = ids;
-    *off_out = off;
-    *ndocs   = nd;
+    memcpy(f->buf + f->n, s, (size_t)n);
+    f->n += n;
+    if (!f->sl)
+        return LQ_OK;
+    int64_t from = 0;
+    for (int64_t i = f->scan; i + f->sl <= f->n; i++) {
+        if (f->buf[i] != f->sep[0] || memcmp(f->buf + i, f->sep, (size_t)f->sl))
+            continue;
+        LQ_TRY(doc_score(f, f->buf + from, f->buf + i, err));
+        from = i + f->sl;
+        i    = from - 1;
+    }
+    memmove(f->buf, f->buf + from, (size_t)(f->n - from));
+    f->n -= from;
+    f->scan = f->n - f->sl + 1 > 0 ? f->n - f->sl + 1 : 0;
+    return LQ_OK;
+}
+
+static lq_status doc_finish(doc_feed *f, lq_ppl_result *res, lq_err *err) {
+    f->r.windows_total = f->used + 1; /* the last document, if it scores: progress completes */
+    LQ_TRY(doc_score(f, f->buf, f->buf + f->n, err));
+    LQ_RETURN_IF(f->used == 0, err, LQ_ERR_CALIB_EMPTY,
+                 "perplexity: none of the %lld documents has the 2 tokens needed to score one",
+                 (long long)f->docs);
+    run_result(&f->r, f->ctx, f->tokens, res);
+    return LQ_OK;
+}
+
+static void doc_free(doc_feed *f) {
+    if (f->started)
+        run_free(&f->r);
+    free(f->buf);
+}
+
+/* The text reader's sink: pieces of text into the tokenizer stream (whose ids go to the
+ * window feed) or the document splitter; progress estimated from the file size. */
+typedef struct text_feed {
+    lq_tok_stream *ts;
+    win_feed      *wf;
+    doc_feed      *df;
+    int64_t        file_bytes; /* 0: unknown (compressed) */
+    int64_t        bytes;
+} text_feed;
+
+static lq_status text_sink(void *user, const char *s, int64_t n, int *stop, lq_err *err) {
+    text_feed *t = user;
+    t->bytes += n;
+    if (t->df) {
+        LQ_TRY(doc_push(t->df, s, n, err));
+        if (t->file_bytes > 0)
+            t->df->r.windows_total =
+                (int64_t)((double)t->df->used * (double)t->file_bytes / (double)t->bytes);
+        return LQ_OK;
+    }
+    LQ_TRY(lq_tok_stream_push(t->ts, s, n, err));
+    *stop = t->wf->full;
     return LQ_OK;
 }
 
@@ -383,35 +540,28 @@ static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ..
 lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_file,
                       const lq_params *p, lq_gpu *gpu, const lq_callbacks *cb, lq_ppl_result *r,
                       lq_ppl_text_info *info, lq_err *err) {
-    lq_text     txt = {0};
-    int32_t    *ids = NULL;
-    int64_t    *off = NULL, nid = 0, nd = 0;
     lq_status   st = LQ_OK;
     lq_ppl_opts o  = {0};
     memset(info, 0, sizeof *info);
+    memset(r, 0, sizeof *r);
     LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &o.protocol, err));
-    o.ctx         = lq_params_i64(p, "ctx");
-    o.max_windows = lq_params_i64(p, "chunks");
-    {
-        /* --chunks N needs the text of N windows only: read that much of a longer file (with
-         * the calibration reader's margin of 64 bytes per token), not all of it */
-        int64_t text_max = 0, ctx = o.ctx > 0 ? o.ctx : 2048;
-        if (o.max_windows > 0 && o.protocol != LQ_PPL_DOCS)
-            text_max = lq_calib_text_budget(o.max_windows, ctx, 0);
-        LQ_TRY_GOTO(lq_text_read_file(data_file, text_max, &txt, err));
-        if (txt.truncated && !text_max)
-            log_msg(cb, LQ_LOG_WARN, "%s: only the first %.0f MiB of the text are evaluated",
-                    data_file, (double)txt.len / (1 << 20));
-    }
-    info->text_bytes     = (int64_t)txt.len;
-    info->text_truncated = txt.truncated;
-    o.bos                = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
-    o.cb                 = cb;
-    lq_ppl_exec ex       = {.nthreads = (int)lq_params_i64(p, "threads")};
+    o.ctx          = lq_params_i64(p, "ctx");
+    o.max_windows  = lq_params_i64(p, "chunks");
+    o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
+    o.cb           = cb;
+    lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
     if (gpu) {
         ex.gemm      = lq_gpu_dense_gemm;
         ex.gemm_user = gpu;
     }
+    /* --max-memory: the text is tokenized a 64th of it at a time (tokenizing costs up to ~40
+     * bytes per text byte), between 64 KiB and 8 MiB; streamed layers get a quarter for their
+     * activations */
+    const int64_t maxmem = lq_params_size(p, "max_memory");
+    int64_t       part   = maxmem > 0 ? maxmem / 64 : (int64_t)8 << 20;
+    part                 = part < (64 << 10) ? 64 << 10 : part > (8 << 20) ? 8 << 20 : part;
+    if (maxmem > 0)
+        ex.max_act_bytes = maxmem / 4;
 
     /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
      * mostly views into the mapping); otherwise each batch of windows streams the layers. */
@@ -420,7 +570,7 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     const double ram  = phys_ram_bytes();
     info->resident    = m->layers != NULL || ram <= 0 || need <= ram / 2;
     if (info->resident)
-        LQ_TRY_GOTO(lq_model_load_all(m, err));
+        LQ_TRY(lq_model_load_all(m, err));
     else
         log_msg(cb, LQ_LOG_INFO,
                 "%s: %.1f GiB of float32 layers over half the RAM: layers are streamed per batch "
@@ -428,22 +578,46 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
                 m->dir, need / (1 << 30));
     info->load_seconds = lq_now() - t0;
 
+    /* The text is read, tokenized and scored as it streams: windows run as their ids arrive
+     * and nothing holds the whole text or all of its ids (--chunks stops the reading once its
+     * windows are full). */
+    win_feed    wf;
+    doc_feed    df;
+    text_feed   tf      = {0};
+    int         wf_init = 0, df_init = 0;
+    struct stat sb;
+    if (!(lq_text_flags_from_path(data_file) & LQ_TEXT_ZSTD) && stat(data_file, &sb) == 0)
+        tf.file_bytes = (int64_t)sb.st_size;
     if (o.protocol == LQ_PPL_DOCS) {
-        LQ_TRY_GOTO(encode_docs(tok, txt.data, txt.len, lq_params_get(p, "doc_separator"), &ids,
-                                &off, &nd, err));
-        lq_text_free(&txt); /* the ids are what the windows need */
-        st = lq_ppl_sequences_ex(m, ids, off, nd, &o, &ex, r, err);
+        df_init = 1;
+        LQ_TRY_GOTO(
+            doc_init(&df, m, tok, lq_params_get(p, "doc_separator"), data_file, &o, &ex, err));
+        tf.df = &df;
     } else {
-        LQ_TRY_GOTO(lq_tok_encode(tok, txt.data, txt.len, lq_tok_adds_bos(tok), &ids, &nid, err));
-        lq_text_free(&txt);
-        st = lq_ppl_tokens_ex(m, ids, nid, &o, &ex, r, err);
+        wf_init = 1;
+        LQ_TRY_GOTO(feed_init(&wf, m, &o, &ex, err));
+        tf.wf = &wf;
+        LQ_TRY_GOTO(
+            lq_tok_stream_create(tok, lq_tok_adds_bos(tok), part, feed_ids, &wf, &tf.ts, err));
+        wf.ts         = tf.ts;
+        wf.file_bytes = tf.file_bytes;
     }
-    if (st != LQ_OK)
+    lq_text_stream_info ti;
+    st                   = lq_text_stream_file(data_file, 0, part / 8, text_sink, &tf, &ti, err);
+    info->text_bytes     = ti.len;
+    info->text_truncated = ti.truncated || ti.stopped;
+    if (st == LQ_OK && tf.ts && !ti.stopped)
+        st = lq_tok_stream_finish(tf.ts, err);
+    if (st == LQ_OK)
+        st = tf.df ? doc_finish(&df, r, err) : feed_finish(&wf, r, err);
+    if (st != LQ_OK && !strstr(err->msg, data_file))
         lq_err_prefix(err, "%s", data_file);
 done:
-    free(ids);
-    free(off);
-    lq_text_free(&txt);
+    lq_tok_stream_free(tf.ts);
+    if (wf_init)
+        feed_free(&wf);
+    if (df_init)
+        doc_free(&df);
     return st;
 }
 

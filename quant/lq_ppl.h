@@ -23,7 +23,9 @@
  * Memory: with m->layers loaded (lq_model_load_all) windows run a few at a time through all
  * layers; without, they run in batches layer by layer, each layer loaded, applied to the batch
  * and freed (batch activations bounded by max_act_bytes), so a model whose float32 weights do
- * not fit in RAM still evaluates. */
+ * not fit in RAM still evaluates. Windows run as their ids arrive (a buffer of one batch of
+ * windows): lq_ppl_text streams the text through the tokenizer (lq_tok_stream) into them, so
+ * neither the text nor its ids are ever held whole. */
 #ifndef LQ_PPL_H
 #define LQ_PPL_H
 
@@ -41,32 +43,32 @@ lq_status   lq_ppl_protocol_parse(const char *name, int *protocol, lq_err *err);
 const char *lq_ppl_protocol_name(int protocol);
 
 typedef struct lq_ppl_opts {
-    int64_t             ctx;      /* window; 0 = protocol default */
-    int                 protocol; /* lq_ppl_protocol */
-    int32_t             bos;      /* llamacpp: written over each chunk's first token; -1 = the
-                                     tokenizer adds no BOS (chunks left as they are) */
-    const lq_callbacks *cb;       /* progress ("ppl", windows done / total) and cancel */
+    int64_t ctx;                     /* window; 0 = protocol default */
+    int     protocol;                /* lq_ppl_protocol */
+    int32_t bos;                     /* llamacpp: written over each chunk's first token; -1 = the
+                                        tokenizer adds no BOS (chunks left as they are) */
+    const lq_callbacks *cb;          /* progress ("ppl", windows done / total) and cancel */
     int64_t             max_windows; /* gptq/llamacpp: only the first N windows (0 = all), as
                                         llama-perplexity --chunks */
 } lq_ppl_opts;
 
 /* Execution knobs that do not change the result. */
 typedef struct lq_ppl_exec {
-    int     nthreads;      /* <= 0: all cores */
-    int64_t max_act_bytes; /* streamed layers: activation budget per batch (0: 1 GiB) */
-    lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
+    int              nthreads;      /* <= 0: all cores */
+    int64_t          max_act_bytes; /* streamed layers: activation budget per batch (0: 1 GiB) */
+    lq_dense_gemm_fn gemm;          /* dense linears elsewhere (GPU), NULL = OpenBLAS */
     void            *gemm_user;
 } lq_ppl_exec;
 
 typedef struct lq_ppl_result {
     double  ppl;
-    double  nll;           /* mean NLL per scored token (nats) */
-    int64_t tokens;        /* tokens in the stream / all documents */
+    double  nll;    /* mean NLL per scored token (nats) */
+    int64_t tokens; /* tokens in the stream / all documents */
     int64_t tokens_scored;
     int64_t windows;
     int64_t ctx;
-    double  seconds;       /* forward + scoring wall time */
-    int64_t tokens_run;    /* tokens pushed through the model */
+    double  seconds;    /* forward + scoring wall time */
+    int64_t tokens_run; /* tokens pushed through the model */
 } lq_ppl_result;
 
 /* Default window of a protocol for a model: gptq and docs min(2048, max_pos), llamacpp
@@ -95,16 +97,20 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
 /* What lq_ppl_text read and how it ran, for reports. */
 typedef struct lq_ppl_text_info {
     int64_t text_bytes;
-    int     text_truncated; /* the text was longer than was read */
-    int     resident;       /* layers held in memory (else streamed per batch of windows) */
-    double  load_seconds;   /* loading the layers */
+    int     text_truncated; /* the text was longer than was read (--chunks: its windows were
+                               full before the end) */
+    int    resident;        /* layers held in memory (else streamed per batch of windows) */
+    double load_seconds;    /* loading the layers */
 } lq_ppl_text_info;
 
 /* Perplexity of m on a text file under the options in p ("protocol", "ctx", "chunks",
- * "doc_separator", "threads"): the text read (only what --chunks windows need), tokenized with
- * tok (BOS as the tokenizer adds it), run with every layer loaded when their float32 copies fit
- * in half the RAM, else streamed. gpu (may be NULL) takes the dense linears. The one path behind
- * `llmquant ppl` and `--check-ppl`. Errors name data_file. */
+ * "doc_separator", "threads", "max_memory"): the text streamed (lq_text_stream_file) through
+ * the tokenizer (lq_tok_stream, BOS as the tokenizer adds it; parts of 8 MiB, or max_memory /
+ * 64 between 64 KiB and 8 MiB) into windows that run as their ids arrive, the reading stopped once
+ * --chunks windows are full; docs: one document at a time. The ids are those of tokenizing the
+ * whole text at once. Layers all loaded when their float32 copies fit in half the RAM, else
+ * streamed per batch (activations max_memory / 4, default 1 GiB). gpu (may be NULL) takes the
+ * dense linears. The one path behind `llmquant ppl` and `--check-ppl`. Errors name data_file. */
 struct lq_gpu;
 struct lq_tokenizer;
 lq_status lq_ppl_text(lq_model *m, const struct lq_tokenizer *tok, const char *data_file,
