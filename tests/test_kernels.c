@@ -11,7 +11,8 @@
  *           activation-quantization error)
  * plus layout checks of the packers against independent transcriptions of the reference
  * packing loops (AutoGPTQ 3-bit straddling, AutoAWQ interleave, bitsandbytes nibble order) and
- * descriptor validation. CUDA rows print SKIP here (tests/test_kernels_gpu.c runs them).
+ * descriptor validation. The case table (tests/lq_test_qlinear.h) is the one test_kernels_gpu.c
+ * runs on CUDA; CUDA rows print SKIP here.
  *
  * Usage: test_kernels [-f FMT] [-b cpu|cuda] [-v] [perf]
  */
@@ -22,33 +23,6 @@
 #include "lq_test_qlinear.h"
 
 #include <stdint.h>
-
-static const kcase k_cases[] = {
-    {"dense", LQ_FMT_DENSE, 0, 96, 160, 0, 0, 0, 0, 0, 1},
-    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq4_g32", LQ_FMT_GPTQ, 4, 96, 256, 32, 0, 0, 0, 0, 0},
-    {"gptq4_perchannel", LQ_FMT_GPTQ, 4, 64, 256, -1, 0, 0, 0, 0, 0},
-    {"gptq4_g64_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 1},
-    {"gptq4_ragged_k200_n72", LQ_FMT_GPTQ, 4, 72, 200, 128, 0, 0, 0, 0, 0},
-    {"gptq4_g20", LQ_FMT_GPTQ, 4, 32, 160, 20, 0, 0, 0, 0, 0},
-    {"gptq2_g64", LQ_FMT_GPTQ, 2, 64, 256, 64, 0, 0, 0, 0, 0},
-    {"gptq3_g128", LQ_FMT_GPTQ, 3, 64, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq3_g32_actorder", LQ_FMT_GPTQ, 3, 32, 128, 32, 1, 0, 0, 0, 0},
-    {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0},
-    {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0},
-    {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0},
-    {"nf4_b64", LQ_FMT_NF4, 4, 64, 256, 64, 0, 0, 0, 0, 1},
-    {"nf4_b64_dq256", LQ_FMT_NF4, 4, 128, 256, 64, 0, 1, 0, 0, 0},
-    {"nf4_b64_tail", LQ_FMT_NF4, 4, 33, 62, 64, 0, 0, 0, 0, 0},
-    {"nf4_b32_oddk_dq", LQ_FMT_NF4, 4, 34, 63, 32, 0, 1, 0, 0, 1},
-    {"nf4_b4096", LQ_FMT_NF4, 4, 40, 256, 4096, 0, 1, 0, 0, 0},
-    {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1},
-    {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0},
-    {"int8_runtime_thr", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 0, 2.5f, 1},
-    {"int8_stored3_thr", LQ_FMT_INT8, 8, 40, 192, 0, 0, 0, 3, 2.5f, 0},
-};
-#define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
 static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
 /* the other instances of the register-blocked small-m kernels: exact mode only */

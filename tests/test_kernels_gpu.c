@@ -24,40 +24,6 @@
 #include <cuda_runtime.h>
 #endif
 
-static const kcase k_cases[] = {
-    {"dense", LQ_FMT_DENSE, 0, 96, 160, 0, 0, 0, 0, 0, 1},
-    {"dense_oddk", LQ_FMT_DENSE, 0, 40, 77, 0, 0, 0, 0, 0, 0},
-    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq4_g32", LQ_FMT_GPTQ, 4, 96, 256, 32, 0, 0, 0, 0, 0},
-    {"gptq4_perchannel", LQ_FMT_GPTQ, 4, 64, 256, -1, 0, 0, 0, 0, 0},
-    {"gptq4_g64_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 1},
-    {"gptq4_ragged_k200_n72", LQ_FMT_GPTQ, 4, 72, 200, 128, 0, 0, 0, 0, 0},
-    {"gptq4_g20", LQ_FMT_GPTQ, 4, 32, 160, 20, 0, 0, 0, 0, 0},
-    {"gptq2_g64", LQ_FMT_GPTQ, 2, 64, 256, 64, 0, 0, 0, 0, 0},
-    {"gptq2_g32_actorder", LQ_FMT_GPTQ, 2, 48, 192, 32, 1, 0, 0, 0, 1},
-    {"gptq3_g128", LQ_FMT_GPTQ, 3, 64, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq3_g32_actorder", LQ_FMT_GPTQ, 3, 32, 128, 32, 1, 0, 0, 0, 0},
-    {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0},
-    {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0},
-    {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1},
-    {"gptq3_splitk", LQ_FMT_GPTQ, 3, 64, 4096, 128, 0, 0, 0, 0, 0},
-    {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0},
-    {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1},
-    {"nf4_b64", LQ_FMT_NF4, 4, 64, 256, 64, 0, 0, 0, 0, 1},
-    {"nf4_b64_dq256", LQ_FMT_NF4, 4, 128, 256, 64, 0, 1, 0, 0, 0},
-    {"nf4_b64_tail", LQ_FMT_NF4, 4, 33, 62, 64, 0, 0, 0, 0, 0},
-    {"nf4_b32_oddk_dq", LQ_FMT_NF4, 4, 34, 63, 32, 0, 1, 0, 0, 1},
-    {"nf4_b4096", LQ_FMT_NF4, 4, 40, 256, 4096, 0, 1, 0, 0, 0},
-    {"nf4_b64_k4096_dq", LQ_FMT_NF4, 4, 72, 4096, 64, 0, 1, 0, 0, 1},
-    {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1},
-    {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0},
-    {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0},
-    {"int8_runtime_thr", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 0, 2.5f, 1},
-    {"int8_stored3_thr", LQ_FMT_INT8, 8, 40, 192, 0, 0, 0, 3, 2.5f, 0},
-};
-#define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
-
 /* A valid host descriptor for the API-contract checks. */
 static int contract_case(lq_qbuf *qb, float **dense) {
     return build(&k_cases[2], k_cases[2].n, k_cases[2].k, 1, 1, qb, dense) == LQ_OK;
@@ -72,9 +38,9 @@ int main(void) {
     lq_qbuf qb;
     float  *dense = NULL;
     CHECK(contract_case(&qb, &dense));
-    uint16_t      buf[256] = {0};
-    lq_cuda_ctx  *ctx      = NULL;
-    lq_err        err      = {0};
+    uint16_t     buf[256] = {0};
+    lq_cuda_ctx *ctx      = NULL;
+    lq_err       err      = {0};
     CHECK_EQ_INT(lq_cuda_ctx_create(0, &ctx, &err), LQ_ERR_NO_CUDA_BUILD);
     CHECK(ctx == NULL);
     CHECK_EQ_INT(lq_qlinear_workspace_cuda(&qb.q, 1), 0);
@@ -138,7 +104,7 @@ static void run_case(lq_cuda_ctx *ctx, const kcase *c, const int64_t *ms, int nm
         CHECK_MSG(0, "%s: build failed (seed %llu)", c->name, (unsigned long long)seed);
         return;
     }
-    lq_qlinear hq    = qb.q; /* what gets uploaded: dense as fp16 */
+    lq_qlinear hq      = qb.q; /* what gets uploaded: dense as fp16 */
     uint16_t  *dense_h = NULL;
     if (c->fmt == LQ_FMT_DENSE) {
         dense_h = malloc((size_t)(n * k) * 2);
@@ -167,10 +133,9 @@ static void run_case(lq_cuda_ctx *ctx, const kcase *c, const int64_t *ms, int nm
         CU(cudaDeviceSynchronize());
         CU(cudaMemcpy(wh, wd, (size_t)(n * k) * 2, cudaMemcpyDeviceToHost));
         const int64_t d = first_diff_f16(wh, wref, n * k);
-        CHECK_MSG(d < 0, "%s %s dequant n=%lld k=%lld seed=%llu: w[%lld] = %.9g, ref %.9g",
-                  c->name, mode, (long long)n, (long long)k, (unsigned long long)seed,
-                  (long long)d, d < 0 ? 0. : (double)lq_f16_to_f32(wh[d]),
-                  d < 0 ? 0. : (double)wref[d]);
+        CHECK_MSG(d < 0, "%s %s dequant n=%lld k=%lld seed=%llu: w[%lld] = %.9g, ref %.9g", c->name,
+                  mode, (long long)n, (long long)k, (unsigned long long)seed, (long long)d,
+                  d < 0 ? 0. : (double)lq_f16_to_f32(wh[d]), d < 0 ? 0. : (double)wref[d]);
         CU(cudaFree(wd));
         free(wref);
         free(wh);
@@ -261,7 +226,7 @@ int main(void) {
         CHECK_MSG(0, "ctx_create: %s", err.msg);
         return lq_test_end("kernels_gpu");
     }
-    {   /* contract: m == 0 is a no-op, NULL output rejected */
+    { /* contract: m == 0 is a no-op, NULL output rejected */
         lq_qbuf qb;
         float  *dense = NULL;
         CHECK(contract_case(&qb, &dense));
@@ -274,7 +239,7 @@ int main(void) {
     for (int ci = 0; ci < NCASES; ci++) {
         const kcase *c = &k_cases[ci];
         for (int exact = 1; exact >= 0; exact--) {
-            const uint64_t seed = 1000u + (uint64_t)ci * 17u + (uint64_t)exact;
+            const uint64_t seed   = 1000u + (uint64_t)ci * 17u + (uint64_t)exact;
             const int      before = lq_test_failures_;
             run_case(ctx, c, k_ms, nms, exact, seed);
             printf("  %-28s %-6s %s\n", c->name, exact ? "exact" : "random",
