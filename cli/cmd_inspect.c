@@ -53,6 +53,16 @@ static void human(FILE *f, const cJSON *r, int list_tensors) {
                     cli_jnum(blk, "rope_factor"));
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "fused_qkv_gate_up")))
             fprintf(f, ", fused qkv_proj and gate_up_proj");
+        if (cli_jnum(blk, "experts") > 0) {
+            fprintf(f, ", %.0f experts of %.0f (top %.0f%s)", cli_jnum(blk, "experts"),
+                    cli_jnum(blk, "expert_intermediate"), cli_jnum(blk, "experts_per_token"),
+                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "renormalized_top_k"))
+                        ? ", renormalized"
+                        : "");
+            if (cli_jnum(blk, "shared_expert_intermediate") > 0)
+                fprintf(f, " and a gated shared expert of %.0f",
+                        cli_jnum(blk, "shared_expert_intermediate"));
+        }
         if (sl > 0)
             fprintf(f, ", sliding window %.0f on %.0f of %.0f layers",
                     cli_jnum(blk, "sliding_window"), sl, nl);

@@ -26,14 +26,18 @@ typedef struct family {
     int64_t default_head_dim; /* absent head_dim: this, 0 = hidden_size / heads */
     /* (1 + w) norms, post norms, scaled embeddings, tied, GeGLU, query_pre_attn_scalar
      * (default 256) */
-    int         gemma;
-    double      default_attn_softcap, default_final_softcap;
-    double      default_rope_theta;
-    double      default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
-    int         fused; /* qkv_proj and gate_up_proj (Phi-3); "su" and "yarn" RoPE mean longrope */
-    int64_t     default_orig_max_pos; /* original_max_position_embeddings, a class field (Phi-3) */
-    double      default_eps;          /* absent rms_norm_eps: this, 0 = 1e-6 */
-    const char *verified;             /* what the tests check of it (llmquant inspect prints it) */
+    int     gemma;
+    double  default_attn_softcap, default_final_softcap;
+    double  default_rope_theta;
+    double  default_local_theta; /* > 0: sliding layers have their own RoPE base (Gemma 3) */
+    int     fused; /* qkv_proj and gate_up_proj (Phi-3); "su" and "yarn" RoPE mean longrope */
+    int64_t default_orig_max_pos; /* original_max_position_embeddings, a class field (Phi-3) */
+    double  default_eps;          /* absent rms_norm_eps: this, 0 = 1e-6 */
+    /* mixture of experts: 1 Mixtral (num_local_experts, intermediate_size per expert, top-k
+     * renormalized), 2 Qwen (num_experts, moe_intermediate_size, norm_topk_prob) */
+    int         moe;
+    int64_t     default_experts, default_topk, default_moe_ff, default_shared_ff;
+    const char *verified; /* what the tests check of it (llmquant inspect prints it) */
 } family;
 
 static const family k_families[] = {
@@ -106,7 +110,96 @@ static const family k_families[] = {
      .verified = "logits vs transformers on random models (LongRoPE short and long); AWQ and "
                  "GPTQ checkpoints dequantized back; the same codes as its weights as a Llama; "
                  "through llama.cpp's GGUF converter"},
+    {.model_type         = "mixtral", /* MixtralConfig */
+     .default_max_pos    = 4096 * 32,
+     .default_bos        = 1,
+     .default_eos        = 2,
+     .sliding            = 1, /* sliding_window: null by default */
+     .default_rope_theta = 1e6,
+     .default_eps        = 1e-5,
+     .moe                = 1,
+     .default_experts    = 8,
+     .default_topk       = 2,
+     .verified           = "logits vs transformers on random models (top-2 of 8 experts); "
+                           "evaluation only (quantizing experts: not yet)"},
+    {.model_type        = "qwen2_moe", /* Qwen2MoeConfig */
+     .default_max_pos   = 32768,
+     .default_bos       = -1,
+     .default_eos       = -1,
+     .sliding           = 2,
+     .qkv_bias          = 1,
+     .moe               = 2,
+     .default_experts   = 60,
+     .default_topk      = 4,
+     .default_moe_ff    = 1408,
+     .default_shared_ff = 5632,
+     .verified          = "logits vs transformers on random models (shared expert and its "
+                          "gate, top-k without renormalizing); evaluation only (quantizing "
+                          "experts: not yet)"},
+    {.model_type       = "qwen3_moe", /* Qwen3MoeConfig */
+     .default_max_pos  = 32768,
+     .default_bos      = -1,
+     .default_eos      = -1,
+     .sliding          = 2,
+     .qk_norm          = 1,
+     .default_kv_heads = 4,
+     .moe              = 2,
+     .default_experts  = 128,
+     .default_topk     = 8,
+     .default_moe_ff   = 768,
+     .verified         = "logits vs transformers on random models (q/k norms, top-k "
+                         "renormalized); evaluation only (quantizing experts: not yet)"},
 };
+
+/* The experts of a Mixtral / Qwen MoE config (the family's moe column). Layers that keep a
+ * dense MLP among the sparse ones (decoder_sparse_step > 1, mlp_only_layers) are refused. */
+static lq_status parse_moe(const cJSON *root, const char *label, const family *fam,
+                           lq_model_config *c, lq_err *err) {
+    if (!fam->moe)
+        return LQ_OK;
+    const int64_t MAXE = 4096;
+    c->num_experts     = fam->default_experts;
+    c->experts_per_tok = fam->default_topk;
+    /* Mixtral and transformers 5 write num_local_experts, Qwen's files num_experts */
+    int64_t a = -1, b = -1;
+    LQ_TRY(lq_json_get_i64(root, "num_experts", 0, 1, MAXE, &a, label, err));
+    LQ_TRY(lq_json_get_i64(root, "num_local_experts", 0, 1, MAXE, &b, label, err));
+    if (a > 0 && b > 0 && a != b)
+        return lq_fail(err, LQ_ERR_CONFIG_VALUE,
+                       "%s: num_experts %lld and num_local_experts %lld disagree", label,
+                       (long long)a, (long long)b);
+    c->num_experts = a > 0 ? a : b > 0 ? b : c->num_experts;
+    LQ_TRY(
+        lq_json_get_i64(root, "num_experts_per_tok", 0, 1, MAXE, &c->experts_per_tok, label, err));
+    if (c->experts_per_tok > c->num_experts)
+        return lq_fail(err, LQ_ERR_CONFIG_VALUE,
+                       "%s: num_experts_per_tok %lld is more than the %lld experts", label,
+                       (long long)c->experts_per_tok, (long long)c->num_experts);
+    c->moe_mixtral = fam->moe == 1;
+    if (fam->moe == 1) { /* MixtralSparseMoeBlock: softmax, top-k, renormalized */
+        c->moe_intermediate = c->intermediate_size;
+        c->norm_topk        = 1;
+        return LQ_OK;
+    }
+    c->moe_intermediate    = fam->default_moe_ff;
+    c->shared_intermediate = fam->default_shared_ff;
+    LQ_TRY(lq_json_get_i64(root, "moe_intermediate_size", 0, 1, LQ_CFG_MAX_DIM,
+                           &c->moe_intermediate, label, err));
+    if (fam->default_shared_ff)
+        LQ_TRY(lq_json_get_i64(root, "shared_expert_intermediate_size", 0, 0, LQ_CFG_MAX_DIM,
+                               &c->shared_intermediate, label, err));
+    LQ_TRY(lq_json_get_bool(root, "norm_topk_prob", 0, &c->norm_topk, label, err));
+    int64_t step = 1;
+    LQ_TRY(lq_json_get_i64(root, "decoder_sparse_step", 0, 0, 1 << 16, &step, label, err));
+    const cJSON *only = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
+    if (step != 1 ||
+        (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0)))
+        return lq_fail(err, LQ_ERR_UNSUPPORTED_ARCH,
+                       "%s: dense MLP layers among the expert layers (decoder_sparse_step %lld, "
+                       "mlp_only_layers) are not supported",
+                       label, (long long)step);
+    return LQ_OK;
+}
 
 const char *lq_config_family_verified(const char *model_type) {
     for (size_t i = 0; i < sizeof k_families / sizeof *k_families; i++)
@@ -401,8 +494,12 @@ static lq_status check_plausible(const lq_model_config *c, const char *label, lq
               lq_add_i64(layer, a, &layer) && /* q_proj and o_proj */
               lq_mul_i64(c->hidden_size, kv, &a) && lq_mul_i64(a, 2, &a) &&
               lq_add_i64(layer, a, &layer) && /* k_proj, v_proj */
-              lq_mul_i64(c->hidden_size, c->intermediate_size, &a) && lq_mul_i64(a, 3, &a) &&
-              lq_add_i64(layer, a, &layer) && /* gate, up, down */
+              lq_mul_i64(c->hidden_size, c->num_experts ? 0 : c->intermediate_size, &a) &&
+              lq_mul_i64(a, 3, &a) && lq_add_i64(layer, a, &layer) && /* gate, up, down */
+              lq_mul_i64(c->hidden_size, c->moe_intermediate, &a) &&
+              lq_mul_i64(a, 3 * c->num_experts, &a) && lq_add_i64(layer, a, &layer) &&
+              lq_mul_i64(c->hidden_size, c->shared_intermediate, &a) && lq_mul_i64(a, 3, &a) &&
+              lq_add_i64(layer, a, &layer) && /* experts, shared expert */
               lq_mul_i64(layer, c->num_layers, &total) &&
               lq_mul_i64(c->vocab_size, c->hidden_size, &b) &&
               lq_mul_i64(b, c->tie_word_embeddings ? 1 : 2, &b) && lq_add_i64(total, b, &total);
@@ -578,6 +675,7 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     }
 
     LQ_TRY_GOTO(parse_rope(root, label, fam, cfg, err));
+    LQ_TRY_GOTO(parse_moe(root, label, fam, cfg, err));
     LQ_TRY_GOTO(check_plausible(cfg, label, err));
     cfg->quantized = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "quantization_config"));
 done:

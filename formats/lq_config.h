@@ -28,9 +28,10 @@ typedef enum lq_act {
 } lq_act;
 
 typedef struct lq_model_config {
-    char model_type[32]; /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3" */
-    char architecture[64]; /* architectures[0] */
-    char torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
+    char model_type[32]; /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3",
+                            "mixtral", "qwen2_moe", "qwen3_moe" */
+    char    architecture[64]; /* architectures[0] */
+    char    torch_dtype[16];  /* "float16", "bfloat16", "float32" ("" if absent) */
     int64_t hidden_size;
     int64_t intermediate_size;
     int64_t num_layers;
@@ -73,7 +74,15 @@ typedef struct lq_model_config {
      * in another (mlp.gate_up_proj, rows gate then up), which is what the checkpoint stores and
      * what gets quantized */
     int fused;
-    int quantized; /* config has quantization_config */
+    /* Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; num_experts 0: a dense MLP): the MLP is
+     * num_experts gated MLPs of moe_intermediate; each token goes through the experts_per_tok
+     * experts its router (a linear d -> num_experts, softmax in float32) ranks highest,
+     * weighted by their probabilities (renormalized over the chosen ones when norm_topk), plus
+     * a shared expert of shared_intermediate (0: none) scaled by the sigmoid of its own gate
+     * (Qwen2-MoE). moe_mixtral: Mixtral's tensor names (block_sparse_moe, w1 / w3 / w2). */
+    int64_t num_experts, experts_per_tok, moe_intermediate, shared_intermediate;
+    int     norm_topk, moe_mixtral;
+    int     quantized; /* config has quantization_config */
 } lq_model_config;
 
 /* Parse config.json text. Unsupported model_type -> LQ_ERR_UNSUPPORTED_ARCH naming it;

@@ -166,6 +166,13 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
             num(blk, "rope_local_theta", c.rope_local_theta);
         cJSON_AddStringToObject(blk, "mlp", c.act == LQ_ACT_GELU_TANH ? "geglu" : "swiglu");
         cJSON_AddBoolToObject(blk, "fused_qkv_gate_up", c.fused);
+        if (c.num_experts) {
+            num(blk, "experts", (double)c.num_experts);
+            num(blk, "experts_per_token", (double)c.experts_per_tok);
+            num(blk, "expert_intermediate", (double)c.moe_intermediate);
+            num(blk, "shared_expert_intermediate", (double)c.shared_intermediate);
+            cJSON_AddBoolToObject(blk, "renormalized_top_k", c.norm_topk);
+        }
         if (c.rope_type == LQ_ROPE_LONGROPE) {
             cJSON_AddStringToObject(blk, "rope_scaling", "longrope");
             num(blk, "rope_original_max_pos", (double)c.rope_original_max_pos);
@@ -298,6 +305,20 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         if (g > 0)
             G = ceil_div(k, g);
         /* int8: n*k + 4n; int4: ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k (see the top) */
+        ok = lq_mul_i64(n, k, &nkr) && lq_add_i64(lin, nkr, &lin) && lq_add_i64(nkr, 4 * n, &t8) &&
+             lq_add_i64(b8, t8, &b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
+             lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
+             lq_add_i64(b4, t4, &b4);
+    }
+    /* experts and the shared expert (the routers and the shared expert's gate stay float) */
+    for (int64_t j = 1; j < lq_moe_count(&c) && ok; j++) {
+        int64_t n, k, nkr, G = 1, t8, t4, t;
+        char    leaf[128];
+        lq_moe_lin(&c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
+        if (n == 1)
+            continue;
+        if (g > 0)
+            G = ceil_div(k, g);
         ok = lq_mul_i64(n, k, &nkr) && lq_add_i64(lin, nkr, &lin) && lq_add_i64(nkr, 4 * n, &t8) &&
              lq_add_i64(b8, t8, &b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
              lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&

@@ -38,15 +38,17 @@ int lq_lin_present(const lq_model_config *c, lq_lin_id id) {
     case LQ_LIN_Q:
     case LQ_LIN_K:
     case LQ_LIN_V:
+        return !c->fused;
     case LQ_LIN_GATE:
     case LQ_LIN_UP:
-        return !c->fused;
+        return !c->fused && !c->num_experts;
     case LQ_LIN_QKV:
     case LQ_LIN_GATE_UP:
         return c->fused != 0;
     case LQ_LIN_O:
-    case LQ_LIN_DOWN:
         return 1;
+    case LQ_LIN_DOWN:
+        return !c->num_experts;
     default:
         return 0;
     }
@@ -190,7 +192,46 @@ void lq_layer_free(lq_layer *l) {
     free(l->k_norm);
     for (int i = 0; i < LQ_LIN_COUNT; i++)
         lq_linear_free(&l->lin[i]);
+    lq_linear_free(&l->router);
+    for (int64_t i = 0; l->experts && i < 3 * l->n_experts; i++)
+        lq_linear_free(&l->experts[i]);
+    free(l->experts);
+    for (int i = 0; i < 4; i++)
+        lq_linear_free(&l->shared[i]);
     memset(l, 0, sizeof *l);
+}
+
+int64_t lq_moe_count(const lq_model_config *c) {
+    return c->num_experts ? 1 + 3 * c->num_experts + (c->shared_intermediate ? 4 : 0) : 0;
+}
+
+void lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, size_t cap,
+                int64_t *n, int64_t *k, lq_linear **slot) {
+    static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const char *const mix[3]  = {"w1", "w3", "w2"};
+    const int64_t            d = c->hidden_size, E = c->num_experts;
+    const char              *blk = c->moe_mixtral ? "block_sparse_moe" : "mlp";
+    lq_linear               *s   = NULL;
+    if (j == 0) {
+        snprintf(leaf, cap, "%s.gate", blk);
+        *n = E, *k = d, s = l ? &l->router : NULL;
+    } else if (j <= 3 * E) {
+        const int64_t e = (j - 1) / 3, r = (j - 1) % 3, ff = c->moe_intermediate;
+        snprintf(leaf, cap, "%s.experts.%lld.%s", blk, (long long)e,
+                 (c->moe_mixtral ? mix : qwen)[r]);
+        *n = r == 2 ? d : ff, *k = r == 2 ? ff : d;
+        s = l && l->experts ? &l->experts[3 * e + r] : NULL;
+    } else {
+        const int64_t r = j - 1 - 3 * E, ff = c->shared_intermediate;
+        if (r == 3)
+            snprintf(leaf, cap, "mlp.shared_expert_gate");
+        else
+            snprintf(leaf, cap, "mlp.shared_expert.%s", qwen[r]);
+        *n = r == 3 ? 1 : r == 2 ? d : ff, *k = r == 2 ? ff : d;
+        s = l ? &l->shared[r] : NULL;
+    }
+    if (slot)
+        *slot = s;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -466,6 +507,13 @@ static lq_status validate(const lq_model *m, lq_err *err) {
             LQ_TRY_GOTO(check_linear(m, prefix, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &scratch,
                                      &scratch_n, err));
         }
+        for (int64_t j = 0; j < lq_moe_count(c); j++) {
+            int64_t n, k;
+            char    leaf[128];
+            lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
+            snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)i, leaf);
+            LQ_TRY_GOTO(check_linear(m, prefix, n, k, 0, &scratch, &scratch_n, err));
+        }
     }
 done:
     free(scratch);
@@ -544,6 +592,20 @@ lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_er
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, k_lin_names[l]);
         LQ_TRY_GOTO(
             load_linear(m, name, n, k, lq_lin_has_bias(c, (lq_lin_id)l), &out->lin[l], err));
+    }
+    if (c->num_experts) {
+        out->n_experts = c->num_experts;
+        out->experts   = lq_calloc_n(3 * c->num_experts, sizeof *out->experts);
+        if (!out->experts)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", m->dir);
+    }
+    for (int64_t j = 0; j < lq_moe_count(c); j++) {
+        int64_t    n, k;
+        char       leaf[128];
+        lq_linear *slot;
+        lq_moe_lin(c, out, j, leaf, sizeof leaf, &n, &k, &slot);
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, leaf);
+        LQ_TRY_GOTO(load_linear(m, name, n, k, 0, slot, err));
     }
 done:
     if (st != LQ_OK)

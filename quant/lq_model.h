@@ -70,7 +70,24 @@ typedef struct lq_layer {
     float    *q_norm;         /* [head_dim] self_attn.q_norm.weight (cfg.qk_norm), else NULL */
     float    *k_norm;         /* [head_dim] self_attn.k_norm.weight (cfg.qk_norm), else NULL */
     lq_linear lin[LQ_LIN_COUNT];
+    /* mixture of experts (cfg.num_experts > 0; lq_moe_lin enumerates them): the router [E, d],
+     * experts[3 e + 0..2] = gate, up, down of expert e, shared[0..2] the shared expert's and
+     * shared[3] its gate [1, d] */
+    int64_t    n_experts;
+    lq_linear  router;
+    lq_linear *experts;
+    lq_linear  shared[4];
 } lq_layer;
+
+/* The mixture-of-experts linears of a layer, j = 0 .. lq_moe_count(cfg) - 1: the router, then
+ * gate / up / down of each expert, then the shared expert's gate / up / down and its gate.
+ * Writes the leaf name under "model.layers.N." (Mixtral: block_sparse_moe.gate,
+ * block_sparse_moe.experts.E.w1 / w3 / w2; Qwen: mlp.gate, mlp.experts.E.gate_proj ...,
+ * mlp.shared_expert.*, mlp.shared_expert_gate), the shape [n, k] and, with l, the slot (l may
+ * be NULL). One description for loading, validation and inspect. */
+int64_t lq_moe_count(const lq_model_config *c);
+void    lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, size_t cap,
+                   int64_t *n, int64_t *k, lq_linear **slot);
 
 /* The float vectors of a layer besides its linears (norm weights), named as the checkpoint names
  * them under "model.layers.N.". Enumerated here once, so that loading, validation, writing and

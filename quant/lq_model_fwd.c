@@ -49,6 +49,11 @@ struct lq_fwd_ws {
     float           *rope_cos_x, *rope_sin_x; /* longrope beyond rope_original_max_pos */
     int64_t          rope_orig; /* longrope: sequences longer than this use the _x tables */
     float           *fz;        /* [T, max(qd + 2 kvd, 2 ff)] a fused linear's output */
+    float           *moe_logit; /* [T, E] router logits, then probabilities (mixture of experts) */
+    float           *moe_x;     /* [T, d] the rows routed to one expert */
+    float           *moe_y;     /* [T, d] their expert output */
+    float           *moe_w;     /* [T, topk] routing weights */
+    float           *moe_sel;   /* [T, topk] chosen experts (int32 in float-sized slots) */
     int64_t          half;
     float           *scores;
     size_t           scores_cap; /* floats */
@@ -88,11 +93,21 @@ void lq_fwd_ws_free(lq_fwd_ws *ws) {
     float *bufs[] = {ws->xn,         ws->q,          ws->k,          ws->v,          ws->att,
                      ws->r,          ws->o,          ws->g,          ws->u,          ws->rope_cos,
                      ws->rope_sin,   ws->scores,     ws->attn_w,     ws->attn_w_thr, ws->rope_cos_l,
-                     ws->rope_sin_l, ws->rope_cos_x, ws->rope_sin_x, ws->fz};
+                     ws->rope_sin_l, ws->rope_cos_x, ws->rope_sin_x, ws->fz,         ws->moe_logit,
+                     ws->moe_x,      ws->moe_y,      ws->moe_w,      ws->moe_sel};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
     free(ws);
+}
+
+/* Width of the MLP's gate / up rows: the intermediate size, or with experts the wider of an
+ * expert's and the shared expert's. */
+static int64_t ws_ff(const lq_model_config *c) {
+    if (!c->num_experts)
+        return c->intermediate_size;
+    return c->moe_intermediate > c->shared_intermediate ? c->moe_intermediate
+                                                        : c->shared_intermediate;
 }
 
 static float *ws_alloc(lq_fwd_ws *ws, int64_t rows, int64_t cols, int *ok) {
@@ -140,7 +155,7 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     ws->d            = cfg->hidden_size;
     ws->qd           = cfg->num_heads * cfg->head_dim;
     ws->kvd          = cfg->num_kv_heads * cfg->head_dim;
-    ws->ff           = cfg->intermediate_size;
+    ws->ff           = ws_ff(cfg);
     ws->max_tokens   = max_tokens;
     ws->max_seq      = max_seq;
     int           ok = 1;
@@ -172,6 +187,13 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     if (cfg->fused) {
         const int64_t wide = ws->qd + 2 * ws->kvd > 2 * ws->ff ? ws->qd + 2 * ws->kvd : 2 * ws->ff;
         ws->fz             = ws_alloc(ws, T, wide, &ok);
+    }
+    if (cfg->num_experts) {
+        ws->moe_logit = ws_alloc(ws, T, cfg->num_experts, &ok);
+        ws->moe_x     = ws_alloc(ws, T, ws->d, &ok);
+        ws->moe_y     = ws_alloc(ws, T, ws->d, &ok);
+        ws->moe_w     = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
+        ws->moe_sel   = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
     }
     if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
         lq_model_config local = *cfg;
@@ -469,11 +491,16 @@ static inline float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(inner));
 }
 
+static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
+                          float *out, lq_fwd_ws *ws, lq_err *err);
+
 /* Gated MLP (SwiGLU, or GeGLU for Gemma): xn [T, d] -> out [T, d] (down_proj output). Captures
  * gate, up (or gate_up), down inputs. */
 static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
                           int *stop, lq_err *err) {
+    if (c->num_experts) /* calibration captures of experts: not yet (methods refuse MoE) */
+        return moe_core(c, L, xn, T, out, ws, err);
     const int64_t d = ws->d, ff = ws->ff, n = T * ff;
     const int     nt = ws_threads(ws);
     const float  *gate, *up; /* rows of ld values */
@@ -514,6 +541,100 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
     return lin("mlp.down_proj", &L->lin[LQ_LIN_DOWN], g, T, out, ws, err);
 }
 
+/* act(gate) * up over rows [T, ff] into g (in place: gate is g) */
+static void glu(const lq_model_config *c, float *g, const float *u, int64_t T, int64_t ff, int nt) {
+    const int64_t n = T * ff;
+    if (c->act == LQ_ACT_GELU_TANH) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+        for (int64_t i = 0; i < n; i++)
+            g[i] = gelu_tanh(g[i]) * u[i];
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+        for (int64_t i = 0; i < n; i++)
+            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+
+/* Mixture of experts, as transformers' sparse MoE blocks: router logits, softmax in float32,
+ * the top experts_per_tok (ties to the lower index, as torch.topk), their probabilities
+ * (renormalized when norm_topk); each expert runs on the rows routed to it and adds its output
+ * times the row's weight, experts in index order; then the shared expert times the sigmoid of
+ * its gate (Qwen2-MoE). xn [T, d] -> out [T, d]. */
+static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
+                          float *out, lq_fwd_ws *ws, lq_err *err) {
+    const int64_t d = ws->d, E = c->num_experts, K = c->experts_per_tok;
+    const int     nt  = ws_threads(ws);
+    int32_t      *sel = (int32_t *)ws->moe_sel;
+    LQ_TRY(lin("mlp.gate", &L->router, xn, T, ws->moe_logit, ws, err));
+#pragma omp parallel for schedule(static) num_threads(nt) if (T * E >= PAR_ELEMS)
+    for (int64_t t = 0; t < T; t++) {
+        float *p  = ws->moe_logit + t * E;
+        float  mx = p[0], sum = 0;
+        for (int64_t e = 1; e < E; e++)
+            mx = p[e] > mx ? p[e] : mx;
+        for (int64_t e = 0; e < E; e++)
+            sum += (p[e] = expf(p[e] - mx));
+        for (int64_t e = 0; e < E; e++)
+            p[e] /= sum;
+        float wsum = 0;
+        for (int64_t j = 0; j < K; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (int64_t i = 0; i < j && !taken; i++)
+                    taken = sel[t * K + i] == e;
+                if (!taken && (best < 0 || p[e] > p[best]))
+                    best = e;
+            }
+            sel[t * K + j]       = (int32_t)best;
+            ws->moe_w[t * K + j] = p[best];
+            wsum += p[best];
+        }
+        if (c->norm_topk)
+            for (int64_t j = 0; j < K; j++)
+                ws->moe_w[t * K + j] /= wsum;
+    }
+    memset(out, 0, (size_t)(T * d) * sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        int64_t cnt = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (sel[t * K + j] == e)
+                    memcpy(ws->moe_x + cnt++ * d, xn + t * d, (size_t)d * sizeof(float));
+        if (!cnt)
+            continue;
+        const lq_linear *x3 = &L->experts[3 * e];
+        const int64_t    ff = x3[0].buf.q.n;
+        LQ_TRY(lin("mlp.experts.gate", &x3[0], ws->moe_x, cnt, ws->g, ws, err));
+        LQ_TRY(lin("mlp.experts.up", &x3[1], ws->moe_x, cnt, ws->u, ws, err));
+        glu(c, ws->g, ws->u, cnt, ff, nt);
+        LQ_TRY(lin("mlp.experts.down", &x3[2], ws->g, cnt, ws->moe_y, ws, err));
+        int64_t r = 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < K; j++)
+                if (sel[t * K + j] == e) {
+                    const float  w = ws->moe_w[t * K + j];
+                    const float *y = ws->moe_y + r++ * d;
+                    for (int64_t i = 0; i < d; i++)
+                        out[t * d + i] += y[i] * w;
+                }
+    }
+    if (c->shared_intermediate) {
+        const int64_t ff = c->shared_intermediate;
+        LQ_TRY(lin("mlp.shared_expert.gate_proj", &L->shared[0], xn, T, ws->g, ws, err));
+        LQ_TRY(lin("mlp.shared_expert.up_proj", &L->shared[1], xn, T, ws->u, ws, err));
+        glu(c, ws->g, ws->u, T, ff, nt);
+        LQ_TRY(lin("mlp.shared_expert.down_proj", &L->shared[2], ws->g, T, ws->moe_y, ws, err));
+        LQ_TRY(lin("mlp.shared_expert_gate", &L->shared[3], xn, T, ws->moe_logit, ws, err));
+        for (int64_t t = 0; t < T; t++) {
+            const float gt = 1.0f / (1.0f + expf(-ws->moe_logit[t]));
+            for (int64_t i = 0; i < d; i++)
+                out[t * d + i] += gt * ws->moe_y[t * d + i];
+        }
+    }
+    return LQ_OK;
+}
+
 static lq_status check_layer(const lq_model *m, const lq_layer *L, lq_err *err) {
     LQ_RETURN_IF(!L || !L->attn_norm || !L->mlp_norm ||
                      (m->cfg.post_norms && (!L->attn_post_norm || !L->mlp_post_norm)) ||
@@ -541,7 +662,7 @@ static lq_status check_seq(const lq_model *m, int64_t nseq, int64_t seqlen, cons
     LQ_RETURN_IF(seqlen > ws->max_seq, err, LQ_ERR_INVALID_ARG,
                  "forward: sequence length %lld over the workspace's %lld", (long long)seqlen,
                  (long long)ws->max_seq);
-    LQ_RETURN_IF(ws->d != m->cfg.hidden_size || ws->ff != m->cfg.intermediate_size ||
+    LQ_RETURN_IF(ws->d != m->cfg.hidden_size || ws->ff != ws_ff(&m->cfg) ||
                      ws->qd != m->cfg.num_heads * m->cfg.head_dim ||
                      ws->kvd != m->cfg.num_kv_heads * m->cfg.head_dim ||
                      ws->half != m->cfg.head_dim / 2,

@@ -861,6 +861,11 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.odt = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
 
     LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
+    if (r.m->cfg.num_experts)
+        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
+                     "%s: quantizing a mixture-of-experts model (%s, %lld experts) is not "
+                     "supported yet; `llmquant ppl` and `inspect` run it",
+                     model_dir, r.m->cfg.model_type, (long long)r.m->cfg.num_experts);
     if (r.m->format != LQ_FMT_DENSE)
         LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
                      "%s: already quantized (%s); start from the "

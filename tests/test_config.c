@@ -244,8 +244,52 @@ int main(int argc, char **argv) {
         CHECK(strstr(err.msg, "short_factor") != NULL);
     }
     CHECK_EQ_INT(lq_config_parse(phi[3], strlen(phi[3]), "phi", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    /* mixture of experts: Mixtral-8x7B's and Qwen3-30B-A3B's and Qwen1.5-MoE-A2.7B's fields,
+     * either key for the expert count, dense layers among the sparse ones refused */
+    const char *moe[6] = {
+        "{\"architectures\":[\"MixtralForCausalLM\"],\"model_type\":\"mixtral\","
+        "\"hidden_size\":4096,\"intermediate_size\":14336,\"num_hidden_layers\":32,"
+        "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"vocab_size\":32000,"
+        "\"max_position_embeddings\":32768,\"num_local_experts\":8,\"num_experts_per_tok\":2,"
+        "\"rope_theta\":1e6,\"sliding_window\":null,\"rms_norm_eps\":1e-5}",
+        "{\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3_moe\","
+        "\"hidden_size\":2048,\"intermediate_size\":6144,\"num_hidden_layers\":48,"
+        "\"num_attention_heads\":32,\"num_key_value_heads\":4,\"head_dim\":128,"
+        "\"vocab_size\":151936,\"num_experts\":128,\"num_experts_per_tok\":8,"
+        "\"moe_intermediate_size\":768,\"norm_topk_prob\":true,\"decoder_sparse_step\":1,"
+        "\"mlp_only_layers\":[],\"max_position_embeddings\":40960,\"rope_theta\":1e6}",
+        "{\"model_type\":\"qwen2_moe\",\"hidden_size\":2048,\"intermediate_size\":5632,"
+        "\"num_hidden_layers\":24,\"num_attention_heads\":16,\"vocab_size\":151936,"
+        "\"num_experts\":60,\"num_experts_per_tok\":4,\"moe_intermediate_size\":1408,"
+        "\"shared_expert_intermediate_size\":5632}",
+        "{\"model_type\":\"qwen2_moe\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"mlp_only_layers\":[1]}",
+        "{\"model_type\":\"qwen3_moe\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"num_experts\":8,\"num_local_experts\":4}",
+        "{\"model_type\":\"mixtral\",\"hidden_size\":64,\"intermediate_size\":8,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":9,"
+        "\"num_local_experts\":2,\"num_experts_per_tok\":3}"};
+    CHECK_OK(lq_config_parse(moe[0], strlen(moe[0]), "mixtral", &c, &err));
+    CHECK(c.num_experts == 8 && c.experts_per_tok == 2 && c.moe_intermediate == 14336 &&
+          c.norm_topk && c.moe_mixtral && c.shared_intermediate == 0 && c.sliding_window == 0 &&
+          c.rope_theta == 1e6 && c.bos_token_id == 1);
+    CHECK_OK(lq_config_parse(moe[1], strlen(moe[1]), "qwen3_moe", &c, &err));
+    CHECK(c.num_experts == 128 && c.experts_per_tok == 8 && c.moe_intermediate == 768 &&
+          c.norm_topk && !c.moe_mixtral && c.qk_norm && c.head_dim == 128 && !c.qkv_bias);
+    CHECK_OK(lq_config_parse(moe[2], strlen(moe[2]), "qwen2_moe", &c, &err));
+    CHECK(c.num_experts == 60 && c.experts_per_tok == 4 && c.moe_intermediate == 1408 &&
+          c.shared_intermediate == 5632 && !c.norm_topk && c.qkv_bias && c.num_kv_heads == 16);
+    CHECK_EQ_INT(lq_config_parse(moe[3], strlen(moe[3]), "moe", &c, &err), LQ_ERR_UNSUPPORTED_ARCH);
+    CHECK(strstr(err.msg, "mlp_only_layers") != NULL);
+    CHECK_EQ_INT(lq_config_parse(moe[4], strlen(moe[4]), "moe", &c, &err), LQ_ERR_CONFIG_VALUE);
+    CHECK(strstr(err.msg, "disagree") != NULL);
+    CHECK_EQ_INT(lq_config_parse(moe[5], strlen(moe[5]), "moe", &c, &err), LQ_ERR_CONFIG_VALUE);
+    CHECK(strstr(err.msg, "num_experts_per_tok") != NULL);
     /* every family says what its tests check (llmquant inspect prints it) */
-    const char *fams[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3"};
+    const char *fams[] = {"llama",       "mistral", "qwen2",   "qwen3",     "gemma2",
+                          "gemma3_text", "phi3",    "mixtral", "qwen2_moe", "qwen3_moe"};
     for (size_t i = 0; i < sizeof fams / sizeof *fams; i++) {
         const char *v = lq_config_family_verified(fams[i]);
         CHECK_MSG(v && strstr(v, "transformers"), "%s: no verification note", fams[i]);
@@ -319,7 +363,8 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(lq_config_parse(neox, strlen(neox), "config.json", &c, &err),
                  LQ_ERR_UNSUPPORTED_ARCH);
     CHECK(strcmp(err.msg, "config.json: model_type \"gpt_neox\" is not supported (supported: "
-                          "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3)") == 0);
+                          "llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3, mixtral, "
+                          "qwen2_moe, qwen3_moe)") == 0);
 
     /* the config transformers 5 itself wrote (tests/data/st/make_st.py) */
     snprintf(p, sizeof p, "%s/st/hf_tiny_sharded", data);

@@ -15,9 +15,13 @@ transformers' own models (torch, float32, eager attention):
     gate_up_proj, LongRoPE with its attention factor: short factors within the original length,
     long ones beyond, a sliding window) in bf16 and fp32, quantized by `llmquant awq` (the v rows
     of qkv_proj and the up rows of gate_up_proj take the previous-op scales) and by `llmquant
-    gptq --desc-act` (one Hessian and one g_idx per fused linear), both dequantized back.
+    gptq --desc-act` (one Hessian and one g_idx per fused linear), both dequantized back;
+    mixture of experts: Mixtral (top 2 of 8, renormalized), Qwen2-MoE (top 3 of 6 without
+    renormalizing, a shared expert with its sigmoid gate, q/k/v biases) in fp32 and Qwen3-MoE
+    (top 4 of 8 renormalized, q/k norms) in bf16.
 
 Skips (exit 77) without torch / transformers / safetensors or without the built test binary."""
+import json
 import os
 import subprocess
 import sys
@@ -31,7 +35,9 @@ try:
     from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM,
                               Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
-                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
+                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM, MixtralConfig,
+                              MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
+                              Qwen3MoeConfig, Qwen3MoeForCausalLM)
 except ImportError as e:
     lq_oracle.skip(f"{e}")
 
@@ -170,6 +176,23 @@ cases = [
         rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
                          "short_factor": [1.0 + 0.3 * i for i in range(8)],
                          "long_factor": [2.0 + 0.5 * i for i in range(8)]}), torch.float32, 64),
+    # mixture of experts: routing (softmax, top-k, renormalized or not), experts in index order,
+    # Qwen2-MoE's shared expert and its sigmoid gate, Mixtral's block_sparse_moe names
+    ("mixtral_top2of8_f32", MixtralForCausalLM, MixtralConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        num_local_experts=8, num_experts_per_tok=2, tie_word_embeddings=False), torch.float32, 64),
+    ("qwen2_moe_shared_top3of6_f32", Qwen2MoeForCausalLM, Qwen2MoeConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        num_experts=6, num_experts_per_tok=3, moe_intermediate_size=32,
+        shared_expert_intermediate_size=80, norm_topk_prob=False, use_sliding_window=False,
+        tie_word_embeddings=False), torch.float32, 64),
+    ("qwen3_moe_top4of8_normtopk_bf16", Qwen3MoeForCausalLM, Qwen3MoeConfig(
+        vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+        num_experts=8, num_experts_per_tok=4, moe_intermediate_size=40, norm_topk_prob=True,
+        use_sliding_window=False, tie_word_embeddings=False), torch.bfloat16, 64),
 ]
 models = {}
 for name, cls, cfg, dtype, seqlen in cases:
@@ -383,6 +406,34 @@ for method, extra, dequant in (("awq", ["--no-awq-clip"], awq_dequant),
           f"{ndiff} of {ntot} weights differ" + (f", up rows moved by the down_proj scales {moved:.3g}"
                                         if method == "awq" else ""))
     failures += not ok
+
+# ---- mixture of experts: `llmquant ppl` (streamed text, gptq windows) against transformers' NLL
+# over the same ids, and quantizing refused (exit 43, nothing written) until experts calibrate --
+d, m, cls, cfg, seqlen = models["mixtral_top2of8_f32"]
+lq = os.environ.get("LQ_BIN") or os.path.join(build, "llmquant")
+tok = os.path.join(os.environ.get("LQ_SRC", ""), "examples", "stories260K", "llama2c", "tok512.bin")
+text = os.path.join(os.environ.get("LQ_SRC", ""), "examples", "data", "tinystories_sample.txt")
+if os.path.exists(lq) and os.path.exists(tok):
+    r = subprocess.run([lq, "--json", "-q", "ppl", d, "--data", text, "--tokenizer", tok,
+                        "--ctx", "64", "--chunks", "3"], capture_output=True, text=True)
+    ids = [int(x) for x in subprocess.run([os.path.join(build, "tests", "test_tokenizer"), "--ids",
+                                           tok, text], check=True, capture_output=True,
+                                          text=True).stdout.split()]
+    w = np.array(ids[:3 * 64]).reshape(3, 64)
+    want = float(np.mean(nll(theirs(m, w), w)))
+    got = json.loads(r.stdout)["nll"] if r.returncode == 0 else float("nan")
+    ok = abs(got - want) <= 1e-5 * abs(want)
+    print(f"{'ok  ' if ok else 'FAIL'} mixtral ppl (3 windows of 64): NLL {got:.6f}, "
+          f"transformers {want:.6f}")
+    failures += not ok
+    out = os.path.join(tmp, "mixtral_rtn")
+    r = subprocess.run([lq, "-q", "rtn", d, "-o", out], capture_output=True, text=True)
+    ok = r.returncode == 43 and "mixture-of-experts" in r.stderr and not os.path.exists(out)
+    print(f"{'ok  ' if ok else 'FAIL'} mixtral rtn refused: exit {r.returncode}, "
+          f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''}")
+    failures += not ok
+else:
+    lq_oracle.skip_part("llmquant or the stories tokenizer not found (MoE ppl)")
 
 if failures:
     print(f"{failures} comparison(s) failed")
