@@ -19,14 +19,18 @@
 #include <string.h>
 
 static const lq_gguf_arch k_archs[] = {
-    /* gguf     model_type     class                permute_qk qkv_bias qk_norm gemma fused */
-    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0, 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0, 0, 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1, 0, 0},
-    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 0, 0, 1, 0},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 0, 1, 1, 0},
-    {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 0, 1},
+    /* gguf     model_type     class            permute_qk qkv_bias qk_norm gemma fused moe */
+    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0, 0, 0},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 1, 0, 0, 0, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 1, 0, 0, 0},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 0, 0, 1, 0, 0},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 0, 1, 1, 0, 0},
+    {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 0, 1, 0},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, 1, 0, 0, 0, 2},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, 1, 0, 0, 2},
 };
+/* convert_hf_to_gguf.py writes Mixtral as a llama with experts */
+static const lq_gguf_arch k_mixtral = {"llama", "mixtral", "MixtralForCausalLM", 1, 0, 0, 0, 0, 1};
 
 lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err) {
     const char *s;
@@ -36,7 +40,11 @@ lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *er
         LQ_FAIL(err, LQ_ERR_GGUF_FORMAT, "%s: no general.architecture", lq_gguf_path(g));
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if ((int64_t)strlen(k_archs[i].gguf) == n && !memcmp(k_archs[i].gguf, s, (size_t)n)) {
-            *out = &k_archs[i];
+            int64_t e = 0;
+            *out      = &k_archs[i];
+            if (!strcmp(k_archs[i].gguf, "llama") && lq_gguf_get_i64(g, "llama.expert_count", &e) &&
+                e > 0)
+                *out = &k_mixtral;
             return LQ_OK;
         }
     char list[256] = "";
@@ -56,24 +64,42 @@ static const struct {
     int         qk_norm; /* exists only where the architecture has q/k norms */
     int         gemma;   /* 1: only in Gemma's layout, -1: only outside it, 0: both */
     int         fused;   /* 1: only in a fused layout (phi3), -1: only outside it, 0: both */
+    int         moe;     /* only with experts: 1 Mixtral's names, 2 Qwen's, 3 either */
 } k_block_names[] = {
-    {"attn_norm", "input_layernorm", 0, 0, 0, 0},
-    {"ffn_norm", "post_attention_layernorm", 0, 0, -1, 0},
-    {"ffn_norm", "pre_feedforward_layernorm", 0, 0, 1, 0},
-    {"post_attention_norm", "post_attention_layernorm", 0, 0, 1, 0},
-    {"post_ffw_norm", "post_feedforward_layernorm", 0, 0, 1, 0},
-    {"attn_q", "self_attn.q_proj", 1, 0, 0, 0},
-    {"attn_k", "self_attn.k_proj", 2, 0, 0, 0},
-    {"attn_v", "self_attn.v_proj", 0, 0, 0, 0},
-    {"attn_output", "self_attn.o_proj", 0, 0, 0, 0},
-    {"ffn_gate", "mlp.gate_proj", 0, 0, 0, 0},
-    {"ffn_up", "mlp.up_proj", 0, 0, 0, -1},
-    {"ffn_up", "mlp.gate_up_proj", 0, 0, 0, 1},
-    {"attn_qkv", "self_attn.qkv_proj", 0, 0, 0, 1},
-    {"ffn_down", "mlp.down_proj", 0, 0, 0, 0},
-    {"attn_q_norm", "self_attn.q_norm", 0, 1, 0, 0},
-    {"attn_k_norm", "self_attn.k_norm", 0, 1, 0, 0},
+    {"attn_norm", "input_layernorm", 0, 0, 0, 0, 0},
+    {"ffn_norm", "post_attention_layernorm", 0, 0, -1, 0, 0},
+    {"ffn_norm", "pre_feedforward_layernorm", 0, 0, 1, 0, 0},
+    {"post_attention_norm", "post_attention_layernorm", 0, 0, 1, 0, 0},
+    {"post_ffw_norm", "post_feedforward_layernorm", 0, 0, 1, 0, 0},
+    {"attn_q", "self_attn.q_proj", 1, 0, 0, 0, 0},
+    {"attn_k", "self_attn.k_proj", 2, 0, 0, 0, 0},
+    {"attn_v", "self_attn.v_proj", 0, 0, 0, 0, 0},
+    {"attn_output", "self_attn.o_proj", 0, 0, 0, 0, 0},
+    {"ffn_gate", "mlp.gate_proj", 0, 0, 0, 0, 0},
+    {"ffn_up", "mlp.up_proj", 0, 0, 0, -1, 0},
+    {"ffn_up", "mlp.gate_up_proj", 0, 0, 0, 1, 0},
+    {"attn_qkv", "self_attn.qkv_proj", 0, 0, 0, 1, 0},
+    {"ffn_down", "mlp.down_proj", 0, 0, 0, 0, 0},
+    {"attn_q_norm", "self_attn.q_norm", 0, 1, 0, 0, 0},
+    {"attn_k_norm", "self_attn.k_norm", 0, 1, 0, 0, 0},
+    /* experts: '*' is the expert's index (one HF tensor per slice of the stacked one) */
+    {"ffn_gate_inp", "block_sparse_moe.gate", 0, 0, 0, 0, 1},
+    {"ffn_gate_exps", "block_sparse_moe.experts.*.w1", 0, 0, 0, 0, 1},
+    {"ffn_up_exps", "block_sparse_moe.experts.*.w3", 0, 0, 0, 0, 1},
+    {"ffn_down_exps", "block_sparse_moe.experts.*.w2", 0, 0, 0, 0, 1},
+    {"ffn_gate_inp", "mlp.gate", 0, 0, 0, 0, 2},
+    {"ffn_gate_exps", "mlp.experts.*.gate_proj", 0, 0, 0, 0, 2},
+    {"ffn_up_exps", "mlp.experts.*.up_proj", 0, 0, 0, 0, 2},
+    {"ffn_down_exps", "mlp.experts.*.down_proj", 0, 0, 0, 0, 2},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj", 0, 0, 0, 0, 2},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj", 0, 0, 0, 0, 2},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj", 0, 0, 0, 0, 2},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate", 0, 0, 0, 0, 2},
 };
+
+bool lq_gguf_hf_is_stacked(const char *hf) {
+    return strchr(hf, '*') != NULL;
+}
 static const struct {
     const char *gguf, *hf;
 } k_global_names[] = {
@@ -107,7 +133,8 @@ bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char 
             continue;
         if ((k_block_names[i].qk_norm && !a->qk_norm) ||
             (k_block_names[i].gemma && k_block_names[i].gemma != (a->gemma ? 1 : -1)) ||
-            (k_block_names[i].fused && k_block_names[i].fused != (a->fused ? 1 : -1)))
+            (k_block_names[i].fused && k_block_names[i].fused != (a->fused ? 1 : -1)) ||
+            (k_block_names[i].moe && k_block_names[i].moe != a->moe))
             continue;
         if (a->permute_qk && k_block_names[i].perm) {
             const int64_t nh = arch_key_i64(g, a, "attention.head_count", 0);
@@ -388,6 +415,29 @@ lq_status lq_gguf_hf_config(const lq_gguf *g, const lq_gguf_arch *a, const char 
         cJSON_AddNumberToObject(o, "factor", f32_decimal(f));
     } else {
         cJSON_AddNullToObject(r, "rope_scaling");
+    }
+    if (a->moe) {
+        /* llama.cpp's graphs: Mixtral and Qwen3-MoE renormalize the chosen experts' weights,
+         * Qwen2-MoE does not (build_moe_ffn's norm_w), whatever the original config said */
+        const int64_t ne = arch_key_i64(g, a, "expert_count", 0);
+        const int64_t nu = arch_key_i64(g, a, "expert_used_count", 0);
+        if (ne < 1 || nu < 1 || nu > ne) {
+            cJSON_Delete(r);
+            LQ_FAIL(err, LQ_ERR_GGUF_FORMAT,
+                    "%s: %s.expert_count %lld / expert_used_count %lld are not a mixture of "
+                    "experts",
+                    path, a->gguf, (long long)ne, (long long)nu);
+        }
+        cJSON_AddNumberToObject(r, a->moe == 1 ? "num_local_experts" : "num_experts", (double)ne);
+        cJSON_AddNumberToObject(r, "num_experts_per_tok", (double)nu);
+        if (a->moe == 2) {
+            cJSON_AddNumberToObject(r, "moe_intermediate_size",
+                                    (double)arch_key_i64(g, a, "expert_feed_forward_length", ff));
+            cJSON_AddNumberToObject(
+                r, "shared_expert_intermediate_size",
+                (double)arch_key_i64(g, a, "expert_shared_feed_forward_length", 0));
+            cJSON_AddBoolToObject(r, "norm_topk_prob", !strcmp(a->gguf, "qwen3moe"));
+        }
     }
     if ((a->gemma && !gemma_config(g, a, r, layers, hidden, heads, head_dim, err)) ||
         (a->fused && !phi3_config(g, a, r, head_dim, err))) {

@@ -20,10 +20,14 @@ typedef struct lq_gguf_arch {
                                stored as 1 + w, Gemma hyper-parameters in config.json */
     int fused;              /* attn_qkv and a gate+up ffn_up (phi3); rope_factors_short / long
                                tensors are LongRoPE's lists, which go to config.json */
+    int moe;                /* experts stacked in ffn_{gate,up,down}_exps [E, n, k], a router
+                               ffn_gate_inp: 1 Mixtral's names (a llama with expert_count),
+                               2 Qwen's (and their shared expert *_shexp) */
 } lq_gguf_arch;
 
-/* Architecture of g; LQ_ERR_UNSUPPORTED_ARCH "unsupported architecture gemma3 (supported:
- * llama, qwen2)" otherwise, LQ_ERR_GGUF_FORMAT when general.architecture is missing. */
+/* Architecture of g (a llama with llama.expert_count > 0 is Mixtral); LQ_ERR_UNSUPPORTED_ARCH
+ * "unsupported architecture gemma3 (supported: llama, qwen2)" otherwise, LQ_ERR_GGUF_FORMAT when
+ * general.architecture is missing. */
 lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *err);
 
 /* Hugging Face name of a GGUF tensor ("blk.3.attn_q.weight" ->
@@ -31,6 +35,10 @@ lq_status lq_gguf_hf_arch(const lq_gguf *g, const lq_gguf_arch **out, lq_err *er
  * llama.cpp over that many heads (undo on read). Returns false for a name with no counterpart. */
 bool lq_gguf_hf_tensor_name(const lq_gguf *g, const lq_gguf_arch *a, const char *gguf_name,
                             char *hf, size_t cap, int *perm_heads);
+/* For the experts' stacked tensors the name from lq_gguf_hf_tensor_name holds one '*' where the
+ * expert's index goes ("model.layers.3.mlp.experts.*.gate_proj.weight"): each expert's [n, k]
+ * slice of the [E, n, k] tensor is a Hugging Face tensor of its own. */
+bool lq_gguf_hf_is_stacked(const char *hf);
 /* Whether a GGUF tensor holds configuration, not weights (phi3's rope_factors_*: config.json's
  * LongRoPE factor lists); such tensors have no Hugging Face tensor. */
 bool lq_gguf_hf_tensor_is_config(const lq_gguf_arch *a, const char *gguf_name);

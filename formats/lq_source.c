@@ -86,31 +86,71 @@ static lq_status open_gguf(lq_source *s, lq_err *err) {
     LQ_TRY(lq_gguf_hf_arch(g, &s->arch, err));
     LQ_TRY(lq_gguf_hf_config(g, s->arch, gguf_torch_dtype(g), &s->config, &s->config_len, err));
     LQ_TRY(lq_config_parse(s->config, (size_t)s->config_len, s->config_label, &s->cfg, err));
-    lq_st_tensor *v   = lq_calloc_n(n ? n : 1, sizeof *v);
-    char(*names)[256] = lq_calloc_n(n ? n : 1, sizeof *names);
+    /* views: the tensors but those that are configuration, the experts' stacked tensors one
+     * view per expert */
+    int64_t nviews = 0;
+    for (int64_t ti = 0; ti < n; ti++) {
+        const lq_gguf_tensor *t = lq_gguf_tensor_get(g, ti);
+        char                  hf[256];
+        int                   heads;
+        if (lq_gguf_hf_tensor_is_config(s->arch, t->name))
+            continue;
+        if (!lq_gguf_hf_tensor_name(g, s->arch, t->name, hf, sizeof hf, &heads))
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: tensor \"%s\" has no counterpart in a Hugging Face %s model", s->path,
+                    t->name, s->arch->model_type);
+        if (lq_gguf_hf_is_stacked(hf) && (t->ndim != 3 || t->ne[2] < 1 || t->nbytes % t->ne[2]))
+            LQ_FAIL(err, LQ_ERR_GGUF_FORMAT,
+                    "%s: tensor \"%s\" is not a stack of experts' matrices [experts, n, k]",
+                    s->path, t->name);
+        nviews += lq_gguf_hf_is_stacked(hf) ? t->ne[2] : 1;
+    }
+    lq_st_tensor *v   = lq_calloc_n(nviews ? nviews : 1, sizeof *v);
+    char(*names)[256] = lq_calloc_n(nviews ? nviews : 1, sizeof *names);
     lq_status st      = LQ_OK;
     if (!v || !names)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", s->path);
-    int64_t nv = 0; /* views: the tensors but those that are configuration */
+    int64_t nv = 0;
     for (int64_t ti = 0; ti < n; ti++) {
         const lq_gguf_tensor *t = lq_gguf_tensor_get(g, ti);
         int                   heads;
+        char                  hf[256];
         if (lq_gguf_hf_tensor_is_config(s->arch, t->name))
             continue; /* its values are in config.json */
-        const int64_t i = nv++;
-        if (!lq_gguf_hf_tensor_name(g, s->arch, t->name, names[i], sizeof names[i], &heads))
-            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                         "%s: tensor \"%s\" has no counterpart in a Hugging Face %s model", s->path,
-                         t->name, s->arch->model_type);
-        v[i].name   = names[i];
-        v[i].dtype  = (lq_dtype)lq_dtype_from_ggml(t->ggml_type);
-        v[i].ndim   = t->ndim;
-        v[i].numel  = t->numel;
-        v[i].nbytes = t->nbytes;
-        v[i].data   = t->data;
-        v[i].shift  = lq_gguf_hf_shift(s->arch, names[i]);
-        for (int d = 0; d < t->ndim; d++)
-            v[i].shape[d] = t->ne[t->ndim - 1 - d];
+        lq_gguf_hf_tensor_name(g, s->arch, t->name, hf, sizeof hf, &heads);
+        const int64_t ne = lq_gguf_hf_is_stacked(hf) ? t->ne[2] : 1;
+        for (int64_t e = 0; e < ne; e++) {
+            const int64_t i = nv++;
+            if (ne > 1 || lq_gguf_hf_is_stacked(hf)) {
+                const char *star = strchr(hf, '*');
+                if (snprintf(names[i], sizeof names[i], "%.*s%lld%s", (int)(star - hf), hf,
+                             (long long)e, star + 1) >= (int)sizeof names[i])
+                    LQ_FAIL_GOTO(err, LQ_ERR_GGUF_FORMAT, "%s: tensor name too long", s->path);
+                v[i].ndim     = 2;
+                v[i].shape[0] = t->ne[1];
+                v[i].shape[1] = t->ne[0];
+                v[i].numel    = t->numel / ne;
+                v[i].nbytes   = t->nbytes / ne;
+                v[i].data     = (const char *)t->data + e * v[i].nbytes;
+            } else {
+                snprintf(names[i], sizeof names[i], "%s", hf);
+                v[i].ndim   = t->ndim;
+                v[i].numel  = t->numel;
+                v[i].nbytes = t->nbytes;
+                v[i].data   = t->data;
+                for (int d = 0; d < t->ndim; d++)
+                    v[i].shape[d] = t->ne[t->ndim - 1 - d];
+                if (t->ndim == 1 && strstr(hf, "shared_expert_gate")) { /* a [1, d] linear */
+                    v[i].ndim     = 2;
+                    v[i].shape[0] = 1;
+                    v[i].shape[1] = t->ne[0];
+                }
+            }
+            v[i].name  = names[i];
+            v[i].dtype = (lq_dtype)lq_dtype_from_ggml(t->ggml_type);
+            v[i].shift = lq_gguf_hf_shift(s->arch, names[i]);
+        }
+        const int64_t i = nv - 1;
         if (heads > 0) {
             const int64_t rows = v[i].shape[0];
             if (rows % heads || (rows / heads) % 2)

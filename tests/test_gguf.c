@@ -608,6 +608,44 @@ static void test_permute_names(void) {
           !lq_gguf_hf_tensor_is_config(a, "blk.1.ffn_up.weight"));
     lq_gguf_close(gg);
     free(f);
+    /* experts: a llama with expert_count is Mixtral (block_sparse_moe names), qwen2moe keeps
+     * Qwen's with the shared expert; the stacked ffn_*_exps name one tensor per expert ('*') */
+    for (int mi = 0; mi < 2; mi++) {
+        tg_gguf gm = {0};
+        tg_kv_str(&gm, "general.architecture", mi ? "qwen2moe" : "llama");
+        if (!mi)
+            tg_kv_u32(&gm, "llama.expert_count", 8);
+        m = tg_finish(&gm, &f);
+        CHECK_OK(lq_gguf_open_memory(f, m, "moe.gguf", &gg, &e));
+        CHECK_OK(lq_gguf_hf_arch(gg, &a, &e));
+        CHECK(a && !strcmp(a->model_type, mi ? "qwen2_moe" : "mixtral") && a->moe == mi + 1);
+        const char *mnames[2][5][2] = {
+            {{"blk.0.ffn_gate_inp.weight", "model.layers.0.block_sparse_moe.gate.weight"},
+             {"blk.0.ffn_gate_exps.weight", "model.layers.0.block_sparse_moe.experts.*.w1.weight"},
+             {"blk.0.ffn_up_exps.weight", "model.layers.0.block_sparse_moe.experts.*.w3.weight"},
+             {"blk.0.ffn_down_exps.weight", "model.layers.0.block_sparse_moe.experts.*.w2.weight"},
+             {"blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight"}},
+            {{"blk.0.ffn_gate_inp.weight", "model.layers.0.mlp.gate.weight"},
+             {"blk.0.ffn_down_exps.weight", "model.layers.0.mlp.experts.*.down_proj.weight"},
+             {"blk.0.ffn_up_shexp.weight", "model.layers.0.mlp.shared_expert.up_proj.weight"},
+             {"blk.0.ffn_gate_inp_shexp.weight", "model.layers.0.mlp.shared_expert_gate.weight"},
+             {"blk.0.attn_q.bias", "model.layers.0.self_attn.q_proj.bias"}}};
+        for (int i = 0; a && i < 5; i++) {
+            char hf[256];
+            int  ph = -1;
+            CHECK(lq_gguf_hf_tensor_name(gg, a, mnames[mi][i][0], hf, sizeof hf, &ph));
+            CHECK_MSG(!strcmp(hf, mnames[mi][i][1]) &&
+                          lq_gguf_hf_is_stacked(hf) == (strchr(mnames[mi][i][1], '*') != NULL),
+                      "%s -> %s", mnames[mi][i][0], hf);
+        }
+        char hf[256];
+        int  ph;
+        if (!mi) /* Mixtral has no shared expert */
+            CHECK(a && !lq_gguf_hf_tensor_name(gg, a, "blk.0.ffn_gate_shexp.weight", hf, sizeof hf,
+                                               &ph));
+        lq_gguf_close(gg);
+        free(f);
+    }
     /* another architecture: the error names it and the supported ones */
     tg_gguf g2 = {0};
     tg_kv_str(&g2, "general.architecture", "mamba");
@@ -981,6 +1019,65 @@ static int seeds_mode(const char *dir) {
     return 0;
 }
 
+/* A qwen2moe file through lq_source: each expert's slice of the stacked ffn_gate_exps is a
+ * tensor of its own with its own bytes; a stacked name on a 2-D tensor is refused. */
+static void test_moe_source(void) {
+    const char *tmp = getenv("LQ_TMP");
+    if (!tmp) {
+        printf("SKIP part: LQ_TMP not set (experts through lq_source)\n");
+        return;
+    }
+    mkdir(tmp, 0777);
+    for (int bad = 0; bad < 2; bad++) {
+        tg_gguf g = {0};
+        tg_kv_str(&g, "general.architecture", "qwen2moe");
+        tg_kv_u32(&g, "qwen2moe.block_count", 1);
+        tg_kv_u32(&g, "qwen2moe.embedding_length", 8);
+        tg_kv_u32(&g, "qwen2moe.feed_forward_length", 8);
+        tg_kv_u32(&g, "qwen2moe.attention.head_count", 2);
+        tg_kv_u32(&g, "qwen2moe.attention.head_count_kv", 1);
+        tg_kv_u32(&g, "qwen2moe.vocab_size", 4);
+        tg_kv_u32(&g, "qwen2moe.expert_count", 2);
+        tg_kv_u32(&g, "qwen2moe.expert_used_count", 1);
+        tg_kv_u32(&g, "qwen2moe.expert_feed_forward_length", 4);
+        float w[2 * 4 * 8];
+        for (int i = 0; i < 64; i++)
+            w[i] = (float)i;
+        const uint64_t ne3[3] = {8, 4, 2}, ne2[2] = {8, 8};
+        tg_tensor(&g, "blk.0.ffn_gate_exps.weight", 0, bad ? 2 : 3, bad ? ne2 : ne3, w, sizeof w);
+        uint8_t *f = NULL;
+        size_t   m = tg_finish(&g, &f);
+        char     path[4200];
+        snprintf(path, sizeof path, "%s/moe%d.gguf", tmp, bad);
+        FILE *fp = fopen(path, "wb");
+        CHECK(fp != NULL);
+        if (fp) {
+            fwrite(f, 1, m, fp);
+            fclose(fp);
+        }
+        free(f);
+        lq_source *src = NULL;
+        lq_err     e   = {0};
+        lq_status  st  = lq_source_open(path, &src, &e);
+        if (bad) {
+            CHECK_EQ_INT(st, LQ_ERR_GGUF_FORMAT);
+            CHECK(strstr(e.msg, "stack of experts") != NULL);
+        } else if (st == LQ_OK) {
+            const int64_t shape[2] = {4, 8};
+            float         got[32];
+            CHECK_OK(lq_st_read_f32(lq_source_st(src),
+                                    "model.layers.0.mlp.experts.1.gate_proj.weight", 2, shape, got,
+                                    &e));
+            CHECK(got[0] == 32.0f && got[31] == 63.0f);
+            CHECK(lq_source_model_config(src)->num_experts == 2 &&
+                  lq_source_model_config(src)->moe_intermediate == 4);
+        } else {
+            CHECK_MSG(0, "%s", e.msg);
+        }
+        lq_source_close(src);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--dump"))
         return dump_mode(argv[2], argv[3]);
@@ -991,5 +1088,6 @@ int main(int argc, char **argv) {
     test_permute_names();
     test_bpe_vocab();
     test_model();
+    test_moe_source();
     return lq_test_end("gguf");
 }

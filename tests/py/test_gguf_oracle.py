@@ -15,9 +15,10 @@
     rebuild gives the same ids in Google's sentencepiece, `convert --out-dtype float32` == the
     transformers GGUF loader bit for bit (norm weights stored by llama.cpp as 1 + w), and our
     logits over the GGUF vs transformers' on two windows;
-  * random Qwen3, Gemma 2, Gemma 3 and Phi-3 models through llama.cpp's own
-    convert_hf_to_gguf.py and back through `llmquant convert`: every tensor as stored (Gemma
-    norms (w + 1) - 1 in float32; Phi-3's fused attn_qkv / ffn_up), the Gemma config keys
+  * random Qwen3, Gemma 2, Gemma 3, Phi-3, Mixtral, Qwen2-MoE and Qwen3-MoE models through
+    llama.cpp's own convert_hf_to_gguf.py and back through `llmquant convert`: every tensor as
+    stored (Gemma norms (w + 1) - 1 in float32; Phi-3's fused attn_qkv / ffn_up; the experts
+    from llama.cpp's stacked ffn_*_exps, one tensor per expert), the Gemma config keys
     (layer_types, soft-caps, query_pre_attn_scalar) and Phi-3's LongRoPE lists (from llama.cpp's
     rope_factors tensors) recovered, and our forward over the GGUF vs transformers on the
     original.
@@ -261,7 +262,11 @@ else:
     # (w + 1) - 1 in float32; the rebuilt config runs the same function (logits of our forward
     # over the GGUF vs transformers on the original).
     from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3TextConfig,
-                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM)
+                              Gemma3ForCausalLM, Phi3Config, Phi3ForCausalLM, MixtralConfig,
+                              MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM,
+                              Qwen3MoeConfig, Qwen3MoeForCausalLM)
+    smol_tok = {f: os.path.join(hf_dir, f)
+                for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")}
     demo = os.path.join(src, "examples", "stories260K", "tokenizer.model")
     gcases = [
         ("gemma2", Gemma2ForCausalLM, Gemma2Config(
@@ -287,6 +292,26 @@ else:
                              "short_factor": [1.0 + 0.1 * i for i in range(8)],
                              "long_factor": [1.5 + 0.7 * i for i in range(8)]}),
          {"tokenizer.model": demo}),
+        # mixture of experts: llama.cpp stacks each layer's experts into ffn_*_exps [E, n, k]
+        # (one view per expert back), Mixtral is a llama with expert_count, Qwen2-MoE's shared
+        # expert and its gate (a 1-D tensor there) come back as mlp.shared_expert*
+        ("mixtral", MixtralForCausalLM, MixtralConfig(
+            vocab_size=512, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            num_local_experts=4, num_experts_per_tok=2, bos_token_id=1, eos_token_id=2,
+            tie_word_embeddings=False), {"tokenizer.model": demo}),
+        ("qwen2_moe", Qwen2MoeForCausalLM, Qwen2MoeConfig(
+            vocab_size=49152, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+            num_experts=6, num_experts_per_tok=3, moe_intermediate_size=32,
+            shared_expert_intermediate_size=80, norm_topk_prob=False, use_sliding_window=False,
+            bos_token_id=1, eos_token_id=2, tie_word_embeddings=False), smol_tok),
+        ("qwen3_moe", Qwen3MoeForCausalLM, Qwen3MoeConfig(
+            vocab_size=49152, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+            num_experts=8, num_experts_per_tok=4, moe_intermediate_size=40, norm_topk_prob=True,
+            use_sliding_window=False, bos_token_id=1, eos_token_id=2,
+            tie_word_embeddings=False), smol_tok),
     ]
     for mt, cls, gcfg, toks in gcases:
         gcfg._attn_implementation = "eager"
@@ -296,7 +321,7 @@ else:
         with torch.no_grad():
             for n_, p_ in gm.named_parameters():
                 p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(
-                    (0.0 if mt != "phi3" else 1.0) + 0.1 * torch.randn_like(p_))
+                    (0.0 if mt.startswith("gemma") else 1.0) + 0.1 * torch.randn_like(p_))
         gm.save_pretrained(gd, safe_serialization=True)
         for f, path in toks.items():
             shutil.copy(path, os.path.join(gd, f))
@@ -311,17 +336,19 @@ else:
         a_, b_ = load_file(os.path.join(gd, "model.safetensors")), load_file(os.path.join(gc, "model.safetensors"))
         one = np.float32(1)
         bad = [k for k in a_ if k not in b_ or not np.array_equal(
-            (a_[k].astype(np.float32) + one) - one if k.endswith("norm.weight") and mt != "phi3"
-            else a_[k].astype(np.float32),
+            (a_[k].astype(np.float32) + one) - one if k.endswith("norm.weight") and
+            mt.startswith("gemma") else a_[k].astype(np.float32),
             b_[k])]
         extra = sorted(set(b_) - set(a_))
         hc, qc = json.load(open(os.path.join(gd, "config.json"))), json.load(open(os.path.join(gc, "config.json")))
         same = [k for k in ("model_type", "layer_types", "query_pre_attn_scalar", "sliding_window",
                             "attn_logit_softcapping", "final_logit_softcapping", "head_dim")
-                if k in hc and hc.get(k) != qc.get(k)]  # (Phi3Config saves no head_dim)
+                if hc.get(k) is not None and hc.get(k) != qc.get(k) and
+                not (k in ("layer_types", "sliding_window") and hc.get("use_sliding_window") is False)]
+        # (Phi3Config saves no head_dim; Qwen's window keys mean nothing without use_sliding_window)
         report(not bad and not extra and not same,
                f"{mt} HF -> llama.cpp GGUF -> llmquant convert: {len(a_)} tensors as stored"
-               f"{' (norms (w + 1) - 1)' if mt != 'phi3' else ''}, config keys agree" +
+               f"{' (norms (w + 1) - 1)' if mt.startswith('gemma') else ''}, config keys agree" +
                (f"; differ {bad[:3]} extra {extra[:3]} config {same}" if bad or extra or same else ""))
         win = np.random.default_rng(5).integers(3, gcfg.vocab_size, size=(2, 48)).astype(np.int32)
         a = our_logits(gg, win, mt)
