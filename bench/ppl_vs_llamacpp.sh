@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Perplexity throughput against llama.cpp's llama-perplexity (issue #13, item 2), side by side on
+# the same F16 GGUF, text, context, chunks and threads, llama.cpp's protocol on both sides.
+# Prints tokens/s and perplexity of each and their ratio, with OpenBLAS's kernels as the
+# environment picks them and with the AVX-512 ones (OPENBLAS_CORETYPE=SKYLAKEX), since some
+# machines force a core type (this project's: Haswell) that leaves half the float width unused.
+#
+#   bench/ppl_vs_llamacpp.sh MODEL_DIR BUILD_DIR WORK_DIR [TEXT] [CTX] [CHUNKS]
+#
+# MODEL_DIR: a Hugging Face checkpoint (float), written to F16 GGUF with llama.cpp's own
+# convert_hf_to_gguf.py; llama-perplexity is built by bench/build_llamacpp.sh. Defaults: the
+# WikiText-2 test file in the shared data, ctx 2048, 2 chunks, threads = nproc.
+set -euo pipefail
+MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TEXT=${4:-${LQ_SHARED:-$ROOT/../shared}/data/wikitext2/wiki.test.raw}
+CTX=${5:-2048} CHUNKS=${6:-2} T=${THREADS:-$(nproc)}
+mkdir -p "$WORK"
+BIN=$(bash "$ROOT/bench/build_llamacpp.sh" llama-perplexity | tail -1)
+CONV=$(ls "$BIN"/../../convert_hf_to_gguf.py)
+GG=$WORK/model-f16.gguf
+[ -f "$GG" ] || python3 "$CONV" "$MODEL" --outtype f16 --outfile "$GG" >"$WORK/convert.log" 2>&1
+echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, ctx $CTX x $CHUNKS chunks," \
+    "$(basename "$TEXT"), $("$BUILD/llmquant" --version)"
+"$BIN/llama-perplexity" -m "$GG" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$T" -b "$CTX" \
+    >"$WORK/llama.log" 2>&1
+# llama-perplexity's own compute time: from "calculating" to the final estimate (tokenizing and
+# loading excluded, as llmquant's "seconds" excludes them); its log stamps are m.ss.mmm.uuu
+read -r lppl lsec < <(python3 - "$WORK/llama.log" <<'PY'
+import re, sys
+t, ppl = [], "nan"
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)\.(\d+) I (perplexity: calculating|Final estimate)",
+                 line)
+    if m:
+        t.append(int(m.group(1)) * 60 + int(m.group(2)) + int(m.group(3)) / 1e3 +
+                 int(m.group(4)) / 1e6)
+    f = re.search(r"Final estimate: PPL = ([0-9.]+)", line)
+    if f:
+        ppl = f.group(1)
+print(ppl, f"{t[-1] - t[0]:.3f}" if len(t) >= 2 else "nan")
+PY
+)
+ltps=$(python3 -c "print(f'{$CTX * $CHUNKS / $lsec:.1f}')")
+echo
+echo "| run | ppl | seconds | tokens/s | vs llama.cpp |"
+echo "|---|---:|---:|---:|---:|"
+echo "| llama-perplexity, F16 GGUF | $lppl | $lsec | $ltps | 1.00 |"
+for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
+    env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$GG" --data "$TEXT" \
+        --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
+        2>"$WORK/lq.log" || {
+        cat "$WORK/lq.log" >&2
+        exit 1
+    }
+    python3 - "$WORK/lq.json" "$ltps" "${ct:-default}" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"| llmquant ppl, same GGUF (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | {j['seconds']:.3f} | "
+      f"{j['tokens_per_second']:.1f} | {j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
+PY
+done
