@@ -517,6 +517,12 @@ static double dense_layer_bytes(const lq_model_config *c) {
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
         per += lq_lin_present(c, (lq_lin_id)l) ? (double)n * (double)k * 4.0 : 0;
     }
+    for (int64_t j = 0; j < lq_moe_count(c); j++) { /* experts: most of a MoE model */
+        int64_t n, k;
+        char    leaf[128];
+        lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
+        per += (double)n * (double)k * 4.0;
+    }
     return per * (double)c->num_layers;
 }
 
