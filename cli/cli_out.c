@@ -371,6 +371,13 @@ static void summary_ppl(cli_ctx *c, const cJSON *o) {
         cli_jnum(o, "tokens_scored"), cli_jnum(o, "tokens"));
     row(c, "model", "%s (%s)", cli_jstr(o, "model_dir"), cli_jstr(o, "format"));
     row(c, "data", "%s", cli_jstr(o, "data_file"));
+    const cJSON *et = jget(o, "expert_tokens");
+    if (et)
+        row(c, "experts",
+            "tokens per expert %.0f (layer %.0f expert %.0f) to %.0f; %.0f of %.0f "
+            "layer experts never chosen",
+            cli_jnum(et, "min"), cli_jnum(et, "min_layer"), cli_jnum(et, "min_expert"),
+            cli_jnum(et, "max"), cli_jnum(et, "unused"), cli_jnum(et, "experts"));
     cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b, sizeof b);
     row(c, "speed", "%.0f tokens/s on %s (%.1f s, load %.1f s), peak RSS %s",
         cli_jnum(o, "tokens_per_second"), cli_jstr(o, "device"), cli_jnum(o, "seconds"),

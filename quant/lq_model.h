@@ -156,6 +156,9 @@ void      lq_fwd_ws_free(lq_fwd_ws *ws);
 /* CPU threads of the forwards using ws (<= 0: all cores, the default). */
 void    lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
+/* Mixture of experts: how many tokens each layer's router sent to each expert through this
+ * workspace, [layers, experts] (NULL, 0, 0 for a dense model). */
+const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int64_t *experts);
 /* Bytes held by ws (for memory reports). */
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 /* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS

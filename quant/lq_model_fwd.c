@@ -54,6 +54,8 @@ struct lq_fwd_ws {
     float           *moe_y;     /* [T, d] their expert output */
     float           *moe_w;     /* [T, topk] routing weights */
     float           *moe_sel;   /* [T, topk] chosen experts (int32 in float-sized slots) */
+    int64_t         *moe_count; /* [layers, E] tokens routed to each expert since creation */
+    int64_t          moe_layers, moe_e;
     int64_t          half;
     float           *scores;
     size_t           scores_cap; /* floats */
@@ -98,6 +100,7 @@ void lq_fwd_ws_free(lq_fwd_ws *ws) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
+    free(ws->moe_count);
     free(ws);
 }
 
@@ -189,11 +192,15 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
         ws->fz             = ws_alloc(ws, T, wide, &ok);
     }
     if (cfg->num_experts) {
-        ws->moe_logit = ws_alloc(ws, T, cfg->num_experts, &ok);
-        ws->moe_x     = ws_alloc(ws, T, ws->d, &ok);
-        ws->moe_y     = ws_alloc(ws, T, ws->d, &ok);
-        ws->moe_w     = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
-        ws->moe_sel   = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
+        ws->moe_layers = cfg->num_layers;
+        ws->moe_e      = cfg->num_experts;
+        ws->moe_count  = lq_calloc_n(cfg->num_layers * cfg->num_experts, sizeof *ws->moe_count);
+        ok             = ok && ws->moe_count;
+        ws->moe_logit  = ws_alloc(ws, T, cfg->num_experts, &ok);
+        ws->moe_x      = ws_alloc(ws, T, ws->d, &ok);
+        ws->moe_y      = ws_alloc(ws, T, ws->d, &ok);
+        ws->moe_w      = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
+        ws->moe_sel    = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
     }
     if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
         lq_model_config local = *cfg;
@@ -220,6 +227,12 @@ void lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads) {
 
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
     return ws->max_tokens;
+}
+
+const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int64_t *experts) {
+    *layers  = ws->moe_layers;
+    *experts = ws->moe_e;
+    return ws->moe_count;
 }
 
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws) {
@@ -601,6 +614,8 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
             for (int64_t j = 0; j < K; j++)
                 if (sel[t * K + j] == e)
                     memcpy(ws->moe_x + cnt++ * d, xn + t * d, (size_t)d * sizeof(float));
+        if (L->idx >= 0 && L->idx < ws->moe_layers)
+            ws->moe_count[L->idx * E + e] += cnt;
         if (!cnt)
             continue;
         const lq_linear *x3 = &L->experts[3 * e];

@@ -267,6 +267,11 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
     const lq_model_config cfg = *lq_source_model_config(src);
     lq_source_close(src);
+    if (cfg.num_experts)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: quantizing a mixture-of-experts model (%s, %lld experts) is not supported "
+                "yet; `llmquant ppl` and `inspect` run it",
+                model_dir, cfg.model_type, (long long)cfg.num_experts);
     for (int i = 0; i < lq_param_count(); i++) {
         const lq_param_info *pi = lq_param_get_info(i);
         if (lq_params_is_set(p, pi->name) && !lq_param_applies(pi, method))
@@ -861,11 +866,6 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.odt = !strcmp(odt, "bfloat16") ? LQ_DT_BF16 : LQ_DT_F16;
 
     LQ_TRY_GOTO(lq_model_open(model_dir, &r.m, err));
-    if (r.m->cfg.num_experts)
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                     "%s: quantizing a mixture-of-experts model (%s, %lld experts) is not "
-                     "supported yet; `llmquant ppl` and `inspect` run it",
-                     model_dir, r.m->cfg.model_type, (long long)r.m->cfg.num_experts);
     if (r.m->format != LQ_FMT_DENSE)
         LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
                      "%s: already quantized (%s); start from the "

@@ -186,6 +186,21 @@ static void run_result(const ppl_run *r, int64_t ctx, int64_t tokens, lq_ppl_res
     res->nll           = r->scored ? r->nll_sum / (double)r->scored : NAN;
     res->ppl           = exp(res->nll);
     res->seconds       = lq_now() - r->t0;
+    int64_t        nl, ne;
+    const int64_t *cnt = r->ws ? lq_fwd_ws_expert_tokens(r->ws, &nl, &ne) : NULL;
+    if (cnt && nl > 0 && ne > 0) {
+        res->experts    = ne;
+        res->expert_min = res->expert_max = cnt[0];
+        for (int64_t i = 0; i < nl * ne; i++) {
+            if (cnt[i] < res->expert_min) {
+                res->expert_min       = cnt[i];
+                res->expert_min_layer = i / ne;
+                res->expert_min_id    = i % ne;
+            }
+            res->expert_max = cnt[i] > res->expert_max ? cnt[i] : res->expert_max;
+            res->experts_unused += cnt[i] == 0;
+        }
+    }
 }
 
 /* Windows per batch: a workspace chunk's worth with all layers resident; with layers streamed,
@@ -677,6 +692,15 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddStringToObject(j, "data_file", data_file);
         cJSON_AddNumberToObject(j, "text_bytes", (double)info.text_bytes);
         cJSON_AddBoolToObject(j, "text_truncated", info.text_truncated);
+        if (r.experts) { /* what the routers did with this text: a calibration set's coverage */
+            cJSON *e = cJSON_AddObjectToObject(j, "expert_tokens");
+            cJSON_AddNumberToObject(e, "experts", (double)(r.experts * m->cfg.num_layers));
+            cJSON_AddNumberToObject(e, "min", (double)r.expert_min);
+            cJSON_AddNumberToObject(e, "min_layer", (double)r.expert_min_layer);
+            cJSON_AddNumberToObject(e, "min_expert", (double)r.expert_min_id);
+            cJSON_AddNumberToObject(e, "max", (double)r.expert_max);
+            cJSON_AddNumberToObject(e, "unused", (double)r.experts_unused);
+        }
         cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
         *report_json = cJSON_PrintUnformatted(j);
         cJSON_Delete(j);

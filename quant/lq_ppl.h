@@ -69,6 +69,9 @@ typedef struct lq_ppl_result {
     int64_t ctx;
     double  seconds;    /* forward + scoring wall time */
     int64_t tokens_run; /* tokens pushed through the model */
+    /* mixture of experts: tokens routed to each (layer, expert), the fewest and most any
+     * expert got, and how many (layer, expert) pairs got none (experts 0: a dense model) */
+    int64_t experts, expert_min, expert_max, experts_unused, expert_min_layer, expert_min_id;
 } lq_ppl_result;
 
 /* Default window of a protocol for a model: gptq and docs min(2048, max_pos), llamacpp

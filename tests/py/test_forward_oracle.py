@@ -421,10 +421,15 @@ if os.path.exists(lq) and os.path.exists(tok):
                                           text=True).stdout.split()]
     w = np.array(ids[:3 * 64]).reshape(3, 64)
     want = float(np.mean(nll(theirs(m, w), w)))
-    got = json.loads(r.stdout)["nll"] if r.returncode == 0 else float("nan")
-    ok = abs(got - want) <= 1e-5 * abs(want)
+    rep = json.loads(r.stdout) if r.returncode == 0 else {}
+    got = rep.get("nll", float("nan"))
+    # the routers' report: 3 x 64 tokens, 2 experts each, 2 layers of 8 experts
+    et = rep.get("expert_tokens", {})
+    routed = 3 * 64 * 2 * 2
+    ok = (abs(got - want) <= 1e-5 * abs(want) and et.get("experts") == 16 and
+          et["min"] * 16 <= routed <= et["max"] * 16)
     print(f"{'ok  ' if ok else 'FAIL'} mixtral ppl (3 windows of 64): NLL {got:.6f}, "
-          f"transformers {want:.6f}")
+          f"transformers {want:.6f}; tokens per expert {et.get('min')} to {et.get('max')}")
     failures += not ok
     out = os.path.join(tmp, "mixtral_rtn")
     r = subprocess.run([lq, "-q", "rtn", d, "-o", out], capture_output=True, text=True)
