@@ -105,6 +105,8 @@ static int all_space(const char *s, int64_t n) {
 
 static int64_t count_nl(const char *s, int64_t n) {
     int64_t k = 0;
+    if (n <= 0)
+        return 0;
     for (const char *p = s, *e = s + n; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
         k++;
     return k;
@@ -151,7 +153,8 @@ static lq_status flush(reader *r, int final, lq_err *err) {
     if (k > 0)
         LQ_TRY(r->sink(r->user, r->out, k, &stop, err));
     r->flushed += k;
-    memmove(r->out, r->out + k, (size_t)(r->len - k));
+    if (k > 0)
+        memmove(r->out, r->out + k, (size_t)(r->len - k));
     r->len -= k;
     if (stop)
         r->full = r->stopped = 1;
