@@ -10,6 +10,9 @@
 # MODEL_DIR: a Hugging Face checkpoint (float), written to F16 GGUF with llama.cpp's own
 # convert_hf_to_gguf.py; llama-perplexity is built by bench/build_llamacpp.sh. Defaults: the
 # WikiText-2 test file in the shared data, ctx 2048, 2 chunks, threads = nproc.
+# QUANT=1 adds the 4-bit pair: llama.cpp's Q4_K_M of the same file (llama-quantize, no importance
+# matrix) against `llmquant gptq` w4 (16 x 512 calibration windows of the built-in corpus; the
+# throughput of its GPTQ kernel is what is compared, not the quality).
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +60,45 @@ for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(f"| llmquant ppl, same GGUF (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | {j['seconds']:.3f} | "
+      f"{j['tokens_per_second']:.1f} | {j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
+PY
+done
+[ "${QUANT:-0}" = 1 ] || exit 0
+QB=$(bash "$ROOT/bench/build_llamacpp.sh" llama-quantize | tail -1)
+[ -f "$WORK/model-q4km.gguf" ] || "$QB/llama-quantize" "$GG" "$WORK/model-q4km.gguf" Q4_K_M \
+    >"$WORK/quantize.log" 2>&1
+"$BIN/llama-perplexity" -m "$WORK/model-q4km.gguf" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" \
+    -t "$T" -b "$CTX" >"$WORK/llama-q4.log" 2>&1
+read -r qppl qsec < <(python3 - "$WORK/llama-q4.log" <<'PY'
+import re, sys
+t, ppl = [], "nan"
+for line in open(sys.argv[1]):
+    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)\.(\d+) I (perplexity: calculating|Final estimate)",
+                 line)
+    if m:
+        t.append(int(m.group(1)) * 60 + int(m.group(2)) + int(m.group(3)) / 1e3 +
+                 int(m.group(4)) / 1e6)
+    f = re.search(r"Final estimate: PPL = ([0-9.]+)", line)
+    if f:
+        ppl = f.group(1)
+print(ppl, f"{t[-1] - t[0]:.3f}" if len(t) >= 2 else "nan")
+PY
+)
+qtps=$(python3 -c "print(f'{$CTX * $CHUNKS / $qsec:.1f}')")
+[ -d "$WORK/gptq" ] || "$BUILD/llmquant" -q gptq "$MODEL" -o "$WORK/gptq" --nsamples 16 \
+    --seqlen 512 --threads "$T" >"$WORK/gptq.log" 2>&1
+echo "| llama-perplexity, Q4_K_M GGUF | $qppl | $qsec | $qtps | 1.00 |"
+for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
+    env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$WORK/gptq" --data "$TEXT" \
+        --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
+        2>"$WORK/lq.log" || {
+        cat "$WORK/lq.log" >&2
+        exit 1
+    }
+    python3 - "$WORK/lq.json" "$qtps" "${ct:-default}" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"| llmquant ppl, its GPTQ w4 (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | {j['seconds']:.3f} | "
       f"{j['tokens_per_second']:.1f} | {j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
 PY
 done
