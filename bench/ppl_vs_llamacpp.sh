@@ -23,13 +23,14 @@ BIN=$(bash "$ROOT/bench/build_llamacpp.sh" llama-perplexity | tail -1)
 CONV=$(ls "$BIN"/../../convert_hf_to_gguf.py)
 GG=$WORK/model-f16.gguf
 [ -f "$GG" ] || python3 "$CONV" "$MODEL" --outtype f16 --outfile "$GG" >"$WORK/convert.log" 2>&1
-echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, ctx $CTX x $CHUNKS chunks," \
-    "$(basename "$TEXT"), $("$BUILD/llmquant" --version)"
-"$BIN/llama-perplexity" -m "$GG" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$T" -b "$CTX" \
-    >"$WORK/llama.log" 2>&1
-# llama-perplexity's own compute time: from "calculating" to the final estimate (tokenizing and
-# loading excluded, as llmquant's "seconds" excludes them); its log stamps are m.ss.mmm.uuu
-read -r lppl lsec < <(python3 - "$WORK/llama.log" <<'PY'
+
+llama_row() { # GGUF LABEL -> prints the row, sets LTPS
+    "$BIN/llama-perplexity" -m "$1" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$T" -b "$CTX" \
+        >"$WORK/llama.log" 2>&1
+    # its own compute time: from "calculating" to the final estimate (tokenizing and loading
+    # excluded, as llmquant's "seconds" excludes them); the log stamps are m.ss.mmm.uuu
+    local ppl sec
+    read -r ppl sec < <(python3 - "$WORK/llama.log" <<'PY'
 import re, sys
 t, ppl = [], "nan"
 for line in open(sys.argv[1]):
@@ -43,62 +44,42 @@ for line in open(sys.argv[1]):
         ppl = f.group(1)
 print(ppl, f"{t[-1] - t[0]:.3f}" if len(t) >= 2 else "nan")
 PY
-)
-ltps=$(python3 -c "print(f'{$CTX * $CHUNKS / $lsec:.1f}')")
+    )
+    LTPS=$(python3 -c "print(f'{$CTX * $CHUNKS / $sec:.1f}')")
+    echo "| llama-perplexity, $2 | $ppl | $sec | $LTPS | 1.00 |"
+}
+
+llmquant_rows() { # MODEL LABEL: with the environment's OpenBLAS kernels and the AVX-512 ones
+    local ct
+    for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
+        env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$1" --data "$TEXT" \
+            --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
+            2>"$WORK/lq.log" || {
+            cat "$WORK/lq.log" >&2
+            exit 1
+        }
+        python3 - "$WORK/lq.json" "$LTPS" "${ct:-default}" "$2" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"| llmquant ppl, {sys.argv[4]} (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | "
+      f"{j['seconds']:.3f} | {j['tokens_per_second']:.1f} | "
+      f"{j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
+PY
+    done
+}
+
+echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, ctx $CTX x $CHUNKS chunks," \
+    "$(basename "$TEXT"), $("$BUILD/llmquant" --version)"
 echo
 echo "| run | ppl | seconds | tokens/s | vs llama.cpp |"
 echo "|---|---:|---:|---:|---:|"
-echo "| llama-perplexity, F16 GGUF | $lppl | $lsec | $ltps | 1.00 |"
-for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
-    env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$GG" --data "$TEXT" \
-        --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
-        2>"$WORK/lq.log" || {
-        cat "$WORK/lq.log" >&2
-        exit 1
-    }
-    python3 - "$WORK/lq.json" "$ltps" "${ct:-default}" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(f"| llmquant ppl, same GGUF (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | {j['seconds']:.3f} | "
-      f"{j['tokens_per_second']:.1f} | {j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
-PY
-done
+llama_row "$GG" "F16 GGUF"
+llmquant_rows "$GG" "same GGUF"
 [ "${QUANT:-0}" = 1 ] || exit 0
 QB=$(bash "$ROOT/bench/build_llamacpp.sh" llama-quantize | tail -1)
 [ -f "$WORK/model-q4km.gguf" ] || "$QB/llama-quantize" "$GG" "$WORK/model-q4km.gguf" Q4_K_M \
     >"$WORK/quantize.log" 2>&1
-"$BIN/llama-perplexity" -m "$WORK/model-q4km.gguf" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" \
-    -t "$T" -b "$CTX" >"$WORK/llama-q4.log" 2>&1
-read -r qppl qsec < <(python3 - "$WORK/llama-q4.log" <<'PY'
-import re, sys
-t, ppl = [], "nan"
-for line in open(sys.argv[1]):
-    m = re.match(r"\s*(\d+)\.(\d+)\.(\d+)\.(\d+) I (perplexity: calculating|Final estimate)",
-                 line)
-    if m:
-        t.append(int(m.group(1)) * 60 + int(m.group(2)) + int(m.group(3)) / 1e3 +
-                 int(m.group(4)) / 1e6)
-    f = re.search(r"Final estimate: PPL = ([0-9.]+)", line)
-    if f:
-        ppl = f.group(1)
-print(ppl, f"{t[-1] - t[0]:.3f}" if len(t) >= 2 else "nan")
-PY
-)
-qtps=$(python3 -c "print(f'{$CTX * $CHUNKS / $qsec:.1f}')")
 [ -d "$WORK/gptq" ] || "$BUILD/llmquant" -q gptq "$MODEL" -o "$WORK/gptq" --nsamples 16 \
     --seqlen 512 --threads "$T" >"$WORK/gptq.log" 2>&1
-echo "| llama-perplexity, Q4_K_M GGUF | $qppl | $qsec | $qtps | 1.00 |"
-for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
-    env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$WORK/gptq" --data "$TEXT" \
-        --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
-        2>"$WORK/lq.log" || {
-        cat "$WORK/lq.log" >&2
-        exit 1
-    }
-    python3 - "$WORK/lq.json" "$qtps" "${ct:-default}" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-print(f"| llmquant ppl, its GPTQ w4 (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | {j['seconds']:.3f} | "
-      f"{j['tokens_per_second']:.1f} | {j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
-PY
-done
+llama_row "$WORK/model-q4km.gguf" "Q4_K_M GGUF"
+llmquant_rows "$WORK/gptq" "its GPTQ w4"

@@ -114,6 +114,16 @@ static int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;
 }
 
+/* Adds an [n, k] linear to the estimates: its parameters, int8 bytes n*k + 4n, int4 bytes
+ * ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k with G groups of g (see the top); false on overflow. */
+static bool estimate_add(int64_t n, int64_t k, int64_t g, int64_t *lin, int64_t *b8, int64_t *b4) {
+    int64_t nkr, t8, t4, t, G = g > 0 ? ceil_div(k, g) : 1;
+    return lq_mul_i64(n, k, &nkr) && lq_add_i64(*lin, nkr, lin) && lq_add_i64(nkr, 4 * n, &t8) &&
+           lq_add_i64(*b8, t8, b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
+           lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
+           lq_add_i64(*b4, t4, b4);
+}
+
 lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
@@ -298,31 +308,18 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     int64_t lin = 0, b8 = 0, b4 = 0;
     bool    ok = true;
     for (int r = 0; r < LQ_LIN_COUNT && ok; r++) {
-        int64_t n, k, nkr, G = 1, t8, t4, t;
+        int64_t n, k;
         if (!lq_lin_present(&c, (lq_lin_id)r))
             continue;
         role_shape(&c, r, &n, &k);
-        if (g > 0)
-            G = ceil_div(k, g);
-        /* int8: n*k + 4n; int4: ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k (see the top) */
-        ok = lq_mul_i64(n, k, &nkr) && lq_add_i64(lin, nkr, &lin) && lq_add_i64(nkr, 4 * n, &t8) &&
-             lq_add_i64(b8, t8, &b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
-             lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
-             lq_add_i64(b4, t4, &b4);
+        ok = estimate_add(n, k, g, &lin, &b8, &b4);
     }
     /* experts and the shared expert (the routers and the shared expert's gate stay float) */
     for (int64_t j = 1; j < lq_moe_count(&c) && ok; j++) {
-        int64_t n, k, nkr, G = 1, t8, t4, t;
+        int64_t n, k;
         char    leaf[128];
         lq_moe_lin(&c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
-        if (n == 1)
-            continue;
-        if (g > 0)
-            G = ceil_div(k, g);
-        ok = lq_mul_i64(n, k, &nkr) && lq_add_i64(lin, nkr, &lin) && lq_add_i64(nkr, 4 * n, &t8) &&
-             lq_add_i64(b8, t8, &b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
-             lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
-             lq_add_i64(b4, t4, &b4);
+        ok = n == 1 || estimate_add(n, k, g, &lin, &b8, &b4);
     }
     ok = ok && lq_mul_i64(lin, c.num_layers, &lin) && lq_mul_i64(b8, c.num_layers, &b8) &&
          lq_mul_i64(b4, c.num_layers, &b4);
