@@ -44,12 +44,14 @@ lq_status lq_tok_encode(const lq_tokenizer *t, const char *text, int64_t len, in
  * order, the same ids lq_tok_encode gives for the whole text (BOS first when add_bos and the
  * tokenizer has one). The text is encoded part_bytes at a time (0: 8 MiB), each part ending just
  * after a newline where encoding the two sides apart was checked to give the ids of encoding
- * them together (on the min(1 KiB, part/4) bytes either side, with no long whitespace run
- * across the cut: tokenizers' pre-tokenizer pieces, merges and normalizers reach no further
- * across a newline). Where no such newline exists the text stays buffered until one does or
- * the text ends (e.g. a Strip normalizer, which acts on the ends of the text), so memory is a
- * part for every tokenizer llmquant knows and the whole text at worst. fn's error stops the
- * stream and is returned. */
+ * them together: first on min(1 KiB, part/4) bytes either side, then on the whole part (from
+ * the previous cut, so with its real left context) plus that much to the right, with no long
+ * whitespace run across the cut. What is assumed is only that nothing past that right window
+ * changes the ids left of the cut (a pre-tokenizer's lookahead or merges reaching further across
+ * a newline). Tokenizing costs about twice a single pass. Where no such newline exists the text
+ * stays buffered until one does or the text ends (e.g. a Strip normalizer, which acts on the ends
+ * of the text), so memory is a part for every tokenizer llmquant knows and the whole text at worst.
+ * fn's error stops the stream and is returned. */
 typedef lq_status (*lq_tok_ids_fn)(void *user, const int32_t *ids, int64_t n, lq_err *err);
 typedef struct lq_tok_stream lq_tok_stream;
 typedef struct lq_tok_stream_stats {

@@ -21,6 +21,7 @@ struct lq_tok_stream {
     int64_t             next_try;  /* look for a cut once len reaches this */
     int                 started;   /* something was encoded: later parts continue the text */
     lq_tok_ids          ids, a, b; /* output of a part; the check's two encodes */
+    int64_t             ready;     /* ids holds the part [0, ready) (cut_ok made it) */
     lq_tok_stream_stats st;
 };
 
@@ -84,8 +85,10 @@ static int ordinary(const char *p, int64_t c, int64_t len) {
     return l && r;
 }
 
-/* Whether cutting buf at c (just after a newline) leaves the ids unchanged: the window of win
- * bytes either side, encoded whole, equals its two halves encoded apart. */
+/* Whether cutting buf at c (just after a newline) leaves the ids unchanged: first (cheap) the
+ * window of win bytes either side, encoded whole, equals its two halves encoded apart; then the
+ * same from the start of the buffer, a cut already made, so that the text left of c is seen with
+ * its real context. The part's ids, [BOS +] buf[0, c), are left in s->ids for emit. */
 static lq_status cut_ok(lq_tok_stream *s, int64_t c, int *ok, lq_err *err) {
     *ok                 = 0;
     const int64_t w0    = char_start(s->buf, c - s->win > 0 ? c - s->win : 0, 0);
@@ -95,7 +98,19 @@ static lq_status cut_ok(lq_tok_stream *s, int64_t c, int *ok, lq_err *err) {
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + w0, w1 - w0, cont0, &s->a, err));
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + w0, c - w0, cont0, &s->b, err));
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + c, w1 - c, 1, &s->b, err));
-    *ok = s->a.n == s->b.n && !memcmp(s->a.v, s->b.v, (size_t)s->a.n * sizeof *s->a.v);
+    if (s->a.n != s->b.n || memcmp(s->a.v, s->b.v, (size_t)s->a.n * sizeof *s->a.v))
+        return LQ_OK;
+    const int64_t bos = !s->started && s->add_bos;
+    s->a.n = s->b.n = s->ids.n = s->ready = 0;
+    if (bos && lq_tok_ids_push(&s->ids, s->t->bos) < 0)
+        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", s->t->path);
+    LQ_TRY(lq_tok_encode_part(s->t, s->buf, w1, s->started, &s->a, err));
+    LQ_TRY(lq_tok_encode_part(s->t, s->buf, c, s->started, &s->ids, err));
+    LQ_TRY(lq_tok_encode_part(s->t, s->buf + c, w1 - c, 1, &s->b, err));
+    const int64_t np = s->ids.n - bos;
+    *ok = s->a.n == np + s->b.n && !memcmp(s->a.v, s->ids.v + bos, (size_t)np * sizeof *s->a.v) &&
+          !memcmp(s->a.v + np, s->b.v, (size_t)s->b.n * sizeof *s->a.v);
+    s->ready = *ok ? c : 0;
     return LQ_OK;
 }
 
@@ -129,10 +144,13 @@ static lq_status find_cut(lq_tok_stream *s, int64_t *cut, lq_err *err) {
 }
 
 static lq_status emit(lq_tok_stream *s, int64_t n, lq_err *err) {
-    s->ids.n = 0;
-    if (!s->started && s->add_bos && lq_tok_ids_push(&s->ids, s->t->bos) < 0)
-        return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", s->t->path);
-    LQ_TRY(lq_tok_encode_part(s->t, s->buf, n, s->started, &s->ids, err));
+    if (s->ready != n || n == 0) {
+        s->ids.n = 0;
+        if (!s->started && s->add_bos && lq_tok_ids_push(&s->ids, s->t->bos) < 0)
+            return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", s->t->path);
+        LQ_TRY(lq_tok_encode_part(s->t, s->buf, n, s->started, &s->ids, err));
+    }
+    s->ready   = 0;
     s->started = 1;
     s->st.parts++;
     s->st.text_bytes += n;
