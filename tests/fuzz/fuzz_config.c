@@ -1,5 +1,6 @@
 /* Fuzz config.json parsing (depth pre-scan, cJSON, typed getters, validation) and the lq_json
- * getters on arbitrary values. Accepted configs must satisfy what the model code assumes. */
+ * getters on arbitrary values. Accepted configs must satisfy what the model code assumes
+ * (heads, RoPE tables, LongRoPE factors, mixture-of-experts sizes). */
 #include "lq_config.h"
 #include "lq_json.h"
 
@@ -27,6 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (!(cfg.rope_short[j] > 0) || !(cfg.rope_long[j] > 0))
                     abort();
         }
+        /* experts: the router picks experts_per_tok of num_experts; the forward sizes its rows by
+         * the expert and shared-expert widths */
+        if (cfg.num_experts &&
+            (cfg.experts_per_tok < 1 || cfg.experts_per_tok > cfg.num_experts ||
+             cfg.num_experts > 4096 || cfg.moe_intermediate < 1 || cfg.shared_intermediate < 0 ||
+             (cfg.shared_intermediate && cfg.moe_mixtral)))
+            abort();
+        if (!cfg.num_experts && (cfg.experts_per_tok || cfg.moe_intermediate))
+            abort();
     } else if (err.msg[0] == '\0') {
         abort();
     }
