@@ -780,6 +780,22 @@ lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_lay
         if (ok && lq_lin_has_bias(cfg, (lq_lin_id)l))
             ok = (out->lin[l].bias = lq_calloc_n(n, sizeof(float))) != NULL;
     }
+    if (ok && cfg->num_experts) {
+        out->n_experts = cfg->num_experts;
+        out->experts   = lq_calloc_n(3 * cfg->num_experts, sizeof *out->experts);
+        ok             = out->experts != NULL;
+    }
+    for (int64_t j = 0; ok && j < lq_moe_count(cfg); j++) {
+        int64_t    n, k;
+        char       leaf[128];
+        lq_linear *slot;
+        lq_moe_lin(cfg, out, j, leaf, sizeof leaf, &n, &k, &slot);
+        slot->buf.q.format = LQ_FMT_DENSE;
+        slot->buf.q.n      = n;
+        slot->buf.q.k      = k;
+        slot->buf.q.dense  = lq_qbuf_alloc(&slot->buf, (size_t)(n * k) * sizeof(float));
+        ok                 = slot->buf.q.dense != NULL;
+    }
     if (!ok) {
         lq_layer_free(out);
         LQ_FAIL(err, LQ_ERR_NOMEM, "lq_layer_alloc_dense: out of memory");

@@ -966,9 +966,119 @@ static void test_extra_layers(const char *src, const char *tmp) {
     lq_model_free(m);
 }
 
+static const float *wof(const lq_linear *l) {
+    return (const float *)l->buf.q.dense;
+}
+
+/* The mixture-of-experts MLP against a plain double-precision transcription of transformers'
+ * Qwen2MoeSparseMoeBlock (router softmax, top-k, weights renormalized or not, experts, the
+ * shared expert times sigmoid of its gate) on random weights: no Python needed. */
+static void test_moe_mlp(void) {
+    for (int norm = 0; norm < 2; norm++) {
+        char js[512];
+        snprintf(js, sizeof js,
+                 "{\"model_type\":\"qwen2_moe\",\"hidden_size\":16,\"intermediate_size\":24,"
+                 "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"vocab_size\":32,"
+                 "\"num_experts\":5,\"num_experts_per_tok\":2,\"moe_intermediate_size\":8,"
+                 "\"shared_expert_intermediate_size\":12,\"norm_topk_prob\":%s}",
+                 norm ? "true" : "false");
+        lq_model_config cfg;
+        lq_err          err = {0};
+        lq_model       *m   = NULL;
+        lq_layer        L;
+        lq_fwd_ws      *ws = NULL;
+        CHECK_OK(lq_config_parse(js, strlen(js), "moe", &cfg, &err));
+        CHECK_OK(lq_model_create(&cfg, &m, &err));
+        CHECK_OK(lq_layer_alloc_dense(&cfg, 0, &L, &err));
+        const int64_t T = 37, d = 16, E = 5, K = 2;
+        CHECK_OK(lq_fwd_ws_create(&cfg, 64, 64, &ws, &err));
+        if (!m || !ws) {
+            lq_model_free(m);
+            return;
+        }
+        lq_rng rng;
+        lq_rng_seed(&rng, 77 + (uint64_t)norm);
+        for (int64_t j = 0; j < lq_moe_count(&cfg); j++) {
+            int64_t    n, k;
+            char       leaf[128];
+            lq_linear *sl;
+            lq_moe_lin(&cfg, &L, j, leaf, sizeof leaf, &n, &k, &sl);
+            float *w = lq_linear_dense_mut(sl);
+            for (int64_t i = 0; i < n * k; i++)
+                w[i] = 0.5f * lq_rng_normal(&rng);
+        }
+        float x[37 * 16], y[37 * 16];
+        for (int64_t i = 0; i < T * d; i++)
+            x[i] = lq_rng_normal(&rng);
+        CHECK_OK(lq_mlp_forward(m, &L, x, T, y, ws, &err));
+        double worst = 0, scale = 0;
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * d;
+            double       lg[5], p[5], out[16] = {0}, mx = -1e300, sum = 0;
+            for (int64_t e = 0; e < E; e++) {
+                lg[e] = 0;
+                for (int64_t c = 0; c < d; c++)
+                    lg[e] += (double)wof(&L.router)[e * d + c] * xt[c];
+                mx = lg[e] > mx ? lg[e] : mx;
+            }
+            for (int64_t e = 0; e < E; e++)
+                sum += (p[e] = exp(lg[e] - mx));
+            int    sel[2];
+            double wsum = 0;
+            for (int64_t j = 0; j < K; j++) {
+                sel[j] = -1;
+                for (int64_t e = 0; e < E; e++)
+                    if ((j == 0 || e != sel[0]) && (sel[j] < 0 || p[e] > p[sel[j]]))
+                        sel[j] = (int)e;
+                wsum += p[sel[j]] / sum;
+            }
+            /* a gated MLP in double: down(silu(gate x) * up x) */
+            for (int64_t j = 0; j < K + 1; j++) {
+                const lq_linear *g3    = j < K ? &L.experts[3 * sel[j]] : L.shared;
+                const int64_t    ff    = g3[0].buf.q.n;
+                double           h[16] = {0}, wt;
+                if (j < K)
+                    wt = p[sel[j]] / sum / (norm ? wsum : 1.0);
+                else {
+                    double gl = 0;
+                    for (int64_t c = 0; c < d; c++)
+                        gl += (double)wof(&L.shared[3])[c] * xt[c];
+                    wt = 1.0 / (1.0 + exp(-gl));
+                }
+                for (int64_t f = 0; f < ff; f++) {
+                    double gv = 0, uv = 0;
+                    for (int64_t c = 0; c < d; c++) {
+                        gv += (double)wof(&g3[0])[f * d + c] * xt[c];
+                        uv += (double)wof(&g3[1])[f * d + c] * xt[c];
+                    }
+                    const double a = gv / (1.0 + exp(-gv)) * uv;
+                    for (int64_t o = 0; o < d; o++)
+                        h[o] += (double)wof(&g3[2])[o * ff + f] * a;
+                }
+                for (int64_t o = 0; o < d; o++)
+                    out[o] += wt * h[o];
+            }
+            for (int64_t o = 0; o < d; o++) {
+                const double df = fabs(out[o] - (double)y[t * d + o]);
+                worst           = df > worst ? df : worst;
+                scale           = fabs(out[o]) > scale ? fabs(out[o]) : scale;
+            }
+        }
+        CHECK_MSG(worst <= 1e-5 * scale, "MoE MLP (norm_topk %d) vs double reference: %g of %g",
+                  norm, worst, scale);
+        printf("MoE MLP (5 experts, top 2%s, shared expert): max |diff| %.3g of %.3g vs a double "
+               "reference\n",
+               norm ? " renormalized" : "", worst, scale);
+        lq_fwd_ws_free(ws);
+        lq_layer_free(&L);
+        lq_model_free(m);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 6 && strcmp(argv[1], "--logits") == 0)
         return dump_logits(argc, argv);
+    test_moe_mlp(); /* needs no data */
     const char *sh  = lq_test_env_or_skip("LQ_SHARED");
     const char *tmp = lq_test_env_or_skip("LQ_TMP");
     char        dir[4096], bin[4200], tok[4200], text[4200];
