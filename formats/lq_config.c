@@ -120,8 +120,9 @@ static const family k_families[] = {
      .moe                = 1,
      .default_experts    = 8,
      .default_topk       = 2,
-     .verified           = "logits vs transformers on random models (top-2 of 8 experts); "
-                           "evaluation only (quantizing experts: not yet)"},
+     .verified           = "logits vs transformers on random models (top-2 of 8 experts), ppl "
+                           "vs its NLL, also through llama.cpp's GGUF converter; evaluation "
+                           "only (quantizing experts: not yet)"},
     {.model_type        = "qwen2_moe", /* Qwen2MoeConfig */
      .default_max_pos   = 32768,
      .default_bos       = -1,
@@ -134,8 +135,8 @@ static const family k_families[] = {
      .default_moe_ff    = 1408,
      .default_shared_ff = 5632,
      .verified          = "logits vs transformers on random models (shared expert and its "
-                          "gate, top-k without renormalizing); evaluation only (quantizing "
-                          "experts: not yet)"},
+                          "gate, top-k without renormalizing), also through llama.cpp's GGUF "
+                          "converter; evaluation only (quantizing experts: not yet)"},
     {.model_type       = "qwen3_moe", /* Qwen3MoeConfig */
      .default_max_pos  = 32768,
      .default_bos      = -1,
@@ -148,7 +149,8 @@ static const family k_families[] = {
      .default_topk     = 8,
      .default_moe_ff   = 768,
      .verified         = "logits vs transformers on random models (q/k norms, top-k "
-                         "renormalized); evaluation only (quantizing experts: not yet)"},
+                         "renormalized), also through llama.cpp's GGUF converter; evaluation "
+                         "only (quantizing experts: not yet)"},
 };
 
 /* The experts of a Mixtral / Qwen MoE config (the family's moe column). Layers that keep a
