@@ -92,15 +92,24 @@ static int64_t utf8_invalid_at(const char *s, int64_t n) {
     return -1;
 }
 
-static int is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 static int all_space(const char *s, int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        if (!is_space(s[i]))
+        if (!lq_ascii_space(s[i]))
             return 0;
     return 1;
+}
+
+/* n, or less so as not to end inside a UTF-8 character: the start of a trailing lead byte (and
+ * up to 3 continuation bytes) whose sequence needs more bytes than are there. */
+static int64_t whole_chars(const char *s, int64_t n) {
+    if (n <= 0)
+        return n;
+    int64_t i = n - 1;
+    while (i > 0 && n - i < 4 && ((unsigned char)s[i] & 0xC0) == 0x80)
+        i--;
+    const unsigned char lead = (unsigned char)s[i];
+    const int need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return i + need > n ? i : n;
 }
 
 static int64_t count_nl(const char *s, int64_t n) {
@@ -127,19 +136,8 @@ static lq_status flush(reader *r, int final, lq_err *err) {
         r->bom_done = 1;
     }
     int64_t k = r->len;
-    if (!final && k > 0) { /* leave a character the buffer ends inside of for later */
-        int64_t j = k - 1;
-        while (j > 0 && k - j < 4 && ((unsigned char)r->out[j] & 0xC0) == 0x80)
-            j--;
-        const unsigned char lead = (unsigned char)r->out[j];
-        const int           need = lead < 0x80    ? 1
-                                   : lead >= 0xF0 ? 4
-                                   : lead >= 0xE0 ? 3
-                                   : lead >= 0xC0 ? 2
-                                                  : 1;
-        if (j + need > k)
-            k = j;
-    }
+    if (!final) /* leave a character the buffer ends inside of for later */
+        k = whole_chars(r->out, k);
     if (plain) {
         const int64_t bad = utf8_invalid_at(r->out, k);
         if (bad >= 0)
@@ -254,18 +252,8 @@ static lq_status finish(reader *r, lq_text *out, lq_err *err) {
         LQ_TRY(jsonl_line(r, err));
     if (r->sink && r->stopped)
         return LQ_OK;
-    if (r->truncated && r->len > 0) {
-        /* Drop a character the cap cut in half. */
-        int64_t i = r->len - 1, back = 0;
-        while (i > 0 && back < 3 && ((unsigned char)r->out[i] & 0xC0) == 0x80) {
-            i--;
-            back++;
-        }
-        unsigned char lead = (unsigned char)r->out[i];
-        int need = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-        if (i + need > r->len)
-            r->len = i;
-    }
+    if (r->truncated) /* drop a character the cap cut in half */
+        r->len = whole_chars(r->out, r->len);
     if (r->sink) {
         LQ_TRY(flush(r, 1, err));
         if (!r->seen_text)

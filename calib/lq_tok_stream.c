@@ -70,18 +70,14 @@ static int64_t char_end(const char *p, int64_t i, int64_t hi) {
     return i;
 }
 
-static int is_ws(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 /* Some non-whitespace byte within 64 bytes on each side of c: a long whitespace run across the
  * cut is the one place a pre-tokenizer piece could reach past the checked window. */
 static int ordinary(const char *p, int64_t c, int64_t len) {
     int l = 0, r = 0;
     for (int64_t i = c - 1; i >= 0 && i >= c - 64 && !l; i--)
-        l = !is_ws(p[i]);
+        l = !lq_ascii_space(p[i]);
     for (int64_t i = c; i < len && i < c + 64 && !r; i++)
-        r = !is_ws(p[i]);
+        r = !lq_ascii_space(p[i]);
     return l && r;
 }
 

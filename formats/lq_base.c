@@ -138,7 +138,7 @@ int64_t lq_cur_rss_bytes(void) {
     if (!f)
         return 0;
     long long pages = 0, rss = 0;
-    int       ok    = fscanf(f, "%lld %lld", &pages, &rss) == 2;
+    int       ok = fscanf(f, "%lld %lld", &pages, &rss) == 2;
     fclose(f);
     return ok ? (int64_t)rss * 4096 : 0;
 }
@@ -248,9 +248,13 @@ lq_status lq_read_file(const char *path, int64_t max_bytes, char **data, int64_t
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+bool lq_ascii_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
 bool lq_utf8_valid(const char *str, int64_t n) {
     const uint8_t *s = (const uint8_t *)str;
-    int64_t i = 0;
+    int64_t        i = 0;
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {

@@ -26,28 +26,28 @@ lq_status lq_failv(lq_err *err, lq_status code, const char *fmt, va_list ap);
 lq_status lq_err_prefix(lq_err *err, const char *fmt, ...) LQ_PRINTF(2, 3);
 
 #define LQ_FAIL(err, code, ...) return lq_fail((err), (code), __VA_ARGS__)
-#define LQ_RETURN_IF(cond, err, code, ...)                                                       \
-    do {                                                                                       \
-        if (LQ_UNLIKELY(cond))                                                                 \
-            return lq_fail((err), (code), __VA_ARGS__);                                        \
+#define LQ_RETURN_IF(cond, err, code, ...)                                                         \
+    do {                                                                                           \
+        if (LQ_UNLIKELY(cond))                                                                     \
+            return lq_fail((err), (code), __VA_ARGS__);                                            \
     } while (0)
-#define LQ_TRY(expr)                                                                           \
-    do {                                                                                       \
-        lq_status lq_try_s_ = (expr);                                                          \
-        if (lq_try_s_ != LQ_OK)                                                                \
-            return lq_try_s_;                                                                  \
+#define LQ_TRY(expr)                                                                               \
+    do {                                                                                           \
+        lq_status lq_try_s_ = (expr);                                                              \
+        if (lq_try_s_ != LQ_OK)                                                                    \
+            return lq_try_s_;                                                                      \
     } while (0)
 /* For functions with one `done:` cleanup label and a local `lq_status st`. */
-#define LQ_TRY_GOTO(expr)                                                                      \
-    do {                                                                                       \
-        st = (expr);                                                                           \
-        if (st != LQ_OK)                                                                       \
-            goto done;                                                                         \
+#define LQ_TRY_GOTO(expr)                                                                          \
+    do {                                                                                           \
+        st = (expr);                                                                               \
+        if (st != LQ_OK)                                                                           \
+            goto done;                                                                             \
     } while (0)
-#define LQ_FAIL_GOTO(err, code, ...)                                                           \
-    do {                                                                                       \
-        st = lq_fail((err), (code), __VA_ARGS__);                                              \
-        goto done;                                                                             \
+#define LQ_FAIL_GOTO(err, code, ...)                                                               \
+    do {                                                                                           \
+        st = lq_fail((err), (code), __VA_ARGS__);                                                  \
+        goto done;                                                                                 \
     } while (0)
 
 /* errno -> status for file operations (ENOSPC -> DISK_FULL, EACCES -> PERMISSION, ...). */
@@ -98,13 +98,14 @@ char *lq_strndup(const char *s, int64_t n);
 
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool lq_utf8_valid(const char *s, int64_t n);
+/* The ASCII whitespace Python's str.strip() and the text readers mean: space \t \n \r \f \v. */
+bool lq_ascii_space(char c);
 
 /* Path helpers: join into buf (returns false if it does not fit). */
 bool lq_path_join(char *buf, size_t cap, const char *dir, const char *name);
 bool lq_file_exists(const char *path);
 bool lq_dir_exists(const char *path);
 /* Read a whole file into a NUL-terminated malloc'd buffer. max_bytes bounds the size. */
-lq_status lq_read_file(const char *path, int64_t max_bytes, char **data, int64_t *len,
-                       lq_err *err);
+lq_status lq_read_file(const char *path, int64_t max_bytes, char **data, int64_t *len, lq_err *err);
 
 #endif

@@ -203,6 +203,25 @@ static void run_result(const ppl_run *r, int64_t ctx, int64_t tokens, lq_ppl_res
     }
 }
 
+/* The window a protocol runs must fit the model's context. */
+static lq_status check_ctx(const lq_model *m, int64_t ctx, lq_err *err) {
+    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
+                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
+                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
+    return LQ_OK;
+}
+
+/* One document / sequence of n ids: cut to ctx, all its next-token predictions scored; under 2
+ * tokens it scores nothing (*used not counted). */
+static lq_status run_sequence(ppl_run *r, const int32_t *ids, int64_t n, int64_t ctx,
+                              int64_t *used) {
+    const int64_t L = n < ctx ? n : ctx;
+    if (L < 2)
+        return LQ_OK;
+    ++*used;
+    return run_batch(r, ids, 1, L, 0);
+}
+
 /* Windows per batch: a workspace chunk's worth with all layers resident; with layers streamed,
  * as many as the activation budget holds, so each layer is loaded once per batch. */
 static int64_t batch_windows(const ppl_run *r, int64_t L) {
@@ -242,9 +261,7 @@ static lq_status feed_init(win_feed *f, lq_model *m, const lq_ppl_opts *o, const
                  "perplexity: protocol %s does not window a token stream (gptq, llamacpp)",
                  lq_ppl_protocol_name(p));
     f->ctx = o && o->ctx > 0 ? o->ctx : lq_ppl_default_ctx(&m->cfg, p);
-    LQ_RETURN_IF(f->ctx < 2 || f->ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
-                 (long long)f->ctx, (long long)m->cfg.max_position_embeddings);
+    LQ_TRY(check_ctx(m, f->ctx, err));
     f->need             = p == LQ_PPL_LLAMACPP ? 2 * f->ctx : f->ctx;
     f->first            = p == LQ_PPL_LLAMACPP ? f->ctx / 2 : 0;
     f->bos              = p == LQ_PPL_LLAMACPP && o && o->bos >= 0 ? o->bos : -1;
@@ -363,9 +380,7 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
                               lq_err *err) {
     memset(res, 0, sizeof *res);
     int64_t ctx = docs_ctx(m, o);
-    LQ_RETURN_IF(ctx < 2 || ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
-                 (long long)ctx, (long long)m->cfg.max_position_embeddings);
+    LQ_TRY(check_ctx(m, ctx, err));
     int64_t maxlen = 0, total = 0, used = 0;
     for (int64_t i = 0; i < nseq; i++) {
         LQ_RETURN_IF(off[i + 1] < off[i], err, LQ_ERR_INVALID_ARG,
@@ -379,12 +394,10 @@ lq_status lq_ppl_sequences_ex(lq_model *m, const int32_t *ids, const int64_t *of
                  "perplexity: none of the %lld documents has the 2 tokens needed to score one",
                  (long long)nseq);
     ppl_run   r;
-    lq_status st = run_init(&r, m, o, ex, maxlen, total, used, err);
-    for (int64_t i = 0; st == LQ_OK && i < nseq; i++) {
-        const int64_t L = off[i + 1] - off[i] < ctx ? off[i + 1] - off[i] : ctx;
-        if (L >= 2)
-            st = run_batch(&r, ids + off[i], 1, L, 0);
-    }
+    int64_t   ran = 0;
+    lq_status st  = run_init(&r, m, o, ex, maxlen, total, used, err);
+    for (int64_t i = 0; st == LQ_OK && i < nseq; i++)
+        st = run_sequence(&r, ids + off[i], off[i + 1] - off[i], ctx, &ran);
     if (st == LQ_OK)
         run_result(&r, ctx, off[nseq], res);
     run_free(&r);
@@ -417,36 +430,25 @@ static lq_status doc_init(doc_feed *f, lq_model *m, const lq_tokenizer *tok, con
     f->sl    = (int64_t)strlen(f->sep);
     f->label = label;
     f->ctx   = docs_ctx(m, o);
-    LQ_RETURN_IF(f->ctx < 2 || f->ctx > m->cfg.max_position_embeddings, err, LQ_ERR_INVALID_ARG,
-                 "perplexity: window of %lld tokens outside [2, max_position_embeddings = %lld]",
-                 (long long)f->ctx, (long long)m->cfg.max_position_embeddings);
+    LQ_TRY(check_ctx(m, f->ctx, err));
     LQ_TRY(run_init(&f->r, m, o, ex, f->ctx, (int64_t)1 << 40, 0, err));
     f->started = 1;
     return LQ_OK;
 }
 
-static int is_space_c(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 static lq_status doc_score(doc_feed *f, const char *a, const char *b, lq_err *err) {
-    while (a < b && is_space_c(*a))
+    while (a < b && lq_ascii_space(*a))
         a++;
-    while (b > a && is_space_c(b[-1]))
+    while (b > a && lq_ascii_space(b[-1]))
         b--;
     if (b == a)
         return LQ_OK;
     int32_t *ids = NULL;
     int64_t  nt  = 0;
     LQ_TRY(lq_tok_encode(f->tok, a, b - a, lq_tok_adds_bos(f->tok), &ids, &nt, err));
-    const int64_t L  = nt < f->ctx ? nt : f->ctx;
-    lq_status     st = LQ_OK;
     f->docs++;
     f->tokens += nt;
-    if (L >= 2) {
-        f->used++;
-        st = run_batch(&f->r, ids, 1, L, 0);
-    }
+    const lq_status st = run_sequence(&f->r, ids, nt, f->ctx, &f->used);
     free(ids);
     return st;
 }

@@ -94,16 +94,17 @@ static inline lq_status stream_take(void *user, const int32_t *ids, int64_t n, l
 }
 
 /* lq_tok_stream over txt[len], pushed in pieces of about `piece` bytes cut at character
- * boundaries, with parts of part_bytes: the ids must be want[nw] (the whole-text encode). */
-static inline void test_stream_same(const lq_tokenizer *t, const char *txt, int64_t len,
-                                    int add_bos, int64_t part_bytes, int64_t piece,
-                                    const int32_t *want, int64_t nw, const char *label) {
+ * boundaries, with parts of part_bytes: the ids must be want[nw] (the whole-text encode).
+ * Returns how many cuts the stream refused. */
+static inline int64_t test_stream_same(const lq_tokenizer *t, const char *txt, int64_t len,
+                                       int add_bos, int64_t part_bytes, int64_t piece,
+                                       const int32_t *want, int64_t nw, const char *label) {
     lq_err         err = {0};
     stream_acc     acc = {0};
     lq_tok_stream *s   = NULL;
     CHECK_OK(lq_tok_stream_create(t, add_bos, part_bytes, stream_take, &acc, &s, &err));
     if (!s)
-        return;
+        return 0;
     for (int64_t i = 0; i < len;) {
         int64_t e = i + piece < len ? i + piece : len;
         while (e < len && ((unsigned char)txt[e] & 0xc0) == 0x80)
@@ -133,6 +134,7 @@ static inline void test_stream_same(const lq_tokenizer *t, const char *txt, int6
            (long long)st.checks, (long long)st.peak_buffered);
     lq_tok_stream_free(s);
     free(acc.v);
+    return st.rejected;
 }
 
 /* The whole text named by ref_path encodes to its id count and hash; prints the throughput. */
