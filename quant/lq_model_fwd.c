@@ -507,6 +507,26 @@ static inline float gelu_tanh(float x) {
 static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_err *err);
 
+/* g[T, ff] = act(gate) * up, gate and up rows of ld values (the fused gate_up_proj output
+ * holds both in one row; g may be gate itself) */
+static void glu(const lq_model_config *c, float *g, const float *gate, const float *up, int64_t ld,
+                int64_t T, int64_t ff, int nt) {
+    const int64_t n = T * ff;
+    if (c->act == LQ_ACT_GELU_TANH) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < ff; e++)
+                g[t * ff + e] = gelu_tanh(gate[t * ld + e]) * up[t * ld + e];
+    } else {
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t e = 0; e < ff; e++) {
+                const float x = gate[t * ld + e];
+                g[t * ff + e] = x / (1.0f + expf(-x)) * up[t * ld + e];
+            }
+    }
+}
+
 /* Gated MLP (SwiGLU, or GeGLU for Gemma): xn [T, d] -> out [T, d] (down_proj output). Captures
  * gate, up (or gate_up), down inputs. */
 static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
@@ -514,7 +534,7 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
                           int *stop, lq_err *err) {
     if (c->num_experts) /* calibration captures of experts: not yet (methods refuse MoE) */
         return moe_core(c, L, xn, T, out, ws, err);
-    const int64_t d = ws->d, ff = ws->ff, n = T * ff;
+    const int64_t d = ws->d, ff = ws->ff;
     const int     nt = ws_threads(ws);
     const float  *gate, *up; /* rows of ld values */
     int64_t       ld;
@@ -535,37 +555,11 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
         gate = ws->g, up = ws->u, ld = ff;
     }
     float *g = ws->g; /* act(gate) * up, in place when not fused */
-    if (c->act == LQ_ACT_GELU_TANH) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t e = 0; e < ff; e++)
-                g[t * ff + e] = gelu_tanh(gate[t * ld + e]) * up[t * ld + e];
-    } else {
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t e = 0; e < ff; e++) {
-                const float x = gate[t * ld + e];
-                g[t * ff + e] = x / (1.0f + expf(-x)) * up[t * ld + e];
-            }
-    }
+    glu(c, g, gate, up, ld, T, ff, nt);
     LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
     if (*stop)
         return LQ_OK;
     return lin("mlp.down_proj", &L->lin[LQ_LIN_DOWN], g, T, out, ws, err);
-}
-
-/* act(gate) * up over rows [T, ff] into g (in place: gate is g) */
-static void glu(const lq_model_config *c, float *g, const float *u, int64_t T, int64_t ff, int nt) {
-    const int64_t n = T * ff;
-    if (c->act == LQ_ACT_GELU_TANH) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t i = 0; i < n; i++)
-            g[i] = gelu_tanh(g[i]) * u[i];
-    } else {
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t i = 0; i < n; i++)
-            g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    }
 }
 
 /* Mixture of experts, as transformers' sparse MoE blocks: router logits, softmax in float32,
@@ -622,7 +616,7 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
         const int64_t    ff = x3[0].buf.q.n;
         LQ_TRY(lin("mlp.experts.gate", &x3[0], ws->moe_x, cnt, ws->g, ws, err));
         LQ_TRY(lin("mlp.experts.up", &x3[1], ws->moe_x, cnt, ws->u, ws, err));
-        glu(c, ws->g, ws->u, cnt, ff, nt);
+        glu(c, ws->g, ws->g, ws->u, ff, cnt, ff, nt);
         LQ_TRY(lin("mlp.experts.down", &x3[2], ws->g, cnt, ws->moe_y, ws, err));
         int64_t r = 0;
         for (int64_t t = 0; t < T; t++)
@@ -638,7 +632,7 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
         const int64_t ff = c->shared_intermediate;
         LQ_TRY(lin("mlp.shared_expert.gate_proj", &L->shared[0], xn, T, ws->g, ws, err));
         LQ_TRY(lin("mlp.shared_expert.up_proj", &L->shared[1], xn, T, ws->u, ws, err));
-        glu(c, ws->g, ws->u, T, ff, nt);
+        glu(c, ws->g, ws->g, ws->u, ff, T, ff, nt);
         LQ_TRY(lin("mlp.shared_expert.down_proj", &L->shared[2], ws->g, T, ws->moe_y, ws, err));
         LQ_TRY(lin("mlp.shared_expert_gate", &L->shared[3], xn, T, ws->moe_logit, ws, err));
         for (int64_t t = 0; t < T; t++) {
