@@ -37,10 +37,11 @@ static lq_status cap_fn(void *user, lq_lin_id id, const float *x, int64_t t, int
         return LQ_OK;
     /* Within a chunk the captures come in order q (or qkv), o, gate (or gate_up), down: rows
      * c->t.. of each. */
-    float *dst = c->x[id];
-    memcpy(dst + c->t * k, x, (size_t)(t * k) * sizeof(float));
+    const int64_t keep = t < c->T - c->t ? t : c->T - c->t; /* rows past T are not kept */
+    if (keep > 0)
+        memcpy(c->x[id] + c->t * k, x, (size_t)(keep * k) * sizeof(float));
     if (id == LQ_LIN_DOWN) /* last capture of the chunk */
-        c->t += t;
+        c->t += keep > 0 ? keep : 0;
     return LQ_OK;
 }
 
@@ -52,7 +53,7 @@ typedef struct loss_ctx {
     const float *x;   /* module input */
     const float *ref; /* FP module output */
     float       *out; /* scratch output */
-    int64_t      t, nout;
+    int64_t      nseq, t, nout;
 } loss_ctx;
 
 static lq_status loss_fn(void *user, float *const *wq, double *loss) {
@@ -62,7 +63,7 @@ static lq_status loss_fn(void *user, float *const *wq, double *loss) {
         L.lin[c->lins[i]].buf.q.dense = wq[i];
     lq_status st;
     if (c->kind == 0)
-        st = lq_attn_forward(c->j->model, &L, c->x, c->j->nseq, c->j->seqlen, c->out, c->j->ws,
+        st = lq_attn_forward(c->j->model, &L, c->x, c->nseq, c->j->seqlen, c->out, c->j->ws,
                              c->j->err);
     else if (c->kind == 2)
         st = lq_mlp_forward(c->j->model, &L, c->x, c->t, c->out, c->j->ws, c->j->err);
@@ -93,15 +94,23 @@ static void div_cols(float *X, int64_t t, int64_t k, const float *s) {
 
 #define WPTR(l) ((float *)(uintptr_t)j->L->lin[l].buf.q.dense)
 
-static lq_status awq_layer(lq_qjob *j) {
-    int64_t   g = lq_params_i64(j->p, "group_size");
-    int64_t   T = j->nseq * j->seqlen, d = j->model->cfg.hidden_size;
-    awq_caps  c   = {{0}, 0, T};
-    lq_status st  = LQ_OK;
-    float    *ref = NULL, *out = NULL, *xm = NULL, *sc[4] = {0};
-    if (g <= 0)
-        LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "awq: the AutoAWQ GEMM format needs --group-size > 0");
-    const int fused = j->model->cfg.fused;
+/* The search's group: the format's group where it divides the inputs (AWQ proper, whose layout
+ * needs that), else the largest divisor of k below it (GPTQ's last group may be partial). */
+static int64_t search_group(int64_t k, int64_t g) {
+    if (g <= 0 || g >= k)
+        return k;
+    while (k % g)
+        g--;
+    return g;
+}
+
+lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **keep) {
+    const int64_t nseq = max_seqs > 0 && max_seqs < j->nseq ? max_seqs : j->nseq;
+    int64_t       T = nseq * j->seqlen, d = j->model->cfg.hidden_size;
+    awq_caps      c   = {{0}, 0, T};
+    lq_status     st  = LQ_OK;
+    float        *ref = NULL, *out = NULL, *xm = NULL, *sc[4] = {0};
+    const int     fused = j->model->cfg.fused;
     const int qkv = fused ? LQ_LIN_QKV : LQ_LIN_Q, gu = fused ? LQ_LIN_GATE_UP : LQ_LIN_GATE;
     const int srcs[4] = {qkv, LQ_LIN_O, gu, LQ_LIN_DOWN};
     int64_t   maxk = 0, maxn = 0;
@@ -166,12 +175,12 @@ static lq_status awq_layer(lq_qjob *j) {
                 xm[ch] += fabsf(X[r * k + ch]);
         for (int64_t ch = 0; ch < k; ch++)
             xm[ch] /= (float)T;
-        loss_ctx lc = {j, gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out,
-                       T, 0};
+        loss_ctx lc = {j,   gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out,
+                       nseq, T, 0};
         /* FP reference output of the inspected module */
         if (gr->kind == 0) {
             lc.nout = d;
-            LQ_TRY_GOTO(lq_attn_forward(j->model, j->L, X, j->nseq, j->seqlen, ref, j->ws, j->err));
+            LQ_TRY_GOTO(lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->ws, j->err));
         } else if (gr->kind == 2) {
             lc.nout = d;
             LQ_TRY_GOTO(lq_mlp_forward(j->model, j->L, X, T, ref, j->ws, j->err));
@@ -189,8 +198,8 @@ static lq_status awq_layer(lq_qjob *j) {
                               ws_,
                               ns_,
                               k,
-                              g,
-                              4,
+                              search_group(k, g),
+                              (int)lq_params_i64(j->p, "bits"),
                               (int)lq_params_i64(j->p, "awq_grid"),
                               lq_params_bool(j->p, "awq_duo_scaling")};
         double       ratio = 0, loss = 0;
@@ -227,6 +236,26 @@ static lq_status awq_layer(lq_qjob *j) {
             scale_cols(WPTR(gr->lins[i]), j->L->lin[gr->lins[i]].buf.q.n, k, s);
         div_cols(c.x[gr->src], T, k, s);
     }
+done:
+    for (int i = 0; i < LQ_LIN_COUNT; i++) {
+        if (keep && st == LQ_OK)
+            keep[i] = c.x[i];
+        else
+            free(c.x[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        free(sc[i]);
+    free(ref), free(out), free(xm);
+    return st;
+}
+
+static lq_status awq_layer(lq_qjob *j) {
+    int64_t   g = lq_params_i64(j->p, "group_size"), T = j->nseq * j->seqlen;
+    float    *x[LQ_LIN_COUNT] = {0};
+    lq_status st              = LQ_OK;
+    if (g <= 0)
+        LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "awq: the AutoAWQ GEMM format needs --group-size > 0");
+    LQ_TRY(lq_awq_smooth_layer(j, g, 0, x));
     /* Clip (not q/k: their errors are amplified by the attention softmax; AutoAWQ does clip a
      * fused qkv_proj, whose name matches none of its exceptions) and quantize. */
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
@@ -235,7 +264,7 @@ static lq_status awq_layer(lq_qjob *j) {
         lq_qlinear *w = &j->L->lin[l].buf.q;
         int64_t     n = w->n, k = w->k, Gn = k / g;
         if (lq_params_bool(j->p, "awq_clip") && l != LQ_LIN_Q && l != LQ_LIN_K)
-            LQ_TRY_GOTO(lq_awq_clip(WPTR(l), n, k, c.x[src_of(l)], T, g, 4, j->err));
+            LQ_TRY_GOTO(lq_awq_clip(WPTR(l), n, k, x[src_of(l)], T, g, 4, j->err));
         float   *Wc = lq_malloc_n(n * k, sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));
         float   *s  = malloc((size_t)(Gn * n) * sizeof(float));
@@ -255,10 +284,7 @@ static lq_status awq_layer(lq_qjob *j) {
     }
 done:
     for (int i = 0; i < LQ_LIN_COUNT; i++)
-        free(c.x[i]);
-    for (int i = 0; i < 4; i++)
-        free(sc[i]);
-    free(ref), free(out), free(xm);
+        free(x[i]);
     return st;
 }
 

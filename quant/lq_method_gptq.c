@@ -103,6 +103,10 @@ static lq_status gptq_layer(lq_qjob *j) {
     const int cache     = true_sq && lq_params_bool(j->p, "stage_cache");
     lq_spill *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
     lq_status fail      = LQ_OK;
+    if (lq_params_bool(j->p, "awq_scales")) { /* the passes below see the scaled layer */
+        const int64_t seqs = lq_params_i64(j->p, "awq_tokens") / j->seqlen;
+        LQ_TRY(lq_awq_smooth_layer(j, o.q.group_size, seqs > 0 ? seqs : 1, NULL));
+    }
     for (int sg = 0; sg < (true_sq ? 4 : 1) && fail == LQ_OK; sg++) {
         unsigned mask = true_sq ? seq_groups[sg] : all;
         cap_ctx  c;

@@ -81,6 +81,15 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out);
 void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap);
 void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) LQ_PRINTF(2, 3);
 
+/* AWQ's scale search and fold for the layer in j (lq_method_awq.c), shared by awq and by gptq's
+ * --awq-scales: captures the linears' inputs over the first max_seqs calibration sequences (0:
+ * all), searches per-input-channel scales for input_layernorm -> q/k/v, v -> o (no GQA),
+ * post_attention_layernorm -> gate/up and up -> down at group size g, and folds them into the
+ * previous op and the linears' columns; the layer's FP function is unchanged. keep non-NULL:
+ * receives the captured inputs divided by the scales, [LQ_LIN_COUNT], rows for q/o/gate/down
+ * (or qkv/gate_up), the caller frees them. */
+lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **keep);
+
 /* Each method file. */
 extern const lq_method_traits lq_method_rtn;
 extern const lq_method_traits lq_method_gptq;

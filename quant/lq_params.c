@@ -43,8 +43,14 @@ static const lq_param_info k_params[] = {
      "true-sequential passes start where the previous one left off (attention output, residual "
      "kept: one more activation copy); off: each pass re-runs the layer from its input, same "
      "bytes"},
-    {"awq_grid", LQ_PT_INT, "20", 1, 1000, "awq", NULL, "scale-search grid points"},
-    {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "awq", NULL,
+    {"awq_scales", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
+     "first search and fold AWQ's per-channel scales into the layer (as awq does), then GPTQ "
+     "the scaled weights"},
+    {"awq_tokens", LQ_PT_INT, "65536", 1, 1 << 30, "gptq", NULL,
+     "with awq_scales: calibration tokens the scale search uses (AutoAWQ's 128 x 512), whole "
+     "windows from the first"},
+    {"awq_grid", LQ_PT_INT, "20", 1, 1000, "gptq,awq", NULL, "scale-search grid points"},
+    {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "gptq,awq", NULL,
      "AutoAWQ duo scaling (activation and weight statistics)"},
     {"awq_clip", LQ_PT_BOOL, "true", 0, 1, "awq", NULL, "search per-group clipping ranges"},
     {"blocksize", LQ_PT_INT, "64", 32, 4096, "nf4", NULL, "NF4 block size (32, 64, ..., 4096)"},

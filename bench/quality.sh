@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Quality at equal bits per weight (issue #16): every llmquant method and setting next to
+# llama.cpp's quantizations (and GPTQModel's GPTQ where it is installed), one table per model,
+# all in one run on the same machine, the same texts and the same protocol.
+#
+#   bench/quality.sh MODEL BUILD_DIR WORK_DIR
+#
+# MODEL: a .gguf (converted by `llmquant convert` first) or a Hugging Face float checkpoint.
+# Perplexity: llama.cpp's protocol on both sides (`llmquant ppl --protocol llamacpp`, BOS per
+# chunk, second half scored; llama-perplexity on the GGUFs), ctx 512, the first $CHUNKS chunks
+# (default 48) of two texts of different kinds: WikiText-2 test (wiki.test.raw) and C++ source
+# (llama.cpp's src/llama-model.cpp from the pinned llama-cpp-python sdist bench/build_llamacpp.sh
+# fetches), so that no choice is tuned to one text.
+# Calibration: $NS windows x $SEQ tokens (default 32 x 512) of llmquant's built-in corpus for
+# every calibrated method; llama.cpp's importance matrix is computed on the same text
+# (llama-imatrix, $NS chunks of $SEQ); GPTQModel gets llmquant's very token windows.
+# Bits per weight: bytes of the decoder layers' linear tensors (codes, scales, zeros, g_idx,
+# NF4 statistics; norms excluded) x 8 / their parameter count, from the written files. The
+# embedding / lm_head stay 16-bit on both sides (llama-quantize --token-embedding-type f16
+# --output-tensor-type f16), so the columns compare the quantized decoder linears alone.
+# GPTQModel rows: GPTQMODEL_PY=/path/to/python with gptqmodel importable (CPU; its workers are set
+# to nproc). Rows are resumable (WORK/reports); LQ_ONLY="name ..." restricts the runs.
+set -euo pipefail
+MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SHARED=${LQ_SHARED:-$ROOT/../shared}
+CHUNKS=${CHUNKS:-48} NS=${NS:-32} SEQ=${SEQ:-512} T=${THREADS:-$(nproc)}
+mkdir -p "$WORK/reports"
+WORK=$(cd "$WORK" && pwd)
+cp "$BUILD/llmquant" "$WORK/llmquant" # a rebuild during the run does not change the rows
+LQ=$WORK/llmquant
+BIN=$(bash "$ROOT/bench/build_llamacpp.sh" llama-perplexity llama-quantize llama-imatrix | tail -1)
+SRC=$(cd "$BIN/../.." && pwd)
+WIKI=$SHARED/data/wikitext2/wiki.test.raw
+CODE=$SRC/src/llama-model.cpp
+cd "$WORK"
+echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, $($LQ --version), $(basename "$MODEL")," \
+    "ctx 512 x $CHUNKS chunks, calibration $NS x $SEQ"
+
+BASE=$WORK/base
+if [ ! -d "$BASE" ]; then
+    case $MODEL in
+    *.gguf) $LQ -q convert "$MODEL" -o "$BASE.tmp" ;;
+    *) cp -r "$MODEL" "$BASE.tmp" ;;
+    esac
+    mv "$BASE.tmp" "$BASE"
+fi
+F16=$WORK/model-f16.gguf
+[ -f "$F16" ] || python3 "$SRC/convert_hf_to_gguf.py" "$BASE" --outtype f16 --outfile "$F16" \
+    >"$WORK/convert.log" 2>&1
+CAL=$WORK/calib.txt
+[ -f "$CAL" ] || zstd -dc "$ROOT/calib/data/builtin_calib.txt.zst" >"$CAL"
+
+wanted() { [ -z "${LQ_ONLY:-}" ] || [[ " $LQ_ONLY " == *" $1 "* ]]; }
+
+# report NAME KIND SECONDS FILE: bpw and both perplexities into reports/NAME.json
+lq_ppl() { # model text -> ppl
+    $LQ --json -q ppl "$1" --data "$2" --protocol llamacpp --ctx 512 --chunks "$CHUNKS" \
+        --threads "$T" | python3 -c "import json,sys; print(json.load(sys.stdin)['ppl'])"
+}
+llama_ppl() { # gguf text -> ppl
+    "$BIN/llama-perplexity" -m "$1" -f "$2" -c 512 -b 512 --chunks "$CHUNKS" -t "$T" 2>&1 |
+        sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
+}
+report() { # name quantizer config seconds path
+    local bpw
+    bpw=$(python3 "$ROOT/bench/quality_bpw.py" "$BASE" "$5")
+    if [[ $5 == *.gguf ]]; then
+        a=$(llama_ppl "$5" "$WIKI") b=$(llama_ppl "$5" "$CODE")
+    else
+        a=$(lq_ppl "$5" "$WIKI") b=$(lq_ppl "$5" "$CODE")
+    fi
+    printf '{"name":"%s","quantizer":"%s","config":"%s","seconds":%s,"bpw":%s,"wiki":%s,"code":%s}\n' \
+        "$1" "$2" "$3" "$4" "$bpw" "$a" "$b" >"reports/.$1.tmp"
+    mv "reports/.$1.tmp" "reports/$1.json"
+}
+now() { date +%s.%N; }
+
+lq_row() { # name config method args...
+    local name=$1 cfg=$2 method=$3 t0
+    shift 3
+    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    local cal=(--nsamples "$NS" --seqlen "$SEQ" --cache-dir "$WORK/cc")
+    case $method in rtn | nf4) cal=() ;; esac
+    rm -rf "out-$name"
+    t0=$(now)
+    $LQ -q "$method" "$BASE" -o "out-$name" --threads "$T" "${cal[@]}" "$@" \
+        >"reports/$name.log" 2>&1 || {
+        echo "$name: llmquant failed, see reports/$name.log" >&2
+        return 0
+    }
+    report "$name" llmquant "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" "out-$name"
+}
+
+llama_row() { # name config type [imatrix]
+    local name=$1 cfg=$2 type=$3 im=${4:-} t0 extra=()
+    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    t0=$(now)
+    if [ -n "$im" ]; then
+        [ -f imatrix.gguf ] || "$BIN/llama-imatrix" -m "$F16" -f "$CAL" -c "$SEQ" \
+            --chunks "$NS" -t "$T" -o imatrix.gguf >"reports/imatrix.log" 2>&1
+        extra=(--imatrix imatrix.gguf)
+    fi
+    [ "$type" = F16 ] || "$BIN/llama-quantize" "${extra[@]}" --token-embedding-type f16 \
+        --output-tensor-type f16 "$F16" "model-$name.gguf" "$type" >"reports/$name.log" 2>&1
+    [ "$type" != F16 ] || ln -sf "$F16" "model-$name.gguf"
+    report "$name" llama.cpp "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
+        "model-$name.gguf"
+}
+
+gm_row() { # name config key=value...  (GPTQModel's QuantizeConfig fields)
+    local name=$1 cfg=$2 t0
+    shift 2
+    [ -n "${GPTQMODEL_PY:-}" ] && wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    local win
+    win=$(ls "$WORK"/cc/*/windows.lqc 2>/dev/null | head -1)
+    [ -n "$win" ] || { echo "$name: no llmquant calibration windows yet" >&2; return 0; }
+    rm -rf "out-$name"
+    t0=$(now)
+    GPTQMODEL_CPU_WORKERS=$T "$GPTQMODEL_PY" "$ROOT/bench/quality_gptqmodel.py" "$BASE" "$win" \
+        "out-$name" "$@" >"reports/$name.log" 2>&1 || {
+        echo "$name: GPTQModel failed, see reports/$name.log" >&2
+        return 0
+    }
+    report "$name" "GPTQModel $("$GPTQMODEL_PY" -c 'import gptqmodel; print(gptqmodel.__version__)' 2>/dev/null | tail -1)" \
+        "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" "out-$name"
+}
+
+# 16 bits and 8 bits
+wanted fp16 && [ ! -s reports/fp16.json ] && report fp16 llmquant "float16 (the converted model)" 0 "$BASE"
+llama_row llama-f16 "F16" F16
+lq_row int8 "LLM.int8 (threshold 6)" int8
+lq_row rtn-w8-g128 "w8 g128 sym, round to nearest" rtn --bits 8 --group-size 128
+llama_row llama-q8_0 "Q8_0" Q8_0
+# 4 bits
+lq_row rtn-w4-g128 "w4 g128 sym, round to nearest" rtn --group-size 128
+lq_row rtn-w4-g32-asym "w4 g32 asym, round to nearest" rtn --group-size 32 --no-sym
+lq_row nf4 "NF4 blocks of 64, double quant (bitsandbytes' bytes)" nf4
+lq_row gptq-w4-g128-act "GPTQ w4 g128 sym act-order" gptq --group-size 128 --desc-act
+lq_row gptq-w4-g32-asym-act "GPTQ w4 g32 asym act-order" gptq --group-size 32 --no-sym --desc-act
+lq_row awq-w4-g64 "AWQ w4 g64" awq --group-size 64
+lq_row awq-w4-g32 "AWQ w4 g32" awq --group-size 32
+lq_row gptq-awq-w4-g128-act "AWQ scales + GPTQ w4 g128 sym act-order" gptq --group-size 128 \
+    --desc-act --awq-scales
+lq_row gptq-awq-w4-g32-asym-act "AWQ scales + GPTQ w4 g32 asym act-order" gptq --group-size 32 \
+    --no-sym --desc-act --awq-scales
+gm_row gptqmodel-w4-g128-act "GPTQ w4 g128 sym act-order" bits=4 group_size=128 desc_act=True
+gm_row gptqmodel-w4-g32-asym-act "GPTQ w4 g32 asym act-order" bits=4 group_size=32 sym=False \
+    desc_act=True
+llama_row llama-q4_0 "Q4_0" Q4_0
+llama_row llama-q4_k_m "Q4_K_M" Q4_K_M
+llama_row llama-q4_k_m-imat "Q4_K_M + importance matrix" Q4_K_M imatrix
+# 3 bits
+lq_row gptq-w3-g32-asym-act "GPTQ w3 g32 asym act-order" gptq --bits 3 --group-size 32 --no-sym \
+    --desc-act
+lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq --bits 3 \
+    --group-size 32 --no-sym --desc-act --awq-scales
+llama_row llama-q3_k_m "Q3_K_M" Q3_K_M
+llama_row llama-q3_k_m-imat "Q3_K_M + importance matrix" Q3_K_M imatrix
+
+python3 - "$WORK/reports" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+rows = [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d)) if f.endswith(".json")]
+ref = {r["quantizer"].split()[0]: r for r in rows if r["name"] in ("fp16", "llama-f16")}
+print("\n| quantizer | config | bits/weight | WikiText-2 ppl | vs its 16-bit | llama-model.cpp ppl"
+      " | vs its 16-bit | conversion s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for r in sorted(rows, key=lambda r: (-r["bpw"], r["wiki"])):
+    b = ref.get(r["quantizer"].split()[0]) or ref.get("llmquant")
+    rel = lambda k: f"{(r[k] / b[k] - 1) * 100:+.2f}%" if b and b is not r else ""
+    print(f"| {r['quantizer']} | {r['config']} | {r['bpw']:.3f} | {r['wiki']:.4f} | {rel('wiki')} |"
+          f" {r['code']:.4f} | {rel('code')} | {r['seconds']} |")
+PY
