@@ -70,9 +70,13 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
     const int64_t *perm  = sw->perm;
     uint8_t       *q     = sw->q;
     float         *Err   = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
-    if (!Err)
+    float         *wcol  = malloc((size_t)(g > 0 ? g : 1) * sizeof(float));
+    if (!Err || !wcol) {
+        lq_aligned_free(Err);
+        free(wcol);
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory for the GPTQ error block (%lld x %lld)",
                 (long long)bs, (long long)n);
+    }
     double loss = 0;
     for (int64_t i1 = 0; i1 < k; i1 += bs) {
         int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
@@ -88,9 +92,14 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
                  * which lacks the updates of this block's earlier columns (they live in W1);
                  * we read the updated values (identical when g is a multiple of block_size). */
                 int64_t w_ = i + g < k ? g : k - i;
+                if (sw->qs.mse == LQ_MSE_WEIGHTED) /* each column's share of GPTQ's loss */
+                    for (int64_t c = 0; c < w_; c++) {
+                        const float u = Hp[(i + c) * k + i + c];
+                        wcol[c]       = 1.0f / (u * u);
+                    }
 #pragma omp parallel for schedule(static) if (sw->qs.mse)
                 for (int64_t r = 0; r < n; r++)
-                    lq_group_params(w + r, w_, n, &sw->qs, &sc_r[r], &zr_r[r]);
+                    lq_group_params_w(w + r, w_, n, &sw->qs, wcol, &sc_r[r], &zr_r[r]);
                 for (int64_t r = 0; r < n; r++) {
                     scales[grp * n + r] = sc_r[r];
                     zeros[grp * n + r]  = (int32_t)zr_r[r];
@@ -121,6 +130,7 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
     }
     sw->loss = loss;
     lq_aligned_free(Err);
+    free(wcol);
     return LQ_OK;
 }
 
@@ -155,6 +165,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
     float     *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
     float     *zr_r = malloc((size_t)n * sizeof(float));
     float     *ssc = NULL, *szr = NULL; /* static groups [G, n] */
+    float     *hd  = NULL;              /* diag(H) for a weighted search before the sweep */
     int64_t   *perm = malloc((size_t)k * sizeof *perm);
     int32_t   *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
     perm_item *pi   = NULL;
@@ -171,6 +182,16 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
             for (int64_t r = 0; r < n; r++)
                 W[r * k + c] = 0;
         }
+    /* Groups fixed before the sweep (static, per-channel) weigh their search by diag(H), each
+     * input's mean square (llama.cpp's importance matrix): their columns' U is not known yet. */
+    if (qs->mse == LQ_MSE_WEIGHTED && (!g || o->static_groups)) {
+        if (!(hd = malloc((size_t)k * sizeof(float)))) {
+            st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        for (int64_t c = 0; c < k; c++)
+            hd[c] = H[c * k + c];
+    }
     if (qs->group_size > 0 && o->static_groups && g) {
         /* One quantizer per group from the unmodified, unpermuted weights. */
         ssc = malloc((size_t)(G * n) * sizeof(float));
@@ -182,7 +203,8 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         for (int64_t gi = 0; gi < G; gi++) {
             int64_t c0 = gi * g, w = c0 + g < k ? g : k - c0;
             for (int64_t r = 0; r < n; r++)
-                lq_find_params(W + r * k + c0, 1, w, k, qs, &ssc[gi * n + r], &szr[gi * n + r]);
+                lq_group_params_w(W + r * k + c0, w, 1, qs, hd ? hd + c0 : NULL, &ssc[gi * n + r],
+                                  &szr[gi * n + r]);
         }
     }
     for (int64_t c = 0; c < k; c++)
@@ -247,7 +269,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         gcol[i] = g ? (int32_t)((o->static_groups ? perm[i] : i) / g) : 0;
     if (!g) /* per-channel: parameters from the whole (dead-zeroed) weight, once */
         for (int64_t r = 0; r < n; r++)
-            lq_find_params(W + r * k, 1, k, k, qs, &sc_r[r], &zr_r[r]);
+            lq_group_params_w(W + r * k, k, 1, qs, hd, &sc_r[r], &zr_r[r]);
 
     lq_gptq_sweep sw = {.n             = n,
                         .k             = k,
@@ -296,6 +318,7 @@ done:
     free(zr_r);
     free(ssc);
     free(szr);
+    free(hd);
     free(perm);
     free(gcol);
     free(pi);

@@ -87,7 +87,9 @@ static lq_status gptq_layer(lq_qjob *j) {
     o.q.group_size         = lq_params_i64(j->p, "group_size");
     o.q.sym                = lq_params_bool(j->p, "sym");
     o.q.v1_safe            = 1;
-    o.q.mse                = lq_params_bool(j->p, "mse");
+    o.q.mse                = lq_params_bool(j->p, "mse_weighted") ? LQ_MSE_WEIGHTED
+                             : lq_params_bool(j->p, "mse")        ? LQ_MSE_NORM24
+                                                                  : LQ_MSE_OFF;
     o.act_order            = lq_params_bool(j->p, "desc_act");
     o.static_groups        = lq_params_bool(j->p, "static_groups");
     o.damp                 = lq_params_f64(j->p, "damp");

@@ -27,6 +27,9 @@ static const lq_param_info k_params[] = {
     {"mse", LQ_PT_BOOL, "false", 0, 1, "rtn,gptq", NULL,
      "group scales from the grid search of least error (gptq quant.py --mse: range shrunk by up "
      "to 20% in 1% steps, error norm 2.4) instead of the group's min and max"},
+    {"mse_weighted", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
+     "the same range search, scored by GPTQ's own loss (each column's squared error over its "
+     "[chol(H^-1)]_jj^2) instead of the unweighted 2.4-norm"},
     {"static_groups", LQ_PT_BOOL, "false", 0, 1, "gptq", NULL,
      "compute group parameters up front from the unquantized weights"},
     {"damp", LQ_PT_FLOAT, "0.01", 0, 1, "gptq", NULL,

@@ -26,12 +26,15 @@ typedef struct lq_qspec {
     int64_t group_size; /* <= 0: one group over all k (per output channel) */
     int     sym;
     int     v1_safe;
-    int     mse;        /* shrink the range to the grid point of least error (gptq quant.py mse) */
+    int     mse;        /* shrink the range to the grid point of least error: LQ_MSE_* */
 } lq_qspec;
 
 /* gptq quant.py's MSE search (Quantizer.configure(mse=True)): candidate ranges p * [min, max]
  * for p = 1, 0.99, .. down to 1 - LQ_MSE_MAXSHRINK, keeping the one whose quantization error
  * sum |q(x) - x|^LQ_MSE_NORM is least (first on ties). */
+#define LQ_MSE_OFF       0
+#define LQ_MSE_NORM24    1 /* gptq quant.py: sum |q(x) - x|^2.4 */
+#define LQ_MSE_WEIGHTED  2 /* sum w_c (q(x_c) - x_c)^2; GPTQ: w_c = 1 / U_cc^2, its own loss */
 #define LQ_MSE_GRID      100
 #define LQ_MSE_MAXSHRINK 0.8f
 #define LQ_MSE_NORM      2.4f
@@ -43,6 +46,9 @@ void lq_find_params(const float *w, int64_t rows, int64_t cols, int64_t ld, cons
  * when s->mse). */
 void lq_group_params(const float *x, int64_t cnt, int64_t stride, const lq_qspec *s, float *scale,
                      float *zero);
+/* The same with per-element error weights wt[0..cnt-1] for LQ_MSE_WEIGHTED (NULL: all 1). */
+void lq_group_params_w(const float *x, int64_t cnt, int64_t stride, const lq_qspec *s,
+                       const float *wt, float *scale, float *zero);
 /* One row's parameters from its min and max (the core of lq_find_params). */
 void lq_params_from_range(float xmin, float xmax, const lq_qspec *s, float *scale, float *zero);
 

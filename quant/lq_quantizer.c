@@ -16,6 +16,11 @@ void lq_params_from_range(float xmin, float xmax, const lq_qspec *s, float *scal
 
 void lq_group_params(const float *x, int64_t cnt, int64_t stride, const lq_qspec *s, float *scale,
                      float *zero) {
+    lq_group_params_w(x, cnt, stride, s, NULL, scale, zero);
+}
+
+void lq_group_params_w(const float *x, int64_t cnt, int64_t stride, const lq_qspec *s,
+                       const float *wt, float *scale, float *zero) {
     float mn = x[0], mx = x[0];
     for (int64_t c = 1; c < cnt; c++) {
         const float v = x[c * stride];
@@ -35,7 +40,10 @@ void lq_group_params(const float *x, int64_t cnt, int64_t stride, const lq_qspec
         for (int64_t c = 0; c < cnt; c++) {
             const float v = x[c * stride];
             const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
-            e += pow(fabs((double)d), LQ_MSE_NORM);
+            if (s->mse == LQ_MSE_WEIGHTED) /* squared error, weighted when weights are given */
+                e += (double)d * d * (wt ? wt[c] : 1.0);
+            else
+                e += pow(fabs((double)d), LQ_MSE_NORM);
         }
         if (e < best) {
             best   = e;

@@ -439,6 +439,100 @@ static void test_mse(uint64_t seed) {
     CHECK_MSG(shrunk > groups / 4, "mse shrank %d of %d groups", shrunk, groups);
 }
 
+/* LQ_MSE_WEIGHTED: lq_group_params_w picks the grid point of least weighted squared error (the
+ * loop written out again), never worse than min/max on that measure; inside GPTQ on a diagonal
+ * Hessian (no error feedback: GPTQ is round-to-nearest there) every group's error weighted by
+ * the damped diagonal -- GPTQ's own loss -- is no worse than with min/max groups. */
+static double wsq_err(const float *x, const float *wt, int64_t n, int64_t stride, float sc, float z,
+                      int maxq) {
+    double e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const float v = x[c * stride];
+        const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
+        e += (double)d * d * wt[c];
+    }
+    return e;
+}
+
+static void test_mse_weighted(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 64;
+    float         x[64], wt[64];
+    for (int bits = 2; bits <= 8; bits += 2)
+        for (int sym = 0; sym <= 1; sym++)
+            for (int t = 0; t < 20; t++) {
+                for (int64_t c = 0; c < n; c++) {
+                    x[c]  = lq_rng_normal(&r);
+                    wt[c] = (float)exp(3.0 * lq_rng_normal(&r)); /* spread over decades */
+                }
+                if (t % 2)
+                    x[lq_rng_below(&r, n)] *= 8.f;
+                lq_qspec  s    = {bits, n, sym, 1, LQ_MSE_WEIGHTED};
+                const int maxq = (1 << bits) - 1;
+                float     sc, z, mn = x[0], mx = x[0];
+                lq_group_params_w(x, n, 1, &s, wt, &sc, &z);
+                for (int64_t c = 1; c < n; c++)
+                    mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
+                double best = INFINITY;
+                float  bsc = 0, bz = 0, sc0, z0;
+                lq_params_from_range(mn, mx, &s, &sc0, &z0);
+                for (int i = 0; i < 80; i++) {
+                    float p = 1.f - (float)i / 100.f, csc, cz;
+                    lq_params_from_range(p * mn, p * mx, &s, &csc, &cz);
+                    double e = wsq_err(x, wt, n, 1, csc, cz, maxq);
+                    if (e < best)
+                        best = e, bsc = csc, bz = cz;
+                }
+                CHECK_MSG(sc == bsc && z == bz, "bits %d sym %d: weighted search (%g, %g), "
+                          "reference (%g, %g)", bits, sym, sc, z, bsc, bz);
+                CHECK(wsq_err(x, wt, n, 1, sc, z, maxq) <= wsq_err(x, wt, n, 1, sc0, z0, maxq));
+            }
+
+    const int64_t rows = 16, k = 96, grp = 32;
+    float   *W = malloc((size_t)(rows * k) * 4), *Wq = malloc((size_t)(rows * k) * 4);
+    float   *D = calloc((size_t)(k * k), 4), *dd = malloc((size_t)k * 4);
+    uint8_t *q  = malloc((size_t)(rows * k));
+    float   *sc = malloc((size_t)(k * rows) * 4), *sc0 = malloc((size_t)(k * rows) * 4);
+    int32_t *z = malloc((size_t)(k * rows) * 4), *z0 = malloc((size_t)(k * rows) * 4);
+    int32_t *g = malloc((size_t)k * 4);
+    double   mean = 0;
+    for (int64_t i = 0; i < rows * k; i++)
+        W[i] = 0.1f * lq_rng_normal(&r);
+    for (int64_t i = 0; i < k; i++)
+        mean += D[i * k + i] = (float)exp(2.0 * lq_rng_normal(&r));
+    for (int64_t i = 0; i < k; i++)
+        dd[i] = D[i * k + i] + 0.01f * (float)(mean / (double)k);
+    lq_gptq_result res;
+    int            warns = 0, better = 0;
+    for (int bits = 2; bits <= 4; bits++) {
+        lq_gptq_opts o = {.q = {bits, grp, 0, 1, LQ_MSE_OFF}, .damp = 0.01, .block_size = 32,
+                          .name = "t", .warn = count_warn, .warn_user = &warns};
+        lq_err       err = {0};
+        float       *H   = malloc((size_t)(k * k) * 4);
+        memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+        CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc0, z0, g, &res, &err));
+        o.q.mse = LQ_MSE_WEIGHTED;
+        memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+        CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc, z, g, &res, &err));
+        free(H);
+        const int maxq = (1 << bits) - 1;
+        for (int64_t gi = 0; gi < k / grp; gi++)
+            for (int64_t rr = 0; rr < rows; rr++) {
+                const float *xw = W + rr * k + gi * grp;
+                double       ew = wsq_err(xw, dd + gi * grp, grp, 1, sc[gi * rows + rr],
+                                          (float)z[gi * rows + rr], maxq);
+                double       e0 = wsq_err(xw, dd + gi * grp, grp, 1, sc0[gi * rows + rr],
+                                          (float)z0[gi * rows + rr], maxq);
+                CHECK_MSG(ew <= e0 * (1 + 1e-5), "bits %d group %lld row %lld: %g > %g", bits,
+                          (long long)gi, (long long)rr, ew, e0);
+                better += ew < e0 * (1 - 1e-5);
+            }
+    }
+    CHECK_MSG(better > 0, "the weighted search never improved on min/max");
+    free(W), free(Wq), free(D), free(dd), free(q), free(sc), free(sc0), free(z), free(z0), free(g);
+}
+
 int main(void) {
     omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
     for (uint64_t seed = 1; seed <= 3; seed++) {
@@ -447,6 +541,7 @@ int main(void) {
         test_awq(200 + seed);
         test_nf4_int8(300 + seed);
         test_mse(400 + seed);
+        test_mse_weighted(500 + seed);
     }
     return lq_test_end("quant_algos");
 }
