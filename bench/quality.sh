@@ -144,6 +144,10 @@ lq_row gptq-awq-w4-g128-act "AWQ scales + GPTQ w4 g128 sym act-order" gptq --gro
     --desc-act --awq-scales
 lq_row gptq-awq-w4-g32-asym-act "AWQ scales + GPTQ w4 g32 asym act-order" gptq --group-size 32 \
     --no-sym --desc-act --awq-scales
+lq_row gptq-w4-g128-act-mw "GPTQ w4 g128 sym act-order, weighted range search" gptq \
+    --group-size 128 --desc-act --mse-weighted
+lq_row gptq-w4-g32-asym-act-mw "GPTQ w4 g32 asym act-order, weighted range search" gptq \
+    --group-size 32 --no-sym --desc-act --mse-weighted
 gm_row gptqmodel-w4-g128-act "GPTQ w4 g128 sym act-order" bits=4 group_size=128 desc_act=True
 gm_row gptqmodel-w4-g32-asym-act "GPTQ w4 g32 asym act-order" bits=4 group_size=32 sym=False \
     desc_act=True
@@ -153,6 +157,8 @@ llama_row llama-q4_k_m-imat "Q4_K_M + importance matrix" Q4_K_M imatrix
 # 3 bits
 lq_row gptq-w3-g32-asym-act "GPTQ w3 g32 asym act-order" gptq --bits 3 --group-size 32 --no-sym \
     --desc-act
+lq_row gptq-w3-g32-asym-act-mw "GPTQ w3 g32 asym act-order, weighted range search" gptq --bits 3 \
+    --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq --bits 3 \
     --group-size 32 --no-sym --desc-act --awq-scales
 llama_row llama-q3_k_m "Q3_K_M" Q3_K_M
