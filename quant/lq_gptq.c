@@ -165,7 +165,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
     float     *sc_r = malloc((size_t)n * sizeof(float)); /* current group params per row */
     float     *zr_r = malloc((size_t)n * sizeof(float));
     float     *ssc = NULL, *szr = NULL; /* static groups [G, n] */
-    float     *hd  = NULL;              /* diag(H) for a weighted search before the sweep */
+    float     *hd   = NULL;             /* diag(H) for a weighted search before the sweep */
     int64_t   *perm = malloc((size_t)k * sizeof *perm);
     int32_t   *gcol = malloc((size_t)k * sizeof *gcol); /* group of permuted position */
     perm_item *pi   = NULL;

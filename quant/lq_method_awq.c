@@ -111,9 +111,9 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **k
     lq_status     st  = LQ_OK;
     float        *ref = NULL, *out = NULL, *xm = NULL, *sc[4] = {0};
     const int     fused = j->model->cfg.fused;
-    const int qkv = fused ? LQ_LIN_QKV : LQ_LIN_Q, gu = fused ? LQ_LIN_GATE_UP : LQ_LIN_GATE;
-    const int srcs[4] = {qkv, LQ_LIN_O, gu, LQ_LIN_DOWN};
-    int64_t   maxk = 0, maxn = 0;
+    const int     qkv = fused ? LQ_LIN_QKV : LQ_LIN_Q, gu = fused ? LQ_LIN_GATE_UP : LQ_LIN_GATE;
+    const int     srcs[4] = {qkv, LQ_LIN_O, gu, LQ_LIN_DOWN};
+    int64_t       maxk = 0, maxn = 0;
     for (int i = 0; i < 4; i++) {
         int64_t k    = j->L->lin[srcs[i]].buf.q.k;
         maxk         = k > maxk ? k : maxk;
@@ -175,8 +175,9 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **k
                 xm[ch] += fabsf(X[r * k + ch]);
         for (int64_t ch = 0; ch < k; ch++)
             xm[ch] /= (float)T;
-        loss_ctx lc = {j,   gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out,
-                       nseq, T, 0};
+        loss_ctx lc = {
+            j, gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out, nseq,
+            T, 0};
         /* FP reference output of the inspected module */
         if (gr->kind == 0) {
             lc.nout = d;

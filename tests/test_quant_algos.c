@@ -484,19 +484,21 @@ static void test_mse_weighted(uint64_t seed) {
                     if (e < best)
                         best = e, bsc = csc, bz = cz;
                 }
-                CHECK_MSG(sc == bsc && z == bz, "bits %d sym %d: weighted search (%g, %g), "
-                          "reference (%g, %g)", bits, sym, sc, z, bsc, bz);
+                CHECK_MSG(sc == bsc && z == bz,
+                          "bits %d sym %d: weighted search (%g, %g), "
+                          "reference (%g, %g)",
+                          bits, sym, sc, z, bsc, bz);
                 CHECK(wsq_err(x, wt, n, 1, sc, z, maxq) <= wsq_err(x, wt, n, 1, sc0, z0, maxq));
             }
 
     const int64_t rows = 16, k = 96, grp = 32;
-    float   *W = malloc((size_t)(rows * k) * 4), *Wq = malloc((size_t)(rows * k) * 4);
-    float   *D = calloc((size_t)(k * k), 4), *dd = malloc((size_t)k * 4);
-    uint8_t *q  = malloc((size_t)(rows * k));
-    float   *sc = malloc((size_t)(k * rows) * 4), *sc0 = malloc((size_t)(k * rows) * 4);
-    int32_t *z = malloc((size_t)(k * rows) * 4), *z0 = malloc((size_t)(k * rows) * 4);
-    int32_t *g = malloc((size_t)k * 4);
-    double   mean = 0;
+    float        *W = malloc((size_t)(rows * k) * 4), *Wq = malloc((size_t)(rows * k) * 4);
+    float        *D = calloc((size_t)(k * k), 4), *dd = malloc((size_t)k * 4);
+    uint8_t      *q  = malloc((size_t)(rows * k));
+    float        *sc = malloc((size_t)(k * rows) * 4), *sc0 = malloc((size_t)(k * rows) * 4);
+    int32_t      *z = malloc((size_t)(k * rows) * 4), *z0 = malloc((size_t)(k * rows) * 4);
+    int32_t      *g    = malloc((size_t)k * 4);
+    double        mean = 0;
     for (int64_t i = 0; i < rows * k; i++)
         W[i] = 0.1f * lq_rng_normal(&r);
     for (int64_t i = 0; i < k; i++)
@@ -506,8 +508,12 @@ static void test_mse_weighted(uint64_t seed) {
     lq_gptq_result res;
     int            warns = 0, better = 0;
     for (int bits = 2; bits <= 4; bits++) {
-        lq_gptq_opts o = {.q = {bits, grp, 0, 1, LQ_MSE_OFF}, .damp = 0.01, .block_size = 32,
-                          .name = "t", .warn = count_warn, .warn_user = &warns};
+        lq_gptq_opts o   = {.q          = {bits, grp, 0, 1, LQ_MSE_OFF},
+                            .damp       = 0.01,
+                            .block_size = 32,
+                            .name       = "t",
+                            .warn       = count_warn,
+                            .warn_user  = &warns};
         lq_err       err = {0};
         float       *H   = malloc((size_t)(k * k) * 4);
         memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
