@@ -442,7 +442,8 @@ static void test_mse(uint64_t seed) {
 /* LQ_MSE_WEIGHTED: lq_group_params_w picks the grid point of least weighted squared error (the
  * loop written out again), never worse than min/max on that measure; inside GPTQ on a diagonal
  * Hessian (no error feedback: GPTQ is round-to-nearest there) every group's error weighted by
- * the damped diagonal -- GPTQ's own loss -- is no worse than with min/max groups. */
+ * the damped diagonal -- GPTQ's own loss -- is no worse than with min/max groups; static and
+ * per-channel groups, fixed before the sweep, the same with the undamped diagonal. */
 static double wsq_err(const float *x, const float *wt, int64_t n, int64_t stride, float sc, float z,
                       int maxq) {
     double e = 0;
@@ -507,34 +508,43 @@ static void test_mse_weighted(uint64_t seed) {
         dd[i] = D[i * k + i] + 0.01f * (float)(mean / (double)k);
     lq_gptq_result res;
     int            warns = 0, better = 0;
-    for (int bits = 2; bits <= 4; bits++) {
-        lq_gptq_opts o   = {.q          = {bits, grp, 0, 1, LQ_MSE_OFF},
-                            .damp       = 0.01,
-                            .block_size = 32,
-                            .name       = "t",
-                            .warn       = count_warn,
-                            .warn_user  = &warns};
-        lq_err       err = {0};
-        float       *H   = malloc((size_t)(k * k) * 4);
-        memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
-        CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc0, z0, g, &res, &err));
-        o.q.mse = LQ_MSE_WEIGHTED;
-        memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
-        CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc, z, g, &res, &err));
-        free(H);
-        const int maxq = (1 << bits) - 1;
-        for (int64_t gi = 0; gi < k / grp; gi++)
-            for (int64_t rr = 0; rr < rows; rr++) {
-                const float *xw = W + rr * k + gi * grp;
-                double       ew = wsq_err(xw, dd + gi * grp, grp, 1, sc[gi * rows + rr],
-                                          (float)z[gi * rows + rr], maxq);
-                double       e0 = wsq_err(xw, dd + gi * grp, grp, 1, sc0[gi * rows + rr],
-                                          (float)z0[gi * rows + rr], maxq);
-                CHECK_MSG(ew <= e0 * (1 + 1e-5), "bits %d group %lld row %lld: %g > %g", bits,
-                          (long long)gi, (long long)rr, ew, e0);
-                better += ew < e0 * (1 - 1e-5);
-            }
-    }
+    float *hd = malloc((size_t)k * 4); /* undamped diagonal: the static / per-channel weights */
+    for (int64_t i = 0; i < k; i++)
+        hd[i] = D[i * k + i];
+    /* mode 0: groups found in the sweep, 1: static groups, 2: per channel (one group of k) */
+    for (int mode = 0; mode < 3; mode++)
+        for (int bits = 2; bits <= 4; bits++) {
+            const int64_t gs  = mode == 2 ? k : grp;
+            lq_gptq_opts  o   = {.q             = {bits, mode == 2 ? -1 : grp, 0, 1, LQ_MSE_OFF},
+                                 .static_groups = mode == 1,
+                                 .damp          = 0.01,
+                                 .block_size    = 32,
+                                 .name          = "t",
+                                 .warn          = count_warn,
+                                 .warn_user     = &warns};
+            lq_err        err = {0};
+            float        *H   = malloc((size_t)(k * k) * 4);
+            memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+            CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc0, z0, g, &res, &err));
+            o.q.mse = LQ_MSE_WEIGHTED;
+            memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+            CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc, z, g, &res, &err));
+            free(H);
+            const int    maxq = (1 << bits) - 1;
+            const float *wts  = mode == 0 ? dd : hd;
+            for (int64_t gi = 0; gi < k / gs; gi++)
+                for (int64_t rr = 0; rr < rows; rr++) {
+                    const float *xw = W + rr * k + gi * gs;
+                    double       ew = wsq_err(xw, wts + gi * gs, gs, 1, sc[gi * rows + rr],
+                                              (float)z[gi * rows + rr], maxq);
+                    double       e0 = wsq_err(xw, wts + gi * gs, gs, 1, sc0[gi * rows + rr],
+                                              (float)z0[gi * rows + rr], maxq);
+                    CHECK_MSG(ew <= e0 * (1 + 1e-5), "mode %d bits %d group %lld row %lld: %g > %g",
+                              mode, bits, (long long)gi, (long long)rr, ew, e0);
+                    better += ew < e0 * (1 - 1e-5);
+                }
+        }
+    free(hd);
     CHECK_MSG(better > 0, "the weighted search never improved on min/max");
     free(W), free(Wq), free(D), free(dd), free(q), free(sc), free(sc0), free(z), free(z0), free(g);
 }
