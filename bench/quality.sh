@@ -146,6 +146,8 @@ lq_row gptq-awq-w4-g32-asym-act "AWQ scales + GPTQ w4 g32 asym act-order" gptq -
     --no-sym --desc-act --awq-scales
 lq_row gptq-w4-g128-act-mw "GPTQ w4 g128 sym act-order, weighted range search" gptq \
     --group-size 128 --desc-act --mse-weighted
+lq_row gptq-w4-g64-asym-act-mw "GPTQ w4 g64 asym act-order, weighted range search" gptq \
+    --group-size 64 --no-sym --desc-act --mse-weighted
 lq_row gptq-w4-g32-asym-act-mw "GPTQ w4 g32 asym act-order, weighted range search" gptq \
     --group-size 32 --no-sym --desc-act --mse-weighted
 gm_row gptqmodel-w4-g128-act "GPTQ w4 g128 sym act-order" bits=4 group_size=128 desc_act=True
