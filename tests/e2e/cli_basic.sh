@@ -28,10 +28,10 @@ run "$B" gptq --help
 expect_rc 0 "gptq --help"
 for w in "--group-size N" "--sym, --no-sym" "--desc-act, --no-desc-act" "--damp X" \
     "--calib FILE" "--max-memory SIZE" "--device auto|cpu|cuda" "[default: 128; -1..1073741824]" \
-    "-o, --output OUT_DIR"; do
+    "-o, --output OUT_DIR" "--awq-scales, --no-awq-scales" "--mse-weighted"; do
     expect_in "$T/out" "$w" "gptq --help"
 done
-for w in "--blocksize" "--threshold" "--awq-grid" "--batch N"; do
+for w in "--blocksize" "--threshold" "--awq-clip" "--batch N"; do
     expect_not_in "$T/out" "$w" "gptq --help"
 done
 run "$B" nf4 --help
