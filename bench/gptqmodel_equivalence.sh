@@ -21,6 +21,7 @@ TOK=(--tokenizer "$M/llama2c/tok512.bin")
 TEST=$SHARED/data/wikitext2/wikitext2_test_hf_join.txt
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
+cd "$WORK" # GPTQModel writes a logs/ folder where it runs
 # GPTQModel loads a tokenizer with the model: a 512-id word-level one stands in (it is never
 # used: the calibration is token ids).
 if [ ! -f "$WORK/model/tokenizer.json" ]; then
