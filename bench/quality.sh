@@ -53,7 +53,6 @@ CAL=$WORK/calib.txt
 
 wanted() { [ -z "${LQ_ONLY:-}" ] || [[ " $LQ_ONLY " == *" $1 "* ]]; }
 
-# report NAME KIND SECONDS FILE: bpw and both perplexities into reports/NAME.json
 lq_ppl() { # model text -> ppl
     $LQ --json -q ppl "$1" --data "$2" --protocol llamacpp --ctx 512 --chunks "$CHUNKS" \
         --threads "$T" | python3 -c "import json,sys; print(json.load(sys.stdin)['ppl'])"
@@ -62,7 +61,7 @@ llama_ppl() { # gguf text -> ppl
     "$BIN/llama-perplexity" -m "$1" -f "$2" -c 512 -b 512 --chunks "$CHUNKS" -t "$T" 2>&1 |
         sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
 }
-report() { # name quantizer config seconds path
+report() { # name quantizer config seconds path: bpw and both perplexities -> reports/NAME.json
     local bpw
     bpw=$(python3 "$ROOT/bench/quality_bpw.py" "$BASE" "$5")
     if [[ $5 == *.gguf ]]; then

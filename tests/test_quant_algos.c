@@ -397,6 +397,39 @@ static double grid_err(const float *x, int64_t n, float sc, float z, int maxq) {
     return e;
 }
 
+static double wsq_err(const float *x, const float *wt, int64_t n, int64_t stride, float sc, float z,
+                      int maxq) {
+    double e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const float v = x[c * stride];
+        const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
+        e += (double)d * d * wt[c];
+    }
+    return e;
+}
+
+/* The search written out again (float64 errors, its loop order): the grid point of least
+ * error, the 2.4-norm without weights, the weighted squared error with them; optionally also the
+ * min/max parameters. */
+static void ref_search(const float *x, const float *wt, int64_t n, const lq_qspec *s, float *bsc,
+                       float *bz, float *sc0, float *z0) {
+    const int maxq = (1 << s->bits) - 1;
+    float     mn = x[0], mx = x[0];
+    for (int64_t c = 1; c < n; c++)
+        mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
+    if (sc0)
+        lq_params_from_range(mn, mx, s, sc0, z0);
+    double best = INFINITY;
+    *bsc = *bz = 0;
+    for (int i = 0; i < 80; i++) {
+        float p = 1.f - (float)i / 100.f, csc, cz;
+        lq_params_from_range(p * mn, p * mx, s, &csc, &cz);
+        double e = wt ? wsq_err(x, wt, n, 1, csc, cz, maxq) : grid_err(x, n, csc, cz, maxq);
+        if (e < best)
+            best = e, *bsc = csc, *bz = cz;
+    }
+}
+
 static void test_mse(uint64_t seed) {
     lq_rng r;
     lq_rng_seed(&r, seed);
@@ -417,18 +450,8 @@ static void test_mse(uint64_t seed) {
                 lq_group_params(x, n, 1, &s, &sc, &z);
                 const int maxq = (1 << bits) - 1;
                 /* the reference loop */
-                float mn = x[0], mx = x[0];
-                for (int64_t c = 1; c < n; c++)
-                    mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
-                double best = INFINITY;
-                float  bsc = 0, bz = 0;
-                for (int i = 0; i < 80; i++) {
-                    float p = 1.f - (float)i / 100.f, csc, cz;
-                    lq_params_from_range(p * mn, p * mx, &s, &csc, &cz);
-                    double e = grid_err(x, n, csc, cz, maxq);
-                    if (e < best)
-                        best = e, bsc = csc, bz = cz;
-                }
+                float bsc, bz;
+                ref_search(x, NULL, n, &s, &bsc, &bz, NULL, NULL);
                 CHECK_MSG(sc == bsc && z == bz,
                           "bits %d sym %d: mse picked (%g, %g), reference "
                           "(%g, %g)",
@@ -444,17 +467,6 @@ static void test_mse(uint64_t seed) {
  * Hessian (no error feedback: GPTQ is round-to-nearest there) every group's error weighted by
  * the damped diagonal -- GPTQ's own loss -- is no worse than with min/max groups; static and
  * per-channel groups, fixed before the sweep, the same with the undamped diagonal. */
-static double wsq_err(const float *x, const float *wt, int64_t n, int64_t stride, float sc, float z,
-                      int maxq) {
-    double e = 0;
-    for (int64_t c = 0; c < n; c++) {
-        const float v = x[c * stride];
-        const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
-        e += (double)d * d * wt[c];
-    }
-    return e;
-}
-
 static void test_mse_weighted(uint64_t seed) {
     lq_rng r;
     lq_rng_seed(&r, seed);
@@ -471,20 +483,9 @@ static void test_mse_weighted(uint64_t seed) {
                     x[lq_rng_below(&r, n)] *= 8.f;
                 lq_qspec  s    = {bits, n, sym, 1, LQ_MSE_WEIGHTED};
                 const int maxq = (1 << bits) - 1;
-                float     sc, z, mn = x[0], mx = x[0];
+                float     sc, z, bsc, bz, sc0, z0;
                 lq_group_params_w(x, n, 1, &s, wt, &sc, &z);
-                for (int64_t c = 1; c < n; c++)
-                    mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
-                double best = INFINITY;
-                float  bsc = 0, bz = 0, sc0, z0;
-                lq_params_from_range(mn, mx, &s, &sc0, &z0);
-                for (int i = 0; i < 80; i++) {
-                    float p = 1.f - (float)i / 100.f, csc, cz;
-                    lq_params_from_range(p * mn, p * mx, &s, &csc, &cz);
-                    double e = wsq_err(x, wt, n, 1, csc, cz, maxq);
-                    if (e < best)
-                        best = e, bsc = csc, bz = cz;
-                }
+                ref_search(x, wt, n, &s, &bsc, &bz, &sc0, &z0);
                 CHECK_MSG(sc == bsc && z == bz,
                           "bits %d sym %d: weighted search (%g, %g), "
                           "reference (%g, %g)",
