@@ -248,7 +248,8 @@ LQ_API void      lq_cuda_ctx_free(lq_cuda_ctx *ctx);
 
 /* y[m, n] (fp16) = x[m, k] (fp16) @ W^T (+ bias); fp32 accumulation. ws: at least
  * lq_qlinear_workspace_cuda(w, m) bytes (split-k partials, the fp16 W of the cuBLAS path for
- * m > 16, LLM.int8's quantized activations); ctx may be NULL when that path is not taken. */
+ * m > 16 and its fp32 product when there is a bias, LLM.int8's quantized activations); ctx may
+ * be NULL when that path is not taken. */
 LQ_API size_t    lq_qlinear_workspace_cuda(const lq_qlinear *w, int64_t m);
 LQ_API lq_status lq_qlinear_forward_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                          int64_t m, void *y, void *ws, size_t ws_size,
