@@ -9,8 +9,10 @@
 #include "lq_json.h"
 #include "lq_kernels_impl.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <ctype.h>
 #include <math.h>
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,11 +331,15 @@ lq_status lq_read_dense(const lq_st *st, const char *prefix, const lq_qconfig *c
     return finish(&r, "weight");
 }
 
-lq_status lq_read_gptq(const lq_st *st, const char *prefix, const lq_qconfig *c, int64_t n_exp,
+lq_status lq_read_gptq(const lq_st *st, const char *prefix, const lq_qconfig *base, int64_t n_exp,
                        int64_t k_exp, lq_qbuf *out, lq_err *err) {
     rd                  r = {st, prefix, out, err};
     const lq_st_tensor *qw, *qz, *sc, *gi;
-    const int           b     = c->bits;
+    lq_qconfig          eff; /* the module's own config ("dynamic" overrides applied) */
+    int                 excluded;
+    LQ_TRY(lq_qconfig_for_module(base, prefix, &eff, &excluded, err));
+    const lq_qconfig *c     = &eff;
+    const int         b     = c->bits;
     static const int    i32[] = {LQ_DT_I32, -1};
     lq_qlinear         *q     = &out->q;
     LQ_TRY(find(&r, "qweight", 1, &qw));
@@ -694,6 +700,73 @@ void lq_qconfig_free(lq_qconfig *c) {
     free(c->outlier_modules);
     c->outlier_modules   = NULL;
     c->n_outlier_modules = 0;
+    for (int64_t i = 0; i < c->n_dynamic; i++) {
+        free(c->dynamic[i].pattern);
+        pcre2_code_free(c->dynamic[i].re);
+    }
+    free(c->dynamic);
+    c->dynamic   = NULL;
+    c->n_dynamic = 0;
+}
+
+lq_status lq_qconfig_add_rule(lq_qconfig *c, const char *pattern, int negative, int bits,
+                              int64_t group_size, int sym, int desc_act, const char *label,
+                              lq_err *err) {
+    int        ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_ANCHORED | PCRE2_UTF, &ec, &eo, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(ec, msg, sizeof msg);
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: \"dynamic\" pattern \"%.120s\": %s at offset %zu",
+                label, pattern, (const char *)msg, (size_t)eo);
+    }
+    lq_qrule *a = realloc(c->dynamic, (size_t)(c->n_dynamic + 1) * sizeof *a);
+    char     *p = strdup(pattern);
+    if (!a || !p) {
+        pcre2_code_free(re);
+        free(p);
+        if (a)
+            c->dynamic = a;
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    }
+    c->dynamic                 = a;
+    a[c->n_dynamic++]          = (lq_qrule){p, re, negative, bits, group_size, sym, desc_act};
+    return LQ_OK;
+}
+
+lq_status lq_qconfig_for_module(const lq_qconfig *c, const char *module, lq_qconfig *eff,
+                                int *excluded, lq_err *err) {
+    *eff                   = *c;
+    eff->dynamic           = NULL;
+    eff->n_dynamic         = 0;
+    eff->outlier_modules   = NULL;
+    eff->n_outlier_modules = 0;
+    *excluded              = 0;
+    if (c->n_dynamic == 0)
+        return LQ_OK;
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    LQ_RETURN_IF(!md, err, LQ_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < c->n_dynamic; i++) {
+        const lq_qrule *r = &c->dynamic[i];
+        const int       m = pcre2_match(r->re, (PCRE2_SPTR)module, PCRE2_ZERO_TERMINATED, 0,
+                                        PCRE2_ANCHORED, md, NULL);
+        if (m < 0)
+            continue;
+        *excluded = r->negative;
+        if (r->bits > 0)
+            eff->bits = r->bits;
+        if (r->group_size != 0)
+            eff->group_size = r->group_size;
+        if (r->sym >= 0)
+            eff->sym = r->sym;
+        if (r->desc_act >= 0)
+            eff->desc_act = r->desc_act;
+        break;
+    }
+    pcre2_match_data_free(md);
+    return LQ_OK;
 }
 
 lq_status lq_qconfig_add_outlier_module(lq_qconfig *c, const char *module, lq_err *err) {
@@ -745,6 +818,25 @@ lq_status lq_hfcfg_write_gptq(const lq_qconfig *c, cJSON *qc, lq_err *err) {
     ADD(qc, "model_file_base_name", str_or_null(c->model_file_base_name));
     ADD(qc, "quant_method", cJSON_CreateString("gptq"));
     ADD(qc, "checkpoint_format", cJSON_CreateString("gptq"));
+    if (c->n_dynamic > 0) { /* GPTQModel / vLLM per-module overrides */
+        cJSON *dyn = cJSON_CreateObject();
+        ADD(qc, "dynamic", dyn);
+        for (int64_t i = 0; i < c->n_dynamic; i++) {
+            const lq_qrule *r = &c->dynamic[i];
+            char            key[4096];
+            cJSON          *o = cJSON_CreateObject();
+            snprintf(key, sizeof key, "%s%s", r->negative ? "-:" : "+:", r->pattern);
+            ADD(dyn, key, o);
+            if (r->bits > 0)
+                ADD(o, "bits", cJSON_CreateNumber(r->bits));
+            if (r->group_size != 0)
+                ADD(o, "group_size", cJSON_CreateNumber((double)r->group_size));
+            if (r->sym >= 0)
+                ADD(o, "sym", cJSON_CreateBool(r->sym));
+            if (r->desc_act >= 0)
+                ADD(o, "desc_act", cJSON_CreateBool(r->desc_act));
+        }
+    }
     return LQ_OK;
 }
 
@@ -889,6 +981,44 @@ lq_status lq_hfcfg_parse_dense(const cJSON *qc, const char *label, lq_qconfig *c
     return LQ_OK;
 }
 
+/* GPTQModel's "dynamic": {"+:regex": {"bits": 8, ...}, "-:regex": {}, ...}. Keys other than
+ * bits / group_size / sym / desc_act (adapters, GPTQModel-only knobs) do not change the stored
+ * layout and are ignored. */
+static lq_status parse_dynamic(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(qc, "dynamic");
+    if (!dyn || cJSON_IsNull(dyn))
+        return LQ_OK;
+    LQ_RETURN_IF(!cJSON_IsObject(dyn), err, LQ_ERR_CONFIG_VALUE,
+                 "%s: key \"dynamic\" is not an object", label);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, dyn) {
+        const char *key = it->string ? it->string : "";
+        const int   neg = !strncmp(key, "-:", 2), pre = neg || !strncmp(key, "+:", 2);
+        char        sub[4200];
+        snprintf(sub, sizeof sub, "%s: \"dynamic\" rule \"%.120s\"", label, key);
+        LQ_RETURN_IF(!cJSON_IsObject(it), err, LQ_ERR_CONFIG_VALUE, "%s is not an object", sub);
+        int64_t bits = 0, gs = 0;
+        int     sym = -1, da = -1;
+        if (key_present(it, "bits")) {
+            LQ_TRY(lq_json_get_i64(it, "bits", 1, 0, 64, &bits, sub, err));
+            LQ_RETURN_IF(bits != 2 && bits != 3 && bits != 4 && bits != 8, err,
+                         LQ_ERR_UNSUPPORTED, "%s: \"bits\" = %lld (GPTQ kernels: 2, 3, 4, 8)",
+                         sub, (long long)bits);
+        }
+        if (key_present(it, "group_size")) {
+            LQ_TRY(lq_json_get_i64(it, "group_size", 1, -1, INT32_MAX, &gs, sub, err));
+            LQ_RETURN_IF(gs == 0, err, LQ_ERR_CONFIG_VALUE, "%s: \"group_size\" = 0", sub);
+        }
+        if (key_present(it, "sym"))
+            LQ_TRY(get_bool_opt(it, "sym", &sym, sub, err));
+        if (key_present(it, "desc_act"))
+            LQ_TRY(get_bool_opt(it, "desc_act", &da, sub, err));
+        LQ_TRY(lq_qconfig_add_rule(c, key + (pre ? 2 : 0), neg, (int)bits, gs, sym, da, label,
+                                   err));
+    }
+    return LQ_OK;
+}
+
 lq_status lq_hfcfg_parse_gptq(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {
     int64_t bits = 4, gs = 128;
     LQ_TRY(lq_json_get_i64(qc, "bits", 1, 0, 64, &bits, label, err));
@@ -927,7 +1057,7 @@ lq_status lq_hfcfg_parse_gptq(const cJSON *qc, const char *label, lq_qconfig *c,
             LQ_RETURN_IF(!ieq(f, "gptq"), err, LQ_ERR_UNSUPPORTED,
                          "%s: key \"%s\" = \"%s\" (supported: gptq, gptq_v2)", label, fk, f);
     }
-    return LQ_OK;
+    return parse_dynamic(qc, label, c, err);
 }
 
 lq_status lq_hfcfg_parse_awq(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {

@@ -28,6 +28,20 @@
 
 #define LQ_QCFG_MAX_SKIP 64
 
+/* One rule of GPTQModel's / vLLM's "dynamic" quantization_config key: per-module overrides of
+ * the base config. The first rule whose pattern matches at the start of the module name
+ * (Python re.match, PCRE2 here as in GPTQModel) decides; "-:" rules leave the module
+ * unquantized, "+:" (or no prefix) ones override bits / group_size / sym / desc_act. */
+typedef struct lq_qrule {
+    char   *pattern;    /* without the "+:" / "-:" prefix (owned) */
+    void   *re;         /* compiled pattern (pcre2_code *, owned) */
+    int     negative;   /* "-:" */
+    int     bits;       /* 0: the base config's */
+    int64_t group_size; /* 0: the base config's; -1 per output channel */
+    int     sym;        /* -1: the base config's */
+    int     desc_act;   /* -1: the base config's */
+} lq_qrule;
+
 typedef struct lq_qconfig {
     lq_format format; /* LQ_FMT_DENSE: no quantization_config */
     int       bits;
@@ -62,6 +76,10 @@ typedef struct lq_qconfig {
     /* INT8 modules carrying stored outlier columns (owned; lq_qconfig_free) */
     char  **outlier_modules;
     int64_t n_outlier_modules;
+
+    /* GPTQ "dynamic" per-module overrides, in order (owned; lq_qconfig_free) */
+    lq_qrule *dynamic;
+    int64_t   n_dynamic;
 } lq_qconfig;
 
 /* Defaults of each format's reference tool (AutoGPTQ, AutoAWQ, transformers
@@ -69,6 +87,16 @@ typedef struct lq_qconfig {
 void      lq_qconfig_default(lq_format f, lq_qconfig *c);
 void      lq_qconfig_free(lq_qconfig *c);
 lq_status lq_qconfig_add_outlier_module(lq_qconfig *c, const char *module, lq_err *err);
+/* Append a "dynamic" rule (pattern without its prefix; bits/group_size 0, sym/desc_act -1 keep
+ * the base). An invalid pattern -> LQ_ERR_CONFIG_VALUE naming label and pattern. */
+lq_status lq_qconfig_add_rule(lq_qconfig *c, const char *pattern, int negative, int bits,
+                              int64_t group_size, int sym, int desc_act, const char *label,
+                              lq_err *err);
+/* The config module `module` was written with: *eff = c with the first matching "dynamic"
+ * rule applied, and no rules of its own (it shares nothing c owns: never free it); *excluded
+ * = 1 when a "-:" rule matched. */
+lq_status lq_qconfig_for_module(const lq_qconfig *c, const char *module, lq_qconfig *eff,
+                                int *excluded, lq_err *err);
 
 /* config.json root -> *out (LQ_FMT_DENSE without "quantization_config"). Accepts the synonyms
  * of the reference loaders (w_bit, q_group_size, version "gemm" => AWQ, format =

@@ -372,6 +372,49 @@ static void test_config(void) {
     CHECK_EQ_INT(c.n_skip, 1);
     CHECK(!strcmp(c.skip[0], "lm_head"));
 
+    lq_qconfig_free(&c);
+
+    /* GPTQModel / vLLM "dynamic" per-module overrides: written in order, parsed back, resolved
+     * as Python re.match (anchored at the start, first rule wins, "-:" excludes) */
+    lq_qconfig_default(LQ_FMT_GPTQ, &c);
+    CHECK_OK(lq_qconfig_add_rule(&c, "model\\.layers\\.(0|2)\\.mlp\\.down_proj$", 0, 8, 0, -1,
+                                 -1, "t", &err));
+    CHECK_OK(lq_qconfig_add_rule(&c, "model\\.layers\\.[0-9]+\\.mlp\\.", 0, 3, 32, 0, 1, "t",
+                                 &err));
+    CHECK_OK(lq_qconfig_add_rule(&c, ".*lm_head", 1, 0, 0, -1, -1, "t", &err));
+    s = qc_text(&c);
+    CHECK_MSG(s && strstr(s, "\"dynamic\":{\"+:model\\\\.layers\\\\.(0|2)\\\\.mlp\\\\.down_proj$\":"
+                             "{\"bits\":8},\"+:model\\\\.layers\\\\.[0-9]+\\\\.mlp\\\\.\":{\"bits\":3,"
+                             "\"group_size\":32,\"sym\":false,\"desc_act\":true},"
+                             "\"-:.*lm_head\":{}}"),
+              "dynamic: %s", s);
+    lq_qconfig_free(&c);
+    CHECK_OK(parse_text(s, &c, &err));
+    free(s);
+    CHECK_EQ_INT(c.n_dynamic, 3);
+    struct {
+        const char *module;
+        int         bits, gs, sym, desc_act, excluded;
+    } res[] = {
+        {"model.layers.2.mlp.down_proj", 8, 128, 1, 0, 0},
+        {"model.layers.12.mlp.down_proj", 3, 32, 0, 1, 0}, /* "$" after (0|2) fails on 12 */
+        {"model.layers.1.mlp.gate_proj", 3, 32, 0, 1, 0},
+        {"model.layers.1.self_attn.q_proj", 4, 128, 1, 0, 0},
+        {"xmodel.layers.1.mlp.up_proj", 4, 128, 1, 0, 0}, /* anchored: no search */
+        {"lm_head", 4, 128, 1, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
+        lq_qconfig e;
+        int        ex = -1;
+        CHECK_OK(lq_qconfig_for_module(&c, res[i].module, &e, &ex, &err));
+        CHECK_MSG(e.bits == res[i].bits && e.group_size == res[i].gs && e.sym == res[i].sym &&
+                      e.desc_act == res[i].desc_act && ex == res[i].excluded && !e.dynamic,
+                  "%s: bits %d gs %lld sym %d desc_act %d excluded %d", res[i].module, e.bits,
+                  (long long)e.group_size, e.sym, e.desc_act, ex);
+    }
+    lq_qconfig_free(&c);
+    CHECK_EQ_INT(c.n_dynamic, 0);
+
     /* what we cannot run: LQ_ERR_UNSUPPORTED naming the key */
     struct {
         const char *js, *key;
@@ -400,6 +443,20 @@ static void test_config(void) {
          "load_in_4bit", LQ_ERR_CONFIG_VALUE},
         {"{\"quant_method\":\"gptq\",\"bits\":\"4\"}", "bits", LQ_ERR_CONFIG_VALUE},
         {"{\"quant_method\":\"awq\",\"bits\":4}", "group_size", LQ_ERR_CONFIG_MISSING_KEY},
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"dynamic\":[1]}", "dynamic",
+         LQ_ERR_CONFIG_VALUE},
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"dynamic\":"
+         "{\"+:a\":{\"bits\":8},\"+:model\\\\.layers\\\\.(0\":{\"bits\":8}}}",
+         "missing closing parenthesis", LQ_ERR_CONFIG_VALUE},
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"dynamic\":"
+         "{\"+:a\":{\"bits\":5}}}",
+         "bits", LQ_ERR_UNSUPPORTED},
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"dynamic\":"
+         "{\"+:a\":{\"group_size\":0}}}",
+         "group_size", LQ_ERR_CONFIG_VALUE},
+        {"{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"dynamic\":"
+         "{\"+:a\":{\"sym\":\"no\"}}}",
+         "sym", LQ_ERR_CONFIG_VALUE},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&err, 0, sizeof err);
