@@ -251,15 +251,15 @@ extern "C" void lq_gpu_hess_free(lq_gpu_hess *h) {
 
 /* ------------------------------------------------------------------------------------------
  * GPTQ factorization: U with H^-1 = U^T U, U upper, stored row-major.
- * In column-major terms: L L^T = H (potrf 'L'), H^-1 lower (potri 'L'), mirrored, then the
+ * In column-major terms: L L^T = H (potrf 'L'), H^-1 = potrs(L, I) (full, symmetric), then the
  * lower Cholesky factor L2 of H^-1 (potrf 'L'): L2 = U^T, and column-major L2 *is* row-major U.
+ * cuSOLVER's 64-bit API throughout: the 32-bit one takes int sizes and workspace counts, which
+ * k > 46340 (k^2 > 2^31) would overflow.
  * ------------------------------------------------------------------------------------------ */
-__global__ void k_mirror_lower(float *A, int64_t k) {
-    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; /* column (col-major) */
-    int64_t i = blockIdx.y;
-    for (; i < k; i += gridDim.y)
-        if (j < k && i < j)
-            A[i + j * k] = A[j + i * k];
+__global__ void k_set_diag(float *A, int64_t k) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < k)
+        A[i + i * k] = 1.f;
 }
 
 __global__ void k_zero_upper(float *A, int64_t k) {
@@ -274,7 +274,9 @@ static dim3 tri_grid(int64_t k) {
     return dim3((unsigned)((k + 255) / 256), (unsigned)(k < 4096 ? k : 4096));
 }
 
-static lq_status ensure_work(lq_gpu *g, int64_t elems, lq_err *err) {
+/* device workspace in bytes (grown, reused) */
+static lq_status ensure_work(lq_gpu *g, int64_t bytes, lq_err *err) {
+    const int64_t elems = (bytes + (int64_t)sizeof(float) - 1) / (int64_t)sizeof(float);
     if (elems <= g->work_elems)
         return LQ_OK;
     dev_free(g, g->dwork, g->work_elems * (int64_t)sizeof(float));
@@ -293,6 +295,54 @@ static lq_status solver_info(lq_gpu *g, int *info, lq_err *err) {
     return LQ_OK;
 }
 
+/* A = L L^T in place (lower); *info as LAPACK's. */
+static lq_status xpotrf(lq_gpu *g, cusolverDnParams_t prm, float *A, int64_t k, int *info,
+                        const char *what, lq_err *err) {
+    size_t dws = 0, hws = 0;
+    SOLVER_TRY(cusolverDnXpotrf_bufferSize(g->solver, prm, CUBLAS_FILL_MODE_LOWER, k, CUDA_R_32F,
+                                           A, k, CUDA_R_32F, &dws, &hws),
+               "potrf workspace");
+    LQ_TRY(ensure_work(g, (int64_t)dws, err));
+    void *hw = hws ? malloc(hws) : NULL;
+    if (hws && !hw)
+        return lq_fail(err, LQ_ERR_NOMEM, "out of memory for the cuSOLVER host workspace");
+    const cusolverStatus_t c = cusolverDnXpotrf(g->solver, prm, CUBLAS_FILL_MODE_LOWER, k,
+                                                CUDA_R_32F, A, k, CUDA_R_32F, g->dwork, dws, hw,
+                                                hws, g->dinfo);
+    const lq_status st = c == CUSOLVER_STATUS_SUCCESS
+                             ? solver_info(g, info, err)
+                             : lq_fail(err, LQ_ERR_CUDA, "GPU: %s: cuSOLVER status %d", what,
+                                       (int)c);
+    free(hw); /* after the synchronization in solver_info */
+    return st;
+}
+
+static lq_status factor_with(lq_gpu *g, cusolverDnParams_t prm, float *dB, int64_t k,
+                             lq_err *err) {
+    int info = 0;
+    LQ_TRY(xpotrf(g, prm, g->dU, k, &info, "Cholesky factorization", err));
+    if (info != 0)
+        return LQ_ERR_CHOLESKY;
+    CU_TRY(cudaMemsetAsync(dB, 0, (size_t)(k * k) * sizeof(float), g->stream), "identity");
+    k_set_diag<<<(unsigned)((k + 255) / 256), 256, 0, g->stream>>>(dB, k);
+    CU_TRY(cudaGetLastError(), "identity");
+    SOLVER_TRY(cusolverDnXpotrs(g->solver, prm, CUBLAS_FILL_MODE_LOWER, k, k, CUDA_R_32F, g->dU,
+                                k, CUDA_R_32F, dB, k, g->dinfo),
+               "Cholesky inverse");
+    LQ_TRY(solver_info(g, &info, err));
+    if (info != 0)
+        return LQ_ERR_CHOLESKY;
+    CU_TRY(cudaMemcpyAsync(g->dU, dB, (size_t)(k * k) * sizeof(float), cudaMemcpyDeviceToDevice,
+                           g->stream),
+           "copying the inverse");
+    LQ_TRY(xpotrf(g, prm, g->dU, k, &info, "Cholesky factorization of the inverse", err));
+    if (info != 0)
+        return LQ_ERR_CHOLESKY;
+    k_zero_upper<<<tri_grid(k), 256, 0, g->stream>>>(g->dU, k);
+    CU_TRY(cudaGetLastError(), "clearing the factor");
+    return LQ_OK;
+}
+
 static lq_status gpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
     lq_gpu *g = (lq_gpu *)ctx;
     if (g->U_k != k) {
@@ -306,38 +356,19 @@ static lq_status gpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
     CU_TRY(cudaMemcpyAsync(g->dU, Hp, (size_t)(k * k) * sizeof(float), cudaMemcpyHostToDevice,
                            g->stream),
            "copying the Hessian");
-    int lw1 = 0, lw2 = 0;
-    SOLVER_TRY(cusolverDnSpotrf_bufferSize(g->solver, CUBLAS_FILL_MODE_LOWER, (int)k, g->dU,
-                                           (int)k, &lw1),
-               "potrf workspace");
-    SOLVER_TRY(cusolverDnSpotri_bufferSize(g->solver, CUBLAS_FILL_MODE_LOWER, (int)k, g->dU,
-                                           (int)k, &lw2),
-               "potri workspace");
-    LQ_TRY(ensure_work(g, lw1 > lw2 ? lw1 : lw2, err));
-    int lw = (int)g->work_elems, info = 0;
-    SOLVER_TRY(cusolverDnSpotrf(g->solver, CUBLAS_FILL_MODE_LOWER, (int)k, g->dU, (int)k, g->dwork,
-                                lw, g->dinfo),
-               "Cholesky factorization");
-    LQ_TRY(solver_info(g, &info, err));
-    if (info != 0)
-        return LQ_ERR_CHOLESKY;
-    SOLVER_TRY(cusolverDnSpotri(g->solver, CUBLAS_FILL_MODE_LOWER, (int)k, g->dU, (int)k, g->dwork,
-                                lw, g->dinfo),
-               "Cholesky inverse");
-    LQ_TRY(solver_info(g, &info, err));
-    if (info != 0)
-        return LQ_ERR_CHOLESKY;
-    k_mirror_lower<<<tri_grid(k), 256, 0, g->stream>>>(g->dU, k);
-    CU_TRY(cudaGetLastError(), "mirroring the inverse");
-    SOLVER_TRY(cusolverDnSpotrf(g->solver, CUBLAS_FILL_MODE_LOWER, (int)k, g->dU, (int)k, g->dwork,
-                                lw, g->dinfo),
-               "Cholesky factorization of the inverse");
-    LQ_TRY(solver_info(g, &info, err));
-    if (info != 0)
-        return LQ_ERR_CHOLESKY;
-    k_zero_upper<<<tri_grid(k), 256, 0, g->stream>>>(g->dU, k);
-    CU_TRY(cudaGetLastError(), "clearing the factor");
-    return LQ_OK;
+    float *dB = NULL; /* the right-hand sides of the inverse, then the inverse */
+    LQ_TRY(dev_alloc(g, (void **)&dB, k * k * (int64_t)sizeof(float), "the GPTQ inverse", err));
+    cusolverDnParams_t prm = NULL;
+    lq_status          st  = LQ_OK;
+    if (cusolverDnCreateParams(&prm) != CUSOLVER_STATUS_SUCCESS)
+        st = lq_fail(err, LQ_ERR_CUDA, "GPU: cusolverDnCreateParams failed");
+    else
+        st = factor_with(g, prm, dB, k, err);
+    if (prm)
+        cusolverDnDestroyParams(prm);
+    cudaStreamSynchronize(g->stream);
+    dev_free(g, dB, k * k * (int64_t)sizeof(float));
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -359,7 +390,7 @@ struct sweep_args {
     const int32_t *gcol;
     float         *scales;
     int32_t       *zeros;
-    double        *loss;
+    double        *loss; /* [n]: per row, summed over the column blocks */
     int64_t        n, k, g, i1, i2;
     int            bits, sym, v1_safe, static_groups;
 };
@@ -417,7 +448,7 @@ __global__ void k_sweep_block(sweep_args a) {
         a.Wt[(i1 + j) * n + r] = tile[j * SW_ROWS + tid];
     a.sc_r[r] = sc;
     a.zr_r[r] = zr;
-    atomicAdd(a.loss, l);
+    a.loss[r] += l; /* one thread per row: summed on the host in row order (deterministic) */
 }
 
 static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
@@ -435,7 +466,7 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
 
     /* One device allocation for everything the sweep touches. */
     int64_t nk = n * k, szs[] = {nk * 4, bs * n * 4, nk, n * 4, n * 4, G * n * 4, G * n * 4,
-                                 k * 4, G * n * 4, G * n * 4, 8};
+                                 k * 4, G * n * 4, G * n * 4, n * 8};
     int64_t off[11], total = 0;
     for (int i = 0; i < 11; i++) {
         off[i] = total;
@@ -464,8 +495,9 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
 
     lq_status   st = LQ_OK;
     cudaError_t e  = cudaSuccess;
-    uint8_t    *qt = (uint8_t *)malloc((size_t)nk);
-    if (!qt) {
+    uint8_t    *qt       = (uint8_t *)malloc((size_t)nk);
+    double     *row_loss = (double *)malloc((size_t)n * sizeof(double));
+    if (!qt || !row_loss) {
         st = lq_fail(err, LQ_ERR_NOMEM, "out of memory for GPTQ codes");
         goto done;
     }
@@ -491,7 +523,8 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
                                  g->stream),
                  "copying static groups");
     }
-    SW_CHECK(cudaMemsetAsync(a.loss, 0, sizeof(double), g->stream), "clearing the loss");
+    SW_CHECK(cudaMemsetAsync(a.loss, 0, (size_t)n * sizeof(double), g->stream),
+             "clearing the loss");
     for (int64_t i1 = 0; i1 < k; i1 += bs) {
         int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
         a.i1 = i1, a.i2 = i2;
@@ -527,11 +560,14 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
                                  g->stream),
                  "reading zeros");
     }
-    SW_CHECK(cudaMemcpyAsync(&sw->loss, a.loss, sizeof(double), cudaMemcpyDeviceToHost,
-                             g->stream),
+    SW_CHECK(cudaMemcpyAsync(row_loss, a.loss, (size_t)n * sizeof(double),
+                             cudaMemcpyDeviceToHost, g->stream),
              "reading the loss");
     SW_CHECK(cudaStreamSynchronize(g->stream), "GPTQ column sweep");
 #undef SW_CHECK
+    sw->loss = 0;
+    for (int64_t r = 0; r < n; r++)
+        sw->loss += row_loss[r];
     for (int64_t i = 0; i < k; i++) {
         int64_t oc = sw->perm[i];
         for (int64_t r = 0; r < n; r++)
@@ -539,6 +575,7 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
     }
 done:
     free(qt);
+    free(row_loss);
     if (st != LQ_OK)
         cudaStreamSynchronize(g->stream);
     dev_free(g, base, total);
