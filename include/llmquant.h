@@ -243,13 +243,20 @@ LQ_API int lq_cuda_built(void);
 /* Name, compute capability, memory and peak bandwidth (GB/s, from clocks) of a device. */
 LQ_API lq_status lq_cuda_device_info(int device, char *name, size_t name_cap, int *cc_major,
                                      int *cc_minor, size_t *mem_bytes, double *peak_gbps);
+/* A ctx holds a cuBLAS handle for one device; every call with it runs on that device whatever
+ * the calling thread's current device. Use a ctx from one host thread at a time (its handle is
+ * cuBLAS's); calls on different streams are independent, each works in its own workspace. */
 LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq_err *err);
 LQ_API void      lq_cuda_ctx_free(lq_cuda_ctx *ctx);
+/* What caused the last LQ_ERR_CUDA of a call made with ctx (the CUDA runtime's or cuBLAS's
+ * message), "" when none; owned by ctx, valid until its next call. */
+LQ_API const char *lq_cuda_ctx_error(const lq_cuda_ctx *ctx);
 
 /* y[m, n] (fp16) = x[m, k] (fp16) @ W^T (+ bias); fp32 accumulation. ws: at least
  * lq_qlinear_workspace_cuda(w, m) bytes (split-k partials, the fp16 W of the cuBLAS path for
- * m > 16 and its fp32 product when there is a bias, LLM.int8's quantized activations); ctx may
- * be NULL when that path is not taken. */
+ * m > 16 with its fp32 product when there is a bias and cuBLAS's workspace, LLM.int8's quantized
+ * activations); ctx may be NULL when that path is not taken. x, y and ws must be 16-byte
+ * aligned and must not overlap (LQ_ERR_INVALID_ARG otherwise). */
 LQ_API size_t    lq_qlinear_workspace_cuda(const lq_qlinear *w, int64_t m);
 LQ_API lq_status lq_qlinear_forward_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                          int64_t m, void *y, void *ws, size_t ws_size,

@@ -19,6 +19,7 @@
 #include "lq_test_qlinear.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef LQ_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -29,8 +30,44 @@ static int contract_case(lq_qbuf *qb, float **dense) {
     return build(&k_cases[2], k_cases[2].n, k_cases[2].k, 1, 1, qb, dense) == LQ_OK;
 }
 
+/* Argument checks that come before any device work (so they hold in every build, with or
+ * without a device): 16-byte alignment of x / y / ws and no overlap between them. */
+static void api_validation(void) {
+    lq_qbuf qb;
+    float  *dense = NULL;
+    CHECK(contract_case(&qb, &dense));
+    const lq_qlinear *w = &qb.q;
+    const int64_t     m = 2;
+    _Alignas(16) static uint8_t pool[1 << 16];
+    uint8_t *x = pool, *y = pool + 16384, *ws = pool + 32768;
+    CHECK(m * w->k * 2 <= 16384 && m * w->n * 2 <= 16384);
+    const size_t wsb = 32768;
+    struct {
+        const void *x;
+        void       *y, *ws;
+        const char *what;
+    } bad[] = {
+        {x + 2, y, ws, "x misaligned"},
+        {x, y + 8, ws, "y misaligned"},
+        {x, y, ws + 4, "ws misaligned"},
+        {x, x + 16, ws, "y inside x"},
+        {x, y, y - 16, "ws overlaps y"},
+        {ws + 16, y, ws, "x inside ws"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const lq_status st =
+            lq_qlinear_forward_cuda(NULL, w, bad[i].x, m, bad[i].y, bad[i].ws, wsb, NULL);
+        CHECK_MSG(st == LQ_ERR_INVALID_ARG, "%s: %s", bad[i].what, lq_status_name(st));
+    }
+    CHECK_EQ_INT(lq_qlinear_dequant_cuda(w, pool + 1, NULL), LQ_ERR_INVALID_ARG);
+    CHECK(!strcmp(lq_cuda_ctx_error(NULL), ""));
+    lq_qbuf_free(&qb);
+    free(dense);
+}
+
 #ifndef LQ_HAVE_CUDA
 int main(void) {
+    api_validation();
     (void)make_x; /* shared helper header: the device half of this file uses it */
     int count = -1;
     CHECK_OK(lq_cuda_device_count(&count));
@@ -38,13 +75,13 @@ int main(void) {
     lq_qbuf qb;
     float  *dense = NULL;
     CHECK(contract_case(&qb, &dense));
-    uint16_t     buf[256] = {0};
+    _Alignas(16) static uint16_t buf[256], ybuf[256];
     lq_cuda_ctx *ctx      = NULL;
     lq_err       err      = {0};
     CHECK_EQ_INT(lq_cuda_ctx_create(0, &ctx, &err), LQ_ERR_NO_CUDA_BUILD);
     CHECK(ctx == NULL);
     CHECK_EQ_INT(lq_qlinear_workspace_cuda(&qb.q, 1), 0);
-    CHECK_EQ_INT(lq_qlinear_forward_cuda(NULL, &qb.q, buf, 1, buf, NULL, 0, NULL),
+    CHECK_EQ_INT(lq_qlinear_forward_cuda(NULL, &qb.q, buf, 1, ybuf, NULL, 0, NULL),
                  LQ_ERR_NO_CUDA_BUILD);
     CHECK_EQ_INT(lq_qlinear_dequant_cuda(&qb.q, buf, NULL), LQ_ERR_NO_CUDA_BUILD);
     lq_qlinear dev;
@@ -205,6 +242,7 @@ int main(void) {
     CHECK(count >= 0);
     lq_cuda_ctx *ctx = NULL;
     lq_err       err = {0};
+    api_validation();
     if (count <= 0) {
         /* the CUDA build on a machine without a device: no crash, clean errors */
         CHECK_EQ_INT(lq_cuda_ctx_create(0, &ctx, &err), LQ_ERR_NO_DEVICE);

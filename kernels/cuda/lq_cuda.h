@@ -26,6 +26,11 @@ LQ_CUDA_FMT_DECL(int8)
 
 #undef LQ_CUDA_FMT_DECL
 
+/* Around every public call: begin makes ctx's device current (NULL ctx: nothing); end takes a
+ * pending runtime error after LQ_ERR_CUDA and keeps its text in ctx (lq_cuda_ctx_error). */
+lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx);
+lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st);
+
 #ifdef __cplusplus
 }
 #endif

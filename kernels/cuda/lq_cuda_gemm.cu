@@ -664,7 +664,7 @@ static int lq_mt(int64_t m) {
 
 /* y = x @ Wh^T (+ bias) with Wh fp16 [n, k] on the device: column-major C[n, m] = Wh^T' ... in
  * cuBLAS terms C(n x m) = op(A) B with A = Wh seen as col-major [k, n] (transposed) and B = x
- * seen as col-major [k, m]. With a bias the product goes to fp32 scratch `cf` [m, n] and one
+ * seen as col-major [k, m]. With a bias the product goes to fp32 scratch [m, n] and one
  * kernel adds the bias and rounds once, like the GEMV kernels: an fp16 C with beta = 1 was
  * measured on an H100 (cuBLAS 13.0) to round the product before adding C, one fp16 ulp off the
  * reference on about 1 output in 10^4. */
@@ -677,21 +677,26 @@ __global__ void k_bias_round(const float *__restrict__ cf, const __half *__restr
 
 static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half *bias,
                                 const __half *x, int64_t m, int64_t n, int64_t k, __half *y,
-                                float *cf, cudaStream_t st) {
-    if (!ctx || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || (bias && !cf))
+                                void *scratch, cudaStream_t st) {
+    if (!ctx || !scratch || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return LQ_ERR_INVALID_ARG;
+    float *cf    = (float *)scratch; /* [m, n] when there is a bias */
+    void  *bl_ws = (char *)scratch + (bias ? lq_align256((size_t)(m * n) * 4) : 0);
     /* cublasSetStream resets the workspace to cuBLAS's own pool: set ours after it */
-    if (cublasSetStream(ctx->blas, st) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(ctx->blas, ctx->blas_ws, ctx->blas_ws_size) != CUBLAS_STATUS_SUCCESS)
+    cublasStatus_t bs = cublasSetStream(ctx->blas, st);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasSetWorkspace(ctx->blas, bl_ws, LQ_CUBLAS_WS_BYTES);
+    const float alpha = 1.f, beta = 0.f;
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, wh,
+                          CUDA_R_16F, (int)k, x, CUDA_R_16F, (int)k, &beta,
+                          bias ? (void *)cf : (void *)y, bias ? CUDA_R_32F : CUDA_R_16F, (int)n,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        snprintf(ctx->err, sizeof ctx->err, "cuBLAS: %s (%s)", cublasGetStatusName(bs),
+                 cublasGetStatusString(bs));
         return LQ_ERR_CUDA;
-    const float          alpha = 1.f, beta = 0.f;
-    const cublasStatus_t bs =
-        cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, wh,
-                     CUDA_R_16F, (int)k, x, CUDA_R_16F, (int)k, &beta, bias ? (void *)cf : y,
-                     bias ? CUDA_R_32F : CUDA_R_16F, (int)n, CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        return LQ_ERR_CUDA;
+    }
     if (bias) {
         k_bias_round<<<lq_blocks(m * n), LQ_THREADS, 0, st>>>(cf, bias, m, n, y);
         return lq_cuda_launched();
@@ -699,9 +704,10 @@ static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half
     return LQ_OK;
 }
 
-/* Workspace of the cuBLAS path: the fp32 product when a bias is added after it. */
+/* Workspace of the cuBLAS path: the fp32 product when a bias is added after it, then cuBLAS's
+ * own workspace. */
 static size_t lq_cublas_ws(const lq_qlinear *w, int64_t m) {
-    return w->bias ? lq_align256((size_t)(m * w->n) * 4) : 0;
+    return (w->bias ? lq_align256((size_t)(m * w->n) * 4) : 0) + LQ_CUBLAS_WS_BYTES;
 }
 
 /* Dequantized weights first, then lq_cublas_ws's scratch. */
@@ -713,9 +719,9 @@ static size_t lq_dequant_ws(const lq_qlinear *w, int64_t m) {
 /* y from the fp16 weights the format's dequant kernel left at the start of ws. */
 static lq_status lq_cublas_dequantized(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                        int64_t m, void *y, void *ws, cudaStream_t st) {
-    float *cf = (float *)((char *)ws + lq_align256((size_t)(w->n * w->k) * 2));
     return lq_cublas_gemm(ctx, (const __half *)ws, (const __half *)w->bias, (const __half *)x, m,
-                          w->n, w->k, (__half *)y, cf, st);
+                          w->n, w->k, (__half *)y,
+                          (char *)ws + lq_align256((size_t)(w->n * w->k) * 2), st);
 }
 
 /* ---- dense ---- */
@@ -736,7 +742,7 @@ extern "C" lq_status lq_gemm_dense_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, c
     const cudaStream_t st = (cudaStream_t)stream;
     if (m > LQ_CUDA_GEMV_MAX_M)
         return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
-                              (const __half *)x, m, w->n, w->k, (__half *)y, (float *)ws, st);
+                              (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
     LQ_MT_SWITCH(m, k_gemv_dense<MT_><<<lq_row_blocks(w), LQ_THREADS, 0, st>>>(
                         *w, (const __half *)x, m, (__half *)y));
     return lq_cuda_launched();

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <stdio.h>
 
 extern "C" {
 #include "lq_base.h"
@@ -19,9 +20,12 @@ extern "C" {
 struct lq_cuda_ctx {
     int            device;
     cublasHandle_t blas;
-    void          *blas_ws; /* cuBLAS workspace owned by the ctx, so launchers never allocate */
-    size_t         blas_ws_size;
+    char           err[192]; /* cause of the last LQ_ERR_CUDA of a call with this ctx */
 };
+
+/* cuBLAS workspace of one call: part of the caller's workspace (lq_qlinear_workspace_cuda), not
+ * of the ctx, so calls on different streams never share it. cuBLAS asks for 32 MiB on Hopper. */
+#define LQ_CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 /* Batches up to this many rows take the fused GEMV kernels; larger ones dequantize into the
  * workspace and call cuBLAS (INT8: the fused kernel in chunks of this many rows). */

@@ -4,11 +4,9 @@
 #include "lq_cuda_impl.cuh"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* cuBLAS workspace per ctx: cuBLAS recommends 32 MiB on Hopper for its GEMM kernels. */
-#define LQ_CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 extern "C" LQ_API int lq_cuda_built(void) {
     return 1;
@@ -91,14 +89,6 @@ extern "C" LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq
         return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cublasSetMathMode failed (status %d)",
                        (int)bs);
     }
-    ce = cudaMalloc(&c->blas_ws, LQ_CUBLAS_WS_BYTES);
-    if (ce != cudaSuccess) {
-        cublasDestroy(c->blas);
-        free(c);
-        return lq_fail(err, LQ_ERR_CUDA, "lq_cuda_ctx_create: cudaMalloc of %zu bytes: %s",
-                       LQ_CUBLAS_WS_BYTES, cudaGetErrorString(ce));
-    }
-    c->blas_ws_size = LQ_CUBLAS_WS_BYTES;
     *out            = c;
     return LQ_OK;
 }
@@ -107,8 +97,40 @@ extern "C" LQ_API void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {
     if (!ctx)
         return;
     cublasDestroy(ctx->blas);
-    cudaFree(ctx->blas_ws);
     free(ctx);
+}
+
+extern "C" LQ_API const char *lq_cuda_ctx_error(const lq_cuda_ctx *ctx) {
+    return ctx ? ctx->err : "";
+}
+
+/* A call works on the ctx's device whatever the thread's current device is. */
+extern "C" lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx) {
+    if (!ctx)
+        return LQ_OK;
+    ctx->err[0] = '\0';
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx->device) {
+        const cudaError_t e = cudaSetDevice(ctx->device);
+        if (e != cudaSuccess) {
+            snprintf(ctx->err, sizeof ctx->err, "cudaSetDevice(%d): %s", ctx->device,
+                     cudaGetErrorString(e));
+            return LQ_ERR_CUDA;
+        }
+    }
+    return LQ_OK;
+}
+
+/* LQ_ERR_CUDA from a launch leaves the runtime's error pending: take it (so the next call
+ * starts clean) and keep its text in the ctx unless a cuBLAS status was recorded already. */
+extern "C" lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
+    if (st != LQ_ERR_CUDA)
+        return st;
+    const cudaError_t e = cudaGetLastError();
+    if (ctx && !ctx->err[0])
+        snprintf(ctx->err, sizeof ctx->err, "%s",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "CUDA call failed");
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -45,6 +45,18 @@ lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq_err *err) {
 
 void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {}
 
+const char *lq_cuda_ctx_error(const lq_cuda_ctx *ctx) {
+    return "";
+}
+
+lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx) {
+    return LQ_OK;
+}
+
+lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
+    return st;
+}
+
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
     return 0;
 }
