@@ -149,6 +149,9 @@ lq_row gptq-w4-g64-asym-act-mw "GPTQ w4 g64 asym act-order, weighted range searc
     --group-size 64 --no-sym --desc-act --mse-weighted
 lq_row gptq-w4-g32-asym-act-mw "GPTQ w4 g32 asym act-order, weighted range search" gptq \
     --group-size 32 --no-sym --desc-act --mse-weighted
+# mixed precision (3/4/8 bits by measured sensitivity) at the sizes of llama.cpp's K-quant mixes
+lq_row gptq-mixed-5.53-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q4_K_M's 5.534 bpw, g32 asym act-order, weighted range search" \
+    gptq --target-bpw 5.534 --group-size 32 --no-sym --desc-act --mse-weighted
 gm_row gptqmodel-w4-g128-act "GPTQ w4 g128 sym act-order" bits=4 group_size=128 desc_act=True
 gm_row gptqmodel-w4-g32-asym-act "GPTQ w4 g32 asym act-order" bits=4 group_size=32 sym=False \
     desc_act=True
@@ -162,6 +165,8 @@ lq_row gptq-w3-g32-asym-act-mw "GPTQ w3 g32 asym act-order, weighted range searc
     --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq --bits 3 \
     --group-size 32 --no-sym --desc-act --awq-scales
+lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw, g32 asym act-order, weighted range search" \
+    gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
 llama_row llama-q3_k_m "Q3_K_M" Q3_K_M
 llama_row llama-q3_k_m-imat "Q3_K_M + importance matrix" Q3_K_M imatrix
 

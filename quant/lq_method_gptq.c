@@ -83,7 +83,8 @@ static lq_status gptq_layer(lq_qjob *j) {
     const unsigned all     = (1u << LQ_LIN_COUNT) - 1;
     int            true_sq = lq_params_bool(j->p, "true_sequential");
     lq_gptq_opts   o       = {0};
-    o.q.bits               = (int)lq_params_i64(j->p, "bits");
+    const int      bits    = (int)lq_params_i64(j->p, "bits");
+    o.q.bits               = bits;
     o.q.group_size         = lq_params_i64(j->p, "group_size");
     o.q.sym                = lq_params_bool(j->p, "sym");
     o.q.v1_safe            = 1;
@@ -166,6 +167,7 @@ static lq_status gptq_layer(lq_qjob *j) {
             char        name[160];
             lq_qjob_module(j, (lq_lin_id)l, name, sizeof name);
             o.name      = name;
+            o.q.bits    = j->bits[l] > 0 ? j->bits[l] : bits;
             float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
             uint8_t *q  = malloc((size_t)(n * k));
             float   *sc = malloc((size_t)(G * n) * sizeof(float));

@@ -24,6 +24,7 @@ typedef struct lq_qjob {
     lq_fwd_ws     *ws;
     struct lq_gpu *gpu;                /* device to use, NULL = CPU (lq_gpu.h) */
     int            plan[LQ_LIN_COUNT]; /* the linears the format can store (driver) */
+    int            bits[LQ_LIN_COUNT]; /* --target-bpw: each linear's width (0: option bits) */
     lq_qbuf        out[LQ_LIN_COUNT];  /* packed results (format of the method) */
     int            quantized[LQ_LIN_COUNT];
     double         loss[LQ_LIN_COUNT]; /* method-specific error measure (reported) */

@@ -16,6 +16,7 @@
 #include "lq_gpu.h"
 #include "lq_json.h"
 #include "lq_methods.h"
+#include "lq_mixed.h"
 #include "lq_outdir.h"
 #include "lq_params_get.h"
 #include "lq_ppl.h"
@@ -255,6 +256,54 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
     return 0;
 }
 
+/* --bpw-bits "3,4,8" -> ascending distinct widths the format stores. */
+static lq_status parse_choices(const lq_params *p, lq_mixed_opts *o, lq_err *err) {
+    const char *s    = lq_params_get(p, "bpw_bits");
+    unsigned    seen = 0;
+    o->n_choices     = 0;
+    for (const char *c = s; c && *c;) {
+        char *end;
+        long  b = strtol(c, &end, 10);
+        if (end == c || (*end && *end != ',') || !(b == 2 || b == 3 || b == 4 || b == 8))
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                    "--bpw-bits \"%s\": a comma-separated list of widths from 2, 3, 4, 8", s);
+        seen |= 1u << b;
+        c = *end ? end + 1 : end;
+    }
+    for (int b = 2; b <= 8; b++)
+        if (seen >> b & 1)
+            o->choices[o->n_choices++] = b;
+    if (o->n_choices < 2)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": give at least two widths", s);
+    return LQ_OK;
+}
+
+/* --target-bpw: the options it needs, and a budget the narrowest width can meet. */
+static lq_status check_target(const lq_params *p, const lq_model_config *cfg, const int *plan,
+                              const char *model, lq_err *err) {
+    if (!lq_params_is_set(p, "target_bpw"))
+        return LQ_OK;
+    if (lq_params_is_set(p, "bits"))
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                "--bits and --target-bpw exclude each other (--bpw-bits lists the widths)");
+    if (lq_moe_count(cfg) > 0)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
+                "%s: --target-bpw does not handle mixture-of-experts models yet (%s): use --bits",
+                model, cfg->model_type);
+    lq_mixed_opts o;
+    memset(&o, 0, sizeof o);
+    LQ_TRY(parse_choices(p, &o, err));
+    const double t  = lq_params_f64(p, "target_bpw");
+    const int64_t g = lq_params_i64(p, "group_size");
+    const double lo = lq_mixed_uniform_bpw(cfg, plan, o.choices[0], g);
+    if (t < lo)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                "%s: --target-bpw %g is below %.4f, the bits per weight of the decoder linears "
+                "with every one at %d bits (group size %lld)",
+                model, t, lo, o.choices[0], (long long)g);
+    return LQ_OK;
+}
+
 static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
                           const lq_params *p, lq_params **own, char *note, size_t note_cap,
                           lq_err *err) {
@@ -294,6 +343,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     int  plan[LQ_LIN_COUNT];
     char why[LQ_LIN_COUNT][192];
     LQ_TRY(plan_linears(mt, p, &cfg, model_dir, plan, why, err));
+    LQ_TRY(check_target(p, &cfg, plan, model_dir, err));
     if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
@@ -325,7 +375,7 @@ typedef struct run {
     int64_t                 chunk_seqs;
     int64_t                 spill_budget; /* per activation spill, -1 unlimited */
     lq_fwd_ws              *ws;
-    double                  t0, t_calib, t_layers;
+    double                  t0, t_calib, t_layers, t_mixed0;
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
     int                     plan[LQ_LIN_COUNT];
@@ -334,6 +384,8 @@ typedef struct run {
     int                     n_skipped;
     double                  loss_sum[LQ_LIN_COUNT];
     cJSON                  *check; /* ppl check results */
+    int8_t                 *lin_bits; /* --target-bpw: [layer * LQ_LIN_COUNT + lin], 0: --bits */
+    lq_mixed_result         mixed;
     lq_gpu                 *gpu;   /* NULL: everything on the CPU */
 } run;
 
@@ -475,6 +527,8 @@ static lq_status do_layers(run *r) {
         lq_qjob j;
         memset(&j, 0, sizeof j);
         memcpy(j.plan, r->plan, sizeof j.plan);
+        for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
+            j.bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
         j.model        = r->m;
         j.p            = r->p;
         j.layer        = i;
@@ -720,6 +774,91 @@ static lq_status calibrate(run *r) {
     return LQ_OK;
 }
 
+static int mixed_progress(void *user, int64_t layer, int64_t layers) {
+    run *r = user;
+    return progress(r, "sensitivity", layer, layers, r->t_mixed0, "bits per linear");
+}
+
+/* --target-bpw: measure, allocate, and record the widths as the checkpoint's base bits (the
+ * width that holds most weights) plus one "dynamic" rule per other width and unit kind. The
+ * rules name vLLM's fused modules too (qkv_proj, gate_up_proj), which is why a unit is what
+ * vLLM fuses. */
+static lq_status plan_mixed(run *r) {
+    if (!lq_params_is_set(r->p, "target_bpw"))
+        return LQ_OK;
+    const lq_model_config *c = &r->m->cfg;
+    lq_mixed_opts          o;
+    memset(&o, 0, sizeof o);
+    LQ_TRY(parse_choices(r->p, &o, r->err));
+    o.target_bpw  = lq_params_f64(r->p, "target_bpw");
+    o.group_size  = lq_params_i64(r->p, "group_size");
+    o.sym         = lq_params_bool(r->p, "sym");
+    o.plan        = r->plan;
+    o.ids         = r->win.ids;
+    o.seqlen      = r->win.seqlen;
+    o.nseq        = lq_params_i64(r->p, "bpw_tokens") / r->win.seqlen;
+    o.nseq        = o.nseq < 1 ? 1 : o.nseq > r->win.nsamples ? r->win.nsamples : o.nseq;
+    o.progress    = mixed_progress;
+    o.user        = r;
+    r->t_mixed0   = lq_now();
+    LQ_TRY(lq_mixed_plan(r->m, &o, r->ws, &r->mixed, r->err));
+    if (!(r->lin_bits = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1)))
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
+    int64_t held[9] = {0};
+    for (int64_t i = 0; i < r->mixed.n_units; i++) {
+        const lq_mixed_unit *u = &r->mixed.units[i];
+        held[u->bits] += u->params;
+        for (int l = 0; l < LQ_LIN_COUNT; l++)
+            if (lq_mixed_unit_lins(u->unit) >> l & 1)
+                r->lin_bits[u->layer * LQ_LIN_COUNT + l] = (int8_t)u->bits;
+    }
+    int base = o.choices[0];
+    for (int b = 2; b <= 8; b++)
+        base = held[b] > held[base] ? b : base;
+    r->qcfg.bits = base;
+    char summary[256] = "";
+    for (int ci = 0; ci < o.n_choices; ci++) {
+        const int b = o.choices[ci];
+        snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "%s%d bits %.1f%%",
+                 ci ? ", " : "", b, 100.0 * (double)held[b] / (double)(held[2] + held[3] + held[4] + held[8]));
+        for (int u = 0; u < LQ_MIXED_UNITS && b != base; u++) {
+            char pat[4096];
+            int  n = snprintf(pat, sizeof pat, "model\\.layers\\.(");
+            int  any = 0;
+            for (int64_t i = 0; i < r->mixed.n_units && n < (int)sizeof pat - 64; i++) {
+                const lq_mixed_unit *mu = &r->mixed.units[i];
+                if (mu->unit == u && mu->bits == b)
+                    n += snprintf(pat + n, sizeof pat - (size_t)n, "%s%lld", any++ ? "|" : "",
+                                  (long long)mu->layer);
+            }
+            if (!any)
+                continue;
+            n += snprintf(pat + n, sizeof pat - (size_t)n, ")\\.(");
+            for (int l = 0, k = 0; l < LQ_LIN_COUNT; l++)
+                if (lq_mixed_unit_lins(u) >> l & 1) {
+                    const char *nm = lq_lin_name((lq_lin_id)l);
+                    n += snprintf(pat + n, sizeof pat - (size_t)n, "%s", k++ ? "|" : "");
+                    for (; *nm && n < (int)sizeof pat - 8; nm++)
+                        n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c", *nm);
+                }
+            if (n >= (int)sizeof pat - 8)
+                LQ_FAIL(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
+            snprintf(pat + n, sizeof pat - (size_t)n, ")$");
+            LQ_TRY(lq_qconfig_add_rule(&r->qcfg, pat, 0, b, 0, -1, -1, "--target-bpw", r->err));
+        }
+    }
+    if (r->cb && r->cb->log) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "mixed precision: %.4f bits per weight (target %g): %s; sensitivity of %lld "
+                 "units on %lld tokens in %.1f s",
+                 r->mixed.bpw, o.target_bpw, summary, (long long)r->mixed.n_units,
+                 (long long)(o.nseq * o.seqlen), r->mixed.seconds);
+        r->cb->log(LQ_LOG_INFO, msg, r->cb->user);
+    }
+    return LQ_OK;
+}
+
 /* Perplexity of m through the same path as `llmquant ppl` (lq_ppl_text). */
 static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *res) {
     lq_ppl_text_info info;
@@ -815,6 +954,24 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
             cJSON_AddBoolToObject(j, "calib_text_truncated", r->win.text_truncated);
         }
     }
+    if (r->mixed.n_units) {
+        cJSON *mx = cJSON_AddObjectToObject(j, "mixed_precision");
+        cJSON_AddNumberToObject(mx, "target_bpw", lq_params_f64(r->p, "target_bpw"));
+        cJSON_AddNumberToObject(mx, "bpw", r->mixed.bpw);
+        cJSON_AddNumberToObject(mx, "min_bpw", r->mixed.min_bpw);
+        cJSON_AddNumberToObject(mx, "probe_bits", r->mixed.probe_bits);
+        cJSON_AddNumberToObject(mx, "seconds", r->mixed.seconds);
+        cJSON *us = cJSON_AddArrayToObject(mx, "units");
+        for (int64_t i = 0; i < r->mixed.n_units; i++) {
+            const lq_mixed_unit *u = &r->mixed.units[i];
+            cJSON               *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "layer", (double)u->layer);
+            cJSON_AddStringToObject(o, "unit", lq_mixed_unit_name(u->unit));
+            cJSON_AddNumberToObject(o, "bits", u->bits);
+            cJSON_AddNumberToObject(o, "kl", u->kl);
+            cJSON_AddItemToArray(us, o);
+        }
+    }
     cJSON *loss = cJSON_AddObjectToObject(j, "loss_sum");
     for (int l = 0; l < LQ_LIN_COUNT; l++)
         if (lq_lin_present(&r->m->cfg, (lq_lin_id)l))
@@ -901,6 +1058,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.nthreads_est = omp_get_max_threads();
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
+    LQ_TRY_GOTO(plan_mixed(&r));
     LQ_TRY_GOTO(
         lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
@@ -964,6 +1122,8 @@ done:
     free(r.stage);
     lq_windows_free(&r.win);
     lq_qconfig_free(&r.qcfg);
+    lq_mixed_result_free(&r.mixed);
+    free(r.lin_bits);
     lq_tok_free(r.tok);
     lq_model_free(r.m);
     lq_gpu_close(r.gpu);

@@ -10,8 +10,12 @@
  *   AWQ     the returned scales are the best of the evaluated grid and normalized
  *           (sqrt(max*min) = 1); clipping never increases the output error on its tokens
  *   NF4     every code is the nearest table value of x/absmax (brute force)
- *   INT8    SCB = row absmax, codes round(127 w / SCB); outliers = columns over the threshold */
+ *   INT8    SCB = row absmax, codes round(127 w / SCB); outliers = columns over the threshold
+ *   MIXED   the --target-bpw allocation never exceeds the budget, leaves no affordable
+ *           upgrade, gives a more sensitive unit of a kind at least the width of a less
+ *           sensitive one, and meets the uniform widths at their own budgets */
 #include "lq_kernels.h"
+#include "lq_mixed.h"
 #include "lq_quant.h"
 #include "lq_test.h"
 
@@ -550,6 +554,93 @@ static void test_mse_weighted(uint64_t seed) {
     free(W), free(Wq), free(D), free(dd), free(q), free(sc), free(sc0), free(z), free(z0), free(g);
 }
 
+/* A llama of 4 layers (GQA 4/2) with every linear planned: units with the same error profile
+ * and random sensitivities, allocated at budgets from the narrowest to the widest. */
+static void test_mixed(uint64_t seed) {
+    lq_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.model_type, sizeof cfg.model_type, "llama");
+    cfg.hidden_size = 64, cfg.intermediate_size = 128, cfg.num_layers = 4;
+    cfg.num_heads = 4, cfg.num_kv_heads = 2, cfg.head_dim = 16;
+    int plan[LQ_LIN_COUNT];
+    for (int l = 0; l < LQ_LIN_COUNT; l++)
+        plan[l] = lq_lin_present(&cfg, (lq_lin_id)l);
+    lq_mixed_opts o;
+    memset(&o, 0, sizeof o);
+    o.choices[0] = 3, o.choices[1] = 4, o.choices[2] = 8, o.n_choices = 3;
+    o.group_size = 32, o.sym = 1, o.plan = plan;
+    const double lo = lq_mixed_uniform_bpw(&cfg, plan, 3, 32),
+                 mid = lq_mixed_uniform_bpw(&cfg, plan, 4, 32),
+                 hi = lq_mixed_uniform_bpw(&cfg, plan, 8, 32);
+    CHECK_MSG(lo < mid && mid < hi && lo > 3 && hi < 16, "uniform bpw %g %g %g", lo, mid, hi);
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    lq_mixed_unit units[4 * LQ_MIXED_UNITS];
+    for (int i = 0; i < 4 * LQ_MIXED_UNITS; i++) {
+        units[i].layer  = i / LQ_MIXED_UNITS;
+        units[i].unit   = i % LQ_MIXED_UNITS;
+        units[i].kl     = 1e-3 * (0.05 + lq_rng_uniform(&r));
+        units[i].err[0] = 4, units[i].err[1] = 1, units[i].err[2] = 1.0 / 256;
+    }
+    const double targets[] = {lo, lo + 0.3 * (mid - lo), mid, mid + 0.5 * (hi - mid), hi, 15.9};
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        lq_mixed_result res;
+        memset(&res, 0, sizeof res);
+        res.units   = units;
+        res.n_units = 4 * LQ_MIXED_UNITS;
+        res.probe_bits = 4;
+        lq_err err  = {0};
+        o.target_bpw = targets[t];
+        CHECK_OK(lq_mixed_allocate(&cfg, &o, &res, &err));
+        CHECK_MSG(res.bpw <= targets[t] + 1e-12, "seed %llu: bpw %.6f over the target %.6f",
+                  (unsigned long long)seed, res.bpw, targets[t]);
+        CHECK_MSG(fabs(res.min_bpw - lo) < 1e-9, "min_bpw %.6f != uniform 3-bit %.6f", res.min_bpw,
+                  lo);
+        /* the bits in use, recounted from the choices */
+        int    all3 = 1, all4 = 1, all8 = 1;
+        for (int i = 0; i < res.n_units; i++) {
+            all3 &= units[i].bits == 3, all4 &= units[i].bits == 4, all8 &= units[i].bits == 8;
+            for (int j = 0; j < res.n_units; j++)
+                if (units[i].unit == units[j].unit && units[i].kl > units[j].kl)
+                    CHECK_MSG(units[i].bits >= units[j].bits,
+                              "seed %llu target %.4f: unit %d kl %.3g got %d bits, unit %d kl "
+                              "%.3g got %d",
+                              (unsigned long long)seed, targets[t], i, units[i].kl, units[i].bits,
+                              j, units[j].kl, units[j].bits);
+        }
+        if (t == 0)
+            CHECK_MSG(all3, "target = uniform 3-bit: not all 3-bit");
+        if (t == 2)
+            CHECK_MSG(all4 || res.bpw > lo, "target = uniform 4-bit: nothing upgraded");
+        if (t >= 4)
+            CHECK_MSG(all8, "target >= uniform 8-bit (%.4f): not all 8-bit", targets[t]);
+        /* greedy to the end: no unit can take its next width within the budget */
+        for (int i = 0; i < res.n_units && t < 4; i++) {
+            if (units[i].bits == 8)
+                continue;
+            const int nb = units[i].bits == 3 ? 4 : 8;
+            int64_t   add = 0;
+            for (int l = 0; l < LQ_LIN_COUNT; l++)
+                if (lq_mixed_unit_lins(units[i].unit) >> l & 1 && plan[l]) {
+                    int64_t n, k;
+                    lq_lin_shape(&cfg, (lq_lin_id)l, &n, &k);
+                    add += lq_mixed_linear_bits(n, k, nb, 32) -
+                           lq_mixed_linear_bits(n, k, units[i].bits, 32);
+                }
+            int64_t total = 0;
+            for (int l = 0; l < LQ_LIN_COUNT; l++)
+                if (plan[l]) {
+                    int64_t n, k;
+                    lq_lin_shape(&cfg, (lq_lin_id)l, &n, &k);
+                    total += n * k * cfg.num_layers;
+                }
+            CHECK_MSG(res.bpw + (double)add / (double)total > targets[t] + 1e-12,
+                      "seed %llu target %.4f: unit %d could still go to %d bits",
+                      (unsigned long long)seed, targets[t], i, nb);
+        }
+    }
+}
+
 int main(void) {
     omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
     for (uint64_t seed = 1; seed <= 3; seed++) {
@@ -559,6 +650,7 @@ int main(void) {
         test_nf4_int8(300 + seed);
         test_mse(400 + seed);
         test_mse_weighted(500 + seed);
+        test_mixed(600 + seed);
     }
     return lq_test_end("quant_algos");
 }

@@ -114,6 +114,26 @@ for q in gptq4 gptq4act awq4 gptq4awq; do
     fcmp "${!v} <= $PPL_rtn4 * 1.01" || fail "$q ppl ${!v} > RTN $PPL_rtn4 * 1.01"
 done
 
+# --- mixed precision under a bits-per-weight budget -------------------------------------------
+# stories260K's 172-wide MLP stays 16-bit, so its decoder is 12.82 bits per weight with every
+# attention linear at 3 bits and 13.04 at 4: 13.2 buys some 8-bit units over uniform 4-bit.
+quant mixed gptq --target-bpw 13.2 --group-size 32 "${CALIB[@]}"
+bpw=$(grep -o '"mixed_precision":{[^}]*' "$W/q_mixed.json" | grep -o '"bpw":[0-9.e+-]*' | cut -d: -f2)
+CHECKS=$((CHECKS + 1))
+fcmp "$bpw > 12.8 && $bpw <= 13.2" || fail "--target-bpw 13.2: $bpw bits per weight"
+expect_in "$W/mixed/config.json" '"dynamic"' "--target-bpw config.json"
+expect_in "$W/mixed/quantize_config.json" '"+:model\\.layers\\.(' "--target-bpw quantize_config.json"
+CHECKS=$((CHECKS + 1))
+fcmp "$PPL_mixed <= $PPL_gptq4 * 1.01" || fail "--target-bpw 13.2 ppl $PPL_mixed > 4-bit $PPL_gptq4"
+for bad in "--target-bpw 5|is below 12.7" "--target-bpw 13.2 --bits 4|exclude each other" \
+    "--target-bpw 13.2 --bpw-bits 4,5|--bpw-bits" "--target-bpw 13.2 --bpw-bits 4|at least two"; do
+    # shellcheck disable=SC2086
+    run "$B" gptq "$M" -o "$W/bad_bpw" -q ${bad%%|*} "${CALIB[@]}"
+    expect_error 2 "${bad#*|}" "gptq ${bad%%|*}"
+    CHECKS=$((CHECKS + 1))
+    [ ! -e "$W/bad_bpw" ] || fail "gptq ${bad%%|*} left an output"
+done
+
 # --- config.json quantization_config keys (reference §3) ---------------------------------------
 for k in bits group_size damp_percent desc_act static_groups sym true_sequential \
     model_name_or_path model_file_base_name quant_method checkpoint_format; do
