@@ -53,14 +53,14 @@ static const lq_param_info k_params[] = {
      "with awq_scales: calibration tokens the scale search uses (AutoAWQ's 128 x 512), whole "
      "windows from the first"},
     {"target_bpw", LQ_PT_FLOAT, "", 2, 16, "gptq", NULL,
-     "mixed precision: give each layer's q/k/v, o, gate/up and down the width from bpw_bits "
+     "mixed precision: give each layer's q/k/v, o, gate/up and down the width from --bpw-bits "
      "that measured sensitivity favours, so that the decoder linears as written (codes, scales, "
      "zeros, g_idx) average at most this many bits per weight; written as GPTQModel/vLLM "
      "\"dynamic\" overrides"},
     {"bpw_bits", LQ_PT_STR, "3,4,8", 0, 0, "gptq", NULL,
-     "with target_bpw: the widths to choose from (any of 2, 3, 4, 8)"},
+     "with --target-bpw: the widths to choose from (any of 2, 3, 4, 8)"},
     {"bpw_tokens", LQ_PT_INT, "2048", 1, 1 << 24, "gptq", NULL,
-     "with target_bpw: calibration tokens of the sensitivity pass, whole windows from the "
+     "with --target-bpw: calibration tokens of the sensitivity pass, whole windows from the "
      "first (each layer's units run through the rest of the model in float)"},
     {"awq_grid", LQ_PT_INT, "20", 1, 1000, "gptq,awq", NULL, "scale-search grid points"},
     {"awq_duo_scaling", LQ_PT_BOOL, "true", 0, 1, "gptq,awq", NULL,

@@ -303,7 +303,10 @@ static void test_layer_api(const lq_model *m) {
         /* o_proj(captured o input) == attention output */
         CHECK_OK(lq_attn_forward(m, L, xn, nseq, seqlen, a, ws_big, &err));
         CHECK_OK(lq_linear_forward(&L->lin[LQ_LIN_O], cap_of(&cl, LQ_LIN_O), T, b, NULL, 0, 0));
-        CHECK_MSG(max_diff(a, b, T * d) < 1e-6, "o_proj input inconsistent");
+        /* 1e-5 like the other sub-module checks: the two o_proj products can take different
+         * OpenBLAS blockings (seen once under a loaded ctest -j2: over 1e-6) */
+        CHECK_MSG(max_diff(a, b, T * d) < 1e-5, "o_proj input inconsistent: %g",
+                  max_diff(a, b, T * d));
         /* gate/up input == rmsnorm2(h + attn); down(down input) == mlp output */
         for (int64_t i = 0; i < T * d; i++)
             a[i] += h0[i];

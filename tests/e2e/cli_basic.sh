@@ -28,7 +28,8 @@ run "$B" gptq --help
 expect_rc 0 "gptq --help"
 for w in "--group-size N" "--sym, --no-sym" "--desc-act, --no-desc-act" "--damp X" \
     "--calib FILE" "--max-memory SIZE" "--device auto|cpu|cuda" "[default: 128; -1..1073741824]" \
-    "-o, --output OUT_DIR" "--awq-scales, --no-awq-scales" "--mse-weighted"; do
+    "-o, --output OUT_DIR" "--awq-scales, --no-awq-scales" "--mse-weighted" "--target-bpw X" \
+    "--bpw-bits VALUE" "--bpw-tokens N"; do
     expect_in "$T/out" "$w" "gptq --help"
 done
 for w in "--blocksize" "--threshold" "--awq-clip" "--batch N"; do

@@ -1,7 +1,10 @@
-/* Fuzz config.json parsing (depth pre-scan, cJSON, typed getters, validation) and the lq_json
- * getters on arbitrary values. Accepted configs must satisfy what the model code assumes
- * (heads, RoPE tables, LongRoPE factors, mixture-of-experts sizes). */
+/* Fuzz config.json parsing (depth pre-scan, cJSON, typed getters, validation), its
+ * quantization_config (every format's keys, GPTQ's "dynamic" rules: regular expressions from
+ * the file, compiled and matched) and the lq_json getters on arbitrary values. Accepted configs
+ * must satisfy what the model code assumes (heads, RoPE tables, LongRoPE factors,
+ * mixture-of-experts sizes; widths a GPTQ kernel has). */
 #include "lq_config.h"
+#include "lq_format_io.h"
 #include "lq_json.h"
 
 #include <stdlib.h>
@@ -44,6 +47,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON *root = NULL;
     if (lq_json_parse((const char *)data, size, "fuzz", &root, &err) != LQ_OK)
         return 0;
+    lq_qconfig qc;
+    memset(&err, 0, sizeof err);
+    if (lq_qconfig_parse(root, "fuzz", &qc, &err) == LQ_OK) {
+        static const char *const mods[] = {"model.layers.0.self_attn.q_proj",
+                                           "model.layers.17.mlp.down_proj", "lm_head", ""};
+        for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++) {
+            lq_qconfig e;
+            int        ex = -1;
+            if (lq_qconfig_for_module(&qc, mods[i], &e, &ex, &err) != LQ_OK)
+                continue; /* out of memory */
+            if ((ex != 0 && ex != 1) || e.dynamic ||
+                (qc.format == LQ_FMT_GPTQ &&
+                 (!(e.bits == 2 || e.bits == 3 || e.bits == 4 || e.bits == 8) ||
+                  e.group_size == 0)))
+                abort();
+        }
+        lq_qconfig_free(&qc);
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
     const cJSON *kv;
     cJSON_ArrayForEach(kv, root) {
         if (!kv->string)
