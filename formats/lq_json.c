@@ -257,3 +257,78 @@ lq_status lq_json_write_file(const cJSON *obj, const char *path, lq_err *err) {
     }
     return LQ_OK;
 }
+
+/* The next number token of text after *pos (strings skipped); its span, or 0 at the end. */
+static int next_number(const char *t, size_t len, size_t *pos, size_t *b, size_t *e) {
+    size_t i = *pos;
+    while (i < len) {
+        const char ch = t[i];
+        if (ch == '"') {
+            for (i++; i < len && t[i] != '"'; i++)
+                if (t[i] == '\\')
+                    i++;
+            i++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            *b = i;
+            while (i < len && (t[i] == '-' || t[i] == '+' || t[i] == '.' || t[i] == 'e' ||
+                               t[i] == 'E' || (t[i] >= '0' && t[i] <= '9')))
+                i++;
+            *e = *pos = i;
+            return 1;
+        } else {
+            i++;
+        }
+    }
+    *pos = len;
+    return 0;
+}
+
+/* Walks src (text's own tree, document order = token order) beside dst (the edited tree). */
+static lq_status keep_floats(const cJSON *src, cJSON *dst_parent, cJSON *dst, const char *t,
+                             size_t len, size_t *pos) {
+    if (cJSON_IsNumber(src)) {
+        size_t b = 0, e = 0;
+        if (!next_number(t, len, pos, &b, &e))
+            return LQ_ERR_INTERNAL;
+        const int frac =
+            memchr(t + b, '.', e - b) || memchr(t + b, 'e', e - b) || memchr(t + b, 'E', e - b);
+        if (!frac || !dst || !cJSON_IsNumber(dst) || dst->valuedouble != src->valuedouble)
+            return LQ_OK;
+        char raw[64];
+        if (e - b >= sizeof raw)
+            return LQ_OK; /* cJSON's own spelling then */
+        memcpy(raw, t + b, e - b);
+        raw[e - b] = 0;
+        cJSON *r   = cJSON_CreateRaw(raw);
+        if (!r)
+            return LQ_ERR_NOMEM;
+        const int done = dst->string
+                             ? cJSON_ReplaceItemInObjectCaseSensitive(dst_parent, dst->string, r)
+                             : cJSON_ReplaceItemViaPointer(dst_parent, dst, r);
+        if (!done)
+            cJSON_Delete(r);
+        return LQ_OK;
+    }
+    int i = 0;
+    for (const cJSON *c = src ? src->child : NULL; c; c = c->next, i++) {
+        cJSON *d = NULL;
+        if (dst && cJSON_IsObject(src) && cJSON_IsObject(dst))
+            d = cJSON_GetObjectItemCaseSensitive(dst, c->string);
+        else if (dst && cJSON_IsArray(src) && cJSON_IsArray(dst))
+            d = cJSON_GetArrayItem(dst, i);
+        LQ_TRY(keep_floats(c, dst, d, t, len, pos));
+    }
+    return LQ_OK;
+}
+
+lq_status lq_json_keep_float_spelling(cJSON *root, const char *text, size_t len, lq_err *err) {
+    cJSON *src = cJSON_ParseWithLength(text, len);
+    if (!src)
+        LQ_FAIL(err, LQ_ERR_INTERNAL, "config: the source JSON no longer parses");
+    size_t          pos = 0;
+    const lq_status st  = keep_floats(src, NULL, root, text, len, &pos);
+    cJSON_Delete(src);
+    if (st != LQ_OK)
+        LQ_FAIL(err, st, "config: keeping the source's number spelling failed");
+    return LQ_OK;
+}

@@ -26,8 +26,7 @@ const char *lq_json_duplicate_key(const cJSON *v, int *oom);
 /* Parse a JSON text; LQ_ERR_JSON "<label>: invalid JSON near byte N". Nesting deeper than
  * LQ_JSON_MAX_DEPTH is refused (LQ_ERR_JSON) before cJSON recurses; so are anything but
  * whitespace after the value, an escaped NUL in a string, and a key repeated in an object. */
-lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out,
-                        lq_err *err);
+lq_status lq_json_parse(const char *text, size_t len, const char *label, cJSON **out, lq_err *err);
 /* Read and parse a file (size limit max_bytes). */
 lq_status lq_json_load_file(const char *path, int64_t max_bytes, cJSON **out, lq_err *err);
 
@@ -42,6 +41,13 @@ lq_status lq_json_get_bool(const cJSON *obj, const char *key, int required, int 
                            const char *label, lq_err *err);
 lq_status lq_json_get_str(const cJSON *obj, const char *key, int required, char *buf, size_t cap,
                           const char *label, lq_err *err);
+
+/* Numbers that text spells with a fraction or an exponent ("0.0", "1e-05") keep that spelling
+ * in root (a tree parsed from text, then edited), matched by their path and value: cJSON would
+ * print 0.0 as 0, and strict readers refuse an integer for a float field (transformers 5's
+ * config dataclasses: MixtralConfig.router_jitter_noise). The items become raw JSON, so call it
+ * last, before writing. text must parse (it did, into root). */
+lq_status lq_json_keep_float_spelling(cJSON *root, const char *text, size_t len, lq_err *err);
 
 /* Serialize with 2-space indentation and a trailing newline and write atomically
  * (tmp + rename) to path. */
