@@ -121,8 +121,9 @@ static const family k_families[] = {
      .default_experts    = 8,
      .default_topk       = 2,
      .verified           = "logits vs transformers on random models (top-2 of 8 experts), ppl "
-                           "vs its NLL, also through llama.cpp's GGUF converter; evaluation "
-                           "only (quantizing experts: not yet)"},
+                           "vs its NLL, also through llama.cpp's GGUF converter; every "
+                           "method's checkpoint (experts quantized, router float) dequantized "
+                           "into transformers"},
     {.model_type        = "qwen2_moe", /* Qwen2MoeConfig */
      .default_max_pos   = 32768,
      .default_bos       = -1,
@@ -136,7 +137,7 @@ static const family k_families[] = {
      .default_shared_ff = 5632,
      .verified          = "logits vs transformers on random models (shared expert and its "
                           "gate, top-k without renormalizing), also through llama.cpp's GGUF "
-                          "converter; evaluation only (quantizing experts: not yet)"},
+                          "converter; every method's checkpoint dequantized into transformers"},
     {.model_type       = "qwen3_moe", /* Qwen3MoeConfig */
      .default_max_pos  = 32768,
      .default_bos      = -1,
@@ -149,8 +150,8 @@ static const family k_families[] = {
      .default_topk     = 8,
      .default_moe_ff   = 768,
      .verified         = "logits vs transformers on random models (q/k norms, top-k "
-                         "renormalized), also through llama.cpp's GGUF converter; evaluation "
-                         "only (quantizing experts: not yet)"},
+                         "renormalized), also through llama.cpp's GGUF converter; every "
+                         "method's checkpoint dequantized into transformers"},
 };
 
 /* The experts of a Mixtral / Qwen MoE config (the family's moe column). Layers that keep a
@@ -159,7 +160,7 @@ static lq_status parse_moe(const cJSON *root, const char *label, const family *f
                            lq_model_config *c, lq_err *err) {
     if (!fam->moe)
         return LQ_OK;
-    const int64_t MAXE = 4096;
+    const int64_t MAXE = LQ_CFG_MAX_EXPERTS;
     c->num_experts     = fam->default_experts;
     c->experts_per_tok = fam->default_topk;
     /* Mixtral and transformers 5 write num_local_experts, Qwen's files num_experts */

@@ -8,8 +8,9 @@
 /* Limits on what a config may declare: each of hidden/intermediate/vocab size, and the total
  * parameter count (8.8e12; the largest open models are ~2e12). Above them the config is refused
  * as not a real model (LQ_ERR_CONFIG_VALUE) before anything is sized from it. */
-#define LQ_CFG_MAX_DIM    ((int64_t)1 << 24)
-#define LQ_CFG_MAX_PARAMS ((int64_t)1 << 43)
+#define LQ_CFG_MAX_DIM     ((int64_t)1 << 24)
+#define LQ_CFG_MAX_EXPERTS 4096 /* num_experts, num_experts_per_tok */
+#define LQ_CFG_MAX_PARAMS  ((int64_t)1 << 43)
 
 typedef enum lq_rope_type {
     LQ_ROPE_DEFAULT = 0,

@@ -11,6 +11,7 @@
 #include "lq_params_get.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,47 +21,82 @@ static void awq_fill(const lq_params *p, lq_qconfig *c) {
     c->zero_point = 1;
 }
 
+/* Captured inputs, per slot that is some linear's input (lq_slot_input): q (or qkv), o, gate
+ * (or gate_up), down; in a mixture-of-experts layer the block input (LQ_SLOT_MOE_IN) and each
+ * expert's gate and down inputs, as many rows as the router sent it (or every token). */
 typedef struct awq_caps {
-    float  *x[LQ_LIN_COUNT]; /* captured inputs, per source linear (q, o, gate, down) */
-    int64_t t;               /* rows filled */
-    int64_t T;
+    float        **x;       /* [nslots], NULL where not kept */
+    int64_t       *rows;    /* rows filled */
+    int64_t       *cap;     /* rows allocated (experts grow) */
+    int64_t        T;       /* the first T tokens are kept */
+    int            keep_in; /* routed experts: the current chunk lies within them */
+    int64_t        nslots, E;
+    const uint8_t *mode; /* the experts' capture modes */
 } awq_caps;
 
-/* The linear whose captured input a linear shares (q/k/v: q's; gate/up: gate's). */
-static int src_of(int l) {
-    return l == LQ_LIN_K || l == LQ_LIN_V ? LQ_LIN_Q : l == LQ_LIN_UP ? LQ_LIN_GATE : l;
+static lq_status caps_want(awq_caps *c, int64_t s, int64_t k, int64_t rows) {
+    if (c->x[s])
+        return LQ_OK;
+    c->x[s]   = lq_malloc_n((rows > 0 ? rows : 1) * k, sizeof(float));
+    c->cap[s] = rows;
+    return c->x[s] ? LQ_OK : LQ_ERR_NOMEM;
 }
 
-static lq_status cap_fn(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
-    awq_caps *c = user;
-    if (src_of(id) != (int)id)
+static void caps_free(awq_caps *c) {
+    for (int64_t s = 0; c->x && s < c->nslots; s++)
+        free(c->x[s]);
+    free(c->x), free(c->rows), free(c->cap);
+    memset(c, 0, sizeof *c);
+}
+
+static lq_status cap_fn(void *user, int64_t id, const float *x, int64_t t, int64_t k) {
+    awq_caps     *c = user;
+    const int64_t e = lq_slot_expert(id);
+    int64_t       keep;
+    if (!c->x[id])
         return LQ_OK;
-    /* Within a chunk the captures come in order q (or qkv), o, gate (or gate_up), down: rows
-     * c->t.. of each. */
-    const int64_t keep = t < c->T - c->t ? t : c->T - c->t; /* rows past T are not kept */
-    if (keep > 0)
-        memcpy(c->x[id] + c->t * k, x, (size_t)(keep * k) * sizeof(float));
-    if (id == LQ_LIN_DOWN) /* last capture of the chunk */
-        c->t += keep > 0 ? keep : 0;
+    if (e < 0 || e >= c->E || c->mode[e] == LQ_MOE_ALL) { /* every token: the first T rows */
+        if (id == LQ_SLOT_MOE_IN)
+            c->keep_in = c->rows[id] < c->T;
+        keep = t < c->T - c->rows[id] ? t : c->T - c->rows[id];
+    } else { /* a routed expert: its rows among the first T tokens */
+        keep = c->keep_in ? t : 0;
+    }
+    if (keep <= 0)
+        return LQ_OK;
+    if (c->rows[id] + keep > c->cap[id]) {
+        int64_t n = 2 * c->cap[id] > c->rows[id] + keep ? 2 * c->cap[id] : c->rows[id] + keep, b;
+        float  *p = NULL;
+        if (lq_mul_i64(n, k, &b) && lq_mul_i64(b, (int64_t)sizeof(float), &b))
+            p = realloc(c->x[id], (size_t)b);
+        if (!p)
+            return LQ_ERR_NOMEM;
+        c->x[id] = p, c->cap[id] = n;
+    }
+    memcpy(c->x[id] + c->rows[id] * k, x, (size_t)(keep * k) * sizeof(float));
+    c->rows[id] += keep;
     return LQ_OK;
 }
 
 typedef struct loss_ctx {
-    lq_qjob     *j;
-    int          kind; /* 0 attention, 1 single linear, 2 mlp */
-    int          lins[3];
-    int          nlin;
-    const float *x;   /* module input */
-    const float *ref; /* FP module output */
-    float       *out; /* scratch output */
-    int64_t      nseq, t, nout;
+    lq_qjob       *j;
+    int            kind; /* 0 attention, 1 single linear, 2 mlp (or the experts' block) */
+    const int64_t *lins; /* slots */
+    int64_t        nlin;
+    lq_linear     *xcopy; /* a copy of the layer's experts the candidates go into */
+    const float   *x;     /* module input */
+    const float   *ref;   /* FP module output */
+    float         *out;   /* scratch output */
+    int64_t        nseq, t, nout;
 } loss_ctx;
 
 static lq_status loss_fn(void *user, float *const *wq, double *loss) {
     loss_ctx *c = user;
     lq_layer  L = *c->j->L; /* shallow copy: swap the candidates' dense pointers */
-    for (int i = 0; i < c->nlin; i++)
-        L.lin[c->lins[i]].buf.q.dense = wq[i];
+    if (c->xcopy)
+        L.experts = c->xcopy;
+    for (int64_t i = 0; i < c->nlin; i++)
+        lq_layer_slot(&L, c->lins[i])->buf.q.dense = wq[i];
     lq_status st;
     if (c->kind == 0)
         st = lq_attn_forward(c->j->model, &L, c->x, c->nseq, c->j->seqlen, c->out, c->j->ws,
@@ -68,7 +104,7 @@ static lq_status loss_fn(void *user, float *const *wq, double *loss) {
     else if (c->kind == 2)
         st = lq_mlp_forward(c->j->model, &L, c->x, c->t, c->out, c->j->ws, c->j->err);
     else
-        st = lq_linear_forward(&L.lin[c->lins[0]], c->x, c->t, c->out, NULL, 0, 0);
+        st = lq_linear_forward(lq_layer_slot(&L, c->lins[0]), c->x, c->t, c->out, NULL, 0, 0);
     if (st != LQ_OK)
         return st;
     double s = 0;
@@ -92,7 +128,9 @@ static void div_cols(float *X, int64_t t, int64_t k, const float *s) {
             X[r * k + c] /= s[c];
 }
 
-#define WPTR(l) ((float *)(uintptr_t)j->L->lin[l].buf.q.dense)
+static float *wptr(lq_layer *L, int64_t s) {
+    return (float *)(uintptr_t)lq_layer_slot(L, s)->buf.q.dense;
+}
 
 /* The search's group: the format's group where it divides the inputs (AWQ proper, whose layout
  * needs that), else the largest divisor of k below it (GPTQ's last group may be partial). */
@@ -104,100 +142,197 @@ static int64_t search_group(int64_t k, int64_t g) {
     return g;
 }
 
-lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **keep) {
-    const int64_t nseq = max_seqs > 0 && max_seqs < j->nseq ? max_seqs : j->nseq;
-    int64_t       T = nseq * j->seqlen, d = j->model->cfg.hidden_size;
-    awq_caps      c   = {{0}, 0, T};
-    lq_status     st  = LQ_OK;
-    float        *ref = NULL, *out = NULL, *xm = NULL, *sc[4] = {0};
-    const int     fused = j->model->cfg.fused;
-    const int     qkv = fused ? LQ_LIN_QKV : LQ_LIN_Q, gu = fused ? LQ_LIN_GATE_UP : LQ_LIN_GATE;
-    const int     srcs[4] = {qkv, LQ_LIN_O, gu, LQ_LIN_DOWN};
-    int64_t       maxk = 0, maxn = 0;
-    for (int i = 0; i < 4; i++) {
-        int64_t k    = j->L->lin[srcs[i]].buf.q.k;
-        maxk         = k > maxk ? k : maxk;
-        c.x[srcs[i]] = lq_malloc_n(T * k, sizeof(float));
-        if (!c.x[srcs[i]])
-            LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs",
-                         (long long)T);
-    }
-    for (int l = 0; l < LQ_LIN_COUNT; l++)
-        maxn = j->L->lin[l].buf.q.n > maxn ? j->L->lin[l].buf.q.n : maxn;
-    maxn = maxn > d ? maxn : d;
-    ref  = lq_malloc_n(T * maxn, sizeof(float));
-    out  = lq_malloc_n(T * maxn, sizeof(float));
-    xm   = lq_malloc_n(maxk, sizeof(float));
-    for (int i = 0; i < 4; i++)
-        sc[i] = lq_malloc_n(maxk, sizeof(float));
-    if (!ref || !out || !xm || !sc[0] || !sc[1] || !sc[2] || !sc[3])
-        LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
-    LQ_TRY_GOTO(lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, cap_fn, &c));
+/* A scaling group (AutoAWQ's get_layers_for_scaling): the linears that read one input, the
+ * previous op that takes the division (-1 input_layernorm, -2 the MLP's norm, else a slot whose
+ * last rows do: v_proj whole, or the v rows of a fused qkv_proj and the up rows of
+ * gate_up_proj, AutoAWQ's scale_fc_fc), the inspected module and the captured input. */
+typedef struct awq_grp {
+    int64_t nlin, lins[3], src;
+    int64_t prev;
+    int     kind;
+    int64_t expert_in; /* the experts' block: its linears are every expert's gate/up */
+} awq_grp;
 
-    /* Search groups: prev op, linears, inspected module, input source. A previous linear's
-     * last rows (as many as the scales) take the division: v_proj whole, or the v rows of a
-     * fused qkv_proj and the up rows of gate_up_proj (AutoAWQ's scale_fc_fc). */
-    struct grp {
-        int nlin, lins[3], kind, src, prev; /* prev: -1 attn_norm, -2 mlp_norm, else linear */
-    } G[4] = {
-        {3, {LQ_LIN_Q, LQ_LIN_K, LQ_LIN_V}, 0, LQ_LIN_Q, -1},
-        {1, {LQ_LIN_O}, 1, LQ_LIN_O, LQ_LIN_V},
-        {2, {LQ_LIN_GATE, LQ_LIN_UP}, 2, LQ_LIN_GATE, -2},
-        {1, {LQ_LIN_DOWN}, 1, LQ_LIN_DOWN, LQ_LIN_UP},
-    };
+/* AutoAWQ's groups for the layer: attention in, v -> o, the MLP's (or the experts' block's)
+ * gate/up, then up -> down (each expert's). Mixtral / Qwen MoE follow AutoAWQ's mixtral.py and
+ * qwen2_moe.py, with two differences: the router and the shared expert's gate, which read the
+ * scaled norm's output too, get the scales folded into their columns (AutoAWQ leaves them, so
+ * its scaled model routes differently from the original), and the shared expert's gate/up join
+ * the experts' group. */
+static int64_t layer_groups(const lq_qjob *j, awq_grp *G) {
+    const lq_model_config *cf    = &j->model->cfg;
+    const int              fused = cf->fused;
+    int64_t                n     = 0;
     if (fused) {
-        G[0]      = (struct grp){1, {LQ_LIN_QKV}, 0, LQ_LIN_QKV, -1};
-        G[1].prev = LQ_LIN_QKV;
-        G[2]      = (struct grp){1, {LQ_LIN_GATE_UP}, 2, LQ_LIN_GATE_UP, -2};
-        G[3].prev = LQ_LIN_GATE_UP;
+        G[n++] = (awq_grp){1, {LQ_LIN_QKV}, LQ_LIN_QKV, -1, 0, 0};
+        G[n++] = (awq_grp){1, {LQ_LIN_O}, LQ_LIN_O, LQ_LIN_QKV, 1, 0};
+    } else {
+        G[n++] = (awq_grp){3, {LQ_LIN_Q, LQ_LIN_K, LQ_LIN_V}, LQ_LIN_Q, -1, 0, 0};
+        G[n++] = (awq_grp){1, {LQ_LIN_O}, LQ_LIN_O, LQ_LIN_V, 1, 0};
     }
-    int active[4] = {0};
-    for (int gi = 0; gi < 4; gi++) {
-        struct grp *gr = &G[gi];
-        int         ok = 1;
-        for (int i = 0; i < gr->nlin; i++)
-            ok &= j->plan[gr->lins[i]];
-        if (gi == 1) { /* AutoAWQ: v -> o only when the shapes match (no GQA) */
-            const lq_model_config *cf = &j->model->cfg;
+    if (!cf->num_experts) {
+        if (fused) {
+            G[n++] = (awq_grp){1, {LQ_LIN_GATE_UP}, LQ_LIN_GATE_UP, -2, 2, 0};
+            G[n++] = (awq_grp){1, {LQ_LIN_DOWN}, LQ_LIN_DOWN, LQ_LIN_GATE_UP, 1, 0};
+        } else {
+            G[n++] = (awq_grp){2, {LQ_LIN_GATE, LQ_LIN_UP}, LQ_LIN_GATE, -2, 2, 0};
+            G[n++] = (awq_grp){1, {LQ_LIN_DOWN}, LQ_LIN_DOWN, LQ_LIN_UP, 1, 0};
+        }
+        return n;
+    }
+    G[n++] = (awq_grp){0, {0}, LQ_SLOT_MOE_IN, -2, 2, 1};
+    for (int64_t e = 0; e <= cf->num_experts; e++) {
+        const int64_t dn = lq_slot_of(LQ_LIN_DOWN, e);
+        if (lq_slot_present(cf, dn))
+            G[n++] = (awq_grp){1, {dn}, dn, lq_slot_of(LQ_LIN_UP, e), 1, 0};
+    }
+    return n;
+}
+
+/* The experts' block group's linears: every present expert's gate and up. */
+static int64_t expert_in_lins(const lq_model_config *cf, int64_t *lins) {
+    int64_t n = 0;
+    for (int64_t e = 0; e <= cf->num_experts; e++)
+        for (int r = 0; r < 2; r++) {
+            const int64_t s = lq_slot_of(r ? LQ_LIN_UP : LQ_LIN_GATE, e);
+            if (lq_slot_present(cf, s))
+                lins[n++] = s;
+        }
+    return n;
+}
+
+/* The captures the layer's groups and clipping read, then the fallback of experts the router
+ * sent too few tokens (their down inputs taken again over every token). */
+static lq_status capture_inputs(lq_qjob *j, awq_caps *c) {
+    const lq_model_config *cf = &j->model->cfg;
+    for (int64_t s = 0; s < j->nslots; s++) {
+        if (!lq_slot_present(cf, s))
+            continue;
+        const int64_t src = lq_slot_input(cf, s, j->moe_mode);
+        int64_t       n, k;
+        lq_slot_shape(cf, s, &n, &k);
+        if (caps_want(c, src, k, src < LQ_LIN_COUNT ? c->T : 0) != LQ_OK)
+            LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs",
+                    (long long)c->T);
+    }
+    if (cf->num_experts && caps_want(c, LQ_SLOT_MOE_IN, cf->hidden_size, c->T) != LQ_OK)
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs", (long long)c->T);
+    LQ_TRY(lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, cap_fn, c));
+    const int64_t E = cf->num_experts;
+    if (!E)
+        return LQ_OK;
+    uint8_t *changed = malloc((size_t)E);
+    if (!changed)
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory");
+    lq_status st = LQ_OK;
+    if (lq_qjob_moe_fallback(j, changed) > 0) {
+        for (int64_t e = 0; e < E; e++)
+            if (changed[e])
+                c->rows[lq_slot_of(LQ_LIN_DOWN, e)] = 0;
+        st = lq_qjob_moe_recapture_down(j, changed, cap_fn, c); /* now in mode ALL */
+        if (st == LQ_ERR_NOMEM)
+            lq_fail(j->err, st, "awq: out of memory caching expert inputs");
+    }
+    free(changed);
+    return st;
+}
+
+lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_inputs *keep) {
+    const lq_model_config *cf   = &j->model->cfg;
+    const int64_t          nseq = max_seqs > 0 && max_seqs < j->nseq ? max_seqs : j->nseq;
+    int64_t                T = nseq * j->seqlen, d = cf->hidden_size;
+    awq_caps               c   = {0};
+    lq_status              st  = LQ_OK;
+    float                 *ref = NULL, *out = NULL, *xm = NULL, **sc = NULL;
+    awq_grp               *G   = NULL;
+    int64_t               *xin = NULL, nxin = 0;
+    lq_linear             *xcopy = NULL;
+    float                **wv    = NULL;
+    int64_t               *nv    = NULL;
+    int64_t                maxk = 0, maxn = 0, ng = 0;
+    c.nslots = j->nslots, c.T = T, c.keep_in = 1, c.E = cf->num_experts, c.mode = j->moe_mode;
+    c.x    = lq_calloc_n(j->nslots, sizeof *c.x);
+    c.rows = lq_calloc_n(j->nslots, sizeof *c.rows);
+    c.cap  = lq_calloc_n(j->nslots, sizeof *c.cap);
+    G      = lq_calloc_n(4 + cf->num_experts + 1, sizeof *G);
+    xin    = lq_calloc_n(2 * (cf->num_experts + 1) + 1, sizeof *xin);
+    if (!c.x || !c.rows || !c.cap || !G || !xin)
+        LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
+    for (int64_t s = 0; s < j->nslots; s++) {
+        int64_t n, k;
+        if (!lq_slot_present(cf, s))
+            continue;
+        lq_slot_shape(cf, s, &n, &k);
+        maxk = k > maxk ? k : maxk;
+        maxn = n > maxn ? n : maxn;
+    }
+    maxn = maxn > d ? maxn : d;
+    LQ_TRY_GOTO(capture_inputs(j, &c));
+    if (cf->num_experts) {
+        nxin  = expert_in_lins(cf, xin);
+        xcopy = lq_malloc_n(3 * cf->num_experts, sizeof *xcopy);
+    }
+    ng           = layer_groups(j, G);
+    int64_t maxt = T; /* an expert may hold more rows than T (every token, several times) */
+    for (int64_t s = 0; s < j->nslots; s++)
+        maxt = c.x[s] && c.rows[s] > maxt ? c.rows[s] : maxt;
+    ref = lq_malloc_n(maxt * maxn, sizeof(float));
+    out = lq_malloc_n(maxt * maxn, sizeof(float));
+    xm  = lq_malloc_n(maxk, sizeof(float));
+    sc  = lq_calloc_n(ng, sizeof *sc);
+    wv  = lq_calloc_n(nxin > 3 ? nxin : 3, sizeof *wv);
+    nv  = lq_calloc_n(nxin > 3 ? nxin : 3, sizeof *nv);
+    if (!ref || !out || !xm || !sc || !wv || !nv || (cf->num_experts && !xcopy))
+        LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
+
+    for (int64_t gi = 0; gi < ng; gi++) {
+        awq_grp       *gr   = &G[gi];
+        const int64_t *lins = gr->expert_in ? xin : gr->lins;
+        const int64_t  nlin = gr->expert_in ? nxin : gr->nlin;
+        int            ok   = nlin > 0 && c.rows[gr->src] > 0;
+        for (int64_t i = 0; i < nlin; i++)
+            ok &= lq_qjob_planned(j, lins[i]);
+        if (gr->prev == LQ_LIN_V || gr->prev == LQ_LIN_QKV) { /* v -> o only without GQA */
             const int64_t qd = cf->num_heads * cf->head_dim, kvd = cf->num_kv_heads * cf->head_dim;
             ok &= kvd == cf->hidden_size && qd == cf->hidden_size;
         }
         if (!ok)
             continue;
-        active[gi]     = 1;
-        int64_t      k = j->L->lin[gr->lins[0]].buf.q.k;
+        const int64_t k = lq_qjob_linear(j, lins[0])->buf.q.k, t = c.rows[gr->src];
+        if (!(sc[gi] = lq_malloc_n(k, sizeof(float))))
+            LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
         const float *X = c.x[gr->src];
         /* x_mean = mean |x| per channel */
         for (int64_t ch = 0; ch < k; ch++)
             xm[ch] = 0;
-        for (int64_t r = 0; r < T; r++)
+        for (int64_t r = 0; r < t; r++)
             for (int64_t ch = 0; ch < k; ch++)
                 xm[ch] += fabsf(X[r * k + ch]);
         for (int64_t ch = 0; ch < k; ch++)
-            xm[ch] /= (float)T;
-        loss_ctx lc = {
-            j, gr->kind, {gr->lins[0], gr->lins[1], gr->lins[2]}, gr->nlin, X, ref, out, nseq,
-            T, 0};
+            xm[ch] /= (float)t;
+        loss_ctx lc = {j, gr->kind, lins, nlin, NULL, X, ref, out, nseq, t, 0};
+        if (xcopy) { /* the candidates must not reach the layer's own expert array */
+            memcpy(xcopy, j->L->experts, (size_t)(3 * cf->num_experts) * sizeof *xcopy);
+            lc.xcopy = xcopy;
+        }
         /* FP reference output of the inspected module */
         if (gr->kind == 0) {
             lc.nout = d;
             LQ_TRY_GOTO(lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->ws, j->err));
         } else if (gr->kind == 2) {
             lc.nout = d;
-            LQ_TRY_GOTO(lq_mlp_forward(j->model, j->L, X, T, ref, j->ws, j->err));
+            LQ_TRY_GOTO(lq_mlp_forward(j->model, j->L, X, t, ref, j->ws, j->err));
         } else {
-            lc.nout = j->L->lin[gr->lins[0]].buf.q.n;
-            LQ_TRY_GOTO(lq_linear_forward(&j->L->lin[gr->lins[0]], X, T, ref, NULL, 0, 0));
+            lc.nout = lq_qjob_linear(j, lins[0])->buf.q.n;
+            LQ_TRY_GOTO(lq_linear_forward(lq_qjob_linear(j, lins[0]), X, t, ref, NULL, 0, 0));
         }
-        float  *ws_[3];
-        int64_t ns_[3];
-        for (int i = 0; i < gr->nlin; i++) {
-            ws_[i] = WPTR(gr->lins[i]);
-            ns_[i] = j->L->lin[gr->lins[i]].buf.q.n;
+        for (int64_t i = 0; i < nlin; i++) {
+            wv[i] = wptr(j->L, lins[i]);
+            nv[i] = lq_qjob_linear(j, lins[i])->buf.q.n;
         }
-        lq_awq_group ag    = {gr->nlin,
-                              ws_,
-                              ns_,
+        lq_awq_group ag    = {(int)nlin,
+                              wv,
+                              nv,
                               k,
                               search_group(k, g),
                               (int)lq_params_i64(j->p, "bits"),
@@ -205,27 +340,29 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **k
                               lq_params_bool(j->p, "awq_duo_scaling")};
         double       ratio = 0, loss = 0;
         LQ_TRY_GOTO(lq_awq_search(&ag, xm, loss_fn, &lc, sc[gi], &ratio, &loss, j->err));
-        j->loss[gr->lins[0]] = loss;
+        j->loss[lins[0]] = loss;
     }
     /* Fold the scales (after all searches, as AutoAWQ's apply_scale). */
-    for (int gi = 0; gi < 4; gi++) {
-        if (!active[gi])
+    for (int64_t gi = 0; gi < ng; gi++) {
+        if (!sc[gi])
             continue;
-        struct grp  *gr = &G[gi];
-        int64_t      k  = j->L->lin[gr->lins[0]].buf.q.k;
-        const float *s  = sc[gi];
+        awq_grp       *gr   = &G[gi];
+        const int64_t *lins = gr->expert_in ? xin : gr->lins;
+        const int64_t  nlin = gr->expert_in ? nxin : gr->nlin;
+        const int64_t  k    = lq_qjob_linear(j, lins[0])->buf.q.k;
+        const float   *s    = sc[gi];
         if (gr->prev == -1 || gr->prev == -2) {
             float *nw = gr->prev == -1 ? j->L->attn_norm : j->L->mlp_norm;
-            if (j->model->cfg.norm_plus_one) /* Gemma scales by (1 + w): fold into that */
+            if (cf->norm_plus_one) /* Gemma scales by (1 + w): fold into that */
                 for (int64_t ch = 0; ch < k; ch++)
                     nw[ch] = (1.0f + nw[ch]) / s[ch] - 1.0f;
             else
                 for (int64_t ch = 0; ch < k; ch++)
                     nw[ch] /= s[ch];
         } else {
-            lq_linear    *pl = &j->L->lin[gr->prev];
+            lq_linear    *pl = lq_qjob_linear(j, gr->prev);
             const int64_t pk = pl->buf.q.k, r0 = pl->buf.q.n - k;
-            float        *pw = WPTR(gr->prev);
+            float        *pw = wptr(j->L, gr->prev);
             for (int64_t r = 0; r < k; r++) {
                 for (int64_t ch = 0; ch < pk; ch++)
                     pw[(r0 + r) * pk + ch] /= s[r];
@@ -233,39 +370,61 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **k
                     pl->bias[r0 + r] /= s[r];
             }
         }
-        for (int i = 0; i < gr->nlin; i++)
-            scale_cols(WPTR(gr->lins[i]), j->L->lin[gr->lins[i]].buf.q.n, k, s);
-        div_cols(c.x[gr->src], T, k, s);
+        for (int64_t i = 0; i < nlin; i++)
+            scale_cols(wptr(j->L, lins[i]), lq_qjob_linear(j, lins[i])->buf.q.n, k, s);
+        div_cols(c.x[gr->src], c.rows[gr->src], k, s);
+        if (gr->expert_in) { /* the float readers of the norm: the function stays */
+            lq_linear *fl[2] = {&j->L->router, cf->shared_intermediate ? &j->L->shared[3] : NULL};
+            for (int f = 0; f < 2; f++)
+                if (fl[f])
+                    scale_cols((float *)(uintptr_t)fl[f]->buf.q.dense, fl[f]->buf.q.n, k, s);
+            for (int64_t e = 0; e < cf->num_experts; e++) { /* routed copies of the input */
+                const int64_t gs = lq_slot_of(LQ_LIN_GATE, e);
+                if (c.x[gs])
+                    div_cols(c.x[gs], c.rows[gs], k, s);
+            }
+        }
     }
 done:
-    for (int i = 0; i < LQ_LIN_COUNT; i++) {
-        if (keep && st == LQ_OK)
-            keep[i] = c.x[i];
-        else
-            free(c.x[i]);
+    if (keep && st == LQ_OK) {
+        keep->x    = c.x;
+        keep->rows = c.rows;
+        free(c.cap);
+    } else {
+        caps_free(&c);
     }
-    for (int i = 0; i < 4; i++)
-        free(sc[i]);
+    for (int64_t gi = 0; sc && gi < ng; gi++)
+        free(sc[gi]);
+    free(sc), free(G), free(xin), free(xcopy), free(wv), free(nv);
     free(ref), free(out), free(xm);
     return st;
 }
 
+void lq_awq_inputs_free(lq_awq_inputs *in, int64_t nslots) {
+    for (int64_t s = 0; in->x && s < nslots; s++)
+        free(in->x[s]);
+    free(in->x), free(in->rows);
+    memset(in, 0, sizeof *in);
+}
+
 static lq_status awq_layer(lq_qjob *j) {
-    int64_t   g = lq_params_i64(j->p, "group_size"), T = j->nseq * j->seqlen;
-    float    *x[LQ_LIN_COUNT] = {0};
-    lq_status st              = LQ_OK;
+    int64_t       g  = lq_params_i64(j->p, "group_size");
+    lq_awq_inputs in = {0};
+    lq_status     st = LQ_OK;
     if (g <= 0)
         LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "awq: the AutoAWQ GEMM format needs --group-size > 0");
-    LQ_TRY(lq_awq_smooth_layer(j, g, 0, x));
+    LQ_TRY(lq_awq_smooth_layer(j, g, 0, &in));
     /* Clip (not q/k: their errors are amplified by the attention softmax; AutoAWQ does clip a
      * fused qkv_proj, whose name matches none of its exceptions) and quantize. */
-    for (int l = 0; l < LQ_LIN_COUNT; l++) {
-        if (!j->plan[l])
+    for (int64_t l = 0; l < j->nslots; l++) {
+        if (!lq_qjob_planned(j, l))
             continue;
-        lq_qlinear *w = &j->L->lin[l].buf.q;
-        int64_t     n = w->n, k = w->k, Gn = k / g;
-        if (lq_params_bool(j->p, "awq_clip") && l != LQ_LIN_Q && l != LQ_LIN_K)
-            LQ_TRY_GOTO(lq_awq_clip(WPTR(l), n, k, x[src_of(l)], T, g, 4, j->err));
+        lq_linear    *lin = lq_qjob_linear(j, l);
+        lq_qlinear   *w   = &lin->buf.q;
+        int64_t       n = w->n, k = w->k, Gn = k / g;
+        const int64_t src = lq_slot_input(&j->model->cfg, l, j->moe_mode);
+        if (lq_params_bool(j->p, "awq_clip") && l != LQ_LIN_Q && l != LQ_LIN_K && in.rows[src] > 0)
+            LQ_TRY_GOTO(lq_awq_clip(wptr(j->L, l), n, k, in.x[src], in.rows[src], g, 4, j->err));
         float   *Wc = lq_malloc_n(n * k, sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));
         float   *s  = malloc((size_t)(Gn * n) * sizeof(float));
@@ -273,7 +432,7 @@ static lq_status awq_layer(lq_qjob *j) {
         if (Wc && q && s && z) {
             memcpy(Wc, w->dense, (size_t)(n * k) * sizeof(float));
             lq_awq_quantize(Wc, n, k, g, 4, q, s, z);
-            st = lq_pack_awq(n, k, g, q, z, s, j->L->lin[l].bias, &j->out[l], j->err);
+            st = lq_pack_awq(n, k, g, q, z, s, lin->bias, &j->out[l], j->err);
             if (st == LQ_OK)
                 j->quantized[l] = 1;
         } else {
@@ -284,8 +443,7 @@ static lq_status awq_layer(lq_qjob *j) {
             goto done;
     }
 done:
-    for (int i = 0; i < LQ_LIN_COUNT; i++)
-        free(x[i]);
+    lq_awq_inputs_free(&in, j->nslots);
     return st;
 }
 
@@ -299,7 +457,11 @@ static int64_t awq_work(const lq_model_config *c, int64_t tokens) {
     }
     mx = mx > d ? mx : d;
     /* cached inputs of q/o/gate/down, reference + candidate outputs, candidate weights */
-    return 4 * tokens * (2 * d + qd + I) + 8 * tokens * mx + 4 * 3 * d * I;
+    int64_t w = 4 * tokens * (2 * d + qd + I) + 8 * tokens * mx + 4 * 3 * d * I;
+    if (c->num_experts) /* each token's rows in its top-k experts' gate and down caches */
+        w += 4 * tokens * c->experts_per_tok * (d + c->moe_intermediate) +
+             4 * tokens * c->shared_intermediate;
+    return w;
 }
 
 const lq_method_traits lq_method_awq = {

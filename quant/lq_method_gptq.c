@@ -20,12 +20,12 @@
 #include <string.h>
 
 void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
-lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
 typedef struct cap_ctx {
-    lq_xstats        st[LQ_LIN_COUNT];
-    lq_gpu_hess     *gh[LQ_LIN_COUNT]; /* device accumulators when on a GPU */
+    lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
+    lq_gpu_hess    **gh; /* per slot: device accumulators when on a GPU */
     unsigned         mask;
     int64_t          seqlen;
     int              wv; /* v_proj: attention-weighted Hessian of its own */
@@ -36,13 +36,14 @@ typedef struct cap_ctx {
 
 #define LQ_WV_ROWS 256
 
-/* q/k/v share one input and gate/up another: accumulate once, copy after (v has its own
- * Hessian when it is attention-weighted). */
-static int source_of(int l, int wv) {
-    return l == LQ_LIN_K || (l == LQ_LIN_V && !wv) ? LQ_LIN_Q : l == LQ_LIN_UP ? LQ_LIN_GATE : l;
+/* q/k/v share one input and gate/up another (an expert's too; experts on all tokens and the
+ * shared expert read the block input): accumulate once, copy after (v has its own Hessian when
+ * it is attention-weighted). */
+static int64_t source_of(const lq_qjob *j, int64_t l, int wv) {
+    return l == LQ_LIN_V && wv ? l : lq_slot_input(&j->model->cfg, l, j->moe_mode);
 }
 
-static lq_status add_rows(cap_ctx *c, lq_lin_id id, const float *x, int64_t t, int64_t nseq) {
+static lq_status add_rows(cap_ctx *c, int64_t id, const float *x, int64_t t, int64_t nseq) {
     if (c->gh[id])
         return lq_gpu_hess_add(c->gh[id], x, t, nseq, c->err);
     if (c->st[id].H)
@@ -50,13 +51,13 @@ static lq_status add_rows(cap_ctx *c, lq_lin_id id, const float *x, int64_t t, i
     return LQ_OK;
 }
 
-static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, int64_t k) {
     cap_ctx *c = user;
-    if (source_of(id, c->wv) != (int)id)
+    if (!c->st[id].H && !c->gh[id]) /* not some linear's input in this pass */
         return LQ_OK;
     const float *a = id == LQ_LIN_V && c->wv ? lq_fwd_ws_attn_weights(c->ws) : NULL;
-    if (!a)
-        return add_rows(c, id, x, t, t / c->seqlen);
+    if (!a) /* an expert's rows are whatever the router sent it: counted as rows */
+        return add_rows(c, id, x, t, lq_slot_expert(id) >= 0 ? t : t / c->seqlen);
     /* sum_t a_t x_t x_t^T as the Hessian of rows scaled by sqrt(a_t), in blocks; the chunk's
      * sequences are counted with its first block (the running average weighs sequences alike) */
     for (int64_t r0 = 0; r0 < t; r0 += LQ_WV_ROWS) {
@@ -71,34 +72,196 @@ static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t,
     return LQ_OK;
 }
 
+/* Statistics for slot src's input, once (k its width), on the device too when there is one. */
+static lq_status stats_init(lq_qjob *j, cap_ctx *c, int64_t src, int64_t k) {
+    if (c->st[src].H)
+        return LQ_OK;
+    LQ_TRY(lq_xstats_init(&c->st[src], k, LQ_XS_HESSIAN, j->err));
+    return j->gpu ? lq_gpu_hess_create(j->gpu, k, &c->gh[src], j->err) : LQ_OK;
+}
+
+/* After the pass that routed this layer's calibration tokens: experts that got too few of them
+ * read the block input's Hessian for gate/up from now on, and their down Hessians, where this
+ * pass accumulated routed rows (experts e0 <= e < e1), are taken again over every token. */
+static lq_status moe_fallback(lq_qjob *j, cap_ctx *c, unsigned mask, int64_t e0, int64_t e1) {
+    const int64_t E       = j->model->cfg.num_experts;
+    uint8_t      *changed = malloc((size_t)E);
+    lq_status     st      = changed ? LQ_OK : lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
+    if (st == LQ_OK && lq_qjob_moe_fallback(j, changed) > 0 && (mask >> LQ_LIN_DOWN & 1)) {
+        for (int64_t e = 0; e < E; e++) /* later batches take them in mode ALL anyway */
+            changed[e] = changed[e] && e >= e0 && e < e1;
+        for (int64_t e = 0; e < E && st == LQ_OK; e++) {
+            const int64_t dn = lq_slot_of(LQ_LIN_DOWN, e), k = c->st[dn].k;
+            if (!changed[e] || !c->st[dn].H)
+                continue;
+            lq_xstats_free(&c->st[dn]);
+            lq_gpu_hess_free(c->gh[dn]);
+            c->gh[dn] = NULL;
+            st        = stats_init(j, c, dn, k);
+        }
+        if (st == LQ_OK)
+            st = lq_qjob_moe_recapture_down(j, changed, on_capture, c);
+    }
+    free(changed);
+    return st;
+}
+
 static void warn_cb(void *user, const char *msg) {
     lq_qjob *j = user;
     lq_qjob_warn(j, "%s", msg);
+}
+
+/* One capture pass and the GPTQ of what it gathered: the linears of the roles in mask, of the
+ * layer's own (first batch only) and of experts e0 <= e < e1 (e = num_experts: the shared
+ * one); the experts outside the batch are skipped by the forward. */
+typedef struct gptq_pass {
+    unsigned     mask;
+    int64_t      e0, e1;
+    int          first, wv, bits;
+    lq_fwd_stage from, save;
+    lq_spill    *from_spill, *save_spill;
+} gptq_pass;
+
+static int in_batch(const gptq_pass *ps, int64_t l) {
+    const int64_t e = lq_slot_expert(l);
+    return e < 0 ? ps->first : e >= ps->e0 && e < ps->e1;
+}
+
+static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
+    const lq_model_config *cf   = &j->model->cfg;
+    const int64_t          E    = cf->num_experts;
+    const unsigned         mask = ps->mask;
+    cap_ctx                c;
+    memset(&c, 0, sizeof c);
+    c.seqlen       = j->seqlen;
+    c.err          = j->err;
+    c.ws           = j->ws;
+    c.wv           = ps->wv && ps->first && (mask >> LQ_LIN_V & 1) && j->plan[LQ_LIN_V];
+    lq_status s    = LQ_OK;
+    uint8_t  *keep = NULL; /* the experts' modes, while those outside the batch are skipped */
+    c.st           = lq_calloc_n(j->nslots, sizeof *c.st);
+    c.gh           = lq_calloc_n(j->nslots, sizeof *c.gh);
+    if (!c.st || !c.gh || (E && !(keep = malloc((size_t)E))) ||
+        (c.wv &&
+         !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k, sizeof(float)))))
+        s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
+    for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++)
+        if ((mask >> lq_slot_role(l) & 1) && lq_slot_present(cf, l) && in_batch(ps, l))
+            s = stats_init(j, &c, source_of(j, l, c.wv), lq_qjob_linear(j, l)->buf.q.k);
+    if (s == LQ_OK && E && (mask >> LQ_LIN_GATE & 1)) /* for experts on every token */
+        s = stats_init(j, &c, LQ_SLOT_MOE_IN, cf->hidden_size);
+    if (s == LQ_OK) {
+        for (int64_t e = 0; e < E; e++) {
+            keep[e] = j->moe_mode[e];
+            if (e < ps->e0 || e >= ps->e1)
+                j->moe_mode[e] = LQ_MOE_SKIP;
+        }
+        lq_fwd_ws_want_attn_weights(j->ws, c.wv);
+        s = lq_qjob_capture_staged(j, mask, on_capture, &c, ps->from, ps->from_spill, ps->save,
+                                   ps->save_spill);
+        lq_fwd_ws_want_attn_weights(j->ws, 0);
+        if (E)
+            memcpy(j->moe_mode, keep, (size_t)E);
+    }
+    if (s == LQ_OK && E && ps->first && (mask >> LQ_LIN_GATE & 1))
+        s = moe_fallback(j, &c, mask, ps->e0, ps->e1);
+    free(c.scaled);
+    free(keep);
+    for (int64_t l = 0; l < j->nslots; l++) {
+        if (s == LQ_OK && c.gh[l])
+            s = lq_gpu_hess_get(c.gh[l], &c.st[l], j->err);
+        lq_gpu_hess_free(c.gh[l]);
+        c.gh[l] = NULL;
+    }
+    lq_gptq_backend be, *bep = NULL;
+    if (j->gpu && !o->q.mse) { /* the device sweep knows min/max group ranges only */
+        lq_gpu_gptq_backend(j->gpu, &be);
+        bep = &be;
+    }
+    for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++) {
+        if (!(mask >> lq_slot_role(l) & 1) || !lq_qjob_planned(j, l) || !in_batch(ps, l))
+            continue;
+        lq_xstats  *src = &c.st[source_of(j, l, c.wv)];
+        lq_qlinear *w   = &lq_qjob_linear(j, l)->buf.q;
+        int64_t     n = w->n, k = w->k, G = lq_num_groups(k, o->q.group_size);
+        char        name[160];
+        lq_qjob_module(j, l, name, sizeof name);
+        o->name     = name;
+        o->q.bits   = l < LQ_LIN_COUNT && j->bits[l] > 0 ? j->bits[l] : ps->bits;
+        float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+        uint8_t *q  = malloc((size_t)(n * k));
+        float   *sc = malloc((size_t)(G * n) * sizeof(float));
+        int32_t *z  = malloc((size_t)(G * n) * sizeof(int32_t));
+        int32_t *gi = malloc((size_t)k * sizeof(int32_t));
+        if (!H || !q || !sc || !z || !gi) {
+            s = lq_fail(j->err, LQ_ERR_NOMEM, "%s: out of memory", name);
+        } else {
+            lq_xstats_finish(src);
+            memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
+            lq_gptq_result r;
+            s = lq_gptq_ex((float *)(uintptr_t)w->dense, H, n, k, o, bep, q, sc, z, gi, &r, j->err);
+            if (s == LQ_OK) {
+                j->loss[l] = r.loss;
+                s          = lq_gptq_pack_linear(j, l, &o->q, q, z, sc, gi);
+            }
+        }
+        lq_aligned_free(H);
+        free(q), free(sc), free(z), free(gi);
+    }
+    for (int64_t l = 0; c.st && l < j->nslots; l++)
+        lq_xstats_free(&c.st[l]);
+    free(c.st);
+    free(c.gh);
+    return s;
+}
+
+/* Experts whose Hessians one pass gathers: --moe-batch, else as many as the layer's float32
+ * weights take in bytes (the memory of one layer bounds the statistics too; later batches
+ * re-run from the pass's stage, skipping the other experts). */
+static int64_t expert_batch(const lq_qjob *j, unsigned mask) {
+    const lq_model_config *cf = &j->model->cfg;
+    const int64_t          E = cf->num_experts, set = lq_params_i64(j->p, "moe_batch");
+    int64_t                per_expert = 0, layer = 0;
+    if (!E)
+        return 1;
+    if (set > 0)
+        return set;
+    for (int64_t l = 0; l < j->nslots; l++) {
+        int64_t n, k;
+        if (!lq_slot_present(cf, l))
+            continue;
+        lq_slot_shape(cf, l, &n, &k);
+        layer += 4 * n * k;
+        if (lq_slot_expert(l) == 0 && lq_slot_role(l) != LQ_LIN_UP && (mask >> lq_slot_role(l) & 1))
+            per_expert += 4 * k * k;
+    }
+    const int64_t n = per_expert > 0 ? layer / per_expert : E + 1;
+    return n < 1 ? 1 : n > E + 1 ? E + 1 : n;
 }
 
 static lq_status gptq_layer(lq_qjob *j) {
     static const unsigned seq_groups[4] = {
         1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V | 1u << LQ_LIN_QKV, 1u << LQ_LIN_O,
         1u << LQ_LIN_GATE | 1u << LQ_LIN_UP | 1u << LQ_LIN_GATE_UP, 1u << LQ_LIN_DOWN};
-    const unsigned all     = (1u << LQ_LIN_COUNT) - 1;
-    int            true_sq = lq_params_bool(j->p, "true_sequential");
-    lq_gptq_opts   o       = {0};
-    const int      bits    = (int)lq_params_i64(j->p, "bits");
-    o.q.bits               = bits;
-    o.q.group_size         = lq_params_i64(j->p, "group_size");
-    o.q.sym                = lq_params_bool(j->p, "sym");
-    o.q.v1_safe            = 1;
-    o.q.mse                = lq_params_bool(j->p, "mse_weighted") ? LQ_MSE_WEIGHTED
-                             : lq_params_bool(j->p, "mse")        ? LQ_MSE_NORM24
-                                                                  : LQ_MSE_OFF;
-    o.act_order            = lq_params_bool(j->p, "desc_act");
-    o.static_groups        = lq_params_bool(j->p, "static_groups");
-    o.damp                 = lq_params_f64(j->p, "damp");
-    o.damp_retries         = (int)lq_params_i64(j->p, "damp_retries");
-    o.block_size           = lq_params_i64(j->p, "block_size");
-    o.warn                 = warn_cb;
-    o.warn_user            = j;
-    const int wv           = lq_params_bool(j->p, "v_attn_weights");
+    const unsigned all      = (1u << LQ_LIN_COUNT) - 1;
+    const unsigned expertsm = 1u << LQ_LIN_GATE | 1u << LQ_LIN_UP | 1u << LQ_LIN_DOWN;
+    const int64_t  E        = j->model->cfg.num_experts;
+    int            true_sq  = lq_params_bool(j->p, "true_sequential");
+    lq_gptq_opts   o        = {0};
+    o.q.bits                = (int)lq_params_i64(j->p, "bits");
+    o.q.group_size          = lq_params_i64(j->p, "group_size");
+    o.q.sym                 = lq_params_bool(j->p, "sym");
+    o.q.v1_safe             = 1;
+    o.q.mse                 = lq_params_bool(j->p, "mse_weighted") ? LQ_MSE_WEIGHTED
+                              : lq_params_bool(j->p, "mse")        ? LQ_MSE_NORM24
+                                                                   : LQ_MSE_OFF;
+    o.act_order             = lq_params_bool(j->p, "desc_act");
+    o.static_groups         = lq_params_bool(j->p, "static_groups");
+    o.damp                  = lq_params_f64(j->p, "damp");
+    o.damp_retries          = (int)lq_params_i64(j->p, "damp_retries");
+    o.block_size            = lq_params_i64(j->p, "block_size");
+    o.warn                  = warn_cb;
+    o.warn_user             = j;
     /* Each pass's forward starts where the one before stopped (same bytes as re-running the
      * layer from its input): pass 1 (o) saves the attention output, computed with the quantized
      * q/k/v; pass 2 (gate/up) starts there and saves the residual; pass 3 (down) and the
@@ -111,91 +274,40 @@ static lq_status gptq_layer(lq_qjob *j) {
         LQ_TRY(lq_awq_smooth_layer(j, o.q.group_size, seqs > 0 ? seqs : 1, NULL));
     }
     for (int sg = 0; sg < (true_sq ? 4 : 1) && fail == LQ_OK; sg++) {
-        unsigned mask = true_sq ? seq_groups[sg] : all;
-        cap_ctx  c;
-        memset(&c, 0, sizeof c);
-        c.seqlen    = j->seqlen;
-        c.err       = j->err;
-        c.ws        = j->ws;
-        c.wv        = wv && (mask >> LQ_LIN_V & 1) && j->plan[LQ_LIN_V];
-        lq_status s = LQ_OK;
-        if (c.wv &&
-            !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k, sizeof(float))))
-            s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
-        for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++)
-            if ((mask >> l & 1) && source_of(l, c.wv) == l &&
-                lq_lin_present(&j->model->cfg, (lq_lin_id)l)) {
-                s = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_HESSIAN, j->err);
-                if (s == LQ_OK && j->gpu)
-                    s = lq_gpu_hess_create(j->gpu, j->L->lin[l].buf.q.k, &c.gh[l], j->err);
-            }
-        const lq_fwd_stage from = !cache || sg < 2 ? LQ_STAGE_INPUT
-                                  : sg == 2        ? LQ_STAGE_ATTN
-                                                   : LQ_STAGE_RESID;
-        const lq_fwd_stage save = !cache || sg < 1 || sg > 2 ? LQ_STAGE_INPUT
-                                  : sg == 1                  ? LQ_STAGE_ATTN
-                                                             : LQ_STAGE_RESID;
-        if (s == LQ_OK && save != LQ_STAGE_INPUT)
-            s = lq_qjob_stage_spill(j, &stages[sg]);
-        if (s == LQ_OK) {
-            lq_fwd_ws_want_attn_weights(j->ws, c.wv);
-            s = lq_qjob_capture_staged(j, mask, on_capture, &c, from,
-                                       from == LQ_STAGE_ATTN    ? stages[1]
-                                       : from == LQ_STAGE_RESID ? stages[2]
-                                                                : NULL,
-                                       save, stages[sg]);
-            lq_fwd_ws_want_attn_weights(j->ws, 0);
+        const unsigned mask = true_sq ? seq_groups[sg] : all;
+        gptq_pass      ps   = {mask,
+                               0,
+                               0,
+                               1,
+                               lq_params_bool(j->p, "v_attn_weights"),
+                               o.q.bits,
+                        !cache || sg < 2 ? LQ_STAGE_INPUT
+                               : sg == 2        ? LQ_STAGE_ATTN
+                                                : LQ_STAGE_RESID,
+                        !cache || sg < 1 || sg > 2 ? LQ_STAGE_INPUT
+                               : sg == 1                  ? LQ_STAGE_ATTN
+                                                          : LQ_STAGE_RESID,
+                               NULL,
+                               NULL};
+        ps.from_spill       = ps.from == LQ_STAGE_ATTN    ? stages[1]
+                              : ps.from == LQ_STAGE_RESID ? stages[2]
+                                                          : NULL;
+        if (ps.save != LQ_STAGE_INPUT)
+            fail = lq_qjob_stage_spill(j, &stages[sg]);
+        ps.save_spill = stages[sg];
+        /* batches only between true-sequential passes: a single pass quantizes the layer's own
+         * linears after its first batch, which later batches would then see */
+        const int64_t per = true_sq && (mask & expertsm) ? expert_batch(j, mask) : E + 1;
+        for (ps.e0 = 0; fail == LQ_OK && ps.e0 <= E; ps.e0 += per) {
+            ps.e1 = ps.e0 + per;
+            fail  = run_pass(j, &o, &ps);
+            /* later batches: the experts only, from the same stage, saving nothing */
+            ps.first = 0, ps.mask = mask & expertsm, ps.save = LQ_STAGE_INPUT, ps.save_spill = NULL;
         }
-        free(c.scaled);
-        for (int l = 0; l < LQ_LIN_COUNT; l++) {
-            if (s == LQ_OK && c.gh[l])
-                s = lq_gpu_hess_get(c.gh[l], &c.st[l], j->err);
-            lq_gpu_hess_free(c.gh[l]);
-            c.gh[l] = NULL;
-        }
-        lq_gptq_backend be, *bep = NULL;
-        if (j->gpu && !o.q.mse) { /* the device sweep knows min/max group ranges only */
-            lq_gpu_gptq_backend(j->gpu, &be);
-            bep = &be;
-        }
-        for (int l = 0; l < LQ_LIN_COUNT && s == LQ_OK; l++) {
-            if (!(mask >> l & 1) || !j->plan[l])
-                continue;
-            lq_xstats  *src = &c.st[source_of(l, c.wv)];
-            lq_qlinear *w   = &j->L->lin[l].buf.q;
-            int64_t     n = w->n, k = w->k, G = lq_num_groups(k, o.q.group_size);
-            char        name[160];
-            lq_qjob_module(j, (lq_lin_id)l, name, sizeof name);
-            o.name      = name;
-            o.q.bits    = j->bits[l] > 0 ? j->bits[l] : bits;
-            float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
-            uint8_t *q  = malloc((size_t)(n * k));
-            float   *sc = malloc((size_t)(G * n) * sizeof(float));
-            int32_t *z  = malloc((size_t)(G * n) * sizeof(int32_t));
-            int32_t *gi = malloc((size_t)k * sizeof(int32_t));
-            if (!H || !q || !sc || !z || !gi) {
-                s = lq_fail(j->err, LQ_ERR_NOMEM, "%s: out of memory", name);
-            } else {
-                lq_xstats_finish(src);
-                memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
-                lq_gptq_result r;
-                s = lq_gptq_ex((float *)(uintptr_t)w->dense, H, n, k, &o, bep, q, sc, z, gi, &r,
-                               j->err);
-                if (s == LQ_OK) {
-                    j->loss[l] = r.loss;
-                    s          = lq_gptq_pack_linear(j, (lq_lin_id)l, &o.q, q, z, sc, gi);
-                }
-            }
-            lq_aligned_free(H);
-            free(q), free(sc), free(z), free(gi);
-        }
-        for (int l = 0; l < LQ_LIN_COUNT; l++)
-            lq_xstats_free(&c.st[l]);
         if (sg == 2) { /* the attention output has served */
             lq_spill_free(stages[1]);
             stages[1] = NULL;
         }
-        fail = s;
     }
     if (fail == LQ_OK && cache) { /* the quantized layer's residual, for the propagation */
         j->resume = stages[2];
@@ -209,7 +321,12 @@ static lq_status gptq_layer(lq_qjob *j) {
 static int64_t gptq_work(const lq_model_config *c, int64_t tokens) {
     int64_t d = c->hidden_size, I = c->intermediate_size, k = d > I ? d : I;
     (void)tokens; /* Hessians, their copy, the permuted inverse, Wt and codes of the widest */
-    return 4 * (3 * k * k + 2 * d * I) + d * I;
+    int64_t w = 4 * (3 * k * k + 2 * d * I) + d * I;
+    if (c->num_experts) { /* a Hessian per expert (and the block input's) at once */
+        const int64_t ke = d > c->moe_intermediate ? d : c->moe_intermediate;
+        w += 4 * (c->num_experts + 1) * ke * ke;
+    }
+    return w;
 }
 
 const lq_method_traits lq_method_gptq = {

@@ -13,19 +13,54 @@ static void int8_fill(const lq_params *p, lq_qconfig *c) {
 }
 
 typedef struct amax_ctx {
-    lq_xstats st[LQ_LIN_COUNT];
-    int64_t   seqlen;
+    lq_xstats *st; /* per slot, those that are some linear's input */
+    int64_t    seqlen;
 } amax_ctx;
 
-static int src_of(int l) {
-    return l == LQ_LIN_K || l == LQ_LIN_V ? LQ_LIN_Q : l == LQ_LIN_UP ? LQ_LIN_GATE : l;
+static lq_status on_cap(void *user, int64_t slot, const float *x, int64_t t, int64_t k) {
+    amax_ctx *c = user;
+    if (c->st[slot].absmax)
+        lq_xstats_add(&c->st[slot], x, t, t / c->seqlen);
+    return LQ_OK;
 }
 
-static lq_status on_cap(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
-    amax_ctx *c = user;
-    if (src_of(id) == (int)id)
-        lq_xstats_add(&c->st[id], x, t, t / c->seqlen);
+/* The statistics every planned slot reads (lq_slot_input under the job's expert modes). */
+static lq_status init_stats(lq_qjob *j, amax_ctx *c) {
+    const lq_model_config *cf = &j->model->cfg;
+    for (int64_t l = 0; l < j->nslots; l++) {
+        if (!lq_slot_present(cf, l))
+            continue;
+        const int64_t src = lq_slot_input(cf, l, j->moe_mode);
+        int64_t       n, k;
+        lq_slot_shape(cf, l, &n, &k);
+        if (!c->st[src].absmax)
+            LQ_TRY(lq_xstats_init(&c->st[src], k, LQ_XS_ABSMAX, j->err));
+    }
+    if (cf->num_experts && !c->st[LQ_SLOT_MOE_IN].absmax) /* for experts that fall back */
+        LQ_TRY(lq_xstats_init(&c->st[LQ_SLOT_MOE_IN], cf->hidden_size, LQ_XS_ABSMAX, j->err));
     return LQ_OK;
+}
+
+/* One pass over the layer (also without outliers: it computes the next layer's inputs); with
+ * experts, a second one for the down inputs of experts that received too few tokens. */
+static lq_status calibrate(lq_qjob *j, amax_ctx *c) {
+    LQ_TRY(init_stats(j, c));
+    LQ_TRY(lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, on_cap, c));
+    const int64_t E = j->model->cfg.num_experts;
+    if (!E)
+        return LQ_OK;
+    uint8_t  *changed = malloc((size_t)E);
+    lq_status st      = changed ? LQ_OK : lq_fail(j->err, LQ_ERR_NOMEM, "int8: out of memory");
+    if (st == LQ_OK && lq_qjob_moe_fallback(j, changed) > 0) {
+        for (int64_t e = 0; e < E; e++) /* routed statistics of those downs no longer apply */
+            if (changed[e]) {
+                lq_xstats *x = &c->st[lq_slot_of(LQ_LIN_DOWN, e)];
+                memset(x->absmax, 0, (size_t)x->k * sizeof(float));
+            }
+        st = lq_qjob_moe_recapture_down(j, changed, on_cap, c);
+    }
+    free(changed);
+    return st;
 }
 
 static lq_status int8_layer(lq_qjob *j) {
@@ -34,15 +69,14 @@ static lq_status int8_layer(lq_qjob *j) {
     memset(&c, 0, sizeof c);
     c.seqlen     = j->seqlen;
     lq_status st = LQ_OK;
-    for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++)
-        if (src_of(l) == l && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
-            st = lq_xstats_init(&c.st[l], j->L->lin[l].buf.q.k, LQ_XS_ABSMAX, j->err);
-    if (st == LQ_OK) /* also without outliers: the pass computes the next layer's inputs */
-        st = lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, on_cap, &c);
-    for (int l = 0; l < LQ_LIN_COUNT && st == LQ_OK; l++) {
-        if (!j->plan[l])
+    if (!(c.st = lq_calloc_n(j->nslots, sizeof *c.st)))
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "int8: out of memory");
+    st = calibrate(j, &c);
+    for (int64_t l = 0; l < j->nslots && st == LQ_OK; l++) {
+        if (!lq_qjob_planned(j, l))
             continue;
-        lq_qlinear  *w = &j->L->lin[l].buf.q;
+        lq_linear   *lin = lq_qjob_linear(j, l);
+        lq_qlinear  *w   = &lin->buf.q;
         int64_t      n = w->n, k = w->k, no = 0;
         int8_t      *cb   = malloc((size_t)(n * k));
         float       *scb  = malloc((size_t)n * sizeof(float));
@@ -53,7 +87,8 @@ static lq_status int8_layer(lq_qjob *j) {
             st = lq_fail(j->err, LQ_ERR_NOMEM, "int8: out of memory");
         } else {
             if (thr > 0)
-                no = lq_int8_outliers(c.st[src_of(l)].absmax, k, thr, 0, idx);
+                no = lq_int8_outliers(c.st[lq_slot_input(&j->model->cfg, l, j->moe_mode)].absmax, k,
+                                      thr, 0, idx);
             if (no > 0 && !(wout = malloc((size_t)(n * no) * sizeof(float))))
                 st = lq_fail(j->err, LQ_ERR_NOMEM, "int8: out of memory");
             for (int64_t r = 0; r < n && wout; r++)
@@ -61,23 +96,23 @@ static lq_status int8_layer(lq_qjob *j) {
                     wout[r * no + o] = W[r * k + idx[o]];
             if (st == LQ_OK) {
                 lq_int8_quantize(W, n, k, cb, scb);
-                st = lq_pack_int8(n, k, cb, scb, idx, no, wout, thr, j->L->lin[l].bias, &j->out[l],
-                                  j->err);
+                st = lq_pack_int8(n, k, cb, scb, idx, no, wout, thr, lin->bias, &j->out[l], j->err);
             }
             if (st == LQ_OK) {
                 j->quantized[l] = 1;
                 j->loss[l]      = (double)no; /* reported: outlier columns kept in fp16 */
                 if (no > 0) {
                     char name[160];
-                    lq_qjob_module(j, (lq_lin_id)l, name, sizeof name);
+                    lq_qjob_module(j, l, name, sizeof name);
                     st = lq_qconfig_add_outlier_module(j->qcfg, name, j->err);
                 }
             }
         }
         free(cb), free(scb), free(idx), free(wout);
     }
-    for (int l = 0; l < LQ_LIN_COUNT; l++)
+    for (int64_t l = 0; l < j->nslots; l++)
         lq_xstats_free(&c.st[l]);
+    free(c.st);
     return st;
 }
 

@@ -18,18 +18,18 @@ static lq_status nf4_layer(lq_qjob *j) {
     if (bs & (bs - 1))
         LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "nf4: blocksize %lld is not a power of two",
                 (long long)bs);
-    for (int l = 0; l < LQ_LIN_COUNT; l++) {
-        lq_qlinear *w = &j->L->lin[l].buf.q;
-        int64_t     N = w->n * w->k, nb = (N + bs - 1) / bs;
-        if (!j->plan[l])
+    for (int64_t l = 0; l < j->nslots; l++) {
+        if (!lq_qjob_planned(j, l))
             continue;
-        uint8_t  *codes = malloc((size_t)N);
-        float    *am    = malloc((size_t)nb * sizeof(float));
-        lq_status st    = LQ_OK;
+        lq_linear  *lin = lq_qjob_linear(j, l);
+        lq_qlinear *w   = &lin->buf.q;
+        int64_t     N = w->n * w->k, nb = (N + bs - 1) / bs;
+        uint8_t    *codes = malloc((size_t)N);
+        float      *am    = malloc((size_t)nb * sizeof(float));
+        lq_status   st    = LQ_OK;
         if (codes && am) {
             lq_nf4_quantize(w->dense, N, bs, codes, am);
-            st = lq_pack_nf4(w->n, w->k, bs, codes, am, dq, 256, j->L->lin[l].bias, &j->out[l],
-                             j->err);
+            st = lq_pack_nf4(w->n, w->k, bs, codes, am, dq, 256, lin->bias, &j->out[l], j->err);
             if (st == LQ_OK)
                 j->quantized[l] = 1;
         } else {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
-lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
 void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
@@ -20,12 +20,13 @@ void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
     c->true_sequential = lq_params_bool(p, "true_sequential");
 }
 
-lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const uint8_t *q,
+lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx) {
-    const lq_qlinear *w = &j->L->lin[l].buf.q;
-    int64_t           g = s->group_size > 0 ? s->group_size : w->k;
-    lq_status st = lq_pack_gptq(s->bits, w->n, w->k, g, q, zeros, scales, g_idx, j->L->lin[l].bias,
-                                &j->out[l], j->err);
+    const lq_linear  *lin = lq_qjob_linear(j, l);
+    const lq_qlinear *w   = &lin->buf.q;
+    int64_t           g   = s->group_size > 0 ? s->group_size : w->k;
+    lq_status         st  = lq_pack_gptq(s->bits, w->n, w->k, g, q, zeros, scales, g_idx, lin->bias,
+                                         &j->out[l], j->err);
     if (st == LQ_OK)
         j->quantized[l] = 1;
     return st;
@@ -34,10 +35,10 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, lq_lin_id l, const lq_qspec *s, const 
 static lq_status rtn_layer(lq_qjob *j) {
     lq_qspec s = {(int)lq_params_i64(j->p, "bits"), lq_params_i64(j->p, "group_size"),
                   lq_params_bool(j->p, "sym"), 1, lq_params_bool(j->p, "mse")};
-    for (int l = 0; l < LQ_LIN_COUNT; l++) {
-        if (!j->plan[l])
+    for (int64_t l = 0; l < j->nslots; l++) {
+        if (!lq_qjob_planned(j, l))
             continue;
-        lq_qlinear *w = &j->L->lin[l].buf.q;
+        lq_qlinear *w = &lq_qjob_linear(j, l)->buf.q;
         int64_t     n = w->n, k = w->k, G = lq_num_groups(k, s.group_size);
         uint8_t    *q  = malloc((size_t)(n * k));
         float      *sc = malloc((size_t)(G * n) * sizeof(float));
@@ -48,7 +49,7 @@ static lq_status rtn_layer(lq_qjob *j) {
         if (q && sc && z && gi) {
             st = lq_rtn(W, n, k, &s, q, sc, z, gi, W, j->err);
             if (st == LQ_OK)
-                st = lq_gptq_pack_linear(j, (lq_lin_id)l, &s, q, z, sc, gi);
+                st = lq_gptq_pack_linear(j, l, &s, q, z, sc, gi);
         } else {
             lq_fail(j->err, st, "rtn: out of memory");
         }

@@ -22,13 +22,23 @@ typedef struct lq_qjob {
     float         *chunk;  /* scratch for one chunk */
     int64_t        nseq, seqlen, chunk_seqs;
     lq_fwd_ws     *ws;
-    struct lq_gpu *gpu;                /* device to use, NULL = CPU (lq_gpu.h) */
-    int            plan[LQ_LIN_COUNT]; /* the linears the format can store (driver) */
-    int            bits[LQ_LIN_COUNT]; /* --target-bpw: each linear's width (0: option bits) */
-    lq_qbuf        out[LQ_LIN_COUNT];  /* packed results (format of the method) */
-    int            quantized[LQ_LIN_COUNT];
-    double         loss[LQ_LIN_COUNT]; /* method-specific error measure (reported) */
-    lq_qconfig    *qcfg;               /* written to config.json; methods may add per-module info */
+    struct lq_gpu *gpu;                 /* device to use, NULL = CPU (lq_gpu.h) */
+    int            plan[LQ_SLOT_KINDS]; /* the kinds of linear the format can store (driver) */
+    int            bits[LQ_LIN_COUNT];  /* --target-bpw: each linear's width (0: option bits) */
+    /* per slot (lq_model.h: the layer's linears, experts included), nslots of each */
+    int64_t  nslots;
+    lq_qbuf *out; /* packed results (format of the method) */
+    int     *quantized;
+    double  *loss; /* method-specific error measure (reported) */
+    /* Mixture of experts (model->cfg.num_experts > 0, else NULL): the capture mode of each routed
+     * expert for this layer's passes (LQ_MOE_*; lq_qjob_capture applies it), and the tokens the
+     * router sent each over the calibration set (-1 until a pass has routed them). */
+    uint8_t    *moe_mode;
+    int64_t    *moe_tokens;
+    uint8_t    *moe_fallback; /* experts switched to all-token statistics (lq_qjob_moe_fallback) */
+    int         moe_all;      /* --moe-calib all: every expert's statistics from every token */
+    int64_t     moe_min_tokens;
+    lq_qconfig *qcfg; /* written to config.json; methods may add per-module info */
     /* Stage states (lq_qjob_stage_spill) go under this budget per spill, in spill_dir. */
     int64_t     stage_budget;
     const char *spill_dir;
@@ -78,18 +88,40 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
                                  lq_spill *save);
 /* An empty spill for stage states, under the job's budget. */
 lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out);
-/* Module name "model.layers.<i>.<lin>" into buf. */
-void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap);
-void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) LQ_PRINTF(2, 3);
+/* Module name "model.layers.<i>.<leaf of the slot>" into buf. */
+void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap);
+/* Whether the method should quantize slot s (present, and its kind planned). */
+int lq_qjob_planned(const lq_qjob *j, int64_t s);
+/* The dense linear in slot s of the job's layer. */
+lq_linear *lq_qjob_linear(lq_qjob *j, int64_t s);
+/* After a pass that routed the calibration tokens: switches each expert that received fewer
+ * than --moe-min-tokens of them to LQ_MOE_ALL, records it in moe_fallback and says so. Returns
+ * how many experts changed mode, marking them in changed: their routed captures, where a pass
+ * made them, no longer apply. */
+int64_t lq_qjob_moe_fallback(lq_qjob *j, uint8_t *changed /* [num_experts] or NULL */);
+/* Captures, for the experts lq_qjob_moe_fallback just switched (changed[e] != 0), their down
+ * input over every token: one pass with the other experts skipped and only down inputs
+ * reported. */
+lq_status lq_qjob_moe_recapture_down(lq_qjob *j, const uint8_t *changed, lq_capture_fn fn,
+                                     void *user);
+void      lq_qjob_warn(lq_qjob *j, const char *fmt, ...) LQ_PRINTF(2, 3);
+
+/* Captured inputs of a layer's linears, per slot (NULL where no linear reads it): x [rows, k]. */
+typedef struct lq_awq_inputs {
+    float  **x;
+    int64_t *rows;
+} lq_awq_inputs;
+void lq_awq_inputs_free(lq_awq_inputs *in, int64_t nslots);
 
 /* AWQ's scale search and fold for the layer in j (lq_method_awq.c), shared by awq and by gptq's
  * --awq-scales: captures the linears' inputs over the first max_seqs calibration sequences (0:
  * all), searches per-input-channel scales for input_layernorm -> q/k/v, v -> o (no GQA),
- * post_attention_layernorm -> gate/up and up -> down at group size g, and folds them into the
- * previous op and the linears' columns; the layer's FP function is unchanged. keep non-NULL:
- * receives the captured inputs divided by the scales, [LQ_LIN_COUNT], rows for q/o/gate/down
- * (or qkv/gate_up), the caller frees them. */
-lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, float **keep);
+ * post_attention_layernorm -> gate/up (with experts: every expert's gate/up, the block
+ * inspected) and up -> down (each expert's) at group size g, and folds them into the previous
+ * op and the linears' columns; the layer's FP function is unchanged. keep non-NULL: receives
+ * the captured inputs divided by the scales, by slot (lq_slot_input says whose each linear
+ * reads), for the caller to free with lq_awq_inputs_free. */
+lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_inputs *keep);
 
 /* Each method file. */
 extern const lq_method_traits lq_method_rtn;

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BIT(l) (1u << (l))
+#define BIT(l)             (1u << (l))
 #define LQ_MIXED_KL_TOKENS 512 /* tokens whose next-token distribution is compared */
 
 unsigned lq_mixed_unit_lins(int u) {
@@ -27,8 +27,8 @@ unsigned lq_mixed_unit_lins(int u) {
 }
 
 const char *lq_mixed_unit_name(int u) {
-    static const char *names[LQ_MIXED_UNITS] = {"self_attn.qkv", "self_attn.o_proj",
-                                                "mlp.gate_up", "mlp.down_proj"};
+    static const char *names[LQ_MIXED_UNITS] = {"self_attn.qkv", "self_attn.o_proj", "mlp.gate_up",
+                                                "mlp.down_proj"};
     return u >= 0 && u < LQ_MIXED_UNITS ? names[u] : "?";
 }
 
@@ -70,8 +70,7 @@ static int64_t unit_params(const lq_model_config *cfg, const int *plan, int u) {
     return p;
 }
 
-static int64_t unit_bits(const lq_model_config *cfg, const int *plan, int u, int bits,
-                         int64_t g) {
+static int64_t unit_bits(const lq_model_config *cfg, const int *plan, int u, int bits, int64_t g) {
     int64_t b = 0;
     for (int l = 0; l < LQ_LIN_COUNT; l++)
         if ((lq_mixed_unit_lins(u) >> l & 1) && plan[l] && lq_lin_present(cfg, (lq_lin_id)l)) {
@@ -102,7 +101,7 @@ static double unit_cost(const lq_mixed_unit *u, int c, int probe_c) {
 
 lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
                             lq_mixed_result *res, lq_err *err) {
-    const int nc = o->n_choices;
+    const int nc      = o->n_choices;
     int       probe_c = 0;
     for (int c = 0; c < nc; c++)
         if (o->choices[c] == res->probe_bits)
@@ -123,9 +122,8 @@ lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
         int     best_c = 0;
         double  best_r = 0, best_db = 0;
         for (int64_t i = 0; i < res->n_units; i++) {
-            const lq_mixed_unit *u  = &res->units[i];
-            const int64_t        b0 = unit_bits(cfg, o->plan, u->unit, o->choices[cur[i]],
-                                                o->group_size);
+            const lq_mixed_unit *u = &res->units[i];
+            const int64_t b0 = unit_bits(cfg, o->plan, u->unit, o->choices[cur[i]], o->group_size);
             for (int c = cur[i] + 1; c < nc; c++) {
                 const double db =
                     (double)(unit_bits(cfg, o->plan, u->unit, o->choices[c], o->group_size) - b0);
@@ -192,7 +190,7 @@ static lq_status rtn_delta(const float *W, int64_t n, int64_t k, int bits, const
 }
 
 /* The unit's output error at every width: sum over the captured rows of ||x dW^T||^2. */
-static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, int64_t k) {
     err_ctx *c = user;
     int      u = -1;
     for (int i = 0; i < LQ_MIXED_UNITS; i++)
@@ -235,7 +233,7 @@ static lq_status on_capture(void *user, lq_lin_id id, const float *x, int64_t t,
 static void log_softmax_rows(float *a, int64_t rows, int64_t V) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        float *x = a + r * V;
+        float *x  = a + r * V;
         float  mx = x[0];
         for (int64_t v = 1; v < V; v++)
             mx = x[v] > mx ? x[v] : mx;
@@ -249,8 +247,7 @@ static void log_softmax_rows(float *a, int64_t rows, int64_t V) {
 }
 
 /* Sum over rows of KL(p || q): lp log-probabilities, pp = exp(lp), lq log-probabilities. */
-static double kl_rows(const float *lp, const float *pp, const float *lq, int64_t rows,
-                      int64_t V) {
+static double kl_rows(const float *lp, const float *pp, const float *lq, int64_t rows, int64_t V) {
     double tot = 0;
 #pragma omp parallel for schedule(static) reduction(+ : tot)
     for (int64_t r = 0; r < rows; r++) {
@@ -272,9 +269,9 @@ static void gather(const float *x, int64_t d, int64_t stride, int64_t r0, int64_
 lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws,
                         lq_mixed_result *out, lq_err *err) {
     const lq_model_config *cfg = &m->cfg;
-    const int64_t d = cfg->hidden_size, V = cfg->vocab_size, N = cfg->num_layers;
-    const int64_t T = o->nseq * o->seqlen;
-    const double  t0 = lq_now();
+    const int64_t          d = cfg->hidden_size, V = cfg->vocab_size, N = cfg->num_layers;
+    const int64_t          T  = o->nseq * o->seqlen;
+    const double           t0 = lq_now();
     memset(out, 0, sizeof *out);
     LQ_RETURN_IF(o->n_choices < 1 || o->n_choices > LQ_MIXED_MAX_CHOICES || T <= 0, err,
                  LQ_ERR_INVALID_ARG, "mixed precision: bad options");
@@ -295,10 +292,10 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
     const int64_t S      = (T + stride - 1) / stride;
     int64_t       rows   = ((int64_t)1 << 22) / (V > 0 ? V : 1);
     rows                 = rows < 1 ? 1 : rows > 64 ? 64 : rows;
-    float *h = lq_malloc_n(T * d, sizeof(float)), *ref = lq_malloc_n(T * d, sizeof(float));
-    float *y  = lq_malloc_n(nu * T * d, sizeof(float)), *g = lq_malloc_n(rows * d, sizeof(float));
-    float *lr = lq_malloc_n(rows * V, sizeof(float)), *pr = lq_malloc_n(rows * V, sizeof(float));
-    float *lq = lq_malloc_n(rows * V, sizeof(float));
+    float    *h = lq_malloc_n(T * d, sizeof(float)), *ref = lq_malloc_n(T * d, sizeof(float));
+    float    *y = lq_malloc_n(nu * T * d, sizeof(float)), *g = lq_malloc_n(rows * d, sizeof(float));
+    float    *lr = lq_malloc_n(rows * V, sizeof(float)), *pr = lq_malloc_n(rows * V, sizeof(float));
+    float    *lq = lq_malloc_n(rows * V, sizeof(float));
     err_ctx   ec;
     lq_status st = LQ_OK;
     memset(&ec, 0, sizeof ec);
@@ -375,8 +372,8 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
             lq_layer Lj;
             LQ_TRY_GOTO(lq_model_load_layer(m, j, &Lj, err));
             for (int64_t u = 0; u < nu && st == LQ_OK; u++)
-                st = lq_layer_forward(m, &Lj, y + u * T * d, o->nseq, o->seqlen, NULL, NULL, -1,
-                                      ws, err);
+                st = lq_layer_forward(m, &Lj, y + u * T * d, o->nseq, o->seqlen, NULL, NULL, -1, ws,
+                                      err);
             lq_layer_free(&Lj);
             LQ_TRY_GOTO(st);
         }

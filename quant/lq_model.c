@@ -235,6 +235,102 @@ void lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, si
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Slots: a layer's quantizable linears, experts included                                     */
+/* ---------------------------------------------------------------------------------------- */
+static const lq_lin_id k_expert_roles[3] = {LQ_LIN_GATE, LQ_LIN_UP, LQ_LIN_DOWN};
+
+int64_t lq_slot_count(const lq_model_config *c) {
+    return LQ_LIN_COUNT + (c->num_experts ? 3 * (c->num_experts + 1) : 0);
+}
+
+int64_t lq_slot_expert(int64_t s) {
+    return s < LQ_LIN_COUNT ? -1 : (s - LQ_LIN_COUNT) / 3;
+}
+
+lq_lin_id lq_slot_role(int64_t s) {
+    return s < LQ_LIN_COUNT ? (lq_lin_id)s : k_expert_roles[(s - LQ_LIN_COUNT) % 3];
+}
+
+int64_t lq_slot_of(lq_lin_id role, int64_t expert) {
+    if (expert < 0)
+        return role;
+    return LQ_LIN_COUNT + 3 * expert + (role == LQ_LIN_GATE ? 0 : role == LQ_LIN_UP ? 1 : 2);
+}
+
+int lq_slot_present(const lq_model_config *c, int64_t s) {
+    const int64_t e = lq_slot_expert(s);
+    if (s < 0 || s >= lq_slot_count(c))
+        return 0;
+    return e < 0 ? lq_lin_present(c, (lq_lin_id)s) : e < c->num_experts || c->shared_intermediate;
+}
+
+int lq_slot_kind(const lq_model_config *c, int64_t s) {
+    const int64_t e = lq_slot_expert(s);
+    if (e < 0)
+        return (int)s;
+    return LQ_LIN_COUNT + (e == c->num_experts ? 3 : 0) + (int)((s - LQ_LIN_COUNT) % 3);
+}
+
+int64_t lq_kind_slot(const lq_model_config *c, int kind) {
+    if (kind < LQ_LIN_COUNT)
+        return kind;
+    const int r = (kind - LQ_LIN_COUNT) % 3;
+    return lq_slot_of(k_expert_roles[r], kind >= LQ_LIN_COUNT + 3 ? c->num_experts : 0);
+}
+
+/* index of slot s's linear in lq_moe_lin's enumeration (after the router) */
+static int64_t moe_index(int64_t s) {
+    return 1 + (s - LQ_LIN_COUNT);
+}
+
+void lq_slot_shape(const lq_model_config *c, int64_t s, int64_t *n, int64_t *k) {
+    char leaf[128];
+    if (s < LQ_LIN_COUNT)
+        lq_lin_shape(c, (lq_lin_id)s, n, k);
+    else
+        lq_moe_lin(c, NULL, moe_index(s), leaf, sizeof leaf, n, k, NULL);
+}
+
+int lq_slot_has_bias(const lq_model_config *c, int64_t s) {
+    return s < LQ_LIN_COUNT && lq_lin_has_bias(c, (lq_lin_id)s);
+}
+
+void lq_slot_name(const lq_model_config *c, int64_t s, char *leaf, size_t cap) {
+    int64_t n, k;
+    if (s < LQ_LIN_COUNT)
+        snprintf(leaf, cap, "%s", lq_lin_name((lq_lin_id)s));
+    else
+        lq_moe_lin(c, NULL, moe_index(s), leaf, cap, &n, &k, NULL);
+}
+
+void lq_kind_name(const lq_model_config *c, int kind, char *leaf, size_t cap) {
+    lq_slot_name(c, lq_kind_slot(c, kind), leaf, cap);
+    char *x = strstr(leaf, ".experts.0.");
+    if (kind >= LQ_LIN_COUNT && kind < LQ_LIN_COUNT + 3 && x)
+        x[sizeof ".experts." - 1] = '*';
+}
+
+lq_linear *lq_layer_slot(lq_layer *l, int64_t s) {
+    const int64_t e = lq_slot_expert(s);
+    if (e < 0)
+        return &l->lin[s];
+    const int64_t r = (s - LQ_LIN_COUNT) % 3;
+    return e < l->n_experts ? &l->experts[3 * e + r] : &l->shared[r];
+}
+
+int64_t lq_slot_input(const lq_model_config *c, int64_t s, const uint8_t *moe_mode) {
+    const int64_t e = lq_slot_expert(s);
+    if (e < 0)
+        return s == LQ_LIN_K || s == LQ_LIN_V ? LQ_LIN_Q : s == LQ_LIN_UP ? LQ_LIN_GATE : s;
+    const lq_lin_id role = lq_slot_role(s);
+    if (role == LQ_LIN_DOWN)
+        return s;
+    if (e == c->num_experts || (moe_mode && moe_mode[e] == LQ_MOE_ALL))
+        return LQ_SLOT_MOE_IN;
+    return lq_slot_of(LQ_LIN_GATE, e);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* RoPE frequencies, exactly as transformers' rope init functions compute them (float32 ops  */
 /* in the same order) so positions far out round like the reference.                          */
 /* ---------------------------------------------------------------------------------------- */

@@ -89,6 +89,44 @@ int64_t lq_moe_count(const lq_model_config *c);
 void    lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, size_t cap,
                    int64_t *n, int64_t *k, lq_linear **slot);
 
+/* Every linear of a layer that a method may quantize, as one index (a "slot"): s < LQ_LIN_COUNT
+ * is the lq_lin_id s; in a mixture-of-experts layer, LQ_LIN_COUNT + 3 e + r is the gate (r = 0),
+ * up (1) or down (2) projection of expert e, where e = num_experts is the shared expert
+ * (present where the family has one). The router and the shared expert's gate are not slots:
+ * they stay in float, as AutoAWQ, GPTQModel and vLLM keep them. Slots of the same "kind" have
+ * one shape: kinds 0 .. LQ_LIN_COUNT - 1 are the lq_lin_ids, then the routed experts' gate,
+ * up, down, then the shared expert's. */
+#define LQ_SLOT_KINDS (LQ_LIN_COUNT + 6)
+int64_t   lq_slot_count(const lq_model_config *c);
+int       lq_slot_present(const lq_model_config *c, int64_t s);
+int64_t   lq_slot_expert(int64_t s); /* -1 for the lq_lin_id slots */
+lq_lin_id lq_slot_role(int64_t s);   /* an expert's: LQ_LIN_GATE, LQ_LIN_UP or LQ_LIN_DOWN */
+int64_t   lq_slot_of(lq_lin_id role, int64_t expert); /* expert -1: the lq_lin_id slot */
+int       lq_slot_kind(const lq_model_config *c, int64_t s);
+int64_t   lq_kind_slot(const lq_model_config *c, int kind); /* one slot of the kind */
+void      lq_slot_shape(const lq_model_config *c, int64_t s, int64_t *n, int64_t *k);
+int       lq_slot_has_bias(const lq_model_config *c, int64_t s);
+/* The leaf under "model.layers.N." ("self_attn.q_proj", "mlp.experts.3.down_proj", ...);
+ * lq_kind_name writes a routed expert's index as '*' ("mlp.experts.*.down_proj"). */
+void       lq_slot_name(const lq_model_config *c, int64_t s, char *leaf, size_t cap);
+void       lq_kind_name(const lq_model_config *c, int kind, char *leaf, size_t cap);
+lq_linear *lq_layer_slot(lq_layer *l, int64_t s);
+
+/* How a calibration forward captures the inputs of routed expert e (lq_fwd_ws_set_moe_modes):
+ * ROUTED: the rows the router sends it; ALL: its gate/up inputs are not captured (they are the
+ * block input every token reaches, LQ_SLOT_MOE_IN) and its down input is captured over all
+ * tokens, the expert run on every row for that alone; SKIP: not captured (nor run when the
+ * forward stops after the captures). The shared expert is always captured like ALL. The
+ * forward's output uses the real routing whatever the mode. */
+enum { LQ_MOE_ROUTED = 0, LQ_MOE_ALL = 1, LQ_MOE_SKIP = 2 };
+/* In a mixture-of-experts layer the block input (after the MLP's norm, every token) is
+ * captured under this slot, which such a layer does not otherwise have. */
+#define LQ_SLOT_MOE_IN ((int64_t)LQ_LIN_GATE)
+/* The slot whose captured input is slot s's: q for k and v, gate for up (also within an
+ * expert), LQ_SLOT_MOE_IN for the gate/up of the shared expert and of an expert captured in
+ * mode ALL (moe_mode [num_experts], NULL: all ROUTED), else s itself. */
+int64_t lq_slot_input(const lq_model_config *c, int64_t s, const uint8_t *moe_mode);
+
 /* The float vectors of a layer besides its linears (norm weights), named as the checkpoint names
  * them under "model.layers.N.". Enumerated here once, so that loading, validation, writing and
  * copying a layer follow the family (Qwen3 adds q_norm / k_norm, Gemma the post norms) without
@@ -159,6 +197,9 @@ int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
 /* Mixture of experts: how many tokens each layer's router sent to each expert through this
  * workspace, [layers, experts] (NULL, 0, 0 for a dense model). */
 const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int64_t *experts);
+/* Capture modes of the routed experts for the forwards that capture (LQ_MOE_*, [num_experts];
+ * NULL: all LQ_MOE_ROUTED). The array is read during those forwards, not copied. */
+void lq_fwd_ws_set_moe_modes(lq_fwd_ws *ws, const uint8_t *modes);
 /* Bytes held by ws (for memory reports). */
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 /* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS
@@ -177,17 +218,20 @@ void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
 void         lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on);
 const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws);
 
-/* Called with the input activations of Linear `lin` of a layer: x [t, k] row-major, one call per
- * forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per linear;
- * a fused family reports qkv and gate_up instead.
- * Return non-OK to abort the forward. */
-typedef lq_status (*lq_capture_fn)(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k);
+/* Called with the input activations of the linear in `slot` of a layer: x [t, k] row-major, one
+ * call per forward chunk. Inputs shared by several linears (q/k/v, gate/up) are reported once per
+ * linear; a fused family reports qkv and gate_up instead. In a mixture-of-experts layer: the
+ * block input as LQ_SLOT_MOE_IN, then each routed expert's gate and up inputs, then (unless the
+ * forward stops after gate/up) each expert's down input and the shared expert's, as the modes
+ * of lq_fwd_ws_set_moe_modes say. Return non-OK to abort the forward. */
+typedef lq_status (*lq_capture_fn)(void *user, int64_t slot, const float *x, int64_t t, int64_t k);
 
 /* h [nseq * seqlen, d] in/out: residual stream through decoder layer `layer` for nseq
  * independent sequences of seqlen tokens (positions 0..seqlen-1). cap may be NULL.
  * stop_after >= 0: return right after the inputs of that linear were captured (h unchanged).
  * Captures come in lq_lin_id order within each chunk (q, k, v, o, gate, up, down); with
- * stop_after = s every linear with id <= s is captured, for every chunk. */
+ * stop_after = s every linear with id <= s is captured, for every chunk (experts: every expert's
+ * linears of that role). */
 lq_status lq_layer_forward(const lq_model *m, const lq_layer *layer, float *h, int64_t nseq,
                            int64_t seqlen, lq_capture_fn cap, void *user, int stop_after,
                            lq_fwd_ws *ws, lq_err *err);

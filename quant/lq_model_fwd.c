@@ -56,6 +56,9 @@ struct lq_fwd_ws {
     float           *moe_sel;   /* [T, topk] chosen experts (int32 in float-sized slots) */
     int64_t         *moe_count; /* [layers, E] tokens routed to each expert since creation */
     int64_t          moe_layers, moe_e;
+    int32_t         *moe_rows; /* [T * topk] (token, choice) indices grouped by expert */
+    int64_t         *moe_off;  /* [E + 1] each expert's range in moe_rows */
+    const uint8_t   *moe_mode; /* [E] capture modes (LQ_MOE_*), NULL: all routed */
     int64_t          half;
     float           *scores;
     size_t           scores_cap; /* floats */
@@ -101,6 +104,8 @@ void lq_fwd_ws_free(lq_fwd_ws *ws) {
         lq_aligned_free(bufs[i]);
     lq_aligned_free(ws->kws);
     free(ws->moe_count);
+    free(ws->moe_rows);
+    free(ws->moe_off);
     free(ws);
 }
 
@@ -201,6 +206,11 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
         ws->moe_y      = ws_alloc(ws, T, ws->d, &ok);
         ws->moe_w      = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
         ws->moe_sel    = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
+        ws->moe_rows   = lq_malloc_n(T * cfg->experts_per_tok, sizeof *ws->moe_rows);
+        ws->moe_off    = lq_calloc_n(cfg->num_experts + 1, sizeof *ws->moe_off);
+        ok             = ok && ws->moe_rows && ws->moe_off;
+        ws->bytes += (size_t)(T * cfg->experts_per_tok) * sizeof *ws->moe_rows +
+                     (size_t)(cfg->num_experts + 1) * sizeof *ws->moe_off;
     }
     if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
         lq_model_config local = *cfg;
@@ -227,6 +237,10 @@ void lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads) {
 
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
     return ws->max_tokens;
+}
+
+void lq_fwd_ws_set_moe_modes(lq_fwd_ws *ws, const uint8_t *modes) {
+    ws->moe_mode = modes;
 }
 
 const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int64_t *experts) {
@@ -334,16 +348,18 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
     return LQ_OK;
 }
 
-/* Record the input of linear `id`; *stop once the linear stop_after has been captured. */
-static lq_status capture(lq_capture_fn cap, void *user, lq_lin_id id, const float *x, int64_t t,
+/* Record the input of the linear in `slot`; *stop once a linear of role stop_after has been
+ * captured (experts: moe_core decides, after all experts' linears of the role). */
+static lq_status capture(lq_capture_fn cap, void *user, int64_t slot, const float *x, int64_t t,
                          int64_t k, int stop_after, int *stop, lq_err *err) {
     if (cap) {
-        const lq_status st = cap(user, id, x, t, k);
+        const lq_status st = cap(user, slot, x, t, k);
         if (st != LQ_OK)
-            return lq_fail(err, st, "capture hook for %s returned %s", lq_lin_name(id),
+            return lq_fail(err, st, "capture hook for %s (expert %lld) returned %s",
+                           lq_lin_name(lq_slot_role(slot)), (long long)lq_slot_expert(slot),
                            lq_status_name(st));
     }
-    if (stop_after >= 0 && (int)id >= stop_after)
+    if (stop_after >= 0 && (int)lq_slot_role(slot) >= stop_after)
         *stop = 1;
     return LQ_OK;
 }
@@ -505,7 +521,8 @@ static inline float gelu_tanh(float x) {
 }
 
 static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
-                          float *out, lq_fwd_ws *ws, lq_err *err);
+                          float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
+                          int *stop, lq_err *err);
 
 /* g[T, ff] = act(gate) * up, gate and up rows of ld values (the fused gate_up_proj output
  * holds both in one row; g may be gate itself) */
@@ -532,8 +549,8 @@ static void glu(const lq_model_config *c, float *g, const float *gate, const flo
 static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
                           int *stop, lq_err *err) {
-    if (c->num_experts) /* calibration captures of experts: not yet (methods refuse MoE) */
-        return moe_core(c, L, xn, T, out, ws, err);
+    if (c->num_experts)
+        return moe_core(c, L, xn, T, out, ws, cap, user, stop_after, stop, err);
     const int64_t d = ws->d, ff = ws->ff;
     const int     nt = ws_threads(ws);
     const float  *gate, *up; /* rows of ld values */
@@ -562,13 +579,33 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
     return lin("mlp.down_proj", &L->lin[LQ_LIN_DOWN], g, T, out, ws, err);
 }
 
+/* One expert's gate/up/act over rows x [t, d] -> ws->g [t, ff] (the down projection's input). */
+static lq_status expert_in(const lq_model_config *c, const lq_linear *x3, const float *x, int64_t t,
+                           lq_fwd_ws *ws, lq_err *err) {
+    const int64_t ff = x3[0].buf.q.n;
+    LQ_TRY(lin("mlp.experts.gate", &x3[0], x, t, ws->g, ws, err));
+    LQ_TRY(lin("mlp.experts.up", &x3[1], x, t, ws->u, ws, err));
+    glu(c, ws->g, ws->g, ws->u, ff, t, ff, ws_threads(ws));
+    return LQ_OK;
+}
+
+/* The rows routed to expert e into ws->moe_x; their count. */
+static int64_t gather_rows(const lq_fwd_ws *ws, int64_t e, int64_t K, const float *xn) {
+    const int64_t d = ws->d, lo = ws->moe_off[e], cnt = ws->moe_off[e + 1] - lo;
+    for (int64_t i = 0; i < cnt; i++)
+        memcpy(ws->moe_x + i * d, xn + (ws->moe_rows[lo + i] / K) * d, (size_t)d * sizeof(float));
+    return cnt;
+}
+
 /* Mixture of experts, as transformers' sparse MoE blocks: router logits, softmax in float32,
  * the top experts_per_tok (ties to the lower index, as torch.topk), their probabilities
  * (renormalized when norm_topk); each expert runs on the rows routed to it and adds its output
  * times the row's weight, experts in index order; then the shared expert times the sigmoid of
- * its gate (Qwen2-MoE). xn [T, d] -> out [T, d]. */
+ * its gate (Qwen2-MoE). xn [T, d] -> out [T, d]. Captures (lq_capture_fn): the block input,
+ * every expert's gate/up input, then every expert's down input, by the experts' modes. */
 static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
-                          float *out, lq_fwd_ws *ws, lq_err *err) {
+                          float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
+                          int *stop, lq_err *err) {
     const int64_t d = ws->d, E = c->num_experts, K = c->experts_per_tok;
     const int     nt  = ws_threads(ws);
     int32_t      *sel = (int32_t *)ws->moe_sel;
@@ -601,46 +638,91 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
             for (int64_t j = 0; j < K; j++)
                 ws->moe_w[t * K + j] /= wsum;
     }
-    memset(out, 0, (size_t)(T * d) * sizeof(float));
-    for (int64_t e = 0; e < E; e++) {
-        int64_t cnt = 0;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < K; j++)
-                if (sel[t * K + j] == e)
-                    memcpy(ws->moe_x + cnt++ * d, xn + t * d, (size_t)d * sizeof(float));
-        if (L->idx >= 0 && L->idx < ws->moe_layers)
-            ws->moe_count[L->idx * E + e] += cnt;
-        if (!cnt)
-            continue;
-        const lq_linear *x3 = &L->experts[3 * e];
-        const int64_t    ff = x3[0].buf.q.n;
-        LQ_TRY(lin("mlp.experts.gate", &x3[0], ws->moe_x, cnt, ws->g, ws, err));
-        LQ_TRY(lin("mlp.experts.up", &x3[1], ws->moe_x, cnt, ws->u, ws, err));
-        glu(c, ws->g, ws->g, ws->u, ff, cnt, ff, nt);
-        LQ_TRY(lin("mlp.experts.down", &x3[2], ws->g, cnt, ws->moe_y, ws, err));
-        int64_t r = 0;
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t j = 0; j < K; j++)
-                if (sel[t * K + j] == e) {
-                    const float  w = ws->moe_w[t * K + j];
-                    const float *y = ws->moe_y + r++ * d;
-                    for (int64_t i = 0; i < d; i++)
-                        out[t * d + i] += y[i] * w;
-                }
-    }
-    if (c->shared_intermediate) {
-        const int64_t ff = c->shared_intermediate;
-        LQ_TRY(lin("mlp.shared_expert.gate_proj", &L->shared[0], xn, T, ws->g, ws, err));
-        LQ_TRY(lin("mlp.shared_expert.up_proj", &L->shared[1], xn, T, ws->u, ws, err));
-        glu(c, ws->g, ws->g, ws->u, ff, T, ff, nt);
-        LQ_TRY(lin("mlp.shared_expert.down_proj", &L->shared[2], ws->g, T, ws->moe_y, ws, err));
-        LQ_TRY(lin("mlp.shared_expert_gate", &L->shared[3], xn, T, ws->moe_logit, ws, err));
-        for (int64_t t = 0; t < T; t++) {
-            const float gt = 1.0f / (1.0f + expf(-ws->moe_logit[t]));
-            for (int64_t i = 0; i < d; i++)
-                out[t * d + i] += gt * ws->moe_y[t * d + i];
+    /* (token, choice) pairs grouped by expert, tokens in order within each */
+    memset(ws->moe_off, 0, (size_t)(E + 1) * sizeof *ws->moe_off);
+    for (int64_t i = 0; i < T * K; i++)
+        ws->moe_off[sel[i] + 1]++;
+    for (int64_t e = 0; e < E; e++)
+        ws->moe_off[e + 1] += ws->moe_off[e];
+    for (int64_t i = 0; i < T * K; i++)
+        ws->moe_rows[ws->moe_off[sel[i]]++] = (int32_t)i;
+    for (int64_t e = E; e > 0; e--) /* the fill advanced each start to the next one's */
+        ws->moe_off[e] = ws->moe_off[e - 1];
+    ws->moe_off[0] = 0;
+    if (L->idx >= 0 && L->idx < ws->moe_layers)
+        for (int64_t e = 0; e < E; e++)
+            ws->moe_count[L->idx * E + e] += ws->moe_off[e + 1] - ws->moe_off[e];
+
+    const uint8_t *mode  = cap ? ws->moe_mode : NULL;
+    const int      up_to = stop_after; /* the captures end with this role's (-1: none) */
+    int            dummy = 0;
+    if (cap) {
+        LQ_TRY(capture(cap, user, LQ_SLOT_MOE_IN, xn, T, d, -1, &dummy, err));
+        for (int64_t e = 0; e < E; e++) {
+            if (mode && mode[e] != LQ_MOE_ROUTED)
+                continue;
+            const int64_t cnt = gather_rows(ws, e, K, xn);
+            if (!cnt)
+                continue;
+            LQ_TRY(
+                capture(cap, user, lq_slot_of(LQ_LIN_GATE, e), ws->moe_x, cnt, d, -1, &dummy, err));
+            LQ_TRY(
+                capture(cap, user, lq_slot_of(LQ_LIN_UP, e), ws->moe_x, cnt, d, -1, &dummy, err));
+        }
+        if (up_to >= 0 && up_to < LQ_LIN_DOWN) {
+            *stop = 1;
+            return LQ_OK;
         }
     }
+    /* after the down captures a stopping forward needs no outputs */
+    const int outputs = !(cap && up_to >= 0);
+    if (outputs)
+        memset(out, 0, (size_t)(T * d) * sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        const lq_linear *x3 = &L->experts[3 * e];
+        const int        m  = mode ? mode[e] : LQ_MOE_ROUTED;
+        if (cap && m == LQ_MOE_ALL) { /* statistics over every token, the output routed */
+            LQ_TRY(expert_in(c, x3, xn, T, ws, err));
+            LQ_TRY(capture(cap, user, lq_slot_of(LQ_LIN_DOWN, e), ws->g, T, x3[2].buf.q.k, -1,
+                           &dummy, err));
+        }
+        if (!outputs && !(cap && m == LQ_MOE_ROUTED))
+            continue;
+        const int64_t cnt = gather_rows(ws, e, K, xn);
+        if (!cnt)
+            continue;
+        LQ_TRY(expert_in(c, x3, ws->moe_x, cnt, ws, err));
+        if (cap && m == LQ_MOE_ROUTED)
+            LQ_TRY(capture(cap, user, lq_slot_of(LQ_LIN_DOWN, e), ws->g, cnt, x3[2].buf.q.k, -1,
+                           &dummy, err));
+        if (!outputs)
+            continue;
+        LQ_TRY(lin("mlp.experts.down", &x3[2], ws->g, cnt, ws->moe_y, ws, err));
+        for (int64_t i = 0; i < cnt; i++) {
+            const int32_t tj = ws->moe_rows[ws->moe_off[e] + i];
+            const float   w  = ws->moe_w[tj];
+            const float  *y  = ws->moe_y + i * d;
+            float        *o  = out + (tj / K) * d;
+            for (int64_t x = 0; x < d; x++)
+                o[x] += y[x] * w;
+        }
+    }
+    if (c->shared_intermediate) {
+        LQ_TRY(expert_in(c, L->shared, xn, T, ws, err));
+        LQ_TRY(capture(cap, user, lq_slot_of(LQ_LIN_DOWN, E), ws->g, T, c->shared_intermediate, -1,
+                       &dummy, err));
+        if (outputs) {
+            LQ_TRY(lin("mlp.shared_expert.down_proj", &L->shared[2], ws->g, T, ws->moe_y, ws, err));
+            LQ_TRY(lin("mlp.shared_expert_gate", &L->shared[3], xn, T, ws->moe_logit, ws, err));
+            for (int64_t t = 0; t < T; t++) {
+                const float gt = 1.0f / (1.0f + expf(-ws->moe_logit[t]));
+                for (int64_t i = 0; i < d; i++)
+                    out[t * d + i] += gt * ws->moe_y[t * d + i];
+            }
+        }
+    }
+    if (!outputs)
+        *stop = 1;
     return LQ_OK;
 }
 

@@ -71,6 +71,15 @@ static const lq_param_info k_params[] = {
      "quantize the absmax statistics again (8-bit, blocks of 256)"},
     {"threshold", LQ_PT_FLOAT, "6.0", 0, 1e6, "int8", NULL,
      "LLM.int8 outlier threshold on |activation|"},
+    {"moe_calib", LQ_PT_STR, "routed", 0, 0, CAL, "routed|all",
+     "mixture of experts: each expert's statistics from the calibration tokens the router sends "
+     "it (routed), or from every token (all); the next layer sees the real routing either way"},
+    {"moe_min_tokens", LQ_PT_INT, "128", 0, 1 << 30, CAL, NULL,
+     "mixture of experts, routed: an expert the router sends fewer calibration tokens than this "
+     "gets its statistics from every token instead (listed in the log and the report)"},
+    {"moe_batch", LQ_PT_INT, "0", 0, 1 << 20, "gptq", NULL,
+     "mixture of experts: experts whose Hessians one true-sequential pass gathers (0: as many "
+     "as one layer's float32 weights take in bytes); more passes, less memory, same result"},
     {"calib", LQ_PT_STR, "", 0, 0, CAL, NULL,
      "calibration text (.txt, .jsonl, .jsonl.zst, .txt.zst); default: the built-in corpus "
      "(\"builtin\": prose, code, technical and multilingual text compiled into llmquant)"},

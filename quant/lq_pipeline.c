@@ -41,9 +41,15 @@ typedef struct mask_cap {
     void         *user;
 } mask_cap;
 
-static lq_status mask_fn(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+static lq_status mask_fn(void *user, int64_t slot, const float *x, int64_t t, int64_t k) {
     mask_cap *m = user;
-    return (m->mask >> id & 1) ? m->fn(m->user, id, x, t, k) : LQ_OK;
+    return (m->mask >> lq_slot_role(slot) & 1) ? m->fn(m->user, slot, x, t, k) : LQ_OK;
+}
+
+/* Whether the layers of c have a linear of this role (an expert's counts). */
+static int role_present(const lq_model_config *c, int role) {
+    return lq_lin_present(c, (lq_lin_id)role) ||
+           (c->num_experts && (role == LQ_LIN_GATE || role == LQ_LIN_UP || role == LQ_LIN_DOWN));
 }
 
 /* Collects a chunk's stage state from the forward's pieces. */
@@ -69,6 +75,18 @@ static int64_t stage_floats(const lq_qjob *j, int64_t ns) {
     return ns * j->seqlen * (qd > c->hidden_size ? qd : c->hidden_size);
 }
 
+typedef struct recap_filter {
+    lq_capture_fn fn;
+    void         *user;
+    int64_t       E;
+} recap_filter;
+
+static lq_status recap_fn(void *user, int64_t slot, const float *x, int64_t t, int64_t k) {
+    recap_filter *r = user;
+    const int64_t e = lq_slot_expert(slot);
+    return e >= 0 && e < r->E ? r->fn(r->user, slot, x, t, k) : LQ_OK;
+}
+
 lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user,
                                  lq_fwd_stage from_stage, lq_spill *from, lq_fwd_stage save_stage,
                                  lq_spill *save) {
@@ -76,8 +94,17 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
     int top = -1;
     for (int l = 0; l < LQ_LIN_COUNT; l++)
-        if ((lin_mask >> l & 1) && lq_lin_present(&j->model->cfg, (lq_lin_id)l))
+        if ((lin_mask >> l & 1) && role_present(&j->model->cfg, l))
             top = l;
+    /* the router's counts of this layer before the pass: what it adds is this pass's routing */
+    const int64_t  E = j->model->cfg.num_experts;
+    int64_t        nl, ne, before[LQ_CFG_MAX_EXPERTS];
+    const int64_t *cnt = lq_fwd_ws_expert_tokens(j->ws, &nl, &ne);
+    if (E > LQ_CFG_MAX_EXPERTS || (E && (!cnt || ne != E || j->layer >= nl)))
+        LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no expert counts for this layer");
+    for (int64_t e = 0; e < E; e++)
+        before[e] = cnt[j->layer * E + e];
+    lq_fwd_ws_set_moe_modes(j->ws, j->moe_mode);
     mask_cap      m = {lin_mask, fn, user};
     const int64_t d = j->model->cfg.hidden_size, nc = lq_spill_count(j->acts);
     lq_spill     *fo  = from_stage == LQ_STAGE_INPUT ? j->fp_out : NULL;
@@ -112,7 +139,13 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
     }
     if (fo)
         j->fp_out = NULL; /* filled */
+    int64_t routed = 0;   /* a pass that stopped before the experts routed nothing */
+    for (int64_t e = 0; e < E; e++)
+        routed += cnt[j->layer * E + e] - before[e];
+    for (int64_t e = 0; e < E && routed > 0; e++)
+        j->moe_tokens[e] = cnt[j->layer * E + e] - before[e];
 done:
+    lq_fwd_ws_set_moe_modes(j->ws, NULL);
     free(in.x);
     free(out.x);
     return st;
@@ -127,8 +160,64 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out) {
     return lq_spill_create(j->stage_budget, j->spill_dir, out, j->err);
 }
 
-void lq_qjob_module(const lq_qjob *j, lq_lin_id id, char *buf, size_t cap) {
-    snprintf(buf, cap, "model.layers.%lld.%s", (long long)j->layer, lq_lin_name(id));
+void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap) {
+    char leaf[128];
+    lq_slot_name(&j->model->cfg, slot, leaf, sizeof leaf);
+    snprintf(buf, cap, "model.layers.%lld.%s", (long long)j->layer, leaf);
+}
+
+int lq_qjob_planned(const lq_qjob *j, int64_t s) {
+    return lq_slot_present(&j->model->cfg, s) && j->plan[lq_slot_kind(&j->model->cfg, s)];
+}
+
+lq_linear *lq_qjob_linear(lq_qjob *j, int64_t s) {
+    return lq_layer_slot(j->L, s);
+}
+
+int64_t lq_qjob_moe_fallback(lq_qjob *j, uint8_t *changed) {
+    const int64_t E         = j->model->cfg.num_experts;
+    int64_t       n         = 0;
+    char          list[256] = "";
+    for (int64_t e = 0; e < E; e++) {
+        if (changed)
+            changed[e] = 0;
+        if (j->moe_mode[e] != LQ_MOE_ROUTED || j->moe_tokens[e] < 0 ||
+            j->moe_tokens[e] >= j->moe_min_tokens)
+            continue;
+        j->moe_mode[e]     = LQ_MOE_ALL;
+        j->moe_fallback[e] = 1;
+        if (changed)
+            changed[e] = 1;
+        if (strlen(list) < sizeof list - 40)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%lld (%lld)",
+                     n ? ", " : "", (long long)e, (long long)j->moe_tokens[e]);
+        n++;
+    }
+    if (n)
+        lq_qjob_warn(
+            j,
+            "model.layers.%lld: %lld expert(s) got fewer than %lld calibration tokens "
+            "from the router: %s; their statistics come from every token (--moe-min-tokens)",
+            (long long)j->layer, (long long)n, (long long)j->moe_min_tokens, list);
+    return n;
+}
+
+lq_status lq_qjob_moe_recapture_down(lq_qjob *j, const uint8_t *changed, lq_capture_fn fn,
+                                     void *user) {
+    const int64_t E    = j->model->cfg.num_experts;
+    uint8_t      *keep = malloc((size_t)E);
+    if (!keep)
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "out of memory");
+    memcpy(keep, j->moe_mode, (size_t)E);
+    for (int64_t e = 0; e < E; e++)
+        j->moe_mode[e] = changed[e] ? LQ_MOE_ALL : LQ_MOE_SKIP;
+    lq_fwd_ws_want_attn_weights(j->ws, 0);
+    /* the shared expert's down input comes again too: only routed experts' downs pass */
+    recap_filter rf = {fn, user, E};
+    lq_status    st = lq_qjob_capture(j, 1u << LQ_LIN_DOWN, recap_fn, &rf);
+    memcpy(j->moe_mode, keep, (size_t)E);
+    free(keep);
+    return st;
 }
 
 void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) {
@@ -147,14 +236,18 @@ void lq_qjob_warn(lq_qjob *j, const char *fmt, ...) {
  * options, output)
  * ------------------------------------------------------------------------------------------ */
 
+static int kind_present(const lq_model_config *c, int kind) {
+    return lq_slot_present(c, lq_kind_slot(c, kind));
+}
+
 /* Which linears the method's format can store at these settings, from config.json shapes alone
  * (every layer has the same ones), before any work: a bit width the format cannot store and a
  * run that would quantize nothing are errors naming the reason (and, when the group size is
  * what stands in the way, a group size that would work); why[l] says why a linear stays
  * unquantized. */
 static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
-                              const lq_model_config *cfg, const char *model, int plan[LQ_LIN_COUNT],
-                              char why[LQ_LIN_COUNT][192], lq_err *err) {
+                              const lq_model_config *cfg, const char *model,
+                              int plan[LQ_SLOT_KINDS], char why[LQ_SLOT_KINDS][192], lq_err *err) {
     const lq_format_traits *ft = lq_format_traits_get(mt->format);
     lq_qconfig              qc;
     lq_qconfig_default(mt->format, &qc);
@@ -181,13 +274,13 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
                 mt->format == LQ_FMT_AWQ ? " (for 8 bits use gptq --bits 8, or int8)" : "");
     }
     int nfit = 0, nlin = 0;
-    for (int l = 0; l < LQ_LIN_COUNT; l++) {
+    for (int l = 0; l < LQ_SLOT_KINDS; l++) {
         int64_t n, k;
         why[l][0] = 0;
         plan[l]   = 0;
-        if (!lq_lin_present(cfg, (lq_lin_id)l))
+        if (!kind_present(cfg, l))
             continue;
-        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+        lq_slot_shape(cfg, lq_kind_slot(cfg, l), &n, &k);
         plan[l] = ft->fits(&qc, n, k, why[l], sizeof why[l]);
         nfit += plan[l];
         nlin++;
@@ -198,13 +291,15 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
     }
     /* nothing fits: say why for each shape, and try other group sizes */
     char msg[400] = "";
-    for (int l = 0; l < LQ_LIN_COUNT && strlen(msg) < 200; l++) {
+    for (int l = 0; l < LQ_SLOT_KINDS && strlen(msg) < 200; l++) {
         int64_t n, k;
-        lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-        if (lq_lin_present(cfg, (lq_lin_id)l) && !strstr(msg, why[l]))
-            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s [%lld x %lld]: %s",
-                     msg[0] ? "; " : "", lq_lin_name((lq_lin_id)l), (long long)n, (long long)k,
-                     why[l]);
+        char    nm[128];
+        if (!kind_present(cfg, l) || strstr(msg, why[l]))
+            continue;
+        lq_slot_shape(cfg, lq_kind_slot(cfg, l), &n, &k);
+        lq_kind_name(cfg, l, nm, sizeof nm);
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s [%lld x %lld]: %s",
+                 msg[0] ? "; " : "", nm, (long long)n, (long long)k, why[l]);
     }
     int64_t best_g = 0;
     int     best_n = 0;
@@ -212,10 +307,10 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
         lq_qconfig q2 = qc;
         q2.group_size = g;
         int c         = 0;
-        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        for (int l = 0; l < LQ_SLOT_KINDS; l++) {
             int64_t n, k;
-            lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-            c += lq_lin_present(cfg, (lq_lin_id)l) && ft->fits(&q2, n, k, NULL, 0);
+            lq_slot_shape(cfg, lq_kind_slot(cfg, l), &n, &k);
+            c += kind_present(cfg, l) && ft->fits(&q2, n, k, NULL, 0);
         }
         if (c > best_n)
             best_n = c, best_g = g;
@@ -245,10 +340,10 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
     const int64_t def = lq_params_i64(p, "group_size");
     for (int64_t g = def; g >= 32; g /= 2) {
         int all = 1;
-        for (int l = 0; l < LQ_LIN_COUNT; l++) {
+        for (int l = 0; l < LQ_SLOT_KINDS; l++) {
             int64_t n, k;
-            lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
-            all &= !lq_lin_present(cfg, (lq_lin_id)l) || k % g == 0;
+            lq_slot_shape(cfg, lq_kind_slot(cfg, l), &n, &k);
+            all &= !kind_present(cfg, l) || k % g == 0;
         }
         if (all)
             return g == def ? 0 : g;
@@ -293,9 +388,9 @@ static lq_status check_target(const lq_params *p, const lq_model_config *cfg, co
     lq_mixed_opts o;
     memset(&o, 0, sizeof o);
     LQ_TRY(parse_choices(p, &o, err));
-    const double t  = lq_params_f64(p, "target_bpw");
-    const int64_t g = lq_params_i64(p, "group_size");
-    const double lo = lq_mixed_uniform_bpw(cfg, plan, o.choices[0], g);
+    const double  t  = lq_params_f64(p, "target_bpw");
+    const int64_t g  = lq_params_i64(p, "group_size");
+    const double  lo = lq_mixed_uniform_bpw(cfg, plan, o.choices[0], g);
     if (t < lo)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG,
                 "%s: --target-bpw %g is below %.4f, the bits per weight of the decoder linears "
@@ -316,11 +411,6 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
     const lq_model_config cfg = *lq_source_model_config(src);
     lq_source_close(src);
-    if (cfg.num_experts)
-        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
-                "%s: quantizing a mixture-of-experts model (%s, %lld experts) is not supported "
-                "yet; `llmquant ppl` and `inspect` run it",
-                model_dir, cfg.model_type, (long long)cfg.num_experts);
     for (int i = 0; i < lq_param_count(); i++) {
         const lq_param_info *pi = lq_param_get_info(i);
         if (lq_params_is_set(p, pi->name) && !lq_param_applies(pi, method))
@@ -340,8 +430,8 @@ static lq_status validate(const char *method, const char *model_dir, const char 
                  "divides them all (pass --group-size to choose)",
                  lq_param_find("group_size")->def, (long long)g);
     }
-    int  plan[LQ_LIN_COUNT];
-    char why[LQ_LIN_COUNT][192];
+    int  plan[LQ_SLOT_KINDS];
+    char why[LQ_SLOT_KINDS][192];
     LQ_TRY(plan_linears(mt, p, &cfg, model_dir, plan, why, err));
     LQ_TRY(check_target(p, &cfg, plan, model_dir, err));
     if (lq_paths_overlap(model_dir, out_dir))
@@ -378,15 +468,24 @@ typedef struct run {
     double                  t0, t_calib, t_layers, t_mixed0;
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
-    int                     plan[LQ_LIN_COUNT];
-    char                    why[LQ_LIN_COUNT][192];
-    char                    skipped[LQ_LIN_COUNT][64];
+    int                     plan[LQ_SLOT_KINDS];
+    char                    why[LQ_SLOT_KINDS][192];
+    char                    skipped[LQ_SLOT_KINDS][64];
     int                     n_skipped;
-    double                  loss_sum[LQ_LIN_COUNT];
-    cJSON                  *check; /* ppl check results */
-    int8_t                 *lin_bits; /* --target-bpw: [layer * LQ_LIN_COUNT + lin], 0: --bits */
-    lq_mixed_result         mixed;
-    lq_gpu                 *gpu;   /* NULL: everything on the CPU */
+    double                  loss_sum[LQ_SLOT_KINDS];
+    /* mixture of experts: [layer, expert] tokens routed to each by the calibration set (-1:
+     * no pass routed them) and whether its statistics fell back to every token */
+    int64_t        *moe_tokens;
+    uint8_t        *moe_fallback;
+    cJSON          *check;    /* ppl check results */
+    int8_t         *lin_bits; /* --target-bpw: [layer * LQ_LIN_COUNT + lin], 0: --bits */
+    int64_t         nslots;   /* per layer (lq_slot_count), and the job's arrays: */
+    lq_qbuf        *slot_out;
+    int            *slot_quantized;
+    double         *slot_loss;
+    uint8_t        *moe_mode; /* [experts] */
+    lq_mixed_result mixed;
+    lq_gpu         *gpu; /* NULL: everything on the CPU */
 } run;
 
 static int progress(run *r, const char *phase, int64_t step, int64_t total, double t_start,
@@ -429,8 +528,9 @@ static lq_status write_dense(run *r, const char *prefix, const lq_linear *l) {
 
 /* A linear left unquantized: recorded once (quantization_config lists it); the planned ones
  * were announced up front, any other is the method's own decision and gets a warning here. */
-static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w) {
-    const char *nm = lq_lin_name(l);
+static void note_skipped(run *r, int64_t layer, int l, const lq_qlinear *w) {
+    char nm[128];
+    lq_kind_name(&r->m->cfg, l, nm, sizeof nm);
     for (int i = 0; i < r->n_skipped; i++)
         if (!strcmp(r->skipped[i], nm))
             return;
@@ -444,6 +544,22 @@ static void note_skipped(run *r, int64_t layer, lq_lin_id l, const lq_qlinear *w
              (long long)layer, nm, (long long)w->n, (long long)w->k, r->why[l],
              r->qcfg.torch_dtype);
     warn(r, msg);
+}
+
+/* The router and the shared expert's gate: in float, never a method's (lq_model.h, slots). */
+static lq_status write_moe_float(run *r, int64_t layer, lq_layer *L) {
+    const lq_model_config *c = &r->m->cfg;
+    for (int64_t j = 0; j < lq_moe_count(c); j++) {
+        char       leaf[128], prefix[256];
+        int64_t    n, k;
+        lq_linear *l;
+        lq_moe_lin(c, L, j, leaf, sizeof leaf, &n, &k, &l);
+        if (l != &L->router && l != &L->shared[3])
+            continue;
+        snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)layer, leaf);
+        LQ_TRY(write_dense(r, prefix, l));
+    }
+    return LQ_OK;
 }
 
 /* The FP outputs of a layer are the same for every job on the same calibration set: the batch
@@ -527,6 +643,23 @@ static lq_status do_layers(run *r) {
         lq_qjob j;
         memset(&j, 0, sizeof j);
         memcpy(j.plan, r->plan, sizeof j.plan);
+        j.nslots    = r->nslots;
+        j.out       = r->slot_out;
+        j.quantized = r->slot_quantized;
+        j.loss      = r->slot_loss;
+        memset(j.out, 0, (size_t)r->nslots * sizeof *j.out);
+        memset(j.quantized, 0, (size_t)r->nslots * sizeof *j.quantized);
+        memset(j.loss, 0, (size_t)r->nslots * sizeof *j.loss);
+        if (c->num_experts) {
+            j.moe_mode       = r->moe_mode;
+            j.moe_tokens     = r->moe_tokens + i * c->num_experts;
+            j.moe_fallback   = r->moe_fallback + i * c->num_experts;
+            j.moe_all        = !strcmp(lq_params_get(r->p, "moe_calib"), "all");
+            j.moe_min_tokens = lq_params_i64(r->p, "moe_min_tokens");
+            memset(j.moe_mode, j.moe_all ? LQ_MOE_ALL : LQ_MOE_ROUTED, (size_t)c->num_experts);
+            if (j.moe_all)
+                memset(j.moe_fallback, 1, (size_t)c->num_experts);
+        }
         for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
             j.bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
         j.model        = r->m;
@@ -579,23 +712,27 @@ static lq_status do_layers(run *r) {
             snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
             LQ_TRY_GOTO(write_vec(r, name, *vecs[v].slot, vecs[v].len));
         }
-        for (int l = 0; l < LQ_LIN_COUNT; l++) {
-            char prefix[256];
-            if (!lq_lin_present(&r->m->cfg, (lq_lin_id)l))
+        for (int64_t l = 0; l < r->nslots; l++) {
+            char       prefix[256];
+            const int  kind = lq_slot_kind(c, l);
+            lq_linear *lin  = lq_layer_slot(&L, l);
+            if (!lq_slot_present(c, l))
                 continue;
-            lq_qjob_module(&j, (lq_lin_id)l, prefix, sizeof prefix);
+            lq_qjob_module(&j, l, prefix, sizeof prefix);
             if (j.quantized[l]) {
                 LQ_TRY_GOTO(lq_qlinear_write(r->wr, prefix, &j.out[l].q, &r->qcfg, r->err));
                 r->n_quant++;
-                r->loss_sum[l] += j.loss[l];
+                r->loss_sum[kind] += j.loss[l];
             } else {
-                note_skipped(r, i, (lq_lin_id)l, &L.lin[l].buf.q);
-                LQ_TRY_GOTO(write_dense(r, prefix, &L.lin[l]));
+                note_skipped(r, i, kind, &lin->buf.q);
+                LQ_TRY_GOTO(write_dense(r, prefix, lin));
                 r->n_dense++;
             }
+            lq_qbuf_free(&j.out[l]); /* written: memory back before the next linear */
         }
+        LQ_TRY_GOTO(write_moe_float(r, i, &L));
     done:
-        for (int l = 0; l < LQ_LIN_COUNT; l++)
+        for (int64_t l = 0; l < r->nslots; l++)
             lq_qbuf_free(&j.out[l]);
         lq_spill_free(j.resume);
         lq_layer_free(&L);
@@ -631,11 +768,20 @@ static lq_status write_config(run *r) {
     const char *text = lq_source_config(r->m->src, &len);
     cJSON      *root = NULL;
     LQ_TRY(lq_json_parse(text, (size_t)len, lq_source_config_label(r->m->src), &root, r->err));
-    lq_status st = LQ_OK;
-    if (r->n_skipped > 0 && r->mt->format != LQ_FMT_GPTQ) {
+    lq_status              st = LQ_OK;
+    const lq_model_config *c  = &r->m->cfg;
+    if ((r->n_skipped > 0 || c->num_experts) && r->mt->format != LQ_FMT_GPTQ) {
         r->qcfg.has_skip = 1;
         for (int i = 0; i < r->n_skipped && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; i++)
             snprintf(r->qcfg.skip[r->qcfg.n_skip++], sizeof r->qcfg.skip[0], "%s", r->skipped[i]);
+        /* the router and the shared expert's gate stay in float (AutoAWQ: Mixtral's "gate") */
+        for (int64_t j = 0; j < lq_moe_count(c) && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; j++) {
+            int64_t n, k;
+            char    leaf[128];
+            lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
+            if (j == 0 || j == 1 + 3 * (c->num_experts + 1))
+                snprintf(r->qcfg.skip[r->qcfg.n_skip++], sizeof r->qcfg.skip[0], "%s", leaf);
+        }
     }
     cJSON_DeleteItemFromObject(root, "torch_dtype");
     cJSON_AddStringToObject(root, "torch_dtype", r->qcfg.torch_dtype);
@@ -644,16 +790,20 @@ static lq_status write_config(run *r) {
         /* transformers/optimum GPTQConfig: which linears of each block are quantized. */
         cJSON *qc  = cJSON_GetObjectItem(root, "quantization_config");
         cJSON *all = cJSON_CreateArray(), *blk = cJSON_CreateArray();
-        for (int l = 0; l < LQ_LIN_COUNT; l++) {
-            int skip = !lq_lin_present(&r->m->cfg, (lq_lin_id)l);
+        for (int64_t l = 0; l < lq_slot_count(c); l++) {
+            char nm[128], leaf[128];
+            int  skip = !lq_slot_present(c, l);
+            lq_kind_name(c, lq_slot_kind(c, l), nm, sizeof nm);
             for (int i = 0; i < r->n_skipped; i++)
-                skip |= !strcmp(r->skipped[i], lq_lin_name((lq_lin_id)l));
+                skip |= !strcmp(r->skipped[i], nm);
+            lq_slot_name(c, l, leaf, sizeof leaf);
             if (!skip)
-                cJSON_AddItemToArray(blk, cJSON_CreateString(lq_lin_name((lq_lin_id)l)));
+                cJSON_AddItemToArray(blk, cJSON_CreateString(leaf));
         }
         cJSON_AddItemToArray(all, blk);
         cJSON_AddItemToObject(qc, "modules_in_block_to_quantize", all);
     }
+    LQ_TRY_GOTO(lq_json_keep_float_spelling(root, text, (size_t)len, r->err));
     LQ_TRY_GOTO(lq_outdir_path(&r->od, "config.json", dst, sizeof dst, r->err));
     st = lq_json_write_file(root, dst, r->err);
 done:
@@ -661,10 +811,36 @@ done:
     return st;
 }
 
+/* The job's per-slot arrays, and the experts' per-layer records. */
+static lq_status alloc_slots(run *r) {
+    const lq_model_config *c = &r->m->cfg;
+    const int64_t          E = c->num_experts, nl = c->num_layers;
+    r->nslots         = lq_slot_count(c);
+    r->slot_out       = lq_calloc_n(r->nslots, sizeof *r->slot_out);
+    r->slot_quantized = lq_calloc_n(r->nslots, sizeof *r->slot_quantized);
+    r->slot_loss      = lq_calloc_n(r->nslots, sizeof *r->slot_loss);
+    if (!r->slot_out || !r->slot_quantized || !r->slot_loss)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
+    if (!E)
+        return LQ_OK;
+    r->moe_mode     = lq_calloc_n(E, 1);
+    r->moe_tokens   = lq_malloc_n(nl * E, sizeof *r->moe_tokens);
+    r->moe_fallback = lq_calloc_n(nl * E, 1);
+    if (!r->moe_mode || !r->moe_tokens || !r->moe_fallback)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < nl * E; i++)
+        r->moe_tokens[i] = -1;
+    return LQ_OK;
+}
+
 static int64_t layer_weight_bytes(const lq_model_config *c) {
-    int64_t d = c->hidden_size, qd = c->num_heads * c->head_dim,
-            kvd = c->num_kv_heads * c->head_dim;
-    return 4 * (d * qd * 2 + d * kvd * 2 + 3 * d * c->intermediate_size);
+    int64_t b = 4 * c->num_experts * c->hidden_size; /* the router */
+    for (int64_t s = 0; s < lq_slot_count(c); s++) {
+        int64_t n, k;
+        lq_slot_shape(c, s, &n, &k);
+        b += lq_slot_present(c, s) ? 4 * n * k : 0;
+    }
+    return b;
 }
 
 /* --max-memory: everything but the calibration activations is estimated up front (what the
@@ -790,17 +966,17 @@ static lq_status plan_mixed(run *r) {
     lq_mixed_opts          o;
     memset(&o, 0, sizeof o);
     LQ_TRY(parse_choices(r->p, &o, r->err));
-    o.target_bpw  = lq_params_f64(r->p, "target_bpw");
-    o.group_size  = lq_params_i64(r->p, "group_size");
-    o.sym         = lq_params_bool(r->p, "sym");
-    o.plan        = r->plan;
-    o.ids         = r->win.ids;
-    o.seqlen      = r->win.seqlen;
-    o.nseq        = lq_params_i64(r->p, "bpw_tokens") / r->win.seqlen;
-    o.nseq        = o.nseq < 1 ? 1 : o.nseq > r->win.nsamples ? r->win.nsamples : o.nseq;
-    o.progress    = mixed_progress;
-    o.user        = r;
-    r->t_mixed0   = lq_now();
+    o.target_bpw = lq_params_f64(r->p, "target_bpw");
+    o.group_size = lq_params_i64(r->p, "group_size");
+    o.sym        = lq_params_bool(r->p, "sym");
+    o.plan       = r->plan;
+    o.ids        = r->win.ids;
+    o.seqlen     = r->win.seqlen;
+    o.nseq       = lq_params_i64(r->p, "bpw_tokens") / r->win.seqlen;
+    o.nseq       = o.nseq < 1 ? 1 : o.nseq > r->win.nsamples ? r->win.nsamples : o.nseq;
+    o.progress   = mixed_progress;
+    o.user       = r;
+    r->t_mixed0  = lq_now();
     LQ_TRY(lq_mixed_plan(r->m, &o, r->ws, &r->mixed, r->err));
     if (!(r->lin_bits = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1)))
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
@@ -815,15 +991,16 @@ static lq_status plan_mixed(run *r) {
     int base = o.choices[0];
     for (int b = 2; b <= 8; b++)
         base = held[b] > held[base] ? b : base;
-    r->qcfg.bits = base;
+    r->qcfg.bits      = base;
     char summary[256] = "";
     for (int ci = 0; ci < o.n_choices; ci++) {
         const int b = o.choices[ci];
         snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "%s%d bits %.1f%%",
-                 ci ? ", " : "", b, 100.0 * (double)held[b] / (double)(held[2] + held[3] + held[4] + held[8]));
+                 ci ? ", " : "", b,
+                 100.0 * (double)held[b] / (double)(held[2] + held[3] + held[4] + held[8]));
         for (int u = 0; u < LQ_MIXED_UNITS && b != base; u++) {
             char pat[4096];
-            int  n = snprintf(pat, sizeof pat, "model\\.layers\\.(");
+            int  n   = snprintf(pat, sizeof pat, "model\\.layers\\.(");
             int  any = 0;
             for (int64_t i = 0; i < r->mixed.n_units && n < (int)sizeof pat - 64; i++) {
                 const lq_mixed_unit *mu = &r->mixed.units[i];
@@ -839,7 +1016,8 @@ static lq_status plan_mixed(run *r) {
                     const char *nm = lq_lin_name((lq_lin_id)l);
                     n += snprintf(pat + n, sizeof pat - (size_t)n, "%s", k++ ? "|" : "");
                     for (; *nm && n < (int)sizeof pat - 8; nm++)
-                        n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c", *nm);
+                        n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c",
+                                      *nm);
                 }
             if (n >= (int)sizeof pat - 8)
                 LQ_FAIL(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
@@ -920,6 +1098,38 @@ static int64_t dir_bytes(const char *dir) {
     return s;
 }
 
+/* Mixture of experts: the calibration tokens the router sent each expert, per layer, and the
+ * experts whose statistics came from every token instead. */
+static void moe_report(const run *r, cJSON *j) {
+    const int64_t E = r->m->cfg.num_experts, Lc = r->m->cfg.num_layers;
+    cJSON        *mo = cJSON_AddObjectToObject(j, "experts");
+    cJSON_AddStringToObject(mo, "calib", lq_params_get(r->p, "moe_calib"));
+    cJSON_AddNumberToObject(mo, "min_tokens", (double)lq_params_i64(r->p, "moe_min_tokens"));
+    cJSON *tk  = cJSON_AddArrayToObject(mo, "tokens"),
+          *fb  = cJSON_AddArrayToObject(mo, "all_tokens");
+    int64_t lo = -1, hi = -1, nfb = 0;
+    for (int64_t i = 0; i < Lc; i++) {
+        cJSON *row = cJSON_CreateArray(), *frow = cJSON_CreateArray();
+        for (int64_t e = 0; e < E; e++) {
+            const int64_t t = r->moe_tokens[i * E + e];
+            cJSON_AddItemToArray(row, cJSON_CreateNumber((double)t));
+            if (r->moe_fallback[i * E + e]) {
+                cJSON_AddItemToArray(frow, cJSON_CreateNumber((double)e));
+                nfb++;
+            }
+            if (t >= 0) {
+                lo = lo < 0 || t < lo ? t : lo;
+                hi = t > hi ? t : hi;
+            }
+        }
+        cJSON_AddItemToArray(tk, row);
+        cJSON_AddItemToArray(fb, frow);
+    }
+    cJSON_AddNumberToObject(mo, "tokens_min", (double)lo);
+    cJSON_AddNumberToObject(mo, "tokens_max", (double)hi);
+    cJSON_AddNumberToObject(mo, "all_token_experts", (double)nfb);
+}
+
 static char *report(run *r, const char *method, const char *model_dir, const char *out_dir,
                     int ppl_failed) {
     cJSON *j = cJSON_CreateObject();
@@ -937,9 +1147,12 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON *sw = cJSON_AddObjectToObject(j, "unquantized_reasons");
     for (int i = 0; i < r->n_skipped; i++) {
         cJSON_AddItemToArray(sk, cJSON_CreateString(r->skipped[i]));
-        for (int l = 0; l < LQ_LIN_COUNT; l++)
-            if (!strcmp(r->skipped[i], lq_lin_name((lq_lin_id)l)))
+        for (int l = 0; l < LQ_SLOT_KINDS; l++) {
+            char nm[128];
+            lq_kind_name(&r->m->cfg, l, nm, sizeof nm);
+            if (!strcmp(r->skipped[i], nm))
                 cJSON_AddStringToObject(sw, r->skipped[i], r->why[l]);
+        }
     }
     cJSON_AddNumberToObject(j, "cache_hits", (double)r->cache_hits);
     if (lq_params_get(r->p, "job_tag")[0])
@@ -973,9 +1186,14 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
         }
     }
     cJSON *loss = cJSON_AddObjectToObject(j, "loss_sum");
-    for (int l = 0; l < LQ_LIN_COUNT; l++)
-        if (lq_lin_present(&r->m->cfg, (lq_lin_id)l))
-            cJSON_AddNumberToObject(loss, lq_lin_name((lq_lin_id)l), r->loss_sum[l]);
+    for (int l = 0; l < LQ_SLOT_KINDS; l++)
+        if (kind_present(&r->m->cfg, l)) {
+            char nm[128];
+            lq_kind_name(&r->m->cfg, l, nm, sizeof nm);
+            cJSON_AddNumberToObject(loss, nm, r->loss_sum[l]);
+        }
+    if (r->moe_tokens && r->mt->needs_calib)
+        moe_report(r, j);
     cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
     cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
@@ -1039,15 +1257,17 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(p, &r.qcfg);
     LQ_TRY_GOTO(plan_linears(r.mt, p, &r.m->cfg, model_dir, r.plan, r.why, err));
-    for (int l = 0; l < LQ_LIN_COUNT; l++) /* a partial run says up front what stays in fp16 */
-        if (!r.plan[l] && lq_lin_present(&r.m->cfg, (lq_lin_id)l)) {
+    for (int l = 0; l < LQ_SLOT_KINDS; l++) /* a partial run says up front what stays in fp16 */
+        if (!r.plan[l] && kind_present(&r.m->cfg, l)) {
             int64_t n, k;
-            char    msg[400];
-            lq_lin_shape(&r.m->cfg, (lq_lin_id)l, &n, &k);
-            snprintf(msg, sizeof msg, "%s [%lld x %lld] stays unquantized in every layer: %s",
-                     lq_lin_name((lq_lin_id)l), (long long)n, (long long)k, r.why[l]);
+            char    msg[400], nm[128];
+            lq_slot_shape(&r.m->cfg, lq_kind_slot(&r.m->cfg, l), &n, &k);
+            lq_kind_name(&r.m->cfg, l, nm, sizeof nm);
+            snprintf(msg, sizeof msg, "%s [%lld x %lld] stays unquantized in every layer: %s", nm,
+                     (long long)n, (long long)k, r.why[l]);
             warn(&r, msg);
         }
+    LQ_TRY_GOTO(alloc_slots(&r));
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
              r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
     if (r.mt->format == LQ_FMT_NF4)
@@ -1124,6 +1344,12 @@ done:
     lq_qconfig_free(&r.qcfg);
     lq_mixed_result_free(&r.mixed);
     free(r.lin_bits);
+    free(r.slot_out);
+    free(r.slot_quantized);
+    free(r.slot_loss);
+    free(r.moe_mode);
+    free(r.moe_tokens);
+    free(r.moe_fallback);
     lq_tok_free(r.tok);
     lq_model_free(r.m);
     lq_gpu_close(r.gpu);

@@ -179,7 +179,7 @@ typedef struct cap_log {
     float  *copy[64]; /* copies of the captured inputs */
 } cap_log;
 
-static lq_status cap_fn(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k) {
+static lq_status cap_fn(void *user, int64_t lin, const float *x, int64_t t, int64_t k) {
     cap_log *c = user;
     if (c->n >= 64)
         return LQ_ERR_INTERNAL;
@@ -208,7 +208,7 @@ static void cap_clear(cap_log *c) {
     memset(c, 0, sizeof *c);
 }
 
-static lq_status cap_abort(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k) {
+static lq_status cap_abort(void *user, int64_t lin, const float *x, int64_t t, int64_t k) {
     (void)user, (void)x, (void)t, (void)k;
     return lin == LQ_LIN_UP ? LQ_ERR_INTERRUPTED : LQ_OK;
 }
@@ -382,7 +382,7 @@ typedef struct aw_log {
     double           v_vs_q;
 } aw_log;
 
-static lq_status aw_fn(void *user, lq_lin_id lin, const float *x, int64_t t, int64_t k) {
+static lq_status aw_fn(void *user, int64_t lin, const float *x, int64_t t, int64_t k) {
     aw_log *c = user;
     if (lin == LQ_LIN_Q)
         c->xq = x;
@@ -786,7 +786,7 @@ typedef struct kcheck {
     lq_status       st;
 } kcheck;
 
-static lq_status kcheck_fn(void *user, lq_lin_id id, const float *x, int64_t t, int64_t k) {
+static lq_status kcheck_fn(void *user, int64_t id, const float *x, int64_t t, int64_t k) {
     kcheck           *c = user;
     const lq_linear  *l = &c->L->lin[id];
     const lq_qlinear *q = &l->buf.q;
