@@ -205,17 +205,15 @@ static int64_t expert_in_lins(const lq_model_config *cf, int64_t *lins) {
  * sent too few tokens (their down inputs taken again over every token). */
 static lq_status capture_inputs(lq_qjob *j, awq_caps *c) {
     const lq_model_config *cf = &j->model->cfg;
-    for (int64_t s = 0; s < j->nslots; s++) {
-        if (!lq_slot_present(cf, s))
-            continue;
-        const int64_t src = lq_slot_input(cf, s, j->moe_mode);
-        int64_t       n, k;
-        lq_slot_shape(cf, s, &n, &k);
-        if (caps_want(c, src, k, src < LQ_LIN_COUNT ? c->T : 0) != LQ_OK)
-            LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs",
-                    (long long)c->T);
-    }
-    if (cf->num_experts && caps_want(c, LQ_SLOT_MOE_IN, cf->hidden_size, c->T) != LQ_OK)
+    int64_t               *k  = lq_malloc_n(j->nslots, sizeof *k);
+    lq_status              st = k ? LQ_OK : LQ_ERR_NOMEM;
+    if (k)
+        lq_qjob_input_widths(j, k);
+    for (int64_t s = 0; s < j->nslots && st == LQ_OK; s++) /* experts' rows grow as they come */
+        if (k[s])
+            st = caps_want(c, s, k[s], s < LQ_LIN_COUNT ? c->T : 0);
+    free(k);
+    if (st != LQ_OK)
         LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory caching %lld inputs", (long long)c->T);
     LQ_TRY(lq_qjob_capture(j, (1u << LQ_LIN_COUNT) - 1, cap_fn, c));
     const int64_t E = cf->num_experts;
@@ -224,7 +222,6 @@ static lq_status capture_inputs(lq_qjob *j, awq_caps *c) {
     uint8_t *changed = malloc((size_t)E);
     if (!changed)
         LQ_FAIL(j->err, LQ_ERR_NOMEM, "awq: out of memory");
-    lq_status st = LQ_OK;
     if (lq_qjob_moe_fallback(j, changed) > 0) {
         for (int64_t e = 0; e < E; e++)
             if (changed[e])

@@ -24,21 +24,18 @@ static lq_status on_cap(void *user, int64_t slot, const float *x, int64_t t, int
     return LQ_OK;
 }
 
-/* The statistics every planned slot reads (lq_slot_input under the job's expert modes). */
+/* The statistics every slot's linear reads. */
 static lq_status init_stats(lq_qjob *j, amax_ctx *c) {
-    const lq_model_config *cf = &j->model->cfg;
-    for (int64_t l = 0; l < j->nslots; l++) {
-        if (!lq_slot_present(cf, l))
-            continue;
-        const int64_t src = lq_slot_input(cf, l, j->moe_mode);
-        int64_t       n, k;
-        lq_slot_shape(cf, l, &n, &k);
-        if (!c->st[src].absmax)
-            LQ_TRY(lq_xstats_init(&c->st[src], k, LQ_XS_ABSMAX, j->err));
-    }
-    if (cf->num_experts && !c->st[LQ_SLOT_MOE_IN].absmax) /* for experts that fall back */
-        LQ_TRY(lq_xstats_init(&c->st[LQ_SLOT_MOE_IN], cf->hidden_size, LQ_XS_ABSMAX, j->err));
-    return LQ_OK;
+    int64_t *k = lq_malloc_n(j->nslots, sizeof *k);
+    if (!k)
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "int8: out of memory");
+    lq_qjob_input_widths(j, k);
+    lq_status st = LQ_OK;
+    for (int64_t s = 0; s < j->nslots && st == LQ_OK; s++)
+        if (k[s])
+            st = lq_xstats_init(&c->st[s], k[s], LQ_XS_ABSMAX, j->err);
+    free(k);
+    return st;
 }
 
 /* One pass over the layer (also without outliers: it computes the next layer's inputs); with

@@ -92,6 +92,10 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out);
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap);
 /* Whether the method should quantize slot s (present, and its kind planned). */
 int lq_qjob_planned(const lq_qjob *j, int64_t s);
+/* k[s] = the width of the input that slot s holds for some present linear of the layer
+ * (lq_slot_input under the job's expert modes; in a mixture-of-experts layer also the block
+ * input, which experts that fall back read), 0 for the other slots; k has nslots entries. */
+void lq_qjob_input_widths(const lq_qjob *j, int64_t *k);
 /* The dense linear in slot s of the job's layer. */
 lq_linear *lq_qjob_linear(lq_qjob *j, int64_t s);
 /* After a pass that routed the calibration tokens: switches each expert that received fewer

@@ -170,6 +170,20 @@ int lq_qjob_planned(const lq_qjob *j, int64_t s) {
     return lq_slot_present(&j->model->cfg, s) && j->plan[lq_slot_kind(&j->model->cfg, s)];
 }
 
+void lq_qjob_input_widths(const lq_qjob *j, int64_t *k) {
+    const lq_model_config *cf = &j->model->cfg;
+    memset(k, 0, (size_t)j->nslots * sizeof *k);
+    for (int64_t s = 0; s < j->nslots; s++) {
+        int64_t n, ks;
+        if (!lq_slot_present(cf, s))
+            continue;
+        lq_slot_shape(cf, s, &n, &ks);
+        k[lq_slot_input(cf, s, j->moe_mode)] = ks;
+    }
+    if (cf->num_experts)
+        k[LQ_SLOT_MOE_IN] = cf->hidden_size;
+}
+
 lq_linear *lq_qjob_linear(lq_qjob *j, int64_t s) {
     return lq_layer_slot(j->L, s);
 }
