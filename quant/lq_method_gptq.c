@@ -26,7 +26,6 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const ui
 typedef struct cap_ctx {
     lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
     lq_gpu_hess    **gh; /* per slot: device accumulators when on a GPU */
-    unsigned         mask;
     int64_t          seqlen;
     int              wv; /* v_proj: attention-weighted Hessian of its own */
     const lq_fwd_ws *ws;
@@ -221,19 +220,19 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
 static int64_t expert_batch(const lq_qjob *j, unsigned mask) {
     const lq_model_config *cf = &j->model->cfg;
     const int64_t          E = cf->num_experts, set = lq_params_i64(j->p, "moe_batch");
-    int64_t                per_expert = 0, layer = 0;
+    const int64_t          layer      = lq_layer_float_bytes(cf);
+    int64_t                per_expert = 0;
     if (!E)
         return 1;
     if (set > 0)
         return set;
-    for (int64_t l = 0; l < j->nslots; l++) {
+    for (int64_t l = 0; l < j->nslots; l++) { /* expert 0's Hessians (up shares gate's) */
         int64_t n, k;
-        if (!lq_slot_present(cf, l))
+        if (lq_slot_expert(l) != 0 || lq_slot_role(l) == LQ_LIN_UP ||
+            !(mask >> lq_slot_role(l) & 1))
             continue;
         lq_slot_shape(cf, l, &n, &k);
-        layer += 4 * n * k;
-        if (lq_slot_expert(l) == 0 && lq_slot_role(l) != LQ_LIN_UP && (mask >> lq_slot_role(l) & 1))
-            per_expert += 4 * k * k;
+        per_expert += 4 * k * k;
     }
     const int64_t n = per_expert > 0 ? layer / per_expert : E + 1;
     return n < 1 ? 1 : n > E + 1 ? E + 1 : n;

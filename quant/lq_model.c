@@ -205,6 +205,10 @@ int64_t lq_moe_count(const lq_model_config *c) {
     return c->num_experts ? 1 + 3 * c->num_experts + (c->shared_intermediate ? 4 : 0) : 0;
 }
 
+int lq_moe_is_float(const lq_model_config *c, int64_t j) {
+    return j == 0 || j == 1 + 3 * (c->num_experts + 1);
+}
+
 void lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, size_t cap,
                 int64_t *n, int64_t *k, lq_linear **slot) {
     static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"};
@@ -291,10 +295,6 @@ void lq_slot_shape(const lq_model_config *c, int64_t s, int64_t *n, int64_t *k) 
         lq_moe_lin(c, NULL, moe_index(s), leaf, sizeof leaf, n, k, NULL);
 }
 
-int lq_slot_has_bias(const lq_model_config *c, int64_t s) {
-    return s < LQ_LIN_COUNT && lq_lin_has_bias(c, (lq_lin_id)s);
-}
-
 void lq_slot_name(const lq_model_config *c, int64_t s, char *leaf, size_t cap) {
     int64_t n, k;
     if (s < LQ_LIN_COUNT)
@@ -308,6 +308,16 @@ void lq_kind_name(const lq_model_config *c, int kind, char *leaf, size_t cap) {
     char *x = strstr(leaf, ".experts.0.");
     if (kind >= LQ_LIN_COUNT && kind < LQ_LIN_COUNT + 3 && x)
         x[sizeof ".experts." - 1] = '*';
+}
+
+int64_t lq_layer_float_bytes(const lq_model_config *c) {
+    int64_t b = 4 * c->num_experts * c->hidden_size; /* the router */
+    for (int64_t s = 0; s < lq_slot_count(c); s++) {
+        int64_t n, k;
+        lq_slot_shape(c, s, &n, &k);
+        b += lq_slot_present(c, s) ? 4 * n * k : 0;
+    }
+    return b;
 }
 
 lq_linear *lq_layer_slot(lq_layer *l, int64_t s) {

@@ -86,6 +86,11 @@ typedef struct lq_layer {
  * mlp.shared_expert.*, mlp.shared_expert_gate), the shape [n, k] and, with l, the slot (l may
  * be NULL). One description for loading, validation and inspect. */
 int64_t lq_moe_count(const lq_model_config *c);
+/* Whether lq_moe_lin's linear j stays in float (the router, the shared expert's gate): the MoE
+ * linears that are not slots. */
+int lq_moe_is_float(const lq_model_config *c, int64_t j);
+/* Bytes of a decoder layer's linears in float32 (experts and router included). */
+int64_t lq_layer_float_bytes(const lq_model_config *c);
 void    lq_moe_lin(const lq_model_config *c, lq_layer *l, int64_t j, char *leaf, size_t cap,
                    int64_t *n, int64_t *k, lq_linear **slot);
 
@@ -105,7 +110,6 @@ int64_t   lq_slot_of(lq_lin_id role, int64_t expert); /* expert -1: the lq_lin_i
 int       lq_slot_kind(const lq_model_config *c, int64_t s);
 int64_t   lq_kind_slot(const lq_model_config *c, int kind); /* one slot of the kind */
 void      lq_slot_shape(const lq_model_config *c, int64_t s, int64_t *n, int64_t *k);
-int       lq_slot_has_bias(const lq_model_config *c, int64_t s);
 /* The leaf under "model.layers.N." ("self_attn.q_proj", "mlp.experts.3.down_proj", ...);
  * lq_kind_name writes a routed expert's index as '*' ("mlp.experts.*.down_proj"). */
 void       lq_slot_name(const lq_model_config *c, int64_t s, char *leaf, size_t cap);

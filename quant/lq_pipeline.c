@@ -48,8 +48,7 @@ static lq_status mask_fn(void *user, int64_t slot, const float *x, int64_t t, in
 
 /* Whether the layers of c have a linear of this role (an expert's counts). */
 static int role_present(const lq_model_config *c, int role) {
-    return lq_lin_present(c, (lq_lin_id)role) ||
-           (c->num_experts && (role == LQ_LIN_GATE || role == LQ_LIN_UP || role == LQ_LIN_DOWN));
+    return lq_lin_present(c, (lq_lin_id)role) || lq_slot_present(c, lq_slot_of((lq_lin_id)role, 0));
 }
 
 /* Collects a chunk's stage state from the forward's pieces. */
@@ -567,9 +566,9 @@ static lq_status write_moe_float(run *r, int64_t layer, lq_layer *L) {
         char       leaf[128], prefix[256];
         int64_t    n, k;
         lq_linear *l;
-        lq_moe_lin(c, L, j, leaf, sizeof leaf, &n, &k, &l);
-        if (l != &L->router && l != &L->shared[3])
+        if (!lq_moe_is_float(c, j))
             continue;
+        lq_moe_lin(c, L, j, leaf, sizeof leaf, &n, &k, &l);
         snprintf(prefix, sizeof prefix, "model.layers.%lld.%s", (long long)layer, leaf);
         LQ_TRY(write_dense(r, prefix, l));
     }
@@ -793,7 +792,7 @@ static lq_status write_config(run *r) {
             int64_t n, k;
             char    leaf[128];
             lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
-            if (j == 0 || j == 1 + 3 * (c->num_experts + 1))
+            if (lq_moe_is_float(c, j))
                 snprintf(r->qcfg.skip[r->qcfg.n_skip++], sizeof r->qcfg.skip[0], "%s", leaf);
         }
     }
@@ -847,16 +846,6 @@ static lq_status alloc_slots(run *r) {
     return LQ_OK;
 }
 
-static int64_t layer_weight_bytes(const lq_model_config *c) {
-    int64_t b = 4 * c->num_experts * c->hidden_size; /* the router */
-    for (int64_t s = 0; s < lq_slot_count(c); s++) {
-        int64_t n, k;
-        lq_slot_shape(c, s, &n, &k);
-        b += lq_slot_present(c, s) ? 4 * n * k : 0;
-    }
-    return b;
-}
-
 /* --max-memory: everything but the calibration activations is estimated up front (what the
  * process holds now -- embeddings, mapped headers --, one layer's fp32 weights and their packed
  * copies, the method's working set, the forward workspace and chunk buffers); the activations
@@ -869,7 +858,7 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
     int64_t tok = cs * r->win.seqlen;
     int64_t ws  = 4 * tok * (4 * d + 3 * qd + 2 * I) +
                  4 * (int64_t)r->nthreads_est * r->win.seqlen * r->win.seqlen;
-    int64_t lw   = layer_weight_bytes(c);
+    int64_t lw   = lq_layer_float_bytes(c);
     int64_t big  = d * (qd > I ? qd : I); /* widest linear: k/v are never wider than q (GQA) */
     int64_t work = r->mt->work_bytes ? r->mt->work_bytes(c, T) : 0;
     /* Beside the layer's fp32 copy: while it loads, the mapped checkpoint pages of the tensor
