@@ -7,7 +7,7 @@
 #include "lq_config.h"
 #include "lq_json.h"
 #include "lq_outdir.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +50,8 @@ lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
     if (!model || !out_dir || !*model || !*out_dir)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_convert: model and out_dir are required");
     const double    t0  = lq_now();
+    lq_opts         o;
+    lq_opts_read(p, &o);
     lq_source      *src = NULL;
     lq_st_writer   *wr  = NULL;
     lq_outdir       od = {.lock_fd = -1};
@@ -57,12 +59,12 @@ lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
     int64_t         buf_n = 0, bytes_in = 0;
     lq_model_config cfg;
     lq_status       st    = LQ_OK;
-    const char     *dname = lq_params_get(p, "out_dtype");
+    const char     *dname = o.out_dtype;
     const lq_dtype  dt    = out_dtype(dname);
 
     if (lq_paths_overlap(model, out_dir))
         LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model %s", out_dir, model);
-    LQ_TRY_GOTO(lq_outdir_check(out_dir, lq_params_bool(p, "force"), err));
+    LQ_TRY_GOTO(lq_outdir_check(out_dir, o.force, err));
     LQ_TRY_GOTO(lq_source_open(model, &src, err));
     cfg = *lq_source_model_config(src);
     if (cfg.quantized)
@@ -77,8 +79,8 @@ lq_status lq_convert(const char *model, const char *out_dir, const lq_params *p,
                          "%s: tensor \"%s\" has dtype %s; convert handles float and GGML tensors",
                          lq_st_file_of(st_in, t), t->name, lq_dtype_name(t->dtype));
     }
-    LQ_TRY_GOTO(lq_outdir_begin(&od, out_dir, lq_params_bool(p, "force"), err));
-    LQ_TRY_GOTO(lq_st_writer_create(od.tmp_path, lq_params_size(p, "max_shard_size"), &wr, err));
+    LQ_TRY_GOTO(lq_outdir_begin(&od, out_dir, o.force, err));
+    LQ_TRY_GOTO(lq_st_writer_create(od.tmp_path, o.max_shard_size, &wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(wr, "format", "pt", err));
     for (int64_t i = 0; i < n; i++) {
         const lq_st_tensor *t = lq_st_get(st_in, i);

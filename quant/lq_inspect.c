@@ -18,7 +18,7 @@
 #include "lq_config.h"
 #include "lq_json.h"
 #include "lq_model.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 #include "lq_source.h"
 
 #include <stdio.h>
@@ -131,6 +131,8 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         return lq_fail(err, LQ_ERR_INVALID_ARG,
                        "lq_inspect: model_dir and report_json are "
                        "required");
+    lq_opts opt;
+    lq_opts_read(p, &opt);
     lq_model_config c;
     lq_source      *src     = NULL;
     lq_st          *sf      = NULL;
@@ -304,7 +306,7 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         cJSON_AddNullToObject(ql, "bits_per_param");
 
     /* Memory estimates from config shapes. */
-    int64_t g   = lq_params_i64(p, "group_size");
+    int64_t g   = opt.group_size;
     int64_t lin = 0, b8 = 0, b4 = 0;
     bool    ok = true;
     for (int r = 0; r < LQ_LIN_COUNT && ok; r++) {
@@ -334,8 +336,8 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     num(w, "int8", (double)b8 + 2.0 * (double)rest);
     num(w, "int4", (double)b4 + 2.0 * (double)rest);
     num(w, "int4_group_size", (double)(g > 0 ? g : -1));
-    int64_t ctx   = lq_params_i64(p, "ctx");
-    int64_t batch = lq_params_i64(p, "batch");
+    int64_t ctx   = opt.ctx;
+    int64_t batch = opt.batch;
     if (ctx <= 0)
         ctx = c.max_position_embeddings < 2048 ? c.max_position_embeddings : 2048;
     if (batch <= 0)

@@ -8,16 +8,16 @@
  *   4. clip search for every linear but q/k, then zero-point quantization per group.
  * The next layer sees the FP layer's output, as in AutoAWQ. */
 #include "lq_methods.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void awq_fill(const lq_params *p, lq_qconfig *c) {
+static void awq_fill(const lq_opts *o, lq_qconfig *c) {
     c->bits       = 4;
-    c->group_size = lq_params_i64(p, "group_size");
+    c->group_size = o->group_size;
     c->zero_point = 1;
 }
 
@@ -332,9 +332,9 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
                               nv,
                               k,
                               search_group(k, g),
-                              (int)lq_params_i64(j->p, "bits"),
-                              (int)lq_params_i64(j->p, "awq_grid"),
-                              lq_params_bool(j->p, "awq_duo_scaling")};
+                              (int)j->o->bits,
+                              (int)j->o->awq_grid,
+                              j->o->awq_duo_scaling};
         double       ratio = 0, loss = 0;
         LQ_TRY_GOTO(lq_awq_search(&ag, xm, loss_fn, &lc, sc[gi], &ratio, &loss, j->err));
         j->loss[lins[0]] = loss;
@@ -405,7 +405,7 @@ void lq_awq_inputs_free(lq_awq_inputs *in, int64_t nslots) {
 }
 
 static lq_status awq_layer(lq_qjob *j) {
-    int64_t       g  = lq_params_i64(j->p, "group_size");
+    int64_t       g  = j->o->group_size;
     lq_awq_inputs in = {0};
     lq_status     st = LQ_OK;
     if (g <= 0)
@@ -420,7 +420,7 @@ static lq_status awq_layer(lq_qjob *j) {
         lq_qlinear   *w   = &lin->buf.q;
         int64_t       n = w->n, k = w->k, Gn = k / g;
         const int64_t src = lq_slot_input(&j->model->cfg, l, j->moe_mode);
-        if (lq_params_bool(j->p, "awq_clip") && l != LQ_LIN_Q && l != LQ_LIN_K && in.rows[src] > 0)
+        if (j->o->awq_clip && l != LQ_LIN_Q && l != LQ_LIN_K && in.rows[src] > 0)
             LQ_TRY_GOTO(lq_awq_clip(wptr(j->L, l), n, k, in.x[src], in.rows[src], g, 4, j->err));
         float   *Wc = lq_malloc_n(n * k, sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));

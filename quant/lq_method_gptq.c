@@ -12,14 +12,14 @@
  * GPTQ 34.12, weighted 24.26 (8 x 2048 calibration tokens, 4 test windows). */
 #include "lq_gpu.h"
 #include "lq_methods.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+void      lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
@@ -219,7 +219,7 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
  * re-run from the pass's stage, skipping the other experts). */
 static int64_t expert_batch(const lq_qjob *j, unsigned mask) {
     const lq_model_config *cf = &j->model->cfg;
-    const int64_t          E = cf->num_experts, set = lq_params_i64(j->p, "moe_batch");
+    const int64_t          E = cf->num_experts, set = j->o->moe_batch;
     const int64_t          layer      = lq_layer_float_bytes(cf);
     int64_t                per_expert = 0;
     if (!E)
@@ -245,31 +245,31 @@ static lq_status gptq_layer(lq_qjob *j) {
     const unsigned all      = (1u << LQ_LIN_COUNT) - 1;
     const unsigned expertsm = 1u << LQ_LIN_GATE | 1u << LQ_LIN_UP | 1u << LQ_LIN_DOWN;
     const int64_t  E        = j->model->cfg.num_experts;
-    int            true_sq  = lq_params_bool(j->p, "true_sequential");
+    int            true_sq  = j->o->true_sequential;
     lq_gptq_opts   o        = {0};
-    o.q.bits                = (int)lq_params_i64(j->p, "bits");
-    o.q.group_size          = lq_params_i64(j->p, "group_size");
-    o.q.sym                 = lq_params_bool(j->p, "sym");
+    o.q.bits                = (int)j->o->bits;
+    o.q.group_size          = j->o->group_size;
+    o.q.sym                 = j->o->sym;
     o.q.v1_safe             = 1;
-    o.q.mse                 = lq_params_bool(j->p, "mse_weighted") ? LQ_MSE_WEIGHTED
-                              : lq_params_bool(j->p, "mse")        ? LQ_MSE_NORM24
+    o.q.mse                 = j->o->mse_weighted ? LQ_MSE_WEIGHTED
+                              : j->o->mse        ? LQ_MSE_NORM24
                                                                    : LQ_MSE_OFF;
-    o.act_order             = lq_params_bool(j->p, "desc_act");
-    o.static_groups         = lq_params_bool(j->p, "static_groups");
-    o.damp                  = lq_params_f64(j->p, "damp");
-    o.damp_retries          = (int)lq_params_i64(j->p, "damp_retries");
-    o.block_size            = lq_params_i64(j->p, "block_size");
+    o.act_order             = j->o->desc_act;
+    o.static_groups         = j->o->static_groups;
+    o.damp                  = j->o->damp;
+    o.damp_retries          = (int)j->o->damp_retries;
+    o.block_size            = j->o->block_size;
     o.warn                  = warn_cb;
     o.warn_user             = j;
     /* Each pass's forward starts where the one before stopped (same bytes as re-running the
      * layer from its input): pass 1 (o) saves the attention output, computed with the quantized
      * q/k/v; pass 2 (gate/up) starts there and saves the residual; pass 3 (down) and the
      * driver's propagation start from that. */
-    const int cache     = true_sq && lq_params_bool(j->p, "stage_cache");
+    const int cache     = true_sq && j->o->stage_cache;
     lq_spill *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
     lq_status fail      = LQ_OK;
-    if (lq_params_bool(j->p, "awq_scales")) { /* the passes below see the scaled layer */
-        const int64_t seqs = lq_params_i64(j->p, "awq_tokens") / j->seqlen;
+    if (j->o->awq_scales) { /* the passes below see the scaled layer */
+        const int64_t seqs = j->o->awq_tokens / j->seqlen;
         LQ_TRY(lq_awq_smooth_layer(j, o.q.group_size, seqs > 0 ? seqs : 1, NULL));
     }
     for (int sg = 0; sg < (true_sq ? 4 : 1) && fail == LQ_OK; sg++) {
@@ -278,7 +278,7 @@ static lq_status gptq_layer(lq_qjob *j) {
                                0,
                                0,
                                1,
-                               lq_params_bool(j->p, "v_attn_weights"),
+                               j->o->v_attn_weights,
                                o.q.bits,
                         !cache || sg < 2 ? LQ_STAGE_INPUT
                                : sg == 2        ? LQ_STAGE_ATTN

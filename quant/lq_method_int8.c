@@ -3,13 +3,13 @@
  * weight columns are also stored in fp16 so the kernel's mixed-precision decomposition uses
  * exact weights for them (bitsandbytes recovers them from the int8 codes). */
 #include "lq_methods.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void int8_fill(const lq_params *p, lq_qconfig *c) {
-    c->int8_threshold = lq_params_f64(p, "threshold");
+static void int8_fill(const lq_opts *o, lq_qconfig *c) {
+    c->int8_threshold = o->threshold;
 }
 
 typedef struct amax_ctx {
@@ -61,7 +61,7 @@ static lq_status calibrate(lq_qjob *j, amax_ctx *c) {
 }
 
 static lq_status int8_layer(lq_qjob *j) {
-    float    thr = (float)lq_params_f64(j->p, "threshold");
+    float    thr = (float)j->o->threshold;
     amax_ctx c;
     memset(&c, 0, sizeof c);
     c.seqlen     = j->seqlen;

@@ -1,20 +1,20 @@
 /* NF4 (bitsandbytes Linear4bit): blockwise absmax NF4 codes, optional double quantization of
  * the absmax statistics; no calibration. */
 #include "lq_methods.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-static void nf4_fill(const lq_params *p, lq_qconfig *c) {
-    c->group_size   = lq_params_i64(p, "blocksize");
-    c->double_quant = lq_params_bool(p, "double_quant");
+static void nf4_fill(const lq_opts *o, lq_qconfig *c) {
+    c->group_size   = o->blocksize;
+    c->double_quant = o->double_quant;
     snprintf(c->quant_type, sizeof c->quant_type, "nf4");
 }
 
 static lq_status nf4_layer(lq_qjob *j) {
-    int64_t bs = lq_params_i64(j->p, "blocksize");
-    int     dq = lq_params_bool(j->p, "double_quant");
+    int64_t bs = j->o->blocksize;
+    int     dq = j->o->double_quant;
     if (bs & (bs - 1))
         LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "nf4: blocksize %lld is not a power of two",
                 (long long)bs);

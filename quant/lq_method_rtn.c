@@ -1,23 +1,23 @@
 /* RTN: round-to-nearest per group, no calibration -- the baseline every method must beat.
  * Written as a GPTQ v1 checkpoint (the same layout AutoGPTQ loads). */
 #include "lq_methods.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 
 #include <stdlib.h>
 
-void      lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c);
+void      lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c);
 lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
-void lq_gptq_fill_qconfig(const lq_params *p, lq_qconfig *c) {
-    c->bits            = (int)lq_params_i64(p, "bits");
-    int64_t g          = lq_params_i64(p, "group_size");
+void lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c) {
+    c->bits            = (int)o->bits;
+    int64_t g          = o->group_size;
     c->group_size      = g <= 0 ? -1 : g;
-    c->sym             = lq_params_bool(p, "sym");
-    c->desc_act        = lq_params_bool(p, "desc_act");
-    c->static_groups   = lq_params_bool(p, "static_groups");
-    c->damp_percent    = lq_params_f64(p, "damp");
-    c->true_sequential = lq_params_bool(p, "true_sequential");
+    c->sym             = o->sym;
+    c->desc_act        = o->desc_act;
+    c->static_groups   = o->static_groups;
+    c->damp_percent    = o->damp;
+    c->true_sequential = o->true_sequential;
 }
 
 lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
@@ -33,8 +33,8 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const ui
 }
 
 static lq_status rtn_layer(lq_qjob *j) {
-    lq_qspec s = {(int)lq_params_i64(j->p, "bits"), lq_params_i64(j->p, "group_size"),
-                  lq_params_bool(j->p, "sym"), 1, lq_params_bool(j->p, "mse")};
+    lq_qspec s = {(int)j->o->bits, j->o->group_size,
+                  j->o->sym, 1, j->o->mse};
     for (int64_t l = 0; l < j->nslots; l++) {
         if (!lq_qjob_planned(j, l))
             continue;

@@ -9,12 +9,13 @@
 
 #include "lq_format_io.h"
 #include "lq_model.h"
+#include "lq_opts.h"
 #include "lq_quant.h"
 #include "lq_spill.h"
 
 typedef struct lq_qjob {
     const lq_model  *model;
-    const lq_params *p;
+    const lq_opts   *o; /* the job's options (lq_opts.h) */
     int64_t          layer;
     lq_layer        *L;    /* dense float32 layer; methods may rewrite weights and norms */
     lq_spill        *acts; /* calibration inputs of the layer, chunks of chunk_seqs
@@ -66,7 +67,7 @@ typedef struct lq_method_traits {
                                         input and output (--max-memory plan) */
     int fp_first_capture;            /* captures from the layer's input before changing it */
     /* Method options -> quantization_config (format defaults already filled). */
-    void (*fill_qconfig)(const lq_params *p, lq_qconfig *c);
+    void (*fill_qconfig)(const lq_opts *o, lq_qconfig *c);
     lq_status (*quantize_layer)(lq_qjob *j);
     /* Bytes of working memory beyond the layer's fp32 weights for `tokens` calibration tokens
      * (statistics, caches), for the --max-memory plan. */

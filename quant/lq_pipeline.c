@@ -18,7 +18,7 @@
 #include "lq_methods.h"
 #include "lq_mixed.h"
 #include "lq_outdir.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 #include "lq_ppl.h"
 #include "lq_tok.h"
 
@@ -258,16 +258,16 @@ static int kind_present(const lq_model_config *c, int kind) {
  * run that would quantize nothing are errors naming the reason (and, when the group size is
  * what stands in the way, a group size that would work); why[l] says why a linear stays
  * unquantized. */
-static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
+static lq_status plan_linears(const lq_method_traits *mt, const lq_opts *o,
                               const lq_model_config *cfg, const char *model,
                               int plan[LQ_SLOT_KINDS], char why[LQ_SLOT_KINDS][192], lq_err *err) {
     const lq_format_traits *ft = lq_format_traits_get(mt->format);
     lq_qconfig              qc;
     lq_qconfig_default(mt->format, &qc);
-    mt->fill_qconfig(p, &qc);
+    mt->fill_qconfig(o, &qc);
     /* the bits the user asked for, not what the format's defaults made of them */
     const int bits =
-        lq_param_applies(lq_param_find("bits"), mt->name) ? (int)lq_params_i64(p, "bits") : qc.bits;
+        lq_param_applies(lq_param_find("bits"), mt->name) ? (int)o->bits : qc.bits;
     if (ft->bits && !(ft->bits >> bits & 1)) {
         char list[64] = "";
         int  left     = 0;
@@ -316,7 +316,7 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
     }
     int64_t best_g = 0;
     int     best_n = 0;
-    for (int64_t g = 256; g >= 16 && lq_params_is_set(p, "group_size") + 1; g /= 2) {
+    for (int64_t g = 256; g >= 16 && o->set.group_size + 1; g /= 2) {
         lq_qconfig q2 = qc;
         q2.group_size = g;
         int c         = 0;
@@ -345,12 +345,12 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_params *p,
  * and AutoAWQ cannot store them at all, so `llmquant awq model/ -o out/` on, say, a 576-wide
  * model quantizes every linear at 64 instead of a few at 128. An explicit --group-size is kept
  * as given. Returns the group size to use (0: keep the default). */
-static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
+static int64_t auto_group_size(const lq_method_traits *mt, const lq_opts *o,
                                const lq_model_config *cfg) {
     const lq_param_info *gs = lq_param_find("group_size");
-    if (!lq_param_applies(gs, mt->name) || lq_params_is_set(p, "group_size"))
+    if (!lq_param_applies(gs, mt->name) || o->set.group_size)
         return 0;
-    const int64_t def = lq_params_i64(p, "group_size");
+    const int64_t def = o->group_size;
     for (int64_t g = def; g >= 32; g /= 2) {
         int all = 1;
         for (int l = 0; l < LQ_SLOT_KINDS; l++) {
@@ -365,10 +365,10 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_params *p,
 }
 
 /* --bpw-bits "3,4,8" -> ascending distinct widths the format stores. */
-static lq_status parse_choices(const lq_params *p, lq_mixed_opts *o, lq_err *err) {
-    const char *s    = lq_params_get(p, "bpw_bits");
+static lq_status parse_choices(const lq_opts *o, lq_mixed_opts *mo, lq_err *err) {
+    const char *s    = o->bpw_bits;
     unsigned    seen = 0;
-    o->n_choices     = 0;
+    mo->n_choices     = 0;
     for (const char *c = s; c && *c;) {
         char *end;
         long  b = strtol(c, &end, 10);
@@ -380,40 +380,40 @@ static lq_status parse_choices(const lq_params *p, lq_mixed_opts *o, lq_err *err
     }
     for (int b = 2; b <= 8; b++)
         if (seen >> b & 1)
-            o->choices[o->n_choices++] = b;
-    if (o->n_choices < 2)
+            mo->choices[mo->n_choices++] = b;
+    if (mo->n_choices < 2)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": give at least two widths", s);
     return LQ_OK;
 }
 
 /* --target-bpw: the options it needs, and a budget the narrowest width can meet. */
-static lq_status check_target(const lq_params *p, const lq_model_config *cfg, const int *plan,
+static lq_status check_target(const lq_opts *o, const lq_model_config *cfg, const int *plan,
                               const char *model, lq_err *err) {
-    if (!lq_params_is_set(p, "target_bpw"))
+    if (!o->set.target_bpw)
         return LQ_OK;
-    if (lq_params_is_set(p, "bits"))
+    if (o->set.bits)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG,
                 "--bits and --target-bpw exclude each other (--bpw-bits lists the widths)");
     if (lq_moe_count(cfg) > 0)
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
                 "%s: --target-bpw does not handle mixture-of-experts models yet (%s): use --bits",
                 model, cfg->model_type);
-    lq_mixed_opts o;
-    memset(&o, 0, sizeof o);
-    LQ_TRY(parse_choices(p, &o, err));
-    const double  t  = lq_params_f64(p, "target_bpw");
-    const int64_t g  = lq_params_i64(p, "group_size");
-    const double  lo = lq_mixed_uniform_bpw(cfg, plan, o.choices[0], g);
+    lq_mixed_opts mo;
+    memset(&mo, 0, sizeof mo);
+    LQ_TRY(parse_choices(o, &mo, err));
+    const double  t  = o->target_bpw;
+    const int64_t g  = o->group_size;
+    const double  lo = lq_mixed_uniform_bpw(cfg, plan, mo.choices[0], g);
     if (t < lo)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG,
                 "%s: --target-bpw %g is below %.4f, the bits per weight of the decoder linears "
                 "with every one at %d bits (group size %lld)",
-                model, t, lo, o.choices[0], (long long)g);
+                model, t, lo, mo.choices[0], (long long)g);
     return LQ_OK;
 }
 
 static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
-                          const lq_params *p, lq_params **own, char *note, size_t note_cap,
+                          const lq_params *p, lq_opts *o, char *note, size_t note_cap,
                           lq_err *err) {
     if (!method || !model_dir || !out_dir || !*model_dir || !*out_dir)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "lq_quantize: method, model_dir and out_dir are required");
@@ -424,20 +424,12 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     LQ_TRY(lq_source_open(model_dir, &src, err)); /* config.json and the tensor files parse */
     const lq_model_config cfg = *lq_source_model_config(src);
     lq_source_close(src);
-    for (int i = 0; i < lq_param_count(); i++) {
-        const lq_param_info *pi = lq_param_get_info(i);
-        if (lq_params_is_set(p, pi->name) && !lq_param_applies(pi, method))
-            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "option %s does not apply to %s (applies to: %s)",
-                    pi->name, method, pi->methods);
-    }
+    LQ_TRY(lq_params_check_applies(p, method, err));
+    lq_opts_read(p, o);
     const lq_method_traits *mt = lq_method_traits_get(lq_method_index(method));
-    const int64_t           g  = auto_group_size(mt, p, &cfg);
+    const int64_t           g  = auto_group_size(mt, o, &cfg);
     if (g > 0) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)g);
-        if (!(*own = lq_params_dup(p)) || lq_params_set(*own, "group_size", v, err) != LQ_OK)
-            LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-        p = *own;
+        o->group_size = g;
         snprintf(note, note_cap,
                  "group size %s does not divide every linear's in_features; using %lld, which "
                  "divides them all (pass --group-size to choose)",
@@ -445,12 +437,12 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     }
     int  plan[LQ_SLOT_KINDS];
     char why[LQ_SLOT_KINDS][192];
-    LQ_TRY(plan_linears(mt, p, &cfg, model_dir, plan, why, err));
-    LQ_TRY(check_target(p, &cfg, plan, model_dir, err));
+    LQ_TRY(plan_linears(mt, o, &cfg, model_dir, plan, why, err));
+    LQ_TRY(check_target(o, &cfg, plan, model_dir, err));
     if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
-    return lq_outdir_check(out_dir, lq_params_bool(p, "force"), err);
+    return lq_outdir_check(out_dir, o->force, err);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -458,7 +450,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
  * ------------------------------------------------------------------------------------------ */
 typedef struct run {
     const lq_method_traits *mt;
-    const lq_params        *p;
+    lq_opts                 o; /* the job's options, defaults it chose included */
     const lq_callbacks     *cb;
     lq_err                 *err;
     lq_model               *m;
@@ -667,8 +659,8 @@ static lq_status do_layers(run *r) {
             j.moe_mode       = r->moe_mode;
             j.moe_tokens     = r->moe_tokens + i * c->num_experts;
             j.moe_fallback   = r->moe_fallback + i * c->num_experts;
-            j.moe_all        = !strcmp(lq_params_get(r->p, "moe_calib"), "all");
-            j.moe_min_tokens = lq_params_i64(r->p, "moe_min_tokens");
+            j.moe_all        = !strcmp(r->o.moe_calib, "all");
+            j.moe_min_tokens = r->o.moe_min_tokens;
             memset(j.moe_mode, j.moe_all ? LQ_MOE_ALL : LQ_MOE_ROUTED, (size_t)c->num_experts);
             if (j.moe_all)
                 memset(j.moe_fallback, 1, (size_t)c->num_experts);
@@ -676,7 +668,7 @@ static lq_status do_layers(run *r) {
         for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
             j.bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
         j.model        = r->m;
-        j.p            = r->p;
+        j.o            = &r->o;
         j.layer        = i;
         j.L            = &L;
         j.acts         = r->cur;
@@ -762,7 +754,7 @@ static lq_status copy_side_files(run *r) {
     char dst[4200];
     LQ_TRY(lq_outdir_write_side_files(&r->od, r->m->src, r->err));
     /* An explicit --tokenizer travels under the name lq_tok_load_dir looks for. */
-    if (r->tok && lq_params_is_set(r->p, "tokenizer")) {
+    if (r->tok && r->o.set.tokenizer) {
         const char *tp   = lq_tok_source_path(r->tok);
         lq_tok_kind kind = lq_tok_get_kind(r->tok);
         const char *as   = kind == LQ_TOK_HF_JSON ? "tokenizer.json"
@@ -876,7 +868,7 @@ static int64_t fixed_bytes(const run *r, int64_t cs, int64_t T) {
 static int64_t plan_chunk(const run *r, int64_t T) {
     int64_t cs     = 16384 / r->win.seqlen;
     cs             = cs < 1 ? 1 : cs > r->win.nsamples ? r->win.nsamples : cs;
-    int64_t maxmem = lq_params_size(r->p, "max_memory");
+    int64_t maxmem = r->o.max_memory;
     int64_t d      = r->m->cfg.hidden_size;
     while (maxmem > 0 && cs > 1 && maxmem - fixed_bytes(r, cs, T) < 2 * 4 * cs * r->win.seqlen * d)
         cs = cs * 3 / 4 < cs - 1 ? cs * 3 / 4 : cs - 1;
@@ -884,7 +876,7 @@ static int64_t plan_chunk(const run *r, int64_t T) {
 }
 
 static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
-    int64_t maxmem = lq_params_size(r->p, "max_memory");
+    int64_t maxmem = r->o.max_memory;
     *budget        = -1;
     if (maxmem <= 0)
         return LQ_OK;
@@ -905,23 +897,23 @@ static lq_status plan_memory(run *r, int64_t T, int64_t *budget) {
 
 static lq_status calibrate(run *r) {
     double      t0   = lq_now();
-    const char *path = lq_params_get(r->p, "calib");
+    const char *path = r->o.calib;
     if (lq_calib_is_builtin(path))
         path = LQ_CALIB_BUILTIN;
     r->calib_source = path;
     int64_t seqlen =
-        lq_params_is_set(r->p, "seqlen") ? lq_params_i64(r->p, "seqlen") : r->mt->default_seqlen;
+        r->o.set.seqlen ? r->o.seqlen : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
-    int64_t  nsam = lq_params_i64(r->p, "nsamples");
-    uint64_t seed = (uint64_t)lq_params_i64(r->p, "seed");
-    LQ_TRY(lq_ccache_open(&r->cache, lq_params_get(r->p, "cache_dir"), r->m->dir, path,
+    int64_t  nsam = r->o.nsamples;
+    uint64_t seed = (uint64_t)r->o.seed;
+    LQ_TRY(lq_ccache_open(&r->cache, r->o.cache_dir, r->m->dir, path,
                           lq_tok_source_path(r->tok), nsam, seqlen, seed, r->err));
     if (lq_ccache_load_windows(&r->cache, &r->win)) {
         r->cache_hits++;
     } else {
         const int64_t text_max =
-            lq_calib_text_budget(nsam, seqlen, lq_params_size(r->p, "max_memory"));
+            lq_calib_text_budget(nsam, seqlen, r->o.max_memory);
         LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, nsam, seqlen,
                                 r->m->cfg.max_position_embeddings, seed, text_max, &r->win,
                                 r->err));
@@ -963,19 +955,19 @@ static int mixed_progress(void *user, int64_t layer, int64_t layers) {
  * rules name vLLM's fused modules too (qkv_proj, gate_up_proj), which is why a unit is what
  * vLLM fuses. */
 static lq_status plan_mixed(run *r) {
-    if (!lq_params_is_set(r->p, "target_bpw"))
+    if (!r->o.set.target_bpw)
         return LQ_OK;
     const lq_model_config *c = &r->m->cfg;
     lq_mixed_opts          o;
     memset(&o, 0, sizeof o);
-    LQ_TRY(parse_choices(r->p, &o, r->err));
-    o.target_bpw = lq_params_f64(r->p, "target_bpw");
-    o.group_size = lq_params_i64(r->p, "group_size");
-    o.sym        = lq_params_bool(r->p, "sym");
+    LQ_TRY(parse_choices(&r->o, &o, r->err));
+    o.target_bpw = r->o.target_bpw;
+    o.group_size = r->o.group_size;
+    o.sym        = r->o.sym;
     o.plan       = r->plan;
     o.ids        = r->win.ids;
     o.seqlen     = r->win.seqlen;
-    o.nseq       = lq_params_i64(r->p, "bpw_tokens") / r->win.seqlen;
+    o.nseq       = r->o.bpw_tokens / r->win.seqlen;
     o.nseq       = o.nseq < 1 ? 1 : o.nseq > r->win.nsamples ? r->win.nsamples : o.nseq;
     o.progress   = mixed_progress;
     o.user       = r;
@@ -1043,7 +1035,7 @@ static lq_status plan_mixed(run *r) {
 /* Perplexity of m through the same path as `llmquant ppl` (lq_ppl_text). */
 static lq_status ppl_of(run *r, lq_model *m, const char *data, lq_ppl_result *res) {
     lq_ppl_text_info info;
-    return lq_ppl_text(m, r->tok, data, r->p, r->gpu, r->cb, res, &info, r->err);
+    return lq_ppl_text(m, r->tok, data, &r->o, r->gpu, r->cb, res, &info, r->err);
 }
 
 /* --check-ppl: original vs quantized (read back from the finished temporary directory, so the
@@ -1059,14 +1051,14 @@ static lq_status check_ppl(run *r, const char *data) {
     double inc = (b.ppl / a.ppl - 1) * 100;
     r->check   = cJSON_CreateObject();
     cJSON_AddStringToObject(r->check, "data_file", data);
-    cJSON_AddStringToObject(r->check, "protocol", lq_params_get(r->p, "protocol"));
+    cJSON_AddStringToObject(r->check, "protocol", r->o.protocol);
     cJSON_AddNumberToObject(r->check, "ctx", (double)a.ctx);
     cJSON_AddNumberToObject(r->check, "tokens_scored", (double)a.tokens_scored);
     cJSON_AddNumberToObject(r->check, "ppl_original", a.ppl);
     cJSON_AddNumberToObject(r->check, "ppl_quantized", b.ppl);
     cJSON_AddNumberToObject(r->check, "increase_percent", inc);
-    int    bounded = lq_params_is_set(r->p, "max_ppl_increase");
-    double bound   = lq_params_f64(r->p, "max_ppl_increase");
+    int    bounded = r->o.set.max_ppl_increase;
+    double bound   = r->o.max_ppl_increase;
     int    pass    = !bounded || inc <= bound;
     if (bounded)
         cJSON_AddNumberToObject(r->check, "max_increase_percent", bound);
@@ -1106,8 +1098,8 @@ static int64_t dir_bytes(const char *dir) {
 static void moe_report(const run *r, cJSON *j) {
     const int64_t E = r->m->cfg.num_experts, Lc = r->m->cfg.num_layers;
     cJSON        *mo = cJSON_AddObjectToObject(j, "experts");
-    cJSON_AddStringToObject(mo, "calib", lq_params_get(r->p, "moe_calib"));
-    cJSON_AddNumberToObject(mo, "min_tokens", (double)lq_params_i64(r->p, "moe_min_tokens"));
+    cJSON_AddStringToObject(mo, "calib", r->o.moe_calib);
+    cJSON_AddNumberToObject(mo, "min_tokens", (double)r->o.moe_min_tokens);
     cJSON *tk  = cJSON_AddArrayToObject(mo, "tokens"),
           *fb  = cJSON_AddArrayToObject(mo, "all_tokens");
     int64_t lo = -1, hi = -1, nfb = 0;
@@ -1158,8 +1150,8 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
         }
     }
     cJSON_AddNumberToObject(j, "cache_hits", (double)r->cache_hits);
-    if (lq_params_get(r->p, "job_tag")[0])
-        cJSON_AddStringToObject(j, "job_tag", lq_params_get(r->p, "job_tag"));
+    if (r->o.job_tag[0])
+        cJSON_AddStringToObject(j, "job_tag", r->o.job_tag);
     if (r->win.nsamples) {
         cJSON_AddStringToObject(j, "calib", r->calib_source);
         cJSON_AddNumberToObject(j, "nsamples", (double)r->win.nsamples);
@@ -1172,7 +1164,7 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     }
     if (r->mixed.n_units) {
         cJSON *mx = cJSON_AddObjectToObject(j, "mixed_precision");
-        cJSON_AddNumberToObject(mx, "target_bpw", lq_params_f64(r->p, "target_bpw"));
+        cJSON_AddNumberToObject(mx, "target_bpw", r->o.target_bpw);
         cJSON_AddNumberToObject(mx, "bpw", r->mixed.bpw);
         cJSON_AddNumberToObject(mx, "min_bpw", r->mixed.min_bpw);
         cJSON_AddNumberToObject(mx, "probe_bits", r->mixed.probe_bits);
@@ -1216,25 +1208,19 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
                       const lq_params *p, const lq_callbacks *cb, char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
-    lq_params *own       = NULL; /* p with defaults the job chose (group size) */
-    char       note[256] = "";
-    lq_status  vs        = validate(method, model_dir, out_dir, p, &own, note, sizeof note, err);
-    if (vs != LQ_OK) {
-        lq_params_free(own);
-        return vs;
-    }
-    if (own)
-        p = own;
     run r;
     memset(&r, 0, sizeof r);
+    char      note[256] = "";
+    lq_status vs        = validate(method, model_dir, out_dir, p, &r.o, note, sizeof note, err);
+    if (vs != LQ_OK)
+        return vs;
     r.t0                   = lq_now();
     r.mt                   = lq_method_traits_get(lq_method_index(method));
-    r.p                    = p;
     r.cb                   = cb;
     r.err                  = err;
     lq_status   st         = LQ_OK;
     int         ppl_failed = 0;
-    const char *odt        = lq_params_get(p, "out_dtype");
+    const char *odt        = r.o.out_dtype;
     if (!strcmp(odt, "float32"))
         LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG,
                      "--out-dtype float32: quantized checkpoints keep "
@@ -1249,17 +1235,17 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
                      "%s: already quantized (%s); start from the "
                      "original checkpoint",
                      model_dir, lq_format_traits_get(r.m->format)->name);
-    const char *check    = lq_params_get(p, "check_ppl");
+    const char *check    = r.o.check_ppl;
     int         need_tok = r.mt->needs_calib || (check && *check);
-    const char *tp       = lq_params_get(p, "tokenizer");
+    const char *tp       = r.o.tokenizer;
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_source(r.m->src, &r.tok, err));
-    LQ_TRY_GOTO(lq_device_pick(lq_params_get(p, "device"), r.mt->gpu || r.mt->needs_calib, cb,
+    LQ_TRY_GOTO(lq_device_pick(r.o.device, r.mt->gpu || r.mt->needs_calib, cb,
                                &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
-    r.mt->fill_qconfig(p, &r.qcfg);
-    LQ_TRY_GOTO(plan_linears(r.mt, p, &r.m->cfg, model_dir, r.plan, r.why, err));
+    r.mt->fill_qconfig(&r.o, &r.qcfg);
+    LQ_TRY_GOTO(plan_linears(r.mt, &r.o, &r.m->cfg, model_dir, r.plan, r.why, err));
     for (int l = 0; l < LQ_SLOT_KINDS; l++) /* a partial run says up front what stays in fp16 */
         if (!r.plan[l] && kind_present(&r.m->cfg, l)) {
             int64_t n, k;
@@ -1276,14 +1262,14 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (r.mt->format == LQ_FMT_NF4)
         snprintf(r.qcfg.compute_dtype, sizeof r.qcfg.compute_dtype, "%s", r.qcfg.torch_dtype);
     snprintf(r.qcfg.model_name_or_path, sizeof r.qcfg.model_name_or_path, "%s", out_dir);
-    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, lq_params_bool(p, "force"), err));
+    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, r.o.force, err));
     r.spill_dir    = r.od.tmp_path; /* same filesystem the user chose for the output */
     r.nthreads_est = omp_get_max_threads();
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
     LQ_TRY_GOTO(plan_mixed(&r));
     LQ_TRY_GOTO(
-        lq_st_writer_create(r.od.tmp_path, lq_params_size(p, "max_shard_size"), &r.wr, err));
+        lq_st_writer_create(r.od.tmp_path, r.o.max_shard_size, &r.wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
 
     double tl = lq_now();
@@ -1356,6 +1342,5 @@ done:
     lq_tok_free(r.tok);
     lq_model_free(r.m);
     lq_gpu_close(r.gpu);
-    lq_params_free(own);
     return st;
 }

@@ -3,7 +3,7 @@
 
 #include "lq_dataset.h"
 #include "lq_gpu.h"
-#include "lq_params_get.h"
+#include "lq_opts.h"
 #include "lq_tok.h"
 
 #include <cjson/cJSON.h>
@@ -561,18 +561,18 @@ static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ..
 }
 
 lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_file,
-                      const lq_params *p, lq_gpu *gpu, const lq_callbacks *cb, lq_ppl_result *r,
+                      const lq_opts *op, lq_gpu *gpu, const lq_callbacks *cb, lq_ppl_result *r,
                       lq_ppl_text_info *info, lq_err *err) {
     lq_status   st = LQ_OK;
     lq_ppl_opts o  = {0};
     memset(info, 0, sizeof *info);
     memset(r, 0, sizeof *r);
-    LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &o.protocol, err));
-    o.ctx          = lq_params_i64(p, "ctx");
-    o.max_windows  = lq_params_i64(p, "chunks");
+    LQ_TRY(lq_ppl_protocol_parse(op->protocol, &o.protocol, err));
+    o.ctx          = op->ctx;
+    o.max_windows  = op->chunks;
     o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
     o.cb           = cb;
-    lq_ppl_exec ex = {.nthreads = (int)lq_params_i64(p, "threads")};
+    lq_ppl_exec ex = {.nthreads = (int)op->threads};
     if (gpu) {
         ex.gemm      = lq_gpu_dense_gemm;
         ex.gemm_user = gpu;
@@ -580,7 +580,7 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     /* --max-memory: the text is tokenized a 64th of it at a time (tokenizing costs up to ~40
      * bytes per text byte), between 64 KiB and 8 MiB; streamed layers get a quarter for their
      * activations */
-    const int64_t maxmem = lq_params_size(p, "max_memory");
+    const int64_t maxmem = op->max_memory;
     int64_t       part   = maxmem > 0 ? maxmem / 64 : (int64_t)8 << 20;
     part                 = part < (64 << 10) ? 64 << 10 : part > (8 << 20) ? 8 << 20 : part;
     if (maxmem > 0)
@@ -614,7 +614,7 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     if (o.protocol == LQ_PPL_DOCS) {
         df_init = 1;
         LQ_TRY_GOTO(
-            doc_init(&df, m, tok, lq_params_get(p, "doc_separator"), data_file, &o, &ex, err));
+            doc_init(&df, m, tok, op->doc_separator, data_file, &o, &ex, err));
         tf.df = &df;
     } else {
         wf_init = 1;
@@ -658,16 +658,18 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     lq_ppl_result    r;
     lq_ppl_text_info info;
     int              proto = LQ_PPL_GPTQ;
-    LQ_TRY(lq_ppl_protocol_parse(lq_params_get(p, "protocol"), &proto, err));
+    lq_opts          op;
+    lq_opts_read(p, &op);
+    LQ_TRY(lq_ppl_protocol_parse(op.protocol, &proto, err));
     LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
-    const char *tp = lq_params_get(p, "tokenizer");
+    const char *tp = op.tokenizer;
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
                           : lq_tok_load_source(m->src, &tok, err));
     /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
     LQ_TRY_GOTO(
-        lq_device_pick(lq_params_get(p, "device"), m->format == LQ_FMT_DENSE, cb, &gpu, err));
+        lq_device_pick(op.device, m->format == LQ_FMT_DENSE, cb, &gpu, err));
     const double open_s = lq_now() - t0;
-    LQ_TRY_GOTO(lq_ppl_text(m, tok, data_file, p, gpu, cb, &r, &info, err));
+    LQ_TRY_GOTO(lq_ppl_text(m, tok, data_file, &op, gpu, cb, &r, &info, err));
     const double load_s = open_s + info.load_seconds;
     if (report_json) {
         cJSON *j = cJSON_CreateObject();
@@ -678,8 +680,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
         cJSON_AddNumberToObject(j, "tokens", (double)r.tokens);
         cJSON_AddNumberToObject(j, "tokens_scored", (double)r.tokens_scored);
         cJSON_AddNumberToObject(j, "windows", (double)r.windows);
-        if (lq_params_i64(p, "chunks") > 0)
-            cJSON_AddNumberToObject(j, "max_windows", (double)lq_params_i64(p, "chunks"));
+        if (op.chunks > 0)
+            cJSON_AddNumberToObject(j, "max_windows", (double)op.chunks);
         cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
         cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(proto));
         cJSON_AddNumberToObject(j, "seconds", r.seconds);

@@ -106,8 +106,8 @@ typedef struct lq_ppl_text_info {
     double load_seconds;    /* loading the layers */
 } lq_ppl_text_info;
 
-/* Perplexity of m on a text file under the options in p ("protocol", "ctx", "chunks",
- * "doc_separator", "threads", "max_memory"): the text streamed (lq_text_stream_file) through
+/* Perplexity of m on a text file under the options in op (protocol, ctx, chunks,
+ * doc_separator, threads, max_memory): the text streamed (lq_text_stream_file) through
  * the tokenizer (lq_tok_stream, BOS as the tokenizer adds it; parts of 8 MiB, or max_memory /
  * 64 between 64 KiB and 8 MiB) into windows that run as their ids arrive, the reading stopped once
  * --chunks windows are full; docs: one document at a time. The ids are those of tokenizing the
@@ -116,8 +116,9 @@ typedef struct lq_ppl_text_info {
  * dense linears. The one path behind `llmquant ppl` and `--check-ppl`. Errors name data_file. */
 struct lq_gpu;
 struct lq_tokenizer;
+struct lq_opts;
 lq_status lq_ppl_text(lq_model *m, const struct lq_tokenizer *tok, const char *data_file,
-                      const lq_params *p, struct lq_gpu *gpu, const lq_callbacks *cb,
+                      const struct lq_opts *op, struct lq_gpu *gpu, const lq_callbacks *cb,
                       lq_ppl_result *r, lq_ppl_text_info *info, lq_err *err);
 
 #endif

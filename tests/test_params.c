@@ -1,6 +1,6 @@
 /* The options table (lq_param_*) and lq_params: parsing, bounds, booleans, sizes, choices,
  * unknown keys, applicability, and the table's own invariants (every default must parse). */
-#include "lq_params_get.h"
+#include "lq_opts.h"
 #include "lq_test.h"
 
 #include <ctype.h>
@@ -59,24 +59,31 @@ static void check_table(void) {
     }
 }
 
+/* The typed view the library reads (lq_opts_read), taken fresh after each set. */
+static lq_opts opts_of(const lq_params *p) {
+    lq_opts o;
+    lq_opts_read(p, &o);
+    return o;
+}
+
 static void check_ints(void) {
     lq_params *p = lq_params_create();
     lq_err     e = {0};
     CHECK(p != NULL);
-    CHECK(lq_params_is_set(p, "bits") == 0);
+    CHECK(opts_of(p).set.bits == 0);
     CHECK(strcmp(lq_params_get(p, "bits"), "4") == 0); /* default */
-    CHECK_EQ_INT(lq_params_i64(p, "group_size"), 128);
+    CHECK_EQ_INT(opts_of(p).group_size, 128);
     CHECK_EQ_INT(set(p, "bits", "8", &e), LQ_OK);
-    CHECK(lq_params_is_set(p, "bits") == 1);
-    CHECK_EQ_INT(lq_params_i64(p, "bits"), 8);
+    CHECK(opts_of(p).set.bits == 1);
+    CHECK_EQ_INT(opts_of(p).bits, 8);
     CHECK_EQ_INT(set(p, "bits", "3", &e), LQ_OK); /* last value wins */
-    CHECK_EQ_INT(lq_params_i64(p, "bits"), 3);
+    CHECK_EQ_INT(opts_of(p).bits, 3);
     /* bounds are inclusive: 2..8 */
     CHECK_EQ_INT(set(p, "bits", "2", &e), LQ_OK);
     CHECK_EQ_INT(set(p, "bits", "1", &e), LQ_ERR_INVALID_ARG);
     CHECK(strstr(e.msg, "bits") && strstr(e.msg, "outside"));
     CHECK_EQ_INT(set(p, "bits", "9", &e), LQ_ERR_INVALID_ARG);
-    CHECK_EQ_INT(lq_params_i64(p, "bits"), 2); /* a failed set keeps the old value */
+    CHECK_EQ_INT(opts_of(p).bits, 2); /* a failed set keeps the old value */
     CHECK_EQ_INT(set(p, "bits", "4.5", &e), LQ_ERR_INVALID_ARG);
     CHECK(strstr(e.msg, "not an integer") != NULL);
     CHECK_EQ_INT(set(p, "bits", "4x", &e), LQ_ERR_INVALID_ARG);
@@ -84,10 +91,10 @@ static void check_ints(void) {
     CHECK_EQ_INT(set(p, "bits", "0x4", &e), LQ_ERR_INVALID_ARG);
     CHECK_EQ_INT(set(p, "seed", "99999999999999999999999", &e), LQ_ERR_INVALID_ARG);
     CHECK_EQ_INT(set(p, "group_size", "-1", &e), LQ_OK);
-    CHECK_EQ_INT(lq_params_i64(p, "group_size"), -1);
+    CHECK_EQ_INT(opts_of(p).group_size, -1);
     CHECK_EQ_INT(set(p, "group_size", "-2", &e), LQ_ERR_INVALID_ARG);
     CHECK_EQ_INT(set(p, "seed", "4294967295", &e), LQ_OK);
-    CHECK_EQ_INT(lq_params_i64(p, "seed"), 4294967295ll);
+    CHECK_EQ_INT(opts_of(p).seed, 4294967295ll);
     CHECK_EQ_INT(set(p, "seed", "4294967296", &e), LQ_ERR_INVALID_ARG);
     lq_params_free(p);
 }
@@ -95,11 +102,11 @@ static void check_ints(void) {
 static void check_floats_bools(void) {
     lq_params *p = lq_params_create();
     lq_err     e = {0};
-    CHECK_NEAR(lq_params_f64(p, "damp"), 0.01, 0);
+    CHECK_NEAR(opts_of(p).damp, 0.01, 0);
     CHECK_EQ_INT(set(p, "damp", "0.05", &e), LQ_OK);
-    CHECK_NEAR(lq_params_f64(p, "damp"), 0.05, 0);
+    CHECK_NEAR(opts_of(p).damp, 0.05, 0);
     CHECK_EQ_INT(set(p, "damp", "1e-3", &e), LQ_OK);
-    CHECK_NEAR(lq_params_f64(p, "damp"), 0.001, 0);
+    CHECK_NEAR(opts_of(p).damp, 0.001, 0);
     CHECK_EQ_INT(set(p, "damp", "1.5", &e), LQ_ERR_INVALID_ARG);
     CHECK_EQ_INT(set(p, "damp", "nan", &e), LQ_ERR_INVALID_ARG);
     CHECK_EQ_INT(set(p, "damp", "inf", &e), LQ_ERR_INVALID_ARG);
@@ -107,17 +114,17 @@ static void check_floats_bools(void) {
     CHECK(strstr(e.msg, "not a number") != NULL);
     /* an unset float with an empty default reads as 0 and is not "set" */
     CHECK(strcmp(lq_params_get(p, "max_ppl_increase"), "") == 0);
-    CHECK(!lq_params_is_set(p, "max_ppl_increase"));
+    CHECK(!opts_of(p).set.max_ppl_increase);
 
     static const char *const yes[] = {"1", "true", "TRUE", "yes", "on", "On"};
     static const char *const no[]  = {"0", "false", "False", "no", "off", "OFF"};
-    CHECK_EQ_INT(lq_params_bool(p, "sym"), 1);      /* default true */
-    CHECK_EQ_INT(lq_params_bool(p, "desc_act"), 0); /* default false */
+    CHECK_EQ_INT(opts_of(p).sym, 1);      /* default true */
+    CHECK_EQ_INT(opts_of(p).desc_act, 0); /* default false */
     for (size_t i = 0; i < 6; i++) {
         CHECK_EQ_INT(set(p, "desc_act", yes[i], &e), LQ_OK);
-        CHECK_MSG(lq_params_bool(p, "desc_act") == 1, "\"%s\" should be true", yes[i]);
+        CHECK_MSG(opts_of(p).desc_act == 1, "\"%s\" should be true", yes[i]);
         CHECK_EQ_INT(set(p, "desc_act", no[i], &e), LQ_OK);
-        CHECK_MSG(lq_params_bool(p, "desc_act") == 0, "\"%s\" should be false", no[i]);
+        CHECK_MSG(opts_of(p).desc_act == 0, "\"%s\" should be false", no[i]);
     }
     CHECK_EQ_INT(set(p, "sym", "maybe", &e), LQ_ERR_INVALID_ARG);
     CHECK(strstr(e.msg, "sym") && strstr(e.msg, "true/false"));
@@ -129,8 +136,8 @@ static void check_floats_bools(void) {
 static void check_sizes_choices(void) {
     lq_params *p = lq_params_create();
     lq_err     e = {0};
-    CHECK_EQ_INT(lq_params_size(p, "max_shard_size"), 5ll << 30); /* default "5G" */
-    CHECK_EQ_INT(lq_params_size(p, "max_memory"), 0);             /* unset */
+    CHECK_EQ_INT(opts_of(p).max_shard_size, 5ll << 30); /* default "5G" */
+    CHECK_EQ_INT(opts_of(p).max_memory, 0);             /* unset */
     static const struct {
         const char *s;
         long long   v;
@@ -147,8 +154,8 @@ static void check_sizes_choices(void) {
               {"1e3", 1000}};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         CHECK_MSG(set(p, "max_memory", ok[i].s, &e) == LQ_OK, "size \"%s\": %s", ok[i].s, e.msg);
-        CHECK_MSG(lq_params_size(p, "max_memory") == ok[i].v, "size \"%s\" = %lld, want %lld",
-                  ok[i].s, (long long)lq_params_size(p, "max_memory"), ok[i].v);
+        CHECK_MSG(opts_of(p).max_memory == ok[i].v, "size \"%s\" = %lld, want %lld",
+                  ok[i].s, (long long)opts_of(p).max_memory, ok[i].v);
     }
     static const char *const bad[] = {"12X", "-1M", "M", "", "8GBB", "1.2.3G", "8 Gx"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
