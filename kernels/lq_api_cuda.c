@@ -7,10 +7,9 @@
 #include <stdint.h>
 
 static const lq_format_traits *cuda_traits(const lq_qlinear *w) {
-    const lq_format_traits *t = w ? lq_format_traits_get((lq_format)w->format) : NULL;
-    if (!t || t->check(w, NULL) != LQ_OK)
+    if (lq_qlinear_check(w, NULL) != LQ_OK)
         return NULL;
-    return t;
+    return lq_format_traits_get((lq_format)w->format);
 }
 
 LQ_API size_t lq_qlinear_workspace_cuda(const lq_qlinear *w, int64_t m) {

@@ -1,7 +1,5 @@
-/* The format-traits table (one row per lq_format), descriptor validation and byte counts, and the
- * code tables shared by every NF4 kernel. Kernels key on format only: everything per-format that
- * the rest of the library needs is reached through lq_format_traits_get. */
-#include "lq_format_io.h"
+/* The kernel-traits table (one row per lq_format: the compute side; layouts and rules are
+ * formats/lq_qformat.h's rows) and the code tables shared by every NF4 kernel. */
 #include "lq_kernels_impl.h"
 
 #include "cuda/lq_cuda.h"
@@ -108,226 +106,27 @@ void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out
 }
 
 /* ---------------------------------------------------------------------------------------
- * Descriptor validation: dimensions and presence of the arrays, never their contents (the
- * descriptor may hold device pointers).
- * --------------------------------------------------------------------------------------- */
-#define NEED(ptr, what)                                                                            \
-    LQ_RETURN_IF(!(ptr), err, LQ_ERR_INVALID_ARG, "%s linear [%lld x %lld]: %s is NULL", fmt,      \
-                 (long long)w->n, (long long)w->k, what)
-#define RULE(cond, ...)                                                                            \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            char m_[256];                                                                          \
-            snprintf(m_, sizeof m_, __VA_ARGS__);                                                  \
-            return lq_fail(err, LQ_ERR_INVALID_ARG, "%s linear [%lld x %lld]: %s", fmt,            \
-                           (long long)w->n, (long long)w->k, m_);                                  \
-        }                                                                                          \
-    } while (0)
-
-static lq_status check_dims(const lq_qlinear *w, const char *fmt, lq_err *err) {
-    RULE(w->n > 0 && w->k > 0, "n and k must be positive");
-    int64_t nk;
-    RULE(lq_mul_i64(w->n, w->k, &nk) && nk < ((int64_t)1 << 56), "n * k overflows");
-    return LQ_OK;
-}
-
-lq_status lq_check_dense(const lq_qlinear *w, lq_err *err) {
-    const char *fmt = "dense";
-    LQ_TRY(check_dims(w, fmt, err));
-    NEED(w->dense, "dense");
-    return LQ_OK;
-}
-
-lq_status lq_check_gptq(const lq_qlinear *w, lq_err *err) {
-    const char *fmt = "gptq";
-    LQ_TRY(check_dims(w, fmt, err));
-    const int b = w->bits;
-    RULE(b == 2 || b == 3 || b == 4 || b == 8, "bits = %d, GPTQ supports 2, 3, 4, 8", b);
-    RULE(w->group_size >= 1, "group_size = %lld, must be >= 1 (k for per-channel)",
-         (long long)w->group_size);
-    if (b == 3) {
-        RULE(w->k % 32 == 0, "3-bit GPTQ packs 32 input channels into 3 words: k %% 32 != 0");
-        RULE(w->n % 32 == 0, "3-bit GPTQ packs 32 zero points into 3 words: n %% 32 != 0");
-    } else {
-        RULE(w->k % (32 / b) == 0, "%d-bit GPTQ needs k %% %d == 0", b, 32 / b);
-        RULE(w->n % (32 / b) == 0, "%d-bit GPTQ needs n %% %d == 0", b, 32 / b);
-    }
-    NEED(w->qweight, "qweight");
-    NEED(w->qzeros, "qzeros");
-    NEED(w->scales, "scales");
-    NEED(w->g_idx, "g_idx");
-    return LQ_OK;
-}
-
-lq_status lq_check_awq(const lq_qlinear *w, lq_err *err) {
-    const char *fmt = "awq";
-    LQ_TRY(check_dims(w, fmt, err));
-    RULE(w->bits == 4, "bits = %d, AWQ GEMM is 4-bit only", w->bits);
-    RULE(w->group_size >= 1 && w->k % w->group_size == 0, "group_size = %lld must divide k",
-         (long long)w->group_size);
-    RULE(w->n % 8 == 0, "AWQ packs 8 output channels per word: n %% 8 != 0");
-    NEED(w->qweight, "qweight");
-    NEED(w->qzeros, "qzeros");
-    NEED(w->scales, "scales");
-    return LQ_OK;
-}
-
-lq_status lq_check_nf4(const lq_qlinear *w, lq_err *err) {
-    const char *fmt = "nf4";
-    LQ_TRY(check_dims(w, fmt, err));
-    RULE(w->bits == 4, "bits = %d, NF4 is 4-bit", w->bits);
-    const int64_t bs = w->group_size;
-    RULE(bs >= 32 && bs <= 4096 && (bs & (bs - 1)) == 0,
-         "blocksize = %lld, bitsandbytes allows 32, 64, ..., 4096", (long long)bs);
-    RULE((w->n * w->k) % 2 == 0, "n * k must be even (two codes per byte)");
-    RULE(w->nested_blocksize >= 0, "nested_blocksize = %d", (int)w->nested_blocksize);
-    NEED(w->qweight, "qweight");
-    NEED(w->absmax, "absmax");
-    NEED(w->quant_map, "quant_map");
-    if (w->nested_blocksize > 0) {
-        NEED(w->nested_absmax, "nested_absmax (double quant)");
-        NEED(w->nested_code, "nested_code (double quant)");
-        RULE(isfinite(w->nested_offset), "nested_offset is not finite");
-    }
-    return LQ_OK;
-}
-
-lq_status lq_check_int8(const lq_qlinear *w, lq_err *err) {
-    const char *fmt = "int8";
-    LQ_TRY(check_dims(w, fmt, err));
-    RULE(w->bits == 8, "bits = %d, LLM.int8 is 8-bit", w->bits);
-    RULE(w->n_outlier >= 0 && w->n_outlier <= w->k, "n_outlier = %lld out of [0, k]",
-         (long long)w->n_outlier);
-    RULE(w->threshold >= 0.f && isfinite(w->threshold), "threshold = %g must be >= 0",
-         (double)w->threshold);
-    NEED(w->qweight, "qweight (CB)");
-    NEED(w->scb, "scb");
-    if (w->n_outlier > 0) {
-        NEED(w->outlier_idx, "outlier_idx");
-        NEED(w->outlier_w, "outlier_w");
-    }
-    return LQ_OK;
-}
-#undef NEED
-#undef RULE
-
-/* ---------------------------------------------------------------------------------------
- * Bytes referenced by a (valid) descriptor.
- * --------------------------------------------------------------------------------------- */
-static size_t bias_bytes(const lq_qlinear *w) {
-    return w->bias ? (size_t)w->n * 2 : 0;
-}
-
-size_t lq_bytes_dense(const lq_qlinear *w) {
-    return (size_t)(w->n * w->k) * 4 + bias_bytes(w);
-}
-
-size_t lq_bytes_gptq(const lq_qlinear *w) {
-    const int64_t g = lq_gptq_groups(w);
-    return (size_t)(w->k * w->bits / 32 * w->n) * 4 + (size_t)(g * (w->n * w->bits / 32)) * 4 +
-           (size_t)(g * w->n) * 2 + (size_t)w->k * 4 + bias_bytes(w);
-}
-
-size_t lq_bytes_awq(const lq_qlinear *w) {
-    const int64_t g = w->k / w->group_size;
-    return (size_t)(w->k * (w->n / 8)) * 4 + (size_t)(g * (w->n / 8)) * 4 + (size_t)(g * w->n) * 2 +
-           bias_bytes(w);
-}
-
-size_t lq_bytes_nf4(const lq_qlinear *w) {
-    const int64_t nb = (w->n * w->k + w->group_size - 1) / w->group_size;
-    size_t        s  = (size_t)(w->n * w->k / 2) + 16 * 4 + bias_bytes(w);
-    if (w->nested_blocksize > 0) {
-        const int64_t nnb = (nb + w->nested_blocksize - 1) / w->nested_blocksize;
-        s += (size_t)nb + (size_t)nnb * 4 + 256 * 4;
-    } else {
-        s += (size_t)nb * 4;
-    }
-    return s;
-}
-
-size_t lq_bytes_int8(const lq_qlinear *w) {
-    return (size_t)(w->n * w->k) + (size_t)w->n * 4 + (size_t)w->n_outlier * 4 +
-           (size_t)(w->n * w->n_outlier) * 2 + bias_bytes(w);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Layout constraints: what shapes each format can store (checked before any work).
- * --------------------------------------------------------------------------------------- */
-static int fits_dense(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
-    (void)c, (void)n, (void)k, (void)why, (void)cap;
-    return 1;
-}
-
-/* GPTQ v1 packs codes along k into 32-bit words (3-bit: 32 values in 3 words) and zeros along
- * n; groups may be ragged (ceil(k / g) rows of scales). */
-static int fits_gptq(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
-    const int per = c->bits == 3 ? 32 : 32 / (c->bits > 0 ? c->bits : 4);
-    if (k % per == 0 && n % per == 0)
-        return 1;
-    if (why)
-        snprintf(why, cap, "%d-bit GPTQ packs %d values per 32-bit word: in_features and "
-                 "out_features must be multiples of %d", c->bits, per, per);
-    return 0;
-}
-
-/* AutoAWQ GEMM: whole groups along k, 8 codes per word along n. */
-static int fits_awq(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
-    const int64_t g = c->group_size;
-    if (g > 0 && k % g == 0 && n % 8 == 0)
-        return 1;
-    if (why) {
-        if (g <= 0)
-            snprintf(why, cap, "AutoAWQ GEMM needs a group size (not per-channel)");
-        else if (k % g)
-            snprintf(why, cap, "AutoAWQ GEMM needs in_features a multiple of the group size %lld",
-                     (long long)g);
-        else
-            snprintf(why, cap, "AutoAWQ GEMM packs 8 codes per word: out_features must be a "
-                     "multiple of 8");
-    }
-    return 0;
-}
-
-static int fits_nf4(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
-    (void)c;
-    if ((n * k) % 2 == 0)
-        return 1;
-    if (why)
-        snprintf(why, cap, "NF4 stores two codes per byte: out_features x in_features must be even");
-    return 0;
-}
-
-#define fits_int8 fits_dense
-
-/* ---------------------------------------------------------------------------------------
  * The table. CUDA entries are the launchers of kernels/cuda (stubs returning
  * LQ_ERR_NO_CUDA_BUILD in a CPU-only build).
  * tol_nmse bounds every optimized backend against _ref on random inputs, including CUDA's fp16
  * activations and outputs (fp16 rounding alone gives NMSE ~1e-7; LLM.int8 also flips a few
  * activation codes when x is rounded to fp16 first). tol_nmse_cpu is the float32 CPU bound.
  * --------------------------------------------------------------------------------------- */
-#define LQ_ROW(fmt_, name_, desc_, bits_, tol_, tol_cpu_)                                          \
+#define LQ_ROW(fmt_, tol_, tol_cpu_)                                                               \
     {                                                                                              \
-        .name = name_, .desc = desc_, .bits = bits_, .fits = fits_##fmt_, .check = lq_check_##fmt_,               \
-        .bytes = lq_bytes_##fmt_,                                                                  \
         .dequant_ref = lq_dequant_##fmt_##_ref, .gemm_ref = lq_gemm_##fmt_##_ref,                  \
         .dequant_cpu = lq_dequant_##fmt_##_cpu, .ws_cpu = lq_ws_##fmt_##_cpu,                      \
         .gemm_cpu = lq_gemm_##fmt_##_cpu, .dequant_cuda = lq_dequant_##fmt_##_cuda,                \
-        .ws_cuda = lq_ws_##fmt_##_cuda, .gemm_cuda = lq_gemm_##fmt_##_cuda,                        \
-        .write_tensors = lq_write_##fmt_, .read_tensors = lq_read_##fmt_,                          \
-        .write_hf_config = lq_hfcfg_write_##fmt_, .parse_hf_config = lq_hfcfg_parse_##fmt_,        \
-        .tol_nmse = tol_, .tol_nmse_cpu = tol_cpu_,                                                \
+        .ws_cuda = lq_ws_##fmt_##_cuda, .gemm_cuda = lq_gemm_##fmt_##_cuda, .tol_nmse = tol_,      \
+        .tol_nmse_cpu = tol_cpu_,                                                                  \
     }
 
 static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
-    /* bits: GPTQ v1 2/3/4/8 (AutoGPTQ, vLLM), AutoAWQ GEMM 4 only; NF4 and LLM.int8 fixed */
-    [LQ_FMT_DENSE] = LQ_ROW(dense, "dense", "unquantized", 0, 1e-5, 1e-10),
-    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, "gptq", "GPTQ v1 (AutoGPTQ)",
-                            1u << 2 | 1u << 3 | 1u << 4 | 1u << 8, 1e-5, 1e-9),
-    [LQ_FMT_AWQ]   = LQ_ROW(awq, "awq", "AutoAWQ GEMM", 1u << 4, 1e-5, 1e-9),
-    [LQ_FMT_NF4]   = LQ_ROW(nf4, "nf4", "bitsandbytes NF4", 0, 1e-5, 1e-9),
-    [LQ_FMT_INT8]  = LQ_ROW(int8, "int8", "bitsandbytes LLM.int8", 0, 1e-4, 1e-9),
+    [LQ_FMT_DENSE] = LQ_ROW(dense, 1e-5, 1e-10),
+    [LQ_FMT_GPTQ]  = LQ_ROW(gptq, 1e-5, 1e-9),
+    [LQ_FMT_AWQ]   = LQ_ROW(awq, 1e-5, 1e-9),
+    [LQ_FMT_NF4]   = LQ_ROW(nf4, 1e-5, 1e-9),
+    [LQ_FMT_INT8]  = LQ_ROW(int8, 1e-4, 1e-9),
 };
 _Static_assert(sizeof k_formats / sizeof k_formats[0] == LQ_FMT_COUNT, "one row per lq_format");
 

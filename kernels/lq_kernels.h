@@ -1,23 +1,11 @@
 /* lq_kernels.h -- per-format kernels (scalar reference, optimized CPU, CUDA), packing from the
- * neutral unpacked representation, and the format-traits table. Kernels key on format only.
+ * neutral unpacked representation, and the kernel-traits table. Kernels key on format only.
  * Public entry points (lq_qlinear_*) in llmquant.h dispatch through the table. */
 #ifndef LQ_KERNELS_H
 #define LQ_KERNELS_H
 
 #include "lq_base.h"
-
-/* ---------------------------------------------------------------------------------------
- * Owning container for a host lq_qlinear (what a quantization method produces).
- * --------------------------------------------------------------------------------------- */
-#define LQ_QBUF_MAX_ARRAYS 12
-typedef struct lq_qbuf {
-    lq_qlinear q;                       /* points into mem[] */
-    void      *mem[LQ_QBUF_MAX_ARRAYS]; /* owned allocations */
-    int        nmem;
-} lq_qbuf;
-/* Allocate an owned zeroed array of bytes and register it; NULL on failure. */
-void *lq_qbuf_alloc(lq_qbuf *b, size_t bytes);
-void  lq_qbuf_free(lq_qbuf *b);
+#include "lq_qformat.h" /* lq_qbuf, the layouts the kernels decode */
 
 /* ---------------------------------------------------------------------------------------
  * Packing: the neutral representation a method decides -> on-disk layout in an lq_qbuf.
@@ -50,23 +38,10 @@ extern const float lq_nf4_table[16];
 void lq_dynamic_map_8bit(float out[256]);
 
 /* ---------------------------------------------------------------------------------------
- * Format traits: one row per lq_format. NULL function = unsupported (tests print SKIP).
+ * Kernel traits: one row per lq_format, the compute side of a format (its layout, names and
+ * rules are formats/lq_qformat.h's row). NULL function = unsupported (tests print SKIP).
  * --------------------------------------------------------------------------------------- */
-struct lq_st;
-struct lq_st_writer;
-struct lq_qconfig;
-struct cJSON;
-
 typedef struct lq_format_traits {
-    const char *name; /* "dense", "gptq", "awq", "nf4", "int8" */
-    const char *desc; /* what the ecosystem calls the checkpoint ("GPTQ v1 (AutoGPTQ)") */
-    unsigned    bits; /* code widths the layout stores (bit b set: b-bit codes); 0: fixed */
-    /* Whether a Linear [n, k] can be stored under cfg (bits, group size); why (may be NULL)
-     * receives the layout rule it breaks. */
-    int (*fits)(const struct lq_qconfig *cfg, int64_t n, int64_t k, char *why, size_t cap);
-    lq_status (*check)(const lq_qlinear *w, lq_err *err);
-    size_t (*bytes)(const lq_qlinear *w); /* sum of array sizes */
-
     /* scalar references: plain loops, no SIMD/threads; the oracle for everything else */
     void (*dequant_ref)(const lq_qlinear *w, float *out /* [n, k] */);
     void (*gemm_ref)(const lq_qlinear *w, const float *x /* [m, k] */, int64_t m,
@@ -84,17 +59,6 @@ typedef struct lq_format_traits {
     size_t (*ws_cuda)(const lq_qlinear *w, int64_t m);
     lq_status (*gemm_cuda)(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16, int64_t m,
                            void *y_f16, void *ws, size_t ws_size, void *stream);
-
-    /* format I/O (kernels/lq_format_io.h): tensors under Hugging Face names, and the
-     * quantization_config object; NULL = the format has no such thing */
-    lq_status (*write_tensors)(struct lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
-                               const struct lq_qconfig *cfg, lq_err *err);
-    lq_status (*read_tensors)(const struct lq_st *st, const char *prefix,
-                              const struct lq_qconfig *cfg, int64_t n, int64_t k, lq_qbuf *out,
-                              lq_err *err);
-    lq_status (*write_hf_config)(const struct lq_qconfig *cfg, struct cJSON *qc, lq_err *err);
-    lq_status (*parse_hf_config)(const struct cJSON *qc, const char *label,
-                                 struct lq_qconfig *cfg, lq_err *err);
 
     double tol_nmse; /* NMSE bound of optimized kernels vs _ref on random inputs (all backends,
                         CUDA's fp16 activations included) */

@@ -1,6 +1,6 @@
 /* lq_kernels_impl.h -- internal to kernels/: per-format entry points that the traits table in
- * lq_formats.c binds, and the bit-extraction helpers the scalar references and the optimized
- * CPU kernels share (so both decode the on-disk layout with the same obviously-correct code).
+ * lq_formats.c binds, and the helpers the scalar references and the optimized CPU kernels share
+ * (the bit-level decoding of the layouts is formats/lq_qformat.h's, one copy for all).
  * Nothing outside kernels/ includes this; other modules go through lq_format_traits_get. */
 #ifndef LQ_KERNELS_IMPL_H
 #define LQ_KERNELS_IMPL_H
@@ -11,8 +11,6 @@
 #include <math.h>
 
 #define LQ_FMT_DECL(fmt)                                                                           \
-    lq_status lq_check_##fmt(const lq_qlinear *w, lq_err *err);                                    \
-    size_t    lq_bytes_##fmt(const lq_qlinear *w);                                                 \
     void      lq_dequant_##fmt##_ref(const lq_qlinear *w, float *out);                             \
     void      lq_gemm_##fmt##_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);       \
     lq_status lq_dequant_##fmt##_cpu(const lq_qlinear *w, float *out, int nthreads);               \
@@ -31,72 +29,6 @@ LQ_FMT_DECL(int8)
 typedef float (*lq_ref_weight_fn)(const lq_qlinear *w, int64_t i, int64_t c);
 void lq_ref_dequant(const lq_qlinear *w, lq_ref_weight_fn wf, float *out);
 void lq_ref_gemm(const lq_qlinear *w, lq_ref_weight_fn wf, const float *x, int64_t m, float *y);
-
-/* ---------------------------------------------------------------------------------------
- * Packed-code streams. GPTQ packs b-bit codes as one little-endian bit stream per column of
- * 32-bit words (value j at bit j*b, LSB first); for b = 3 a value may straddle two words, which
- * is exactly AutoGPTQ's 3-bit layout (bits 30-31 of word 0 + bit 0 of word 1, ...).
- * `words` is the first word of the stream, `stride` the distance between consecutive words of
- * the same stream (n for qweight columns, 1 for qzeros rows).
- * --------------------------------------------------------------------------------------- */
-static inline uint32_t lq_stream_get(const int32_t *words, int64_t stride, int64_t j, int bits) {
-    const int64_t  pos  = j * bits;
-    const int64_t  wi   = pos >> 5;
-    const int      sh   = (int)(pos & 31);
-    const uint32_t mask = (1u << bits) - 1u;
-    uint32_t       v    = (uint32_t)words[wi * stride] >> sh;
-    if (sh + bits > 32)
-        v |= (uint32_t)words[(wi + 1) * stride] << (32 - sh);
-    return v & mask;
-}
-
-static inline void lq_stream_put(int32_t *words, int64_t stride, int64_t j, int bits, uint32_t v) {
-    const int64_t  pos  = j * bits;
-    const int64_t  wi   = pos >> 5;
-    const int      sh   = (int)(pos & 31);
-    const uint32_t mask = (1u << bits) - 1u;
-    v &= mask;
-    uint32_t lo = (uint32_t)words[wi * stride];
-    lo &= ~(mask << sh);
-    lo |= v << sh;
-    words[wi * stride] = (int32_t)lo;
-    if (sh + bits > 32) {
-        const int spill = sh + bits - 32; /* bits that land in the next word */
-        uint32_t  hi    = (uint32_t)words[(wi + 1) * stride];
-        hi &= ~((1u << spill) - 1u);
-        hi |= v >> (32 - sh);
-        words[(wi + 1) * stride] = (int32_t)hi;
-    }
-}
-
-/* GPTQ v1 stores zero - 1 in a b-bit field. Reading adds 1 back and masks, as AutoGPTQ's torch
- * dequant does, so a true zero of 0 (stored as 2^b - 1) reads back as 0 rather than 2^b. */
-static inline int32_t lq_gptq_zero(const lq_qlinear *w, int64_t g, int64_t col) {
-    const int64_t  zw = w->n * w->bits / 32; /* int32 words per qzeros row */
-    const uint32_t f  = lq_stream_get((const int32_t *)w->qzeros + g * zw, 1, col, w->bits);
-    return (int32_t)((f + 1u) & ((1u << w->bits) - 1u));
-}
-
-static inline int64_t lq_gptq_groups(const lq_qlinear *w) {
-    return (w->k + w->group_size - 1) / w->group_size;
-}
-
-/* AutoAWQ GEMM interleave: field i of a word holds column 8c + k_awq_order[i]; the inverse maps
- * a column within its 8-column word to its field. */
-static inline int lq_awq_field_of(int col_in_word) {
-    static const int inv[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-    return inv[col_in_word];
-}
-
-static inline uint32_t lq_awq_get(const int32_t *row_words, int64_t col) {
-    return ((uint32_t)row_words[col >> 3] >> (4 * lq_awq_field_of((int)(col & 7)))) & 15u;
-}
-
-/* NF4 code of flattened element e: byte e/2, first element in the high nibble. */
-static inline uint32_t lq_nf4_code(const uint8_t *q, int64_t e) {
-    const uint8_t b = q[e >> 1];
-    return (e & 1) ? (uint32_t)(b & 15u) : (uint32_t)(b >> 4);
-}
 
 /* Per-block absmax of NF4, expanding double quant exactly as bitsandbytes does
  * (dequantize_blockwise then `+ offset`: two float32 roundings, never fused). Defined in

@@ -61,7 +61,7 @@ lq_status lq_pack_gptq(int bits, int64_t n, int64_t k, int64_t group_size, const
         lq_qlinear probe = *w;
         probe.qweight = probe.qzeros = probe.scales = q;
         probe.g_idx                                 = (const int32_t *)q;
-        LQ_TRY(lq_check_gptq(&probe, err));
+        LQ_TRY(lq_qlinear_check(&probe, err));
     }
     const int64_t  G    = lq_gptq_groups(w);
     const uint32_t maxq = (1u << bits) - 1u;
@@ -125,7 +125,7 @@ lq_status lq_pack_awq(int64_t n, int64_t k, int64_t group_size, const uint8_t *q
     {
         lq_qlinear probe = *w;
         probe.qweight = probe.qzeros = probe.scales = q;
-        LQ_TRY(lq_check_awq(&probe, err));
+        LQ_TRY(lq_qlinear_check(&probe, err));
     }
     const int64_t G = k / group_size, words = n / 8;
     for (int64_t e = 0; e < n * k; e++)
@@ -221,7 +221,7 @@ lq_status lq_pack_nf4(int64_t n, int64_t k, int64_t blocksize, const uint8_t *co
         lq_qlinear probe = *w;
         probe.qweight = probe.absmax = codes;
         probe.quant_map = probe.nested_absmax = probe.nested_code = absmax;
-        LQ_TRY(lq_check_nf4(&probe, err));
+        LQ_TRY(lq_qlinear_check(&probe, err));
     }
     const int64_t ne = n * k, nb = (ne + blocksize - 1) / blocksize;
     for (int64_t e = 0; e < ne; e++)
@@ -309,7 +309,7 @@ lq_status lq_pack_int8(int64_t n, int64_t k, const int8_t *cb, const float *scb,
         probe.scb         = scb;
         probe.outlier_idx = outlier_idx;
         probe.outlier_w   = (const uint16_t *)scb;
-        LQ_TRY(lq_check_int8(&probe, err));
+        LQ_TRY(lq_qlinear_check(&probe, err));
     }
     for (int64_t e = 0; e < n * k; e++)
         if (cb[e] == INT8_MIN)

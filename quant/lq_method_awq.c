@@ -466,6 +466,7 @@ const lq_method_traits lq_method_awq = {
     .help                = "AWQ: activation-aware scaling and clipping from calibration data "
                            "(AutoAWQ GEMM checkpoint)",
     .format              = LQ_FMT_AWQ,
+    .bits_hint           = " (for 8 bits use gptq --bits 8, or int8)",
     .needs_calib         = 1,
     .propagate_quantized = 0,
     .fp_first_capture    = 1,   /* its first capture is of the unmodified layer */

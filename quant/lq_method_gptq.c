@@ -19,10 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void      lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c);
-lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
-                              const int32_t *zeros, const float *scales, const int32_t *g_idx);
-
 typedef struct cap_ctx {
     lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
     lq_gpu_hess    **gh; /* per slot: device accumulators when on a GPU */

@@ -4,12 +4,16 @@
 #include "lq_opts.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 static void nf4_fill(const lq_opts *o, lq_qconfig *c) {
     c->group_size   = o->blocksize;
     c->double_quant = o->double_quant;
     snprintf(c->quant_type, sizeof c->quant_type, "nf4");
+    /* bitsandbytes computes in the model's dtype (float32 is refused for quantized output) */
+    snprintf(c->compute_dtype, sizeof c->compute_dtype, "%s",
+             !strcmp(o->out_dtype, "bfloat16") ? "bfloat16" : "float16");
 }
 
 static lq_status nf4_layer(lq_qjob *j) {

@@ -5,10 +5,6 @@
 
 #include <stdlib.h>
 
-void      lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c);
-lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
-                              const int32_t *zeros, const float *scales, const int32_t *g_idx);
-
 void lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c) {
     c->bits            = (int)o->bits;
     int64_t g          = o->group_size;

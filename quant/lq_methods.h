@@ -7,7 +7,7 @@
 #ifndef LQ_METHODS_H
 #define LQ_METHODS_H
 
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_model.h"
 #include "lq_opts.h"
 #include "lq_quant.h"
@@ -66,6 +66,7 @@ typedef struct lq_method_traits {
     int         stage_copies;        /* activation-sized stage states it may hold beside the layer's
                                         input and output (--max-memory plan) */
     int fp_first_capture;            /* captures from the layer's input before changing it */
+    const char *bits_hint; /* said when --bits is a width the format cannot store, or NULL */
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_opts *o, lq_qconfig *c);
     lq_status (*quantize_layer)(lq_qjob *j);
@@ -73,6 +74,12 @@ typedef struct lq_method_traits {
      * (statistics, caches), for the --max-memory plan. */
     int64_t (*work_bytes)(const lq_model_config *c, int64_t tokens);
 } lq_method_traits;
+
+/* The methods that write GPTQ v1 (rtn, gptq; lq_method_rtn.c): the quantization_config of the
+ * options, and slot l's codes packed into job->out[l] (marked quantized). */
+void      lq_gptq_fill_qconfig(const lq_opts *o, lq_qconfig *c);
+lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const uint8_t *q,
+                              const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
 int                     lq_method_index(const char *name);
 const lq_method_traits *lq_method_traits_get(int i);

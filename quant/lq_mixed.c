@@ -8,7 +8,7 @@
  * (L + 1) / 2 * 4 forwards of the probe tokens plus 5 lm_head passes per layer. */
 #include "lq_mixed.h"
 
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_quant.h"
 
 #include <cblas.h>
@@ -33,14 +33,12 @@ const char *lq_mixed_unit_name(int u) {
 }
 
 int64_t lq_mixed_linear_bits(int64_t n, int64_t k, int bits, int64_t group_size) {
-    lq_qlinear w;
-    memset(&w, 0, sizeof w);
-    w.format     = LQ_FMT_GPTQ;
-    w.bits       = bits;
-    w.n          = n;
-    w.k          = k;
-    w.group_size = group_size > 0 && group_size < k ? group_size : k;
-    return 8 * (int64_t)lq_format_traits_get(LQ_FMT_GPTQ)->bytes(&w);
+    lq_qconfig c;
+    memset(&c, 0, sizeof c);
+    c.format     = LQ_FMT_GPTQ;
+    c.bits       = bits;
+    c.group_size = group_size;
+    return 8 * lq_qformat_bytes(&c, n, k);
 }
 
 /* Bits of the linears of cfg's decoder that are not in any unit's choice (16-bit), and the

@@ -9,10 +9,9 @@
 #include "lq_model.h"
 
 #include "lq_dtype.h"
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_json.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -113,46 +112,34 @@ float *lq_linear_dense_mut(lq_linear *l) {
 }
 
 size_t lq_linear_ws_size(const lq_linear *l, int64_t m) {
-    if (l->buf.q.format == LQ_FMT_DENSE)
-        return 0;
     const lq_format_traits *t = lq_format_traits_get((lq_format)l->buf.q.format);
     return t && t->ws_cpu ? t->ws_cpu(&l->buf.q, m) : 0;
 }
 
+/* Every format, dense included, through its row of the kernel table. */
 lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
                             size_t ws_size, int nthreads) {
     const lq_qlinear *q = &l->buf.q;
-    const int64_t     n = q->n, k = q->k;
+    const int64_t     n = q->n;
     if (m <= 0)
         return LQ_OK;
-    if (q->format == LQ_FMT_DENSE) {
-        if (!q->dense)
-            return LQ_ERR_INVALID_ARG;
-        if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-            return LQ_ERR_UNSUPPORTED; /* OpenBLAS takes int dimensions */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.f, x, (int)k,
-                    (const float *)q->dense, (int)k, 0.f, y, (int)n);
-        if (q->bias)
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t i = 0; i < n; i++)
-                    y[r * n + i] += lq_f16_to_f32(q->bias[i]);
-    } else {
-        const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
-        if (!t || !t->gemm_cpu)
-            return LQ_ERR_UNSUPPORTED;
-        const size_t need = t->ws_cpu ? t->ws_cpu(q, m) : 0;
-        void        *own  = NULL;
-        if (need > ws_size) { /* callers without a workspace (one-off calls) */
-            own = lq_aligned_alloc(need);
-            if (!own)
-                return LQ_ERR_NOMEM;
-            ws      = own;
-            ws_size = need;
-        }
-        const lq_status st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
-        lq_aligned_free(own);
-        LQ_TRY(st);
+    if (lq_qlinear_check(q, NULL) != LQ_OK)
+        return LQ_ERR_INVALID_ARG;
+    const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
+    if (!t->gemm_cpu)
+        return LQ_ERR_UNSUPPORTED;
+    const size_t need = t->ws_cpu ? t->ws_cpu(q, m) : 0;
+    void        *own  = NULL;
+    if (need > ws_size) { /* callers without a workspace (one-off calls) */
+        own = lq_aligned_alloc(need);
+        if (!own)
+            return LQ_ERR_NOMEM;
+        ws      = own;
+        ws_size = need;
     }
+    const lq_status st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
+    lq_aligned_free(own);
+    LQ_TRY(st);
     if (l->bias)
         for (int64_t r = 0; r < m; r++)
             for (int64_t i = 0; i < n; i++)
@@ -493,7 +480,7 @@ static lq_status check_quantized(const lq_model *m, const char *prefix, int64_t 
     if (!t || !t->dequant_cpu) {
         lq_qbuf_free(&b);
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "%s: no CPU kernel for the %s format of %s", m->dir,
-                t ? t->name : "?", prefix);
+                lq_qformat_get((lq_format)b.q.format)->name, prefix);
     }
     if (*scratch_n < n * k) {
         free(*scratch);

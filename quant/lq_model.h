@@ -155,7 +155,7 @@ typedef struct lq_model {
     float          *final_norm; /* [d] */
     lq_linear       lm_head;    /* tied: dense view of embed (not owned twice) */
     lq_layer       *layers;     /* [num_layers] filled by lq_model_load_all, else NULL */
-    void           *qcfg; /* lq_qconfig * of a quantized checkpoint (kernels/lq_format_io.h) */
+    void           *qcfg; /* lq_qconfig * of a quantized checkpoint (formats/lq_qformat.h) */
     double          inv_freq[512]; /* RoPE inverse frequencies [head_dim/2], scaling applied */
 } lq_model;
 

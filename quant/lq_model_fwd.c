@@ -340,7 +340,7 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
     LQ_TRY(ensure_kws(ws, lq_linear_ws_size(l, t), err));
     const lq_status st = lq_linear_forward(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws));
     if (st != LQ_OK) {
-        const lq_format_traits *tr = lq_format_traits_get((lq_format)l->buf.q.format);
+        const lq_qformat *tr = lq_qformat_get((lq_format)l->buf.q.format);
         return lq_fail(err, st, "%s [%lld x %lld, %s]: linear forward over %lld tokens failed (%s)",
                        what, (long long)l->buf.q.n, (long long)l->buf.q.k, tr ? tr->name : "?",
                        (long long)t, lq_status_name(st));

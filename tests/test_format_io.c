@@ -12,7 +12,7 @@
  * variant plus ref.safetensors (our dequant_ref W, activations x and gemm_ref y);
  * `test_format_io --read CKPT OUTDIR` loads a checkpoint the reference tools wrote and saves
  * our dequantization of each linear. */
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_json.h"
 #include "lq_test.h"
 #include "lq_test_qlinear.h"

@@ -1,7 +1,7 @@
 /* Llama forward (quant/lq_model*.c) against an independent port of llama2.c run.c on the
  * original stories260K checkpoint, the layer-by-layer API contract (capture hook, stop_after,
  * attention/MLP sub-forwards, chunking), lq_model_open's validation of broken checkpoints, and
- * quantized checkpoints (GPTQ, NF4, INT8 written through kernels/lq_format_io.h) against the
+ * quantized checkpoints (GPTQ, NF4, INT8 written through formats/lq_qformat.h) against the
  * same model with every quantized linear replaced by its scalar-reference dequantization.
  *
  * Oracle mode for tests/py/test_forward_oracle.py:
@@ -9,7 +9,7 @@
  * reads int32 ids [NSEQ * seqlen], runs NSEQ independent sequences and writes float32 logits
  * [NSEQ * seqlen, vocab] to OUT_FILE. */
 #include "lq_base.h"
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_json.h"
 #include "lq_model.h"
 #include "lq_test.h"
@@ -835,7 +835,7 @@ static void test_quantized(const char *src, const char *tmp) {
     for (int i = 0; i < NSEQ * SEQ; i++)
         ids[i] = (int32_t)lq_rng_below(&rng, 512);
     for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
-        const char *fname = lq_format_traits_get(fmts[fi].f)->name;
+        const char *fname = lq_qformat_get(fmts[fi].f)->name;
         char        dst[4200];
         snprintf(dst, sizeof dst, "%s/quant_%s", tmp, fname);
         const int nq = write_quantized(orig, src, dst, fmts[fi].f, 0, &err);

@@ -68,7 +68,7 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
     }
     const lq_qlinear *w   = &qb.q;
     lq_err            err = {0};
-    CHECK_MSG(t->check(w, &err) == LQ_OK, "%s: check: %s", c->name, err.msg);
+    CHECK_MSG(lq_qformat_get(c->fmt)->check(w, &err) == LQ_OK, "%s: check: %s", c->name, err.msg);
     CHECK_MSG(lq_qlinear_check(w, &err) == LQ_OK, "%s: lq_qlinear_check: %s", c->name, err.msg);
 
     float *x    = malloc((size_t)(m * k) * sizeof(float));

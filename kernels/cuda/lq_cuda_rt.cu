@@ -2,6 +2,9 @@
  * descriptor into one device buffer. A machine without a driver must see 0 devices, not a
  * crash: every runtime call's error is checked and mapped. */
 #include "lq_cuda_impl.cuh"
+extern "C" {
+#include "lq_qformat.h"
+}
 
 #include <stddef.h>
 #include <stdio.h>
@@ -134,78 +137,30 @@ extern "C" lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Upload: the arrays a descriptor references, in a fixed order, each 256-byte aligned.
+ * Upload: the arrays of a descriptor's layout (formats/lq_qformat.h) in its order, each
+ * 256-byte aligned, in their device dtypes.
  * ------------------------------------------------------------------------------------------ */
-#define LQ_UP_MAX 8
 typedef struct up_list {
-    size_t       field[LQ_UP_MAX]; /* offsetof the pointer field to redirect */
-    const void  *src[LQ_UP_MAX];
-    size_t       bytes[LQ_UP_MAX];
-    int          n;
+    size_t      field[LQ_QARRAY_MAX + 1]; /* offsetof the pointer field to redirect */
+    const void *src[LQ_QARRAY_MAX + 1];
+    size_t      bytes[LQ_QARRAY_MAX + 1];
+    int         n;
 } up_list;
 
-static void up_add(up_list *l, size_t field, const void *src, size_t bytes) {
-    if (!src || bytes == 0)
-        return;
-    l->field[l->n] = field;
-    l->src[l->n]   = src;
-    l->bytes[l->n] = bytes;
-    l->n++;
-}
-
-/* memcpy through the field offset: the fields have different pointer types */
-#define UP(field, bytes) up_add(l, offsetof(lq_qlinear, field), d->field, (bytes))
-
-/* Arrays of a valid host descriptor; fields point into *d (a copy of the host descriptor). */
+/* Arrays of a valid host descriptor d. */
 static void up_collect(const lq_qlinear *d, up_list *l) {
-    const int64_t n = d->n, k = d->k;
+    lq_qarray a[LQ_QARRAY_MAX + 1];
+    const int na = lq_qlinear_arrays(d, a);
     memset(l, 0, sizeof *l);
-    switch (d->format) {
-    case LQ_FMT_DENSE: /* the device layout is fp16: the host array must be fp16 too */
-        UP(dense, (size_t)(n * k) * 2);
-        break;
-    case LQ_FMT_GPTQ: {
-        const int64_t g = (k + d->group_size - 1) / d->group_size;
-        UP(qweight, (size_t)(k * d->bits / 32 * n) * 4);
-        UP(qzeros, (size_t)(g * (n * d->bits / 32)) * 4);
-        UP(scales, (size_t)(g * n) * 2);
-        UP(g_idx, (size_t)k * 4);
-        break;
+    for (int i = 0; i < na; i++) {
+        const size_t bytes = (size_t)lq_qarray_numel(&a[i]) * (size_t)lq_dtype_size(a[i].dev_dtype);
+        if (a[i].constant || bytes == 0)
+            continue;
+        l->field[l->n] = a[i].field;
+        l->src[l->n]   = lq_qarray_data(&a[i], d);
+        l->bytes[l->n] = bytes;
+        l->n++;
     }
-    case LQ_FMT_AWQ: {
-        const int64_t g = k / d->group_size;
-        UP(qweight, (size_t)(k * (n / 8)) * 4);
-        UP(qzeros, (size_t)(g * (n / 8)) * 4);
-        UP(scales, (size_t)(g * n) * 2);
-        break;
-    }
-    case LQ_FMT_NF4: {
-        const int64_t nb = (n * k + d->group_size - 1) / d->group_size;
-        UP(qweight, (size_t)(n * k / 2));
-        UP(quant_map, 16 * 4);
-        if (d->nested_blocksize > 0) {
-            const int64_t nnb = (nb + d->nested_blocksize - 1) / d->nested_blocksize;
-            UP(absmax, (size_t)nb);
-            UP(nested_absmax, (size_t)nnb * 4);
-            UP(nested_code, 256 * 4);
-        } else {
-            UP(absmax, (size_t)nb * 4);
-        }
-        break;
-    }
-    case LQ_FMT_INT8:
-        UP(qweight, (size_t)(n * k));
-        UP(scb, (size_t)n * 4);
-        if (d->n_outlier > 0) {
-            UP(outlier_idx, (size_t)d->n_outlier * 4);
-            UP(outlier_w,
-                   (size_t)(n * d->n_outlier) * 2);
-        }
-        break;
-    default:
-        break;
-    }
-    UP(bias, (size_t)n * 2);
 }
 
 extern "C" LQ_API size_t lq_qlinear_device_bytes(const lq_qlinear *host) {

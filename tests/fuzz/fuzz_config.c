@@ -4,7 +4,7 @@
  * must satisfy what the model code assumes (heads, RoPE tables, LongRoPE factors,
  * mixture-of-experts sizes; widths a GPTQ kernel has). */
 #include "lq_config.h"
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_json.h"
 
 #include <stdlib.h>

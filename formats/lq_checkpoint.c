@@ -2,7 +2,7 @@
  * quantization_config + the safetensors shards of a directory, with one lq_qlinear per
  * quantized Linear read on first request (views into the mapping, copies where alignment or
  * dtype require) and kept until close. */
-#include "lq_format_io.h"
+#include "lq_qformat.h"
 #include "lq_json.h"
 
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "lq_kernels.h"
+#include "lq_qformat.h"
 
 #include <stdlib.h>
 #include <string.h>

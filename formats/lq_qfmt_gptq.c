@@ -1,0 +1,262 @@
+/* GPTQ v1 (AutoGPTQ QuantLinear, BaseQuantizeConfig): bits 2, 3, 4, 8, G = ceil(k / group)
+ *   <module>.qweight I32 [k*b/32, n]  .qzeros I32 [G, n*b/32] (zero - 1)  .scales F16 [G, n]
+ *   .g_idx I32 [k]  [.bias F16 [n]]
+ * GPTQModel's checkpoint_format gptq_v2 (zeros without the -1) and "dynamic" per-module
+ * overrides are read too. */
+#include "lq_qformat_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static lq_status check_gptq(const lq_qlinear *w, lq_err *err) {
+    const char *fmt = "gptq";
+    LQ_TRY(lq_qcheck_dims(w, fmt, err));
+    const int b = w->bits;
+    RULE(b == 2 || b == 3 || b == 4 || b == 8, "bits = %d, GPTQ supports 2, 3, 4, 8", b);
+    RULE(w->group_size >= 1, "group_size = %lld, must be >= 1 (k for per-channel)",
+         (long long)w->group_size);
+    if (b == 3) {
+        RULE(w->k % 32 == 0, "3-bit GPTQ packs 32 input channels into 3 words: k %% 32 != 0");
+        RULE(w->n % 32 == 0, "3-bit GPTQ packs 32 zero points into 3 words: n %% 32 != 0");
+    } else {
+        RULE(w->k % (32 / b) == 0, "%d-bit GPTQ needs k %% %d == 0", b, 32 / b);
+        RULE(w->n % (32 / b) == 0, "%d-bit GPTQ needs n %% %d == 0", b, 32 / b);
+    }
+    NEED(w->qweight, "qweight");
+    NEED(w->qzeros, "qzeros");
+    NEED(w->scales, "scales");
+    NEED(w->g_idx, "g_idx");
+    return LQ_OK;
+}
+
+/* GPTQ v1 packs codes along k into 32-bit words (3-bit: 32 values in 3 words) and zeros along
+ * n; groups may be ragged (ceil(k / g) rows of scales). */
+static int fits_gptq(const lq_qconfig *c, int64_t n, int64_t k, char *why, size_t cap) {
+    const int per = c->bits == 3 ? 32 : 32 / (c->bits > 0 ? c->bits : 4);
+    if (k % per == 0 && n % per == 0)
+        return 1;
+    if (why)
+        snprintf(why, cap,
+                 "%d-bit GPTQ packs %d values per 32-bit word: in_features and "
+                 "out_features must be multiples of %d",
+                 c->bits, per, per);
+    return 0;
+}
+
+static lq_status read_gptq(const lq_st *st, const char *prefix, const lq_qconfig *base,
+                           int64_t n_exp, int64_t k_exp, lq_qbuf *out, lq_err *err) {
+    lq_rd               r = {st, prefix, out, err};
+    const lq_st_tensor *qw, *qz, *sc, *gi;
+    lq_qconfig          eff; /* the module's own config ("dynamic" overrides applied) */
+    int                 excluded;
+    LQ_TRY(lq_qconfig_for_module(base, prefix, &eff, &excluded, err));
+    const lq_qconfig *c     = &eff;
+    const int         b     = c->bits;
+    static const int  i32[] = {LQ_DT_I32, -1};
+    lq_qlinear       *q     = &out->q;
+    LQ_TRY(lq_rd_find(&r, "qweight", 1, &qw));
+    LQ_TRY(lq_rd_expect(&r, qw, i32, 2, -1, -1, "GPTQ qweight is I32 [k*bits/32, n]"));
+    LQ_RETURN_IF((qw->shape[0] * 32) % b != 0, err, LQ_ERR_QFORMAT,
+                 "%s: tensor \"%s\" has %lld rows, not a whole number of %d-bit input channels",
+                 lq_rd_file(&r, qw), qw->name, (long long)qw->shape[0], b);
+    const int64_t n = qw->shape[1], k = qw->shape[0] * 32 / b;
+    LQ_TRY(lq_rd_dims(&r, qw, n, k, n_exp, k_exp));
+    const int64_t gs = c->group_size <= 0 || c->group_size > k ? k : c->group_size;
+    const int64_t G  = (k + gs - 1) / gs;
+    q->format        = LQ_FMT_GPTQ;
+    q->bits          = b;
+    q->n             = n;
+    q->k             = k;
+    q->group_size    = gs;
+    LQ_TRY(lq_rd_find(&r, "qzeros", 1, &qz));
+    LQ_TRY(lq_rd_find(&r, "scales", 1, &sc));
+    LQ_TRY(lq_rd_find(&r, "g_idx", 0, &gi));
+    LQ_TRY(LQ_RD_EXPECT(&r, sc, scales, lq_rd_float_dts, "expected float [groups, n] scales"));
+    LQ_TRY(LQ_RD_EXPECT(&r, qz, qzeros, i32, "expected I32 [groups, n*bits/32] qzeros"));
+    LQ_TRY(lq_rd_view(&r, qw, &q->qweight));
+    LQ_TRY(lq_rd_view_f16(&r, sc, (const uint16_t **)&q->scales));
+    if (!c->gptq_v2) {
+        LQ_TRY(lq_rd_view(&r, qz, &q->qzeros));
+    } else { /* GPTQModel v2 stores z itself: rewrite as v1 (z - 1) fields */
+        int32_t *z = lq_qbuf_alloc(out, (size_t)qz->nbytes);
+        LQ_RETURN_IF(!z, err, LQ_ERR_NOMEM, "%s: out of memory", qz->name);
+        memcpy(z, qz->data, (size_t)qz->nbytes);
+        const int64_t zw = n * b / 32;
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t i = 0; i < n; i++)
+                lq_stream_put(z + g * zw, 1, i, b, lq_stream_get(z + g * zw, 1, i, b) - 1u);
+        q->qzeros = z;
+    }
+    if (gi) {
+        LQ_TRY(LQ_RD_EXPECT(&r, gi, g_idx, i32, "expected I32 [in_features] g_idx"));
+        LQ_TRY(lq_rd_view(&r, gi, (const void **)&q->g_idx));
+        for (int64_t cc = 0; cc < k; cc++) {
+            int32_t g;
+            memcpy(&g, (const char *)q->g_idx + 4 * cc, 4);
+            LQ_RETURN_IF(g < 0 || g >= G, err, LQ_ERR_QFORMAT,
+                         "%s: tensor \"%s\"[%lld] = %d outside [0, %lld) groups",
+                         lq_rd_file(&r, gi), gi->name, (long long)cc, g, (long long)G);
+        }
+    } else { /* checkpoints without act-order may omit it */
+        /* with act-order the columns are permuted: identity groups would be wrong weights */
+        LQ_RETURN_IF(c->desc_act, err, LQ_ERR_QFORMAT,
+                     "%s: desc_act is true in quantize_config but \"%s.g_idx\" is missing",
+                     lq_rd_file(&r, qw), prefix);
+        int32_t *g = lq_qbuf_alloc(out, (size_t)k * 4);
+        LQ_RETURN_IF(!g, err, LQ_ERR_NOMEM, "%s: out of memory", qw->name);
+        for (int64_t cc = 0; cc < k; cc++)
+            g[cc] = (int32_t)(cc / gs);
+        q->g_idx = g;
+    }
+    LQ_TRY(lq_rd_bias(&r, n));
+    return lq_rd_finish(&r, "qweight");
+}
+
+/* AutoGPTQ BaseQuantizeConfig.to_dict (+ checkpoint_format of later AutoGPTQ/GPTQModel). */
+static lq_status write_cfg_gptq(const lq_qconfig *c, cJSON *qc, lq_err *err) {
+    ADD(qc, "bits", cJSON_CreateNumber(c->bits));
+    ADD(qc, "group_size", cJSON_CreateNumber((double)(c->group_size > 0 ? c->group_size : -1)));
+    ADD(qc, "damp_percent", cJSON_CreateNumber(c->damp_percent));
+    ADD(qc, "desc_act", cJSON_CreateBool(c->desc_act));
+    ADD(qc, "static_groups", cJSON_CreateBool(c->static_groups));
+    ADD(qc, "sym", cJSON_CreateBool(c->sym));
+    ADD(qc, "true_sequential", cJSON_CreateBool(c->true_sequential));
+    ADD(qc, "model_name_or_path", lq_qc_str_or_null(c->model_name_or_path));
+    ADD(qc, "model_file_base_name", lq_qc_str_or_null(c->model_file_base_name));
+    ADD(qc, "quant_method", cJSON_CreateString("gptq"));
+    ADD(qc, "checkpoint_format", cJSON_CreateString("gptq"));
+    if (c->n_dynamic > 0) { /* GPTQModel / vLLM per-module overrides */
+        cJSON *dyn = cJSON_CreateObject();
+        ADD(qc, "dynamic", dyn);
+        for (int64_t i = 0; i < c->n_dynamic; i++) {
+            const lq_qrule *r = &c->dynamic[i];
+            char            key[4096];
+            cJSON          *o = cJSON_CreateObject();
+            snprintf(key, sizeof key, "%s%s", r->negative ? "-:" : "+:", r->pattern);
+            ADD(dyn, key, o);
+            if (r->bits > 0)
+                ADD(o, "bits", cJSON_CreateNumber(r->bits));
+            if (r->group_size != 0)
+                ADD(o, "group_size", cJSON_CreateNumber((double)r->group_size));
+            if (r->sym >= 0)
+                ADD(o, "sym", cJSON_CreateBool(r->sym));
+            if (r->desc_act >= 0)
+                ADD(o, "desc_act", cJSON_CreateBool(r->desc_act));
+        }
+    }
+    return LQ_OK;
+}
+
+/* GPTQModel's "dynamic": {"+:regex": {"bits": 8, ...}, "-:regex": {}, ...}. Keys other than
+ * bits / group_size / sym / desc_act (adapters, GPTQModel-only knobs) do not change the stored
+ * layout and are ignored. */
+static lq_status parse_dynamic(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(qc, "dynamic");
+    if (!dyn || cJSON_IsNull(dyn))
+        return LQ_OK;
+    LQ_RETURN_IF(!cJSON_IsObject(dyn), err, LQ_ERR_CONFIG_VALUE,
+                 "%s: key \"dynamic\" is not an object", label);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, dyn) {
+        const char *key = it->string ? it->string : "";
+        const int   neg = !strncmp(key, "-:", 2), pre = neg || !strncmp(key, "+:", 2);
+        char        sub[4200];
+        snprintf(sub, sizeof sub, "%s: \"dynamic\" rule \"%.120s\"", label, key);
+        LQ_RETURN_IF(!cJSON_IsObject(it), err, LQ_ERR_CONFIG_VALUE, "%s is not an object", sub);
+        int64_t bits = 0, gs = 0;
+        int     sym = -1, da = -1;
+        if (lq_qc_has(it, "bits")) {
+            LQ_TRY(lq_json_get_i64(it, "bits", 1, 0, 64, &bits, sub, err));
+            LQ_RETURN_IF(bits != 2 && bits != 3 && bits != 4 && bits != 8, err, LQ_ERR_UNSUPPORTED,
+                         "%s: \"bits\" = %lld (GPTQ kernels: 2, 3, 4, 8)", sub, (long long)bits);
+        }
+        if (lq_qc_has(it, "group_size")) {
+            LQ_TRY(lq_json_get_i64(it, "group_size", 1, -1, INT32_MAX, &gs, sub, err));
+            LQ_RETURN_IF(gs == 0, err, LQ_ERR_CONFIG_VALUE, "%s: \"group_size\" = 0", sub);
+        }
+        if (lq_qc_has(it, "sym"))
+            LQ_TRY(lq_qc_bool(it, "sym", &sym, sub, err));
+        if (lq_qc_has(it, "desc_act"))
+            LQ_TRY(lq_qc_bool(it, "desc_act", &da, sub, err));
+        LQ_TRY(
+            lq_qconfig_add_rule(c, key + (pre ? 2 : 0), neg, (int)bits, gs, sym, da, label, err));
+    }
+    return LQ_OK;
+}
+
+static lq_status parse_cfg_gptq(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err) {
+    int64_t bits = 4, gs = 128;
+    LQ_TRY(lq_json_get_i64(qc, "bits", 1, 0, 64, &bits, label, err));
+    LQ_RETURN_IF(bits != 2 && bits != 3 && bits != 4 && bits != 8, err, LQ_ERR_UNSUPPORTED,
+                 "%s: key \"bits\" = %lld (GPTQ kernels: 2, 3, 4, 8)", label, (long long)bits);
+    const char *gk = lq_qc_synonym(qc, (const char *const[]){"group_size", "q_group_size", NULL});
+    if (gk)
+        LQ_TRY(lq_json_get_i64(qc, gk, 1, -1, INT32_MAX, &gs, label, err));
+    LQ_RETURN_IF(gs == 0, err, LQ_ERR_CONFIG_VALUE, "%s: key \"%s\" = 0", label, gk);
+    c->bits       = (int)bits;
+    c->group_size = gs;
+    LQ_TRY(lq_qc_bool(qc, "sym", &c->sym, label, err));
+    LQ_TRY(lq_qc_bool(qc, "desc_act", &c->desc_act, label, err));
+    LQ_TRY(lq_qc_bool(qc, "static_groups", &c->static_groups, label, err));
+    LQ_TRY(lq_qc_bool(qc, "true_sequential", &c->true_sequential, label, err));
+    if (lq_qc_has(qc, "damp_percent"))
+        LQ_TRY(lq_json_get_f64(qc, "damp_percent", 0, &c->damp_percent, label, err));
+    if (lq_qc_has(qc, "model_name_or_path"))
+        LQ_TRY(lq_json_get_str(qc, "model_name_or_path", 0, c->model_name_or_path,
+                               sizeof c->model_name_or_path, label, err));
+    if (lq_qc_has(qc, "model_file_base_name"))
+        LQ_TRY(lq_json_get_str(qc, "model_file_base_name", 0, c->model_file_base_name,
+                               sizeof c->model_file_base_name, label, err));
+    int marlin = 0;
+    LQ_TRY(lq_qc_bool(qc, "is_marlin_format", &marlin, label, err));
+    LQ_RETURN_IF(marlin, err, LQ_ERR_UNSUPPORTED,
+                 "%s: key \"is_marlin_format\" = true (Marlin-repacked GPTQ is not supported)",
+                 label);
+    const char *fk = lq_qc_synonym(qc, (const char *const[]){"checkpoint_format", "format", NULL});
+    if (fk) {
+        char f[32];
+        LQ_TRY(lq_json_get_str(qc, fk, 1, f, sizeof f, label, err));
+        if (lq_ieq(f, "gptq_v2"))
+            c->gptq_v2 = 1;
+        else
+            LQ_RETURN_IF(!lq_ieq(f, "gptq"), err, LQ_ERR_UNSUPPORTED,
+                         "%s: key \"%s\" = \"%s\" (supported: gptq, gptq_v2)", label, fk, f);
+    }
+    return parse_dynamic(qc, label, c, err);
+}
+
+static int arrays_gptq(const lq_qlinear *w, lq_qarray *a) {
+    const int64_t G = lq_gptq_groups(w), b = w->bits;
+    a[0] = LQ_ARRAY(qweight, "qweight", LQ_DT_I32, 2, w->k * b / 32, w->n);
+    a[1] = LQ_ARRAY(qzeros, "qzeros", LQ_DT_I32, 2, G, w->n * b / 32);
+    a[2] = LQ_ARRAY(scales, "scales", LQ_DT_F16, 2, G, w->n);
+    a[3] = LQ_ARRAY(g_idx, "g_idx", LQ_DT_I32, 1, w->k, 0);
+    return 4;
+}
+
+static void default_gptq(lq_qconfig *c) {
+    c->bits            = 4;
+    c->group_size      = 128;
+    c->sym             = 1;
+    c->true_sequential = 1;
+    c->damp_percent    = 0.01;
+    snprintf(c->model_file_base_name, sizeof c->model_file_base_name, "model");
+}
+
+const lq_qformat lq_qfmt_gptq = {
+    .name            = "gptq",
+    .desc            = "GPTQ v1 (AutoGPTQ)",
+    .bits            = 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8, /* AutoGPTQ, vLLM */
+    .quant_method    = "gptq",
+    .legacy_keys     = {"bits"},
+    .ids             = {".qweight"},
+    .sidecar         = "quantize_config.json",
+    .block_key       = "modules_in_block_to_quantize",
+    .fits            = fits_gptq,
+    .check           = check_gptq,
+    .arrays          = arrays_gptq,
+    .read_tensors    = read_gptq,
+    .qconfig_default = default_gptq,
+    .write_hf_config = write_cfg_gptq,
+    .parse_hf_config = parse_cfg_gptq,
+};
