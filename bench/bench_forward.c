@@ -1,4 +1,4 @@
-/* Forward throughput of the float32 CPU Llama forward (quant/lq_model*.c).
+/* Forward throughput of the float32 CPU Llama forward (quant/model/lq_model*.c).
  *
  *   bench_forward [--model DIR] [--tokens N] [--seqlen L] [--threads T]
  *                 [--synthetic-only | --no-synthetic]

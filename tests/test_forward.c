@@ -1,4 +1,4 @@
-/* Llama forward (quant/lq_model*.c) against an independent port of llama2.c run.c on the
+/* Llama forward (quant/model/lq_model*.c) against an independent port of llama2.c run.c on the
  * original stories260K checkpoint, the layer-by-layer API contract (capture hook, stop_after,
  * attention/MLP sub-forwards, chunking), lq_model_open's validation of broken checkpoints, and
  * quantized checkpoints (GPTQ, NF4, INT8 written through formats/lq_qformat.h) against the

@@ -1,4 +1,4 @@
-/* The pipeline's GPU side bound to the CPU path (quant/lq_gpu.h):
+/* The pipeline's GPU side bound to the CPU path (quant/gpu/lq_gpu.h):
  *   - without a device: device count 0, opening fails with the right code (always runs);
  *   - dense GEMM of the calibration forwards vs OpenBLAS, NMSE < 1e-10;
  *   - Hessian (SYRK over chunks with the running rescale) vs lq_xstats, rel. error < 1e-5;

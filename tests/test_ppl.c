@@ -1,4 +1,4 @@
-/* Perplexity (quant/lq_ppl.c) of stories260K, against the independent llama2.c run.c port in
+/* Perplexity (quant/model/lq_ppl.c) of stories260K, against the independent llama2.c run.c port in
  * lq_test_llama2c.h and against the published reference figure.
  *
  * The reference: "the llama2.c forward of stories260K gives NLL 1.266/token (ppl 3.55) on

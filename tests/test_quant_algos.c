@@ -1,4 +1,4 @@
-/* Properties of the quantization algorithms (quant/lq_quant.h), with fixed seeds printed on
+/* Properties of the quantization algorithms (quant/algo/lq_quant.h), with fixed seeds printed on
  * failure:
  *   RTN     codes in range, symmetric zero point, error <= half a step everywhere
  *   GPTQ    with a diagonal Hessian it is RTN, code for code (no error feedback to spread);

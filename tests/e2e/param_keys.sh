@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Options are typed inside the library (lq_opts, generated from quant/lq_options.def): a misspelt
+# Options are typed inside the library (lq_opts, from quant/model/lq_options.def): a misspelt
 # field fails to compile. What still names an option by string is the API edge (lq_params_get /
 # lq_params_set, lq_param_find for the table's metadata): every such literal must be a row of
 # lq_options.def, and library code must not read option values by string.
@@ -10,7 +10,7 @@ set +e
 python3 - "$SRC" >"$T/out" 2>&1 <<'EOF'
 import glob, os, re, sys
 src = sys.argv[1]
-table = open(os.path.join(src, "quant", "lq_options.def")).read()
+table = open(os.path.join(src, "quant", "model", "lq_options.def")).read()
 rows = dict(re.findall(r'^LQ_OPT\(([a-z_0-9]+),\s*([A-Z]+),', table, re.M))
 bad, uses = [], 0
 for f in glob.glob(os.path.join(src, "*", "**", "*.c"), recursive=True) + \

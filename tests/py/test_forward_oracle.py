@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Our float32 CPU forward (quant/lq_model*.c, driven through `test_forward --logits`) against
+"""Our float32 CPU forward (quant/model/lq_model*.c, driven through `test_forward --logits`) against
 transformers' own models (torch, float32, eager attention):
 
   * stories260K (the real checkpoint): logits of two 160-token sequences and the per-window NLL;
