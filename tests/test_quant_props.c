@@ -1,16 +1,30 @@
-/* test_quant_props -- properties of the quantization algorithms on plain arrays (quant/):
- * RTN grid facts, GPTQ == RTN when H has no off-diagonal coupling, GPTQ beating RTN on the proxy
- * loss tr((W-Q) H (W-Q)^T) across bits/groups/act-order/sym/static groups, act-order g_idx
- * reconstructing through the GPTQ scalar reference, Cholesky damping retries, dead inputs; AWQ
- * scale and clip searches never losing to their identity candidates; NF4 codes against a brute
- * force nearest search and double-quant absmax bounds; LLM.int8 row scales and outlier columns.
- * Every random case prints its seed on failure. */
+/* test_quant_props -- the one property test of the quantization algorithms on plain arrays
+ * (quant/algo), every random case printing its seed on failure:
+ *   RTN     codes in range, zeros, g_idx, s * (q - z); half a step inside the clamp range (and
+ *           everywhere with v1-safe zeros, asymmetric zeros >= 1); power-of-2 grids exact
+ *   GPTQ    == RTN code for code when H is diagonal; beats RTN on tr((W-Q) H (W-Q)^T) for bits
+ *           2/3/4/8 x per-channel/32/128 x act-order x sym x static groups, g_idx a group map,
+ *           codes/scales/zeros giving its fake-quantized weights exactly and through the packed
+ *           GPTQ scalar reference; damping retries (first retry on an indefinite calibration
+ *           Hessian, the whole ladder on 2I - J, LQ_ERR_CHOLESKY naming the layer), dead inputs
+ *   MSE     the range search (2.4-norm, and GPTQ's weighted loss) picks the grid point a
+ *           transcription of gptq quant.py picks
+ *   AWQ     the scale search returns the least loss it evaluated, AutoAWQ-normalized scales,
+ *           never worse than s = 1; clipping never raises a group's loss
+ *   NF4     codes nearest by brute force (bitsandbytes' tie rule), double-quant absmax bounds
+ *   INT8    SCB = row absmax, codes round(127 w / SCB), outlier columns
+ *   MIXED   --target-bpw allocation within budget, no affordable upgrade left, monotone in
+ *           sensitivity, equal to the uniform widths at their own budgets
+ *   XSTATS  Hessian / absmean / absmax accumulation in uneven chunks */
 #include "lq_kernels.h"
 #include "lq_kernels_impl.h"
+#include "lq_mixed.h"
 #include "lq_quant.h"
 #include "lq_test.h"
 
 #include <float.h>
+#include <lapacke.h>
+#include <omp.h>
 #include <stdint.h>
 
 static void fill_normal(lq_rng *r, float *x, int64_t cnt, float scale) {
@@ -158,13 +172,13 @@ static void test_rtn(void) {
         int32_t *zr    = malloc((size_t)(G * n) * sizeof(int32_t));
         for (int64_t row = 0; row < n; row++)
             for (int64_t gg = 0; gg < G; gg++) {
-                float   s = ldexpf(1.0f, -(int)lq_rng_below(&r, 8) - 4);
-                int32_t z = (int32_t)lq_rng_below(&r, (uint64_t)maxq + 1);
+                float   s        = ldexpf(1.0f, -(int)lq_rng_below(&r, 8) - 4);
+                int32_t z        = (int32_t)lq_rng_below(&r, (uint64_t)maxq + 1);
                 sc[gg * n + row] = s;
                 zr[gg * n + row] = z;
                 for (int64_t c = gg * gs; c < (gg + 1) * gs; c++) {
                     int64_t j = c - gg * gs;
-                    int     q = j == 0 ? 0 : j == 1 ? maxq : (int)lq_rng_below(&r, (uint64_t)maxq + 1);
+                    int q = j == 0 ? 0 : j == 1 ? maxq : (int)lq_rng_below(&r, (uint64_t)maxq + 1);
                     codes[row * k + c] = (uint8_t)q;
                     W[row * k + c]     = s * (float)(q - z);
                 }
@@ -205,14 +219,14 @@ static void test_rtn(void) {
 }
 
 static lq_gptq_opts gopts(int bits, int64_t gs, int sym, int act, int stat) {
-    lq_gptq_opts o = {0};
-    o.q            = (lq_qspec){bits, gs, sym, 0, 0};
-    o.act_order    = act;
+    lq_gptq_opts o  = {0};
+    o.q             = (lq_qspec){bits, gs, sym, 0, 0};
+    o.act_order     = act;
     o.static_groups = stat;
-    o.damp         = 0.01;
-    o.damp_retries = 4;
-    o.block_size   = 128;
-    o.name         = "test.linear";
+    o.damp          = 0.01;
+    o.damp_retries  = 4;
+    o.block_size    = 128;
+    o.name          = "test.linear";
     return o;
 }
 
@@ -220,30 +234,33 @@ static lq_gptq_opts gopts(int bits, int64_t gs, int sym, int act, int stat) {
 static void test_gptq_diag_is_rtn(void) {
     const int64_t n = 16, k = 192;
     const int64_t groups[] = {-1, 32, 128};
-    float        *W = malloc((size_t)(n * k) * sizeof(float));
-    float        *W2 = malloc((size_t)(n * k) * sizeof(float));
-    float        *H = malloc((size_t)(k * k) * sizeof(float));
+    float        *W        = malloc((size_t)(n * k) * sizeof(float));
+    float        *W2       = malloc((size_t)(n * k) * sizeof(float));
+    float        *H        = malloc((size_t)(k * k) * sizeof(float));
     for (int bits = 2; bits <= 8; bits++)
         for (int gi = 0; gi < 3; gi++)
             for (int sym = 0; sym < 2; sym++)
                 for (int diag = 0; diag < 2; diag++)
                     for (int stat = 0; stat < 2; stat++) {
-                        uint64_t seed = 3000u + (uint64_t)(bits * 1000 + gi * 100 + sym * 10 + diag * 2 + stat);
-                        lq_rng   r;
+                        uint64_t seed =
+                            3000u + (uint64_t)(bits * 1000 + gi * 100 + sym * 10 + diag * 2 + stat);
+                        lq_rng r;
                         lq_rng_seed(&r, seed);
                         fill_normal(&r, W, n * k, 0.02f);
                         memcpy(W2, W, (size_t)(n * k) * sizeof(float));
                         memset(H, 0, (size_t)(k * k) * sizeof(float));
                         for (int64_t c = 0; c < k; c++)
                             H[c * k + c] = diag ? 0.5f + (float)lq_rng_uniform(&r) : 1.0f;
-                        int64_t      gs = groups[gi];
-                        lq_gptq_opts o  = gopts(bits, gs, sym, 0, stat);
-                        qout         a = qout_alloc(n, k, gs), b = qout_alloc(n, k, gs);
+                        int64_t        gs = groups[gi];
+                        lq_gptq_opts   o  = gopts(bits, gs, sym, 0, stat);
+                        qout           a = qout_alloc(n, k, gs), b = qout_alloc(n, k, gs);
                         lq_gptq_result res;
                         lq_err         err = {0};
-                        CHECK_MSG(lq_gptq(W2, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK,
+                        CHECK_MSG(lq_gptq(W2, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res,
+                                          &err) == LQ_OK,
                                   "seed %llu: %s", (unsigned long long)seed, err.msg);
-                        CHECK(lq_rtn(W, n, k, &o.q, b.q, b.scales, b.zeros, b.g_idx, b.wq, &err) == LQ_OK);
+                        CHECK(lq_rtn(W, n, k, &o.q, b.q, b.scales, b.zeros, b.g_idx, b.wq, &err) ==
+                              LQ_OK);
                         int64_t G = lq_num_groups(k, gs);
                         int     same =
                             memcmp(a.q, b.q, (size_t)(n * k)) == 0 &&
@@ -252,7 +269,8 @@ static void test_gptq_diag_is_rtn(void) {
                             memcmp(a.g_idx, b.g_idx, (size_t)k * sizeof(int32_t)) == 0 &&
                             memcmp(W2, b.wq, (size_t)(n * k) * sizeof(float)) == 0;
                         CHECK_MSG(same,
-                                  "gptq(diag H) != rtn: bits %d group %lld sym %d diag %d static %d seed %llu",
+                                  "gptq(diag H) != rtn: bits %d group %lld sym %d diag %d static "
+                                  "%d seed %llu",
                                   bits, (long long)gs, sym, diag, stat, (unsigned long long)seed);
                         qout_free(&a);
                         qout_free(&b);
@@ -266,9 +284,10 @@ static void test_gptq_diag_is_rtn(void) {
  * included, must decode to GPTQ's own fake-quantized weights (up to fp16 scales). */
 static void check_through_ref(int bits, int64_t n, int64_t k, int64_t gs, const qout *a,
                               const float *wq, const char *what) {
-    lq_qbuf qb  = {0};
-    lq_err  err = {0};
-    lq_status st = lq_pack_gptq(bits, n, k, gs, a->q, a->zeros, a->scales, a->g_idx, NULL, &qb, &err);
+    lq_qbuf   qb  = {0};
+    lq_err    err = {0};
+    lq_status st =
+        lq_pack_gptq(bits, n, k, gs, a->q, a->zeros, a->scales, a->g_idx, NULL, &qb, &err);
     CHECK_MSG(st == LQ_OK, "%s: pack: %s", what, err.msg);
     if (st != LQ_OK)
         return;
@@ -292,14 +311,14 @@ static void check_through_ref(int bits, int64_t n, int64_t k, int64_t gs, const 
 }
 
 static void test_gptq_beats_rtn(void) {
-    const int64_t n = 32, k = 256, t = 512;
-    const int64_t groups[] = {-1, 32, 128};
-    float        *X  = malloc((size_t)(t * k) * sizeof(float));
-    float        *H  = malloc((size_t)(k * k) * sizeof(float));
-    float        *Hc = malloc((size_t)(k * k) * sizeof(float));
-    float        *W  = malloc((size_t)(n * k) * sizeof(float));
-    float        *Wg = malloc((size_t)(n * k) * sizeof(float));
-    lq_rng        r;
+    const int64_t  n = 32, k = 256, t = 512;
+    const int64_t  groups[] = {-1, 32, 128};
+    float         *X        = malloc((size_t)(t * k) * sizeof(float));
+    float         *H        = malloc((size_t)(k * k) * sizeof(float));
+    float         *Hc       = malloc((size_t)(k * k) * sizeof(float));
+    float         *W        = malloc((size_t)(n * k) * sizeof(float));
+    float         *Wg       = malloc((size_t)(n * k) * sizeof(float));
+    lq_rng         r;
     const uint64_t seed = 4242;
     lq_rng_seed(&r, seed);
     correlated_x(&r, X, t, k);
@@ -314,24 +333,28 @@ static void test_gptq_beats_rtn(void) {
                         int64_t gs = groups[gi];
                         if (stat && gs <= 0)
                             continue;
-                        int          bits = bitsv[bi];
-                        lq_gptq_opts o    = gopts(bits, gs, sym, act, stat);
-                        qout         a = qout_alloc(n, k, gs), b = qout_alloc(n, k, gs);
+                        int            bits = bitsv[bi];
+                        lq_gptq_opts   o    = gopts(bits, gs, sym, act, stat);
+                        qout           a = qout_alloc(n, k, gs), b = qout_alloc(n, k, gs);
                         lq_gptq_result res;
                         lq_err         err = {0};
                         memcpy(Wg, W, (size_t)(n * k) * sizeof(float));
                         memcpy(Hc, H, (size_t)(k * k) * sizeof(float));
                         char what[160];
-                        snprintf(what, sizeof what, "bits %d group %lld act %d sym %d static %d seed %llu",
-                                 bits, (long long)gs, act, sym, stat, (unsigned long long)seed);
-                        CHECK_MSG(lq_gptq(Wg, Hc, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK,
+                        snprintf(what, sizeof what,
+                                 "bits %d group %lld act %d sym %d static %d seed %llu", bits,
+                                 (long long)gs, act, sym, stat, (unsigned long long)seed);
+                        CHECK_MSG(lq_gptq(Wg, Hc, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res,
+                                          &err) == LQ_OK,
                                   "%s: %s", what, err.msg);
-                        CHECK(lq_rtn(W, n, k, &o.q, b.q, b.scales, b.zeros, b.g_idx, b.wq, &err) == LQ_OK);
+                        CHECK(lq_rtn(W, n, k, &o.q, b.q, b.scales, b.zeros, b.g_idx, b.wq, &err) ==
+                              LQ_OK);
                         double lg = proxy_loss(W, Wg, H, n, k), lr = proxy_loss(W, b.wq, H, n, k);
                         CHECK_MSG(lg < lr, "%s: gptq proxy loss %g not below rtn %g", what, lg, lr);
-                        CHECK_MSG(isfinite(res.loss) && res.loss > 0, "%s: loss %g", what, res.loss);
+                        CHECK_MSG(isfinite(res.loss) && res.loss > 0, "%s: loss %g", what,
+                                  res.loss);
                         /* g_idx is a group map: values in range, each group exactly its size */
-                        int64_t  G   = lq_num_groups(k, gs), g = gs <= 0 ? k : gs;
+                        int64_t  G = lq_num_groups(k, gs), g = gs <= 0 ? k : gs;
                         int64_t *cnt = calloc((size_t)G, sizeof(int64_t));
                         int      bad = 0;
                         for (int64_t c = 0; c < k; c++) {
@@ -346,6 +369,17 @@ static void test_gptq_beats_rtn(void) {
                             for (int64_t c = 0; c < k; c++)
                                 bad += a.g_idx[c] != (int32_t)(c / g);
                         CHECK_MSG(bad == 0, "%s: g_idx is not a valid group map", what);
+                        /* codes, scales and zeros give GPTQ's own fake-quantized weights */
+                        int64_t off = 0;
+                        for (int64_t row = 0; bad == 0 && row < n; row++)
+                            for (int64_t c = 0; c < k; c++) {
+                                const int64_t gg = a.g_idx[c];
+                                off += Wg[row * k + c] !=
+                                       a.scales[gg * n + row] *
+                                           ((float)a.q[row * k + c] - (float)a.zeros[gg * n + row]);
+                            }
+                        CHECK_MSG(off == 0, "%s: %lld weights are not s * (q - z)", what,
+                                  (long long)off);
                         free(cnt);
                         if (bits != 8 || gs != 32) /* pack covers 2/3/4/8; skip one for time */
                             check_through_ref(bits, n, k, gs, &a, Wg, what);
@@ -389,7 +423,8 @@ static void test_gptq_damping_and_dead(void) {
         warn_log wl    = {0};
         o.warn         = on_warn;
         o.warn_user    = &wl;
-        CHECK_MSG(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK, "%s", err.msg);
+        CHECK_MSG(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK,
+                  "%s", err.msg);
         CHECK(wl.calls >= 1 && res.retries == wl.calls);
         CHECK(strstr(wl.last, "test.linear") != NULL);
         CHECK(res.damp_used > 0);
@@ -404,11 +439,12 @@ static void test_gptq_damping_and_dead(void) {
         for (int64_t i = 0; i < k; i++)
             for (int64_t j = 0; j < k; j++)
                 H[i * k + j] = (i == j ? 2.0f : 0.0f) - 1.0f;
-        lq_gptq_opts o = gopts(4, -1, 0, 1, 0);
+        lq_gptq_opts o  = gopts(4, -1, 0, 1, 0);
         warn_log     wl = {0};
         o.warn          = on_warn;
         o.warn_user     = &wl;
-        CHECK_MSG(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK, "%s", err.msg);
+        CHECK_MSG(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_OK,
+                  "%s", err.msg);
         CHECK_EQ_INT(res.retries, 4);
         CHECK_EQ_INT(wl.calls, 4);
         CHECK_NEAR(res.damp_used, 100.0, 1e-6);
@@ -418,7 +454,8 @@ static void test_gptq_damping_and_dead(void) {
                 H[i * k + j] = (i == j ? 2.0f : 0.0f) - 1.0f;
         o.damp_retries = 2;
         wl.calls       = 0;
-        CHECK(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) == LQ_ERR_CHOLESKY);
+        CHECK(lq_gptq(W, H, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err) ==
+              LQ_ERR_CHOLESKY);
         CHECK(strstr(err.msg, "test.linear") != NULL);
         CHECK_EQ_INT(wl.calls, 2);
     }
@@ -433,7 +470,8 @@ static void test_gptq_damping_and_dead(void) {
         fill_normal(&r, W, n * k, 1.0f);
         lq_gptq_opts o = gopts(4, 8, 0, act, 0);
         qout         b = qout_alloc(n, k, 8);
-        CHECK_MSG(lq_gptq(W, H, n, k, &o, b.q, b.scales, b.zeros, b.g_idx, &res, &err) == LQ_OK, "%s", err.msg);
+        CHECK_MSG(lq_gptq(W, H, n, k, &o, b.q, b.scales, b.zeros, b.g_idx, &res, &err) == LQ_OK,
+                  "%s", err.msg);
         int bad = 0;
         for (int64_t row = 0; row < n; row++) {
             bad += W[row * k + 3] != 0 || W[row * k + 11] != 0;
@@ -447,6 +485,54 @@ static void test_gptq_damping_and_dead(void) {
     qout_free(&a);
 }
 
+/* A calibration Hessian made indefinite (its smallest eigenvalue moved to -5% of the mean
+ * diagonal, as a rank-deficient calibration set can make it): damping 0.01 fails, the first
+ * retry (0.1) succeeds with one warning; without retries it is LQ_ERR_CHOLESKY. */
+static void test_gptq_first_retry(void) {
+    const int64_t n = 32, k = 128, t = 512;
+    float        *X = malloc((size_t)(t * k) * sizeof(float)), *H = malloc((size_t)(k * k) * 4);
+    float        *W = malloc((size_t)(n * k) * sizeof(float)), *Ev = malloc((size_t)(k * k) * 4);
+    float        *ev = malloc((size_t)k * 4);
+    lq_rng        r;
+    lq_rng_seed(&r, 4343);
+    correlated_x(&r, X, t, k);
+    hessian(X, t, k, H);
+    fill_normal(&r, W, n * k, 0.1f);
+    double mean = 0;
+    for (int64_t i = 0; i < k; i++)
+        mean += H[i * k + i];
+    mean /= (double)k;
+    memcpy(Ev, H, (size_t)(k * k) * 4);
+    CHECK_EQ_INT(LAPACKE_ssyev(LAPACK_ROW_MAJOR, 'N', 'U', (lapack_int)k, Ev, (lapack_int)k, ev),
+                 0);
+    for (int64_t i = 0; i < k; i++)
+        H[i * k + i] -= (float)(ev[0] + 0.05 * mean);
+    for (int retries = 8; retries >= 0; retries -= 8) {
+        float *Hc = malloc((size_t)(k * k) * 4), *Wc = malloc((size_t)(n * k) * 4);
+        memcpy(Hc, H, (size_t)(k * k) * 4), memcpy(Wc, W, (size_t)(n * k) * 4);
+        lq_gptq_opts o    = gopts(4, 32, 0, 0, 0);
+        warn_log     wl   = {0};
+        o.damp_retries    = retries;
+        o.warn            = on_warn;
+        o.warn_user       = &wl;
+        qout            a = qout_alloc(n, k, 32);
+        lq_gptq_result  res;
+        lq_err          err = {0};
+        const lq_status st = lq_gptq(Wc, Hc, n, k, &o, a.q, a.scales, a.zeros, a.g_idx, &res, &err);
+        if (retries) {
+            CHECK_MSG(st == LQ_OK && wl.calls == 1 && res.retries == 1 &&
+                          fabs(res.damp_used - 0.1) < 1e-12,
+                      "first retry: status %d, %d warnings, %d retries, damp %g", (int)st, wl.calls,
+                      res.retries, res.damp_used);
+        } else {
+            CHECK_EQ_INT(st, LQ_ERR_CHOLESKY);
+        }
+        qout_free(&a);
+        free(Hc), free(Wc);
+    }
+    free(X), free(H), free(W), free(Ev), free(ev);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 typedef struct awq_ctx {
@@ -454,6 +540,7 @@ typedef struct awq_ctx {
     int64_t      t, n, k;
     const float *W;
     int          calls;
+    double       seen_min; /* smallest loss the search asked for */
 } awq_ctx;
 
 static double out_mse(const awq_ctx *c, const float *wq) {
@@ -474,16 +561,18 @@ static lq_status awq_loss(void *user, float *const *wq, double *loss) {
     awq_ctx *c = user;
     c->calls++;
     *loss = out_mse(c, wq[0]);
+    if (*loss < c->seen_min)
+        c->seen_min = *loss;
     return LQ_OK;
 }
 
 static void test_awq(void) {
-    const int64_t n = 32, k = 128, t = 256, gs = 32;
-    float        *X  = malloc((size_t)(t * k) * sizeof(float));
-    float        *W  = malloc((size_t)(n * k) * sizeof(float));
-    float        *Wq = malloc((size_t)(n * k) * sizeof(float));
-    float        *xm = malloc((size_t)k * sizeof(float));
-    float        *s  = malloc((size_t)k * sizeof(float));
+    const int64_t  n = 32, k = 128, t = 256, gs = 32;
+    float         *X    = malloc((size_t)(t * k) * sizeof(float));
+    float         *W    = malloc((size_t)(n * k) * sizeof(float));
+    float         *Wq   = malloc((size_t)(n * k) * sizeof(float));
+    float         *xm   = malloc((size_t)k * sizeof(float));
+    float         *s    = malloc((size_t)k * sizeof(float));
     const uint64_t seed = 555;
     lq_rng         r;
     lq_rng_seed(&r, seed);
@@ -496,14 +585,17 @@ static void test_awq(void) {
         xm[j] = (float)(a / (double)t);
     }
     for (int duo = 0; duo < 2; duo++) {
-        awq_ctx           c   = {X, t, n, k, W, 0};
-        float            *wl[1] = {W};
-        int64_t           nn[1] = {n};
-        lq_awq_group      g   = {1, wl, nn, k, gs, 4, 20, duo};
-        double            ratio = -1, best = -1;
-        lq_err            err = {0};
-        CHECK_MSG(lq_awq_search(&g, xm, awq_loss, &c, s, &ratio, &best, &err) == LQ_OK, "%s", err.msg);
+        awq_ctx      c     = {X, t, n, k, W, 0, INFINITY};
+        float       *wl[1] = {W};
+        int64_t      nn[1] = {n};
+        lq_awq_group g     = {1, wl, nn, k, gs, 4, 20, duo};
+        double       ratio = -1, best = -1;
+        lq_err       err = {0};
+        CHECK_MSG(lq_awq_search(&g, xm, awq_loss, &c, s, &ratio, &best, &err) == LQ_OK, "%s",
+                  err.msg);
         CHECK_EQ_INT(c.calls, 20);
+        CHECK_MSG(best == c.seen_min, "awq duo %d: best %g is not the least loss seen %g", duo,
+                  best, c.seen_min);
         /* s = 1 baseline: plain zero-point quantization */
         memcpy(Wq, W, (size_t)(n * k) * sizeof(float));
         lq_awq_quantize(Wq, n, k, gs, 4, NULL, NULL, NULL);
@@ -511,8 +603,9 @@ static void test_awq(void) {
         if (!duo) /* ratio 0 is exactly s = 1 */
             CHECK_MSG(best <= base, "awq duo %d seed %llu: best %g > s=1 %g", duo,
                       (unsigned long long)seed, best, base);
-        CHECK_MSG(best < base, "awq duo %d seed %llu: search found nothing better than s=1 (%g vs %g)",
-                  duo, (unsigned long long)seed, best, base);
+        CHECK_MSG(best < base,
+                  "awq duo %d seed %llu: search found nothing better than s=1 (%g vs %g)", duo,
+                  (unsigned long long)seed, best, base);
         /* normalized as AutoAWQ: sqrt(max * min) = 1 */
         float mx = 0, mn = INFINITY;
         for (int64_t j = 0; j < k; j++) {
@@ -558,6 +651,7 @@ static void test_awq(void) {
         memcpy(W0, Wc, (size_t)(n * k) * sizeof(float));
         lq_err err = {0};
         CHECK(lq_awq_clip(Wc, n, k, X, t, gs, 4, &err) == LQ_OK);
+        CHECK_EQ_INT(lq_awq_clip(Wc, n, 100, X, t, 32, 4, &err), LQ_ERR_INVALID_ARG); /* k % g */
         int    worse = 0, grew = 0, changed = 0;
         float *a = malloc((size_t)gs * sizeof(float)), *b = malloc((size_t)gs * sizeof(float));
         for (int64_t row = 0; row < n; row++)
@@ -584,7 +678,8 @@ static void test_awq(void) {
                 }
                 worse += eb > ea * (1 + 1e-4) + 1e-12;
             }
-        CHECK_MSG(worse == 0, "awq clip seed %llu: %d groups got worse", (unsigned long long)seed, worse);
+        CHECK_MSG(worse == 0, "awq clip seed %llu: %d groups got worse", (unsigned long long)seed,
+                  worse);
         CHECK(grew == 0);
         CHECK(changed > 0);
         free(a);
@@ -651,11 +746,11 @@ static void test_nf4(void) {
         int   m = 0;
         /* the thresholds of bitsandbytes csrc dQuantizeNF4, transcribed independently */
         static const float bnb_mid[15] = {
-            -0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f,
-            -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
-            -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
-            0.2035212516784668f,  0.2920137718319893f,  0.3893125355243683f,
-            0.5016634166240692f,  0.6427869200706482f,  0.8614784181118011f};
+            -0.8480964004993439f,   -0.6106329262256622f,  -0.4599952697753906f,
+            -0.33967943489551544f,  -0.23460740596055984f, -0.13791173323988914f,
+            -0.045525018125772476f, 0.03979014977812767f,  0.1202552504837513f,
+            0.2035212516784668f,    0.2920137718319893f,   0.3893125355243683f,
+            0.5016634166240692f,    0.6427869200706482f,   0.8614784181118011f};
         for (int c = 0; c < 15; c++) {
             float mid = bnb_mid[c];
             x[m++]    = mid;
@@ -703,7 +798,8 @@ static void test_nf4(void) {
             double tol = 0.5 * gap * qb.q.nested_absmax[b / 256] + 1e-6 * aa[b];
             bad += fabs(dq - aa[b]) > tol;
         }
-        CHECK_MSG(bad == 0, "double-quant absmax off in %d of %lld blocks (seed 6100)", bad, (long long)nb);
+        CHECK_MSG(bad == 0, "double-quant absmax off in %d of %lld blocks (seed 6100)", bad,
+                  (long long)nb);
         lq_qbuf_free(&qb);
         free(ww);
         free(cc);
@@ -738,8 +834,8 @@ static void test_int8(void) {
             extreme += fabsf(W[row * k + c]) == m && m > 0 && abs(cb[row * k + c]) != 127;
         }
     }
-    CHECK_MSG(bad_scb == 0 && bad_cb == 0 && extreme == 0, "int8 seed 7000: scb %d cb %d extreme %d",
-              bad_scb, bad_cb, extreme);
+    CHECK_MSG(bad_scb == 0 && bad_cb == 0 && extreme == 0,
+              "int8 seed 7000: scb %d cb %d extreme %d", bad_scb, bad_cb, extreme);
 
     float   am[10] = {0.5f, 7.0f, 6.0f, 5.99f, 100.0f, 0.0f, 6.5f, 9.0f, 1.0f, 20.0f};
     int32_t idx[10];
@@ -795,21 +891,332 @@ static void test_xstats(void) {
     free(H);
 }
 
-#define RUN(f)                                                                                 \
-    do {                                                                                       \
-        double t0_ = lq_now();                                                                 \
-        f();                                                                                   \
-        printf("%-28s %.2f s\n", #f, lq_now() - t0_);                                          \
+#define RUN(f)                                                                                     \
+    do {                                                                                           \
+        double t0_ = lq_now();                                                                     \
+        f();                                                                                       \
+        printf("%-28s %.2f s\n", #f, lq_now() - t0_);                                              \
     } while (0)
 
+/* ---------------------------------------------------------------------------------------- */
+/* RTN with GPTQ v1-safe zeros (the setting the methods write): every weight within half a step
+ * plus rounding, even where a shifted zero moves the range, and asymmetric zeros >= 1. */
+static void test_rtn_v1_safe(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 24, k = 96;
+    float        *W = malloc((size_t)(n * k) * 4), *Q = malloc((size_t)(n * k) * 4);
+    for (int64_t i = 0; i < n * k; i++)
+        W[i] = lq_rng_normal(&r) * (i % 13 == 0 ? 5.f : 1.f);
+    for (int bits = 2; bits <= 8; bits++)
+        for (int sym = 0; sym < 2; sym++)
+            for (int gi = 0; gi < 3; gi++) {
+                const int64_t gs[3] = {-1, 32, 48};
+                lq_qspec      qs    = {bits, gs[gi], sym, 1, 0};
+                int64_t       G     = lq_num_groups(k, qs.group_size);
+                uint8_t      *q     = malloc((size_t)(n * k));
+                float        *sc    = malloc((size_t)(G * n) * 4);
+                int32_t      *z = malloc((size_t)(G * n) * 4), *g = malloc((size_t)k * 4);
+                lq_err        err = {0};
+                CHECK_OK(lq_rtn(W, n, k, &qs, q, sc, z, g, Q, &err));
+                int maxq = (1 << bits) - 1, bad = 0;
+                for (int64_t rr = 0; rr < n; rr++)
+                    for (int64_t c = 0; c < k; c++) {
+                        int64_t gg = g[c];
+                        float   s = sc[gg * n + rr], zz = (float)z[gg * n + rr];
+                        bad += q[rr * k + c] > maxq;
+                        bad += Q[rr * k + c] != s * ((float)q[rr * k + c] - zz);
+                        /* half a step, plus the rounding of s * (q - z) (a few ulp of w) */
+                        if (fabsf(W[rr * k + c] - Q[rr * k + c]) >
+                            0.5f * s + 4e-7f * fabsf(W[rr * k + c])) {
+                            if (bad < 2)
+                                fprintf(stderr, "w %.9g q %d s %.9g z %.9g wq %.9g\n",
+                                        W[rr * k + c], q[rr * k + c], s, zz, Q[rr * k + c]);
+                            bad++;
+                        }
+                        bad += sym && z[gg * n + rr] != (maxq + 1) / 2;
+                        bad += !sym && z[gg * n + rr] < 1; /* v1-safe: zero-1 must be >= 0 */
+                    }
+                CHECK_MSG(bad == 0, "seed %llu rtn bits %d sym %d group %lld: %d violations",
+                          (unsigned long long)seed, bits, sym, (long long)qs.group_size, bad);
+                free(q), free(sc), free(z), free(g);
+            }
+    free(W), free(Q);
+}
+
+static void count_warn(void *user, const char *msg) {
+    (void)msg;
+    ++*(int *)user;
+}
+
+/* gptq quant.py's MSE search, written out again here (float64, its loop order): for every
+ * group, lq_group_params picks the same grid point, whose error is no worse than min/max's; on
+ * groups with an outlier it shrinks the range; and GPTQ with it still runs and stays finite. */
+static double grid_err(const float *x, int64_t n, float sc, float z, int maxq) {
+    double e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const float d = sc * ((float)lq_quant_code(x[c], sc, z, maxq) - z) - x[c];
+        e += pow(fabs((double)d), 2.4);
+    }
+    return e;
+}
+
+static double wsq_err(const float *x, const float *wt, int64_t n, int64_t stride, float sc, float z,
+                      int maxq) {
+    double e = 0;
+    for (int64_t c = 0; c < n; c++) {
+        const float v = x[c * stride];
+        const float d = sc * ((float)lq_quant_code(v, sc, z, maxq) - z) - v;
+        e += (double)d * d * wt[c];
+    }
+    return e;
+}
+
+/* The search written out again (float64 errors, its loop order): the grid point of least
+ * error, the 2.4-norm without weights, the weighted squared error with them; optionally also the
+ * min/max parameters. */
+static void ref_search(const float *x, const float *wt, int64_t n, const lq_qspec *s, float *bsc,
+                       float *bz, float *sc0, float *z0) {
+    const int maxq = (1 << s->bits) - 1;
+    float     mn = x[0], mx = x[0];
+    for (int64_t c = 1; c < n; c++)
+        mn = x[c] < mn ? x[c] : mn, mx = x[c] > mx ? x[c] : mx;
+    if (sc0)
+        lq_params_from_range(mn, mx, s, sc0, z0);
+    double best = INFINITY;
+    *bsc = *bz = 0;
+    for (int i = 0; i < 80; i++) {
+        float p = 1.f - (float)i / 100.f, csc, cz;
+        lq_params_from_range(p * mn, p * mx, s, &csc, &cz);
+        double e = wt ? wsq_err(x, wt, n, 1, csc, cz, maxq) : grid_err(x, n, csc, cz, maxq);
+        if (e < best)
+            best = e, *bsc = csc, *bz = cz;
+    }
+}
+
+static void test_mse(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 64;
+    float         x[64];
+    int           shrunk = 0, groups = 0;
+    for (int bits = 2; bits <= 8; bits += 2)
+        for (int sym = 0; sym <= 1; sym++)
+            for (int t = 0; t < 20; t++, groups++) {
+                for (int64_t c = 0; c < n; c++)
+                    x[c] = lq_rng_normal(&r);
+                if (t % 2)
+                    x[lq_rng_below(&r, n)] *= 8.f; /* an outlier */
+                lq_qspec s = {bits, n, sym, 1, 0};
+                float    sc0, z0, sc, z;
+                lq_group_params(x, n, 1, &s, &sc0, &z0);
+                s.mse = 1;
+                lq_group_params(x, n, 1, &s, &sc, &z);
+                const int maxq = (1 << bits) - 1;
+                /* the reference loop */
+                float bsc, bz;
+                ref_search(x, NULL, n, &s, &bsc, &bz, NULL, NULL);
+                CHECK_MSG(sc == bsc && z == bz,
+                          "bits %d sym %d: mse picked (%g, %g), reference "
+                          "(%g, %g)",
+                          bits, sym, sc, z, bsc, bz);
+                CHECK(grid_err(x, n, sc, z, maxq) <= grid_err(x, n, sc0, z0, maxq));
+                shrunk += sc < sc0;
+            }
+    CHECK_MSG(shrunk > groups / 4, "mse shrank %d of %d groups", shrunk, groups);
+}
+
+/* LQ_MSE_WEIGHTED: lq_group_params_w picks the grid point of least weighted squared error (the
+ * loop written out again), never worse than min/max on that measure; inside GPTQ on a diagonal
+ * Hessian (no error feedback: GPTQ is round-to-nearest there) every group's error weighted by
+ * the damped diagonal -- GPTQ's own loss -- is no worse than with min/max groups; static and
+ * per-channel groups, fixed before the sweep, the same with the undamped diagonal. */
+static void test_mse_weighted(uint64_t seed) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    const int64_t n = 64;
+    float         x[64], wt[64];
+    for (int bits = 2; bits <= 8; bits += 2)
+        for (int sym = 0; sym <= 1; sym++)
+            for (int t = 0; t < 20; t++) {
+                for (int64_t c = 0; c < n; c++) {
+                    x[c]  = lq_rng_normal(&r);
+                    wt[c] = (float)exp(3.0 * lq_rng_normal(&r)); /* spread over decades */
+                }
+                if (t % 2)
+                    x[lq_rng_below(&r, n)] *= 8.f;
+                lq_qspec  s    = {bits, n, sym, 1, LQ_MSE_WEIGHTED};
+                const int maxq = (1 << bits) - 1;
+                float     sc, z, bsc, bz, sc0, z0;
+                lq_group_params_w(x, n, 1, &s, wt, &sc, &z);
+                ref_search(x, wt, n, &s, &bsc, &bz, &sc0, &z0);
+                CHECK_MSG(sc == bsc && z == bz,
+                          "bits %d sym %d: weighted search (%g, %g), "
+                          "reference (%g, %g)",
+                          bits, sym, sc, z, bsc, bz);
+                CHECK(wsq_err(x, wt, n, 1, sc, z, maxq) <= wsq_err(x, wt, n, 1, sc0, z0, maxq));
+            }
+
+    const int64_t rows = 16, k = 96, grp = 32;
+    float        *W = malloc((size_t)(rows * k) * 4), *Wq = malloc((size_t)(rows * k) * 4);
+    float        *D = calloc((size_t)(k * k), 4), *dd = malloc((size_t)k * 4);
+    uint8_t      *q  = malloc((size_t)(rows * k));
+    float        *sc = malloc((size_t)(k * rows) * 4), *sc0 = malloc((size_t)(k * rows) * 4);
+    int32_t      *z = malloc((size_t)(k * rows) * 4), *z0 = malloc((size_t)(k * rows) * 4);
+    int32_t      *g    = malloc((size_t)k * 4);
+    double        mean = 0;
+    for (int64_t i = 0; i < rows * k; i++)
+        W[i] = 0.1f * lq_rng_normal(&r);
+    for (int64_t i = 0; i < k; i++)
+        mean += D[i * k + i] = (float)exp(2.0 * lq_rng_normal(&r));
+    for (int64_t i = 0; i < k; i++)
+        dd[i] = D[i * k + i] + 0.01f * (float)(mean / (double)k);
+    lq_gptq_result res;
+    int            warns = 0, better = 0;
+    float *hd = malloc((size_t)k * 4); /* undamped diagonal: the static / per-channel weights */
+    for (int64_t i = 0; i < k; i++)
+        hd[i] = D[i * k + i];
+    /* mode 0: groups found in the sweep, 1: static groups, 2: per channel (one group of k) */
+    for (int mode = 0; mode < 3; mode++)
+        for (int bits = 2; bits <= 4; bits++) {
+            const int64_t gs  = mode == 2 ? k : grp;
+            lq_gptq_opts  o   = {.q             = {bits, mode == 2 ? -1 : grp, 0, 1, LQ_MSE_OFF},
+                                 .static_groups = mode == 1,
+                                 .damp          = 0.01,
+                                 .block_size    = 32,
+                                 .name          = "t",
+                                 .warn          = count_warn,
+                                 .warn_user     = &warns};
+            lq_err        err = {0};
+            float        *H   = malloc((size_t)(k * k) * 4);
+            memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+            CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc0, z0, g, &res, &err));
+            o.q.mse = LQ_MSE_WEIGHTED;
+            memcpy(H, D, (size_t)(k * k) * 4), memcpy(Wq, W, (size_t)(rows * k) * 4);
+            CHECK_OK(lq_gptq(Wq, H, rows, k, &o, q, sc, z, g, &res, &err));
+            free(H);
+            const int    maxq = (1 << bits) - 1;
+            const float *wts  = mode == 0 ? dd : hd;
+            for (int64_t gi = 0; gi < k / gs; gi++)
+                for (int64_t rr = 0; rr < rows; rr++) {
+                    const float *xw = W + rr * k + gi * gs;
+                    double       ew = wsq_err(xw, wts + gi * gs, gs, 1, sc[gi * rows + rr],
+                                              (float)z[gi * rows + rr], maxq);
+                    double       e0 = wsq_err(xw, wts + gi * gs, gs, 1, sc0[gi * rows + rr],
+                                              (float)z0[gi * rows + rr], maxq);
+                    CHECK_MSG(ew <= e0 * (1 + 1e-5), "mode %d bits %d group %lld row %lld: %g > %g",
+                              mode, bits, (long long)gi, (long long)rr, ew, e0);
+                    better += ew < e0 * (1 - 1e-5);
+                }
+        }
+    free(hd);
+    CHECK_MSG(better > 0, "the weighted search never improved on min/max");
+    free(W), free(Wq), free(D), free(dd), free(q), free(sc), free(sc0), free(z), free(z0), free(g);
+}
+
+/* A llama of 4 layers (GQA 4/2) with every linear planned: units with the same error profile
+ * and random sensitivities, allocated at budgets from the narrowest to the widest. */
+static void test_mixed(uint64_t seed) {
+    lq_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.model_type, sizeof cfg.model_type, "llama");
+    cfg.hidden_size = 64, cfg.intermediate_size = 128, cfg.num_layers = 4;
+    cfg.num_heads = 4, cfg.num_kv_heads = 2, cfg.head_dim = 16;
+    int plan[LQ_LIN_COUNT];
+    for (int l = 0; l < LQ_LIN_COUNT; l++)
+        plan[l] = lq_lin_present(&cfg, (lq_lin_id)l);
+    lq_mixed_opts o;
+    memset(&o, 0, sizeof o);
+    o.choices[0] = 3, o.choices[1] = 4, o.choices[2] = 8, o.n_choices = 3;
+    o.group_size = 32, o.sym = 1, o.plan = plan;
+    const double lo  = lq_mixed_uniform_bpw(&cfg, plan, 3, 32),
+                 mid = lq_mixed_uniform_bpw(&cfg, plan, 4, 32),
+                 hi  = lq_mixed_uniform_bpw(&cfg, plan, 8, 32);
+    CHECK_MSG(lo < mid && mid < hi && lo > 3 && hi < 16, "uniform bpw %g %g %g", lo, mid, hi);
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    lq_mixed_unit units[4 * LQ_MIXED_UNITS];
+    for (int i = 0; i < 4 * LQ_MIXED_UNITS; i++) {
+        units[i].layer  = i / LQ_MIXED_UNITS;
+        units[i].unit   = i % LQ_MIXED_UNITS;
+        units[i].kl     = 1e-3 * (0.05 + lq_rng_uniform(&r));
+        units[i].err[0] = 4, units[i].err[1] = 1, units[i].err[2] = 1.0 / 256;
+    }
+    const double targets[] = {lo, lo + 0.3 * (mid - lo), mid, mid + 0.5 * (hi - mid), hi, 15.9};
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        lq_mixed_result res;
+        memset(&res, 0, sizeof res);
+        res.units      = units;
+        res.n_units    = 4 * LQ_MIXED_UNITS;
+        res.probe_bits = 4;
+        lq_err err     = {0};
+        o.target_bpw   = targets[t];
+        CHECK_OK(lq_mixed_allocate(&cfg, &o, &res, &err));
+        CHECK_MSG(res.bpw <= targets[t] + 1e-12, "seed %llu: bpw %.6f over the target %.6f",
+                  (unsigned long long)seed, res.bpw, targets[t]);
+        CHECK_MSG(fabs(res.min_bpw - lo) < 1e-9, "min_bpw %.6f != uniform 3-bit %.6f", res.min_bpw,
+                  lo);
+        /* the bits in use, recounted from the choices */
+        int all3 = 1, all4 = 1, all8 = 1;
+        for (int i = 0; i < res.n_units; i++) {
+            all3 &= units[i].bits == 3, all4 &= units[i].bits == 4, all8 &= units[i].bits == 8;
+            for (int j = 0; j < res.n_units; j++)
+                if (units[i].unit == units[j].unit && units[i].kl > units[j].kl)
+                    CHECK_MSG(units[i].bits >= units[j].bits,
+                              "seed %llu target %.4f: unit %d kl %.3g got %d bits, unit %d kl "
+                              "%.3g got %d",
+                              (unsigned long long)seed, targets[t], i, units[i].kl, units[i].bits,
+                              j, units[j].kl, units[j].bits);
+        }
+        if (t == 0)
+            CHECK_MSG(all3, "target = uniform 3-bit: not all 3-bit");
+        if (t == 2)
+            CHECK_MSG(all4 || res.bpw > lo, "target = uniform 4-bit: nothing upgraded");
+        if (t >= 4)
+            CHECK_MSG(all8, "target >= uniform 8-bit (%.4f): not all 8-bit", targets[t]);
+        /* greedy to the end: no unit can take its next width within the budget */
+        for (int i = 0; i < res.n_units && t < 4; i++) {
+            if (units[i].bits == 8)
+                continue;
+            const int nb  = units[i].bits == 3 ? 4 : 8;
+            int64_t   add = 0;
+            for (int l = 0; l < LQ_LIN_COUNT; l++)
+                if (lq_mixed_unit_lins(units[i].unit) >> l & 1 && plan[l]) {
+                    int64_t n, k;
+                    lq_lin_shape(&cfg, (lq_lin_id)l, &n, &k);
+                    add += lq_mixed_linear_bits(n, k, nb, 32) -
+                           lq_mixed_linear_bits(n, k, units[i].bits, 32);
+                }
+            int64_t total = 0;
+            for (int l = 0; l < LQ_LIN_COUNT; l++)
+                if (plan[l]) {
+                    int64_t n, k;
+                    lq_lin_shape(&cfg, (lq_lin_id)l, &n, &k);
+                    total += n * k * cfg.num_layers;
+                }
+            CHECK_MSG(res.bpw + (double)add / (double)total > targets[t] + 1e-12,
+                      "seed %llu target %.4f: unit %d could still go to %d bits",
+                      (unsigned long long)seed, targets[t], i, nb);
+        }
+    }
+}
+
 int main(void) {
+    omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
     RUN(test_rtn);
     RUN(test_gptq_diag_is_rtn);
     RUN(test_gptq_beats_rtn);
     RUN(test_gptq_damping_and_dead);
+    RUN(test_gptq_first_retry);
     RUN(test_awq);
     RUN(test_nf4);
     RUN(test_int8);
     RUN(test_xstats);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        test_rtn_v1_safe(seed);
+        test_mse(400 + seed);
+        test_mse_weighted(500 + seed);
+        test_mixed(600 + seed);
+    }
     return lq_test_end("test_quant_props");
 }
