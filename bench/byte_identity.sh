@@ -3,7 +3,8 @@
 # same model with every method and the settings that take different code paths, into the same
 # output path; the tensor files must be byte-identical and config.json equal as JSON values (its
 # number spelling may differ), llmquant_report.json equal but for timings and memory, and a run
-# the old binary refuses must be refused with the same message. Prints "same"/"DIFF" per
+# the old binary refuses must be refused with the same message; `inspect --json` of each output
+# must read the same from both. Prints "same"/"DIFF" per
 # setting; exit 1 on any DIFF or failure.
 #
 #   bench/byte_identity.sh OLD_LLMQUANT NEW_LLMQUANT MODEL WORK_DIR [TOKENIZER]
@@ -58,6 +59,8 @@ PY
         esac
     done
     [ "$(ls old_$tag | wc -l)" = "$(ls new_$tag | wc -l)" ] || ok=0
+    # and both binaries describe the output alike (inspect reads every tensor and the config)
+    cmp -s <("$OLD" inspect new_$tag --json 2>&1) <("$NEW" inspect new_$tag --json 2>&1) || ok=0
     if [ $ok = 1 ]; then echo "same  $tag"; else echo "DIFF  $tag"; bad=1; fi
 }
 run rtn rtn "$MODEL" --group-size 32

@@ -49,13 +49,12 @@ static int kind_present(const lq_model_config *c, int kind) {
 static lq_status plan_linears(const lq_method_traits *mt, const lq_opts *o,
                               const lq_model_config *cfg, const char *model,
                               int plan[LQ_SLOT_KINDS], char why[LQ_SLOT_KINDS][192], lq_err *err) {
-    const lq_qformat       *ft = lq_qformat_get(mt->format);
-    lq_qconfig              qc;
+    const lq_qformat *ft = lq_qformat_get(mt->format);
+    lq_qconfig        qc;
     lq_qconfig_default(mt->format, &qc);
     mt->fill_qconfig(o, &qc);
     /* the bits the user asked for, not what the format's defaults made of them */
-    const int bits =
-        lq_param_applies(lq_param_find("bits"), mt->name) ? (int)o->bits : qc.bits;
+    const int bits = lq_param_applies(lq_param_find("bits"), mt->name) ? (int)o->bits : qc.bits;
     if (ft->bits && !(ft->bits >> bits & 1)) {
         char list[64] = "";
         int  left     = 0;
@@ -71,8 +70,7 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_opts *o,
         lq_qconfig_free(&qc);
         LQ_FAIL(err, LQ_ERR_BITS_UNSUPPORTED,
                 "%s --bits %d: the %s checkpoint format stores %s-bit codes only%s", mt->name, bits,
-                ft->name, list,
-                mt->bits_hint ? mt->bits_hint : "");
+                ft->name, list, mt->bits_hint ? mt->bits_hint : "");
     }
     int nfit = 0, nlin = 0;
     for (int l = 0; l < LQ_SLOT_KINDS; l++) {
@@ -156,7 +154,7 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_opts *o,
 static lq_status parse_choices(const lq_opts *o, lq_mixed_opts *mo, lq_err *err) {
     const char *s    = o->bpw_bits;
     unsigned    seen = 0;
-    mo->n_choices     = 0;
+    mo->n_choices    = 0;
     for (const char *c = s; c && *c;) {
         char *end;
         long  b = strtol(c, &end, 10);
@@ -684,19 +682,17 @@ static lq_status calibrate(run *r) {
     if (lq_calib_is_builtin(path))
         path = LQ_CALIB_BUILTIN;
     r->calib_source = path;
-    int64_t seqlen =
-        r->o.set.seqlen ? r->o.seqlen : r->mt->default_seqlen;
+    int64_t seqlen  = r->o.set.seqlen ? r->o.seqlen : r->mt->default_seqlen;
     if (progress(r, "calibrate", 0, 1, t0, path))
         LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted");
     int64_t  nsam = r->o.nsamples;
     uint64_t seed = (uint64_t)r->o.seed;
-    LQ_TRY(lq_ccache_open(&r->cache, r->o.cache_dir, r->m->dir, path,
-                          lq_tok_source_path(r->tok), nsam, seqlen, seed, r->err));
+    LQ_TRY(lq_ccache_open(&r->cache, r->o.cache_dir, r->m->dir, path, lq_tok_source_path(r->tok),
+                          nsam, seqlen, seed, r->err));
     if (lq_ccache_load_windows(&r->cache, &r->win)) {
         r->cache_hits++;
     } else {
-        const int64_t text_max =
-            lq_calib_text_budget(nsam, seqlen, r->o.max_memory);
+        const int64_t text_max = lq_calib_text_budget(nsam, seqlen, r->o.max_memory);
         LQ_TRY(lq_calib_windows(path, encode_cb, r->tok, nsam, seqlen,
                                 r->m->cfg.max_position_embeddings, seed, text_max, &r->win,
                                 r->err));
@@ -987,6 +983,79 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     return s;
 }
 
+/* A partial run says up front what stays in float in every layer, and why. */
+static void warn_unplanned(run *r) {
+    for (int l = 0; l < LQ_SLOT_KINDS; l++)
+        if (!r->plan[l] && kind_present(&r->m->cfg, l)) {
+            int64_t n, k;
+            char    msg[400], nm[128];
+            lq_slot_shape(&r->m->cfg, lq_kind_slot(&r->m->cfg, l), &n, &k);
+            lq_kind_name(&r->m->cfg, l, nm, sizeof nm);
+            snprintf(msg, sizeof msg, "%s [%lld x %lld] stays unquantized in every layer: %s", nm,
+                     (long long)n, (long long)k, r->why[l]);
+            warn(r, msg);
+        }
+}
+
+/* Everything but the decoder layers: embeddings, final norm, lm_head, config.json, the
+ * tokenizer and side files; then the last shard. */
+static lq_status write_rest(run *r) {
+    const lq_model_config *c        = &r->m->cfg;
+    int64_t                shape[2] = {c->vocab_size, c->hidden_size};
+    LQ_TRY(lq_st_writer_add_f32(r->wr, "model.embed_tokens.weight", r->odt, 2, shape, r->m->embed,
+                                r->err));
+    LQ_TRY(write_vec(r, "model.norm.weight", r->m->final_norm, c->hidden_size));
+    if (!c->tie_word_embeddings)
+        LQ_TRY(write_dense(r, "lm_head", &r->m->lm_head));
+    LQ_TRY(write_config(r));
+    LQ_TRY(copy_side_files(r));
+    return lq_st_writer_finish(r->wr, r->err);
+}
+
+/* The report beside the output, then the output renamed into place. */
+static lq_status commit(run *r, const char *method, const char *model_dir, const char *out_dir,
+                        int ppl_failed, char **report_json) {
+    char *rep = report(r, method, model_dir, out_dir, ppl_failed);
+    char  rp[4200];
+    if (rep && lq_outdir_path(&r->od, "llmquant_report.json", rp, sizeof rp, r->err) == LQ_OK) {
+        FILE *f = fopen(rp, "w");
+        if (f) {
+            fprintf(f, "%s\n", rep);
+            fclose(f);
+        }
+    }
+    const lq_status st = lq_outdir_commit(&r->od, r->err);
+    if (st == LQ_OK && report_json)
+        *report_json = rep;
+    else
+        free(rep);
+    return st;
+}
+
+static void run_free(run *r) {
+    lq_st_writer_free(r->wr);
+    lq_outdir_abort(&r->od);
+    cJSON_Delete(r->check);
+    lq_fwd_ws_free(r->ws);
+    lq_spill_free(r->cur);
+    lq_spill_free(r->nxt);
+    free(r->chunk);
+    free(r->stage);
+    lq_windows_free(&r->win);
+    lq_qconfig_free(&r->qcfg);
+    lq_mixed_result_free(&r->mixed);
+    free(r->lin_bits);
+    free(r->slot_out);
+    free(r->slot_quantized);
+    free(r->slot_loss);
+    free(r->moe_mode);
+    free(r->moe_tokens);
+    free(r->moe_fallback);
+    lq_tok_free(r->tok);
+    lq_model_free(r->m);
+    lq_gpu_close(r->gpu);
+}
+
 lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
                       const lq_params *p, const lq_callbacks *cb, char **report_json, lq_err *err) {
     if (report_json)
@@ -1024,21 +1093,11 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (need_tok || (tp && *tp))
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_source(r.m->src, &r.tok, err));
-    LQ_TRY_GOTO(lq_device_pick(r.o.device, r.mt->gpu || r.mt->needs_calib, cb,
-                               &r.gpu, err));
+    LQ_TRY_GOTO(lq_device_pick(r.o.device, r.mt->gpu || r.mt->needs_calib, cb, &r.gpu, err));
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(&r.o, &r.qcfg);
     LQ_TRY_GOTO(plan_linears(r.mt, &r.o, &r.m->cfg, model_dir, r.plan, r.why, err));
-    for (int l = 0; l < LQ_SLOT_KINDS; l++) /* a partial run says up front what stays in fp16 */
-        if (!r.plan[l] && kind_present(&r.m->cfg, l)) {
-            int64_t n, k;
-            char    msg[400], nm[128];
-            lq_slot_shape(&r.m->cfg, lq_kind_slot(&r.m->cfg, l), &n, &k);
-            lq_kind_name(&r.m->cfg, l, nm, sizeof nm);
-            snprintf(msg, sizeof msg, "%s [%lld x %lld] stays unquantized in every layer: %s", nm,
-                     (long long)n, (long long)k, r.why[l]);
-            warn(&r, msg);
-        }
+    warn_unplanned(&r);
     LQ_TRY_GOTO(alloc_slots(&r));
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
              r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
@@ -1049,8 +1108,7 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
     LQ_TRY_GOTO(plan_mixed(&r));
-    LQ_TRY_GOTO(
-        lq_st_writer_create(r.od.tmp_path, r.o.max_shard_size, &r.wr, err));
+    LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, r.o.max_shard_size, &r.wr, err));
     LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
 
     double tl = lq_now();
@@ -1058,39 +1116,13 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
     r.t_layers = lq_now() - tl;
     if (progress(&r, "write", 0, 1, lq_now(), out_dir))
         LQ_FAIL_GOTO(err, LQ_ERR_INTERRUPTED, "interrupted");
-    {
-        const lq_model_config *c        = &r.m->cfg;
-        int64_t                shape[2] = {c->vocab_size, c->hidden_size};
-        LQ_TRY_GOTO(lq_st_writer_add_f32(r.wr, "model.embed_tokens.weight", r.odt, 2, shape,
-                                         r.m->embed, err));
-        LQ_TRY_GOTO(write_vec(&r, "model.norm.weight", r.m->final_norm, c->hidden_size));
-        if (!c->tie_word_embeddings)
-            LQ_TRY_GOTO(write_dense(&r, "lm_head", &r.m->lm_head));
-    }
-    LQ_TRY_GOTO(write_config(&r));
-    LQ_TRY_GOTO(copy_side_files(&r));
-    LQ_TRY_GOTO(lq_st_writer_finish(r.wr, err));
+    LQ_TRY_GOTO(write_rest(&r));
     if (check && *check) {
         LQ_TRY_GOTO(check_ppl(&r, check));
         cJSON *pass = cJSON_GetObjectItem(r.check, "passed");
         ppl_failed  = pass && !cJSON_IsTrue(pass);
     }
-    {
-        char *rep = report(&r, method, model_dir, out_dir, ppl_failed);
-        char  rp[4200];
-        if (rep && lq_outdir_path(&r.od, "llmquant_report.json", rp, sizeof rp, err) == LQ_OK) {
-            FILE *f = fopen(rp, "w");
-            if (f) {
-                fprintf(f, "%s\n", rep);
-                fclose(f);
-            }
-        }
-        LQ_TRY_GOTO(lq_outdir_commit(&r.od, err));
-        if (report_json)
-            *report_json = rep;
-        else
-            free(rep);
-    }
+    LQ_TRY_GOTO(commit(&r, method, model_dir, out_dir, ppl_failed, report_json));
     if (ppl_failed) {
         cJSON *c = r.check;
         st       = lq_fail(err, LQ_ERR_PPL_BOUND,
@@ -1102,26 +1134,6 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
                            cJSON_GetObjectItem(c, "max_increase_percent")->valuedouble);
     }
 done:
-    lq_st_writer_free(r.wr);
-    lq_outdir_abort(&r.od);
-    cJSON_Delete(r.check);
-    lq_fwd_ws_free(r.ws);
-    lq_spill_free(r.cur);
-    lq_spill_free(r.nxt);
-    free(r.chunk);
-    free(r.stage);
-    lq_windows_free(&r.win);
-    lq_qconfig_free(&r.qcfg);
-    lq_mixed_result_free(&r.mixed);
-    free(r.lin_bits);
-    free(r.slot_out);
-    free(r.slot_quantized);
-    free(r.slot_loss);
-    free(r.moe_mode);
-    free(r.moe_tokens);
-    free(r.moe_fallback);
-    lq_tok_free(r.tok);
-    lq_model_free(r.m);
-    lq_gpu_close(r.gpu);
+    run_free(&r);
     return st;
 }

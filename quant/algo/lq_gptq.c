@@ -136,6 +136,60 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
 
 static const lq_gptq_backend cpu_backend_proto = {NULL, cpu_factor, cpu_sweep};
 
+/* The order GPTQ visits the columns: act-order (pi != NULL) by decreasing diag(H), else as
+ * they are. */
+static void column_order(const float *H, int64_t k, perm_item *pi, int64_t *perm) {
+    for (int64_t c = 0; c < k; c++)
+        perm[c] = c;
+    if (!pi)
+        return;
+    for (int64_t c = 0; c < k; c++)
+        pi[c] = (perm_item){H[c * k + c], c};
+    qsort(pi, (size_t)k, sizeof *pi, cmp_desc);
+    for (int64_t c = 0; c < k; c++)
+        perm[c] = pi[c].idx;
+}
+
+/* Hp = the permuted H + damp * mean(diag) I, factored by the backend; a Cholesky failure
+ * retries with ten times the damping (warning each time) up to o->damp_retries times. */
+static lq_status factor_damped(const lq_gptq_backend *be, const float *H, const int64_t *perm,
+                               int64_t k, const lq_gptq_opts *o, const char *name, float *Hp,
+                               lq_gptq_result *res, lq_err *err) {
+    double mean_diag = 0;
+    for (int64_t c = 0; c < k; c++)
+        mean_diag += H[c * k + c];
+    mean_diag /= (double)k;
+    double damp = o->damp;
+    for (int attempt = 0;; attempt++) {
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = 0; j < k; j++)
+                Hp[i * k + j] = H[perm[i] * k + perm[j]];
+        for (int64_t i = 0; i < k; i++)
+            Hp[i * k + i] += (float)(damp * mean_diag);
+        lq_status fs = be->factor(be->ctx, Hp, k, err);
+        if (fs == LQ_OK)
+            break;
+        if (fs != LQ_ERR_CHOLESKY)
+            return fs;
+        if (attempt >= o->damp_retries)
+            return lq_fail(err, LQ_ERR_CHOLESKY,
+                           "%s: Hessian not positive definite even with damping %.3g (after %d "
+                           "increases); use more calibration data or a larger --damp",
+                           name, damp, attempt);
+        double nd = damp > 0 ? damp * 10 : 0.01;
+        if (o->warn) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s: Cholesky failed with damping %.3g; retrying with %.3g",
+                     name, damp, nd);
+            o->warn(o->warn_user, msg);
+        }
+        damp = nd;
+        res->retries++;
+    }
+    res->damp_used = damp;
+    return LQ_OK;
+}
+
 lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o, uint8_t *q,
                   float *scales, int32_t *zeros, int32_t *g_idx, lq_gptq_result *res, lq_err *err) {
     return lq_gptq_ex(W, H, n, k, o, NULL, q, scales, zeros, g_idx, res, err);
@@ -207,62 +261,19 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
                                   &szr[gi * n + r]);
         }
     }
-    for (int64_t c = 0; c < k; c++)
-        perm[c] = c;
-    if (o->act_order) {
-        pi = malloc((size_t)k * sizeof *pi);
-        if (!pi) {
-            st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
-            goto done;
-        }
-        for (int64_t c = 0; c < k; c++)
-            pi[c] = (perm_item){H[c * k + c], c};
-        qsort(pi, (size_t)k, sizeof *pi, cmp_desc);
-        for (int64_t c = 0; c < k; c++)
-            perm[c] = pi[c].idx;
+    if (o->act_order && !(pi = malloc((size_t)k * sizeof *pi))) {
+        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
+        goto done;
     }
+    column_order(H, k, pi, perm);
     /* Wt[i, :] = W[:, perm[i]] */
     for (int64_t i = 0; i < k; i++)
         for (int64_t r = 0; r < n; r++)
             Wt[i * n + r] = W[r * k + perm[i]];
 
-    /* Damping with retries: H + damp * mean(diag) I must be positive definite. */
-    double mean_diag = 0;
-    for (int64_t c = 0; c < k; c++)
-        mean_diag += H[c * k + c];
-    mean_diag /= (double)k;
-    double damp = o->damp;
-    for (int attempt = 0;; attempt++) {
-        for (int64_t i = 0; i < k; i++)
-            for (int64_t j = 0; j < k; j++)
-                Hp[i * k + j] = H[perm[i] * k + perm[j]];
-        for (int64_t i = 0; i < k; i++)
-            Hp[i * k + i] += (float)(damp * mean_diag);
-        lq_status fs = be->factor(be->ctx, Hp, k, err);
-        if (fs == LQ_OK)
-            break;
-        if (fs != LQ_ERR_CHOLESKY) {
-            st = fs;
-            goto done;
-        }
-        if (attempt >= o->damp_retries) {
-            st = lq_fail(err, LQ_ERR_CHOLESKY,
-                         "%s: Hessian not positive definite even with damping %.3g (after %d "
-                         "increases); use more calibration data or a larger --damp",
-                         name, damp, attempt);
-            goto done;
-        }
-        double nd = damp > 0 ? damp * 10 : 0.01;
-        if (o->warn) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s: Cholesky failed with damping %.3g; retrying with %.3g",
-                     name, damp, nd);
-            o->warn(o->warn_user, msg);
-        }
-        damp = nd;
-        res->retries++;
-    }
-    res->damp_used = damp;
+    st = factor_damped(be, H, perm, k, o, name, Hp, res, err);
+    if (st != LQ_OK)
+        goto done;
 
     /* Group of each permuted position (static: the original column's group). */
     for (int64_t i = 0; i < k; i++)

@@ -234,6 +234,76 @@ static lq_status capture_inputs(lq_qjob *j, awq_caps *c) {
     return st;
 }
 
+/* x_mean = mean |x| per channel of X [t, k]. */
+static void abs_mean(const float *X, int64_t t, int64_t k, float *xm) {
+    for (int64_t ch = 0; ch < k; ch++)
+        xm[ch] = 0;
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t ch = 0; ch < k; ch++)
+            xm[ch] += fabsf(X[r * k + ch]);
+    for (int64_t ch = 0; ch < k; ch++)
+        xm[ch] /= (float)t;
+}
+
+/* The float output of the module a group inspects (attention, MLP, or its first linear) on its
+ * input X [t, k], into ref [t, *nout]. */
+static lq_status ref_output(lq_qjob *j, const awq_grp *gr, int64_t lin0, const float *X,
+                            int64_t nseq, int64_t t, float *ref, int64_t *nout) {
+    if (gr->kind == 0) {
+        *nout = j->model->cfg.hidden_size;
+        return lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->ws, j->err);
+    }
+    if (gr->kind == 2) {
+        *nout = j->model->cfg.hidden_size;
+        return lq_mlp_forward(j->model, j->L, X, t, ref, j->ws, j->err);
+    }
+    *nout = lq_qjob_linear(j, lin0)->buf.q.n;
+    return lq_linear_forward(lq_qjob_linear(j, lin0), X, t, ref, NULL, 0, 0);
+}
+
+/* A group's scales s [k] folded into the layer: divided out of what produces its input (the
+ * norm, or the rows of the previous linear and its bias), multiplied into its linears' columns
+ * and divided out of the captured inputs; for the experts' input also into the float readers of
+ * the norm (router, shared gate) so that routing is unchanged. */
+static void fold_group(lq_qjob *j, const awq_grp *gr, const int64_t *lins, int64_t nlin,
+                       const float *s, awq_caps *c) {
+    const lq_model_config *cf = &j->model->cfg;
+    const int64_t          k  = lq_qjob_linear(j, lins[0])->buf.q.k;
+    if (gr->prev == -1 || gr->prev == -2) {
+        float *nw = gr->prev == -1 ? j->L->attn_norm : j->L->mlp_norm;
+        if (cf->norm_plus_one) /* Gemma scales by (1 + w): fold into that */
+            for (int64_t ch = 0; ch < k; ch++)
+                nw[ch] = (1.0f + nw[ch]) / s[ch] - 1.0f;
+        else
+            for (int64_t ch = 0; ch < k; ch++)
+                nw[ch] /= s[ch];
+    } else {
+        lq_linear    *pl = lq_qjob_linear(j, gr->prev);
+        const int64_t pk = pl->buf.q.k, r0 = pl->buf.q.n - k;
+        float        *pw = wptr(j->L, gr->prev);
+        for (int64_t r = 0; r < k; r++) {
+            for (int64_t ch = 0; ch < pk; ch++)
+                pw[(r0 + r) * pk + ch] /= s[r];
+            if (pl->bias)
+                pl->bias[r0 + r] /= s[r];
+        }
+    }
+    for (int64_t i = 0; i < nlin; i++)
+        scale_cols(wptr(j->L, lins[i]), lq_qjob_linear(j, lins[i])->buf.q.n, k, s);
+    div_cols(c->x[gr->src], c->rows[gr->src], k, s);
+    if (!gr->expert_in)
+        return;
+    lq_linear *fl[2] = {&j->L->router, cf->shared_intermediate ? &j->L->shared[3] : NULL};
+    for (int f = 0; f < 2; f++)
+        if (fl[f])
+            scale_cols((float *)(uintptr_t)fl[f]->buf.q.dense, fl[f]->buf.q.n, k, s);
+    for (int64_t e = 0; e < cf->num_experts; e++) { /* routed copies of the input */
+        const int64_t gs = lq_slot_of(LQ_LIN_GATE, e);
+        if (c->x[gs])
+            div_cols(c->x[gs], c->rows[gs], k, s);
+    }
+}
+
 lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_inputs *keep) {
     const lq_model_config *cf   = &j->model->cfg;
     const int64_t          nseq = max_seqs > 0 && max_seqs < j->nseq ? max_seqs : j->nseq;
@@ -299,30 +369,13 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
         if (!(sc[gi] = lq_malloc_n(k, sizeof(float))))
             LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
         const float *X = c.x[gr->src];
-        /* x_mean = mean |x| per channel */
-        for (int64_t ch = 0; ch < k; ch++)
-            xm[ch] = 0;
-        for (int64_t r = 0; r < t; r++)
-            for (int64_t ch = 0; ch < k; ch++)
-                xm[ch] += fabsf(X[r * k + ch]);
-        for (int64_t ch = 0; ch < k; ch++)
-            xm[ch] /= (float)t;
+        abs_mean(X, t, k, xm);
         loss_ctx lc = {j, gr->kind, lins, nlin, NULL, X, ref, out, nseq, t, 0};
         if (xcopy) { /* the candidates must not reach the layer's own expert array */
             memcpy(xcopy, j->L->experts, (size_t)(3 * cf->num_experts) * sizeof *xcopy);
             lc.xcopy = xcopy;
         }
-        /* FP reference output of the inspected module */
-        if (gr->kind == 0) {
-            lc.nout = d;
-            LQ_TRY_GOTO(lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->ws, j->err));
-        } else if (gr->kind == 2) {
-            lc.nout = d;
-            LQ_TRY_GOTO(lq_mlp_forward(j->model, j->L, X, t, ref, j->ws, j->err));
-        } else {
-            lc.nout = lq_qjob_linear(j, lins[0])->buf.q.n;
-            LQ_TRY_GOTO(lq_linear_forward(lq_qjob_linear(j, lins[0]), X, t, ref, NULL, 0, 0));
-        }
+        LQ_TRY_GOTO(ref_output(j, gr, lins[0], X, nseq, t, ref, &lc.nout));
         for (int64_t i = 0; i < nlin; i++) {
             wv[i] = wptr(j->L, lins[i]);
             nv[i] = lq_qjob_linear(j, lins[i])->buf.q.n;
@@ -340,48 +393,10 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
         j->loss[lins[0]] = loss;
     }
     /* Fold the scales (after all searches, as AutoAWQ's apply_scale). */
-    for (int64_t gi = 0; gi < ng; gi++) {
-        if (!sc[gi])
-            continue;
-        awq_grp       *gr   = &G[gi];
-        const int64_t *lins = gr->expert_in ? xin : gr->lins;
-        const int64_t  nlin = gr->expert_in ? nxin : gr->nlin;
-        const int64_t  k    = lq_qjob_linear(j, lins[0])->buf.q.k;
-        const float   *s    = sc[gi];
-        if (gr->prev == -1 || gr->prev == -2) {
-            float *nw = gr->prev == -1 ? j->L->attn_norm : j->L->mlp_norm;
-            if (cf->norm_plus_one) /* Gemma scales by (1 + w): fold into that */
-                for (int64_t ch = 0; ch < k; ch++)
-                    nw[ch] = (1.0f + nw[ch]) / s[ch] - 1.0f;
-            else
-                for (int64_t ch = 0; ch < k; ch++)
-                    nw[ch] /= s[ch];
-        } else {
-            lq_linear    *pl = lq_qjob_linear(j, gr->prev);
-            const int64_t pk = pl->buf.q.k, r0 = pl->buf.q.n - k;
-            float        *pw = wptr(j->L, gr->prev);
-            for (int64_t r = 0; r < k; r++) {
-                for (int64_t ch = 0; ch < pk; ch++)
-                    pw[(r0 + r) * pk + ch] /= s[r];
-                if (pl->bias)
-                    pl->bias[r0 + r] /= s[r];
-            }
-        }
-        for (int64_t i = 0; i < nlin; i++)
-            scale_cols(wptr(j->L, lins[i]), lq_qjob_linear(j, lins[i])->buf.q.n, k, s);
-        div_cols(c.x[gr->src], c.rows[gr->src], k, s);
-        if (gr->expert_in) { /* the float readers of the norm: the function stays */
-            lq_linear *fl[2] = {&j->L->router, cf->shared_intermediate ? &j->L->shared[3] : NULL};
-            for (int f = 0; f < 2; f++)
-                if (fl[f])
-                    scale_cols((float *)(uintptr_t)fl[f]->buf.q.dense, fl[f]->buf.q.n, k, s);
-            for (int64_t e = 0; e < cf->num_experts; e++) { /* routed copies of the input */
-                const int64_t gs = lq_slot_of(LQ_LIN_GATE, e);
-                if (c.x[gs])
-                    div_cols(c.x[gs], c.rows[gs], k, s);
-            }
-        }
-    }
+    for (int64_t gi = 0; gi < ng; gi++)
+        if (sc[gi])
+            fold_group(j, &G[gi], G[gi].expert_in ? xin : G[gi].lins,
+                       G[gi].expert_in ? nxin : G[gi].nlin, sc[gi], &c);
 done:
     if (keep && st == LQ_OK) {
         keep->x    = c.x;

@@ -124,103 +124,68 @@ static bool estimate_add(int64_t n, int64_t k, int64_t g, int64_t *lin, int64_t 
            lq_add_i64(*b4, t4, b4);
 }
 
-lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_json, lq_err *err) {
-    if (report_json)
-        *report_json = NULL;
-    if (!model_dir || !report_json)
-        return lq_fail(err, LQ_ERR_INVALID_ARG,
-                       "lq_inspect: model_dir and report_json are "
-                       "required");
-    lq_opts opt;
-    lq_opts_read(p, &opt);
-    lq_model_config c;
-    lq_source      *src     = NULL;
-    lq_st          *sf      = NULL;
-    cJSON          *raw     = NULL;
-    cJSON          *root    = NULL;
-    cJSON          *tensors = NULL; /* attached to root last so the summary reads first */
-    mod_list        mods    = {0};
-    lq_status       st      = LQ_OK;
-    int64_t         clen;
-    LQ_TRY_GOTO(lq_source_open(model_dir, &src, err));
-    const char *ctext  = lq_source_config(src, &clen);
-    const char *clabel = lq_source_config_label(src);
-    c                  = *lq_source_model_config(src);
-    LQ_TRY_GOTO(lq_json_parse(ctext, (size_t)clen, clabel, &raw, err));
-    sf = lq_source_st(src);
-
-    root = cJSON_CreateObject();
-    if (!root)
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
-    cJSON_AddStringToObject(root, "model_dir", model_dir);
-    cJSON_AddStringToObject(root, "model_type", c.model_type);
-    cJSON_AddStringToObject(root, "architecture", c.architecture);
-    cJSON_AddStringToObject(root, "torch_dtype", c.torch_dtype);
-    num(root, "num_layers", (double)c.num_layers);
-    num(root, "hidden_size", (double)c.hidden_size);
-    num(root, "intermediate_size", (double)c.intermediate_size);
-    num(root, "num_heads", (double)c.num_heads);
-    num(root, "num_kv_heads", (double)c.num_kv_heads);
-    num(root, "head_dim", (double)c.head_dim);
-    num(root, "vocab_size", (double)c.vocab_size);
-    num(root, "max_position_embeddings", (double)c.max_position_embeddings);
-    cJSON_AddBoolToObject(root, "tie_word_embeddings", c.tie_word_embeddings);
-    {
-        /* what a decoder layer of this family computes, as the forward reads the config */
-        cJSON  *blk     = cJSON_AddObjectToObject(root, "block");
-        int64_t sliding = 0;
-        for (int64_t i = 0; i < c.num_layers; i++)
-            sliding += lq_config_layer_sliding(&c, i);
-        num(blk, "sliding_layers", (double)sliding);
-        num(blk, "sliding_window", (double)c.sliding_window);
-        num(blk, "rope_theta", c.rope_theta);
-        if (c.rope_local_theta > 0)
-            num(blk, "rope_local_theta", c.rope_local_theta);
-        cJSON_AddStringToObject(blk, "mlp", c.act == LQ_ACT_GELU_TANH ? "geglu" : "swiglu");
-        cJSON_AddBoolToObject(blk, "fused_qkv_gate_up", c.fused);
-        if (c.num_experts) {
-            num(blk, "experts", (double)c.num_experts);
-            num(blk, "experts_per_token", (double)c.experts_per_tok);
-            num(blk, "expert_intermediate", (double)c.moe_intermediate);
-            num(blk, "shared_expert_intermediate", (double)c.shared_intermediate);
-            cJSON_AddBoolToObject(blk, "renormalized_top_k", c.norm_topk);
-        }
-        if (c.rope_type == LQ_ROPE_LONGROPE) {
-            cJSON_AddStringToObject(blk, "rope_scaling", "longrope");
-            num(blk, "rope_original_max_pos", (double)c.rope_original_max_pos);
-            num(blk, "rope_attention_factor", c.rope_attn_factor);
-        } else if (c.rope_type != LQ_ROPE_DEFAULT) {
-            cJSON_AddStringToObject(blk, "rope_scaling",
-                                    c.rope_type == LQ_ROPE_LLAMA3 ? "llama3" : "linear");
-            num(blk, "rope_factor", c.rope_factor);
-        }
-        cJSON_AddBoolToObject(blk, "qk_norm", c.qk_norm);
-        cJSON_AddBoolToObject(blk, "post_norms", c.post_norms);
-        cJSON_AddBoolToObject(blk, "norm_plus_one", c.norm_plus_one);
-        num(blk, "attn_softcap", c.attn_softcap);
-        num(blk, "final_softcap", c.final_softcap);
+/* The config's shape and what a decoder layer of this family computes, as the forward reads it. */
+static void add_config(cJSON *root, const lq_model_config *c) {
+    cJSON_AddStringToObject(root, "model_type", c->model_type);
+    cJSON_AddStringToObject(root, "architecture", c->architecture);
+    cJSON_AddStringToObject(root, "torch_dtype", c->torch_dtype);
+    num(root, "num_layers", (double)c->num_layers);
+    num(root, "hidden_size", (double)c->hidden_size);
+    num(root, "intermediate_size", (double)c->intermediate_size);
+    num(root, "num_heads", (double)c->num_heads);
+    num(root, "num_kv_heads", (double)c->num_kv_heads);
+    num(root, "head_dim", (double)c->head_dim);
+    num(root, "vocab_size", (double)c->vocab_size);
+    num(root, "max_position_embeddings", (double)c->max_position_embeddings);
+    cJSON_AddBoolToObject(root, "tie_word_embeddings", c->tie_word_embeddings);
+    cJSON  *blk     = cJSON_AddObjectToObject(root, "block");
+    int64_t sliding = 0;
+    for (int64_t i = 0; i < c->num_layers; i++)
+        sliding += lq_config_layer_sliding(c, i);
+    num(blk, "sliding_layers", (double)sliding);
+    num(blk, "sliding_window", (double)c->sliding_window);
+    num(blk, "rope_theta", c->rope_theta);
+    if (c->rope_local_theta > 0)
+        num(blk, "rope_local_theta", c->rope_local_theta);
+    cJSON_AddStringToObject(blk, "mlp", c->act == LQ_ACT_GELU_TANH ? "geglu" : "swiglu");
+    cJSON_AddBoolToObject(blk, "fused_qkv_gate_up", c->fused);
+    if (c->num_experts) {
+        num(blk, "experts", (double)c->num_experts);
+        num(blk, "experts_per_token", (double)c->experts_per_tok);
+        num(blk, "expert_intermediate", (double)c->moe_intermediate);
+        num(blk, "shared_expert_intermediate", (double)c->shared_intermediate);
+        cJSON_AddBoolToObject(blk, "renormalized_top_k", c->norm_topk);
     }
-    cJSON_AddStringToObject(root, "family_verified", lq_config_family_verified(c.model_type));
-    cJSON_AddBoolToObject(root, "quantized", c.quantized);
-    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
-    if (cJSON_IsObject(qc))
-        cJSON_AddItemToObject(root, "quantization_config", cJSON_Duplicate(qc, 1));
-    static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
-    cJSON                   *tok           = cJSON_AddArrayToObject(root, "tokenizer_files");
-    for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++)
-        if (lq_source_has(src, k_tok_files[i]))
-            cJSON_AddItemToArray(tok, cJSON_CreateString(k_tok_files[i]));
+    if (c->rope_type == LQ_ROPE_LONGROPE) {
+        cJSON_AddStringToObject(blk, "rope_scaling", "longrope");
+        num(blk, "rope_original_max_pos", (double)c->rope_original_max_pos);
+        num(blk, "rope_attention_factor", c->rope_attn_factor);
+    } else if (c->rope_type != LQ_ROPE_DEFAULT) {
+        cJSON_AddStringToObject(blk, "rope_scaling",
+                                c->rope_type == LQ_ROPE_LLAMA3 ? "llama3" : "linear");
+        num(blk, "rope_factor", c->rope_factor);
+    }
+    cJSON_AddBoolToObject(blk, "qk_norm", c->qk_norm);
+    cJSON_AddBoolToObject(blk, "post_norms", c->post_norms);
+    cJSON_AddBoolToObject(blk, "norm_plus_one", c->norm_plus_one);
+    num(blk, "attn_softcap", c->attn_softcap);
+    num(blk, "final_softcap", c->final_softcap);
+    cJSON_AddStringToObject(root, "family_verified", lq_config_family_verified(c->model_type));
+    cJSON_AddBoolToObject(root, "quantized", c->quantized);
+}
 
-    /* Tensors, dtype totals, modules. */
-    int64_t nt                    = lq_st_count(sf);
-    int64_t dt_count[LQ_DT_COUNT] = {0}, dt_bytes[LQ_DT_COUNT] = {0};
-    int64_t loose_params = 0; /* tensors outside linear modules */
-    cJSON  *files        = cJSON_AddArrayToObject(root, "files");
-    int     last_shard   = -1;
-    tensors              = cJSON_CreateArray();
-    if (!files || !tensors)
-        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
-    for (int64_t i = 0; i < nt; i++) {
+/* What the tensors add up to: files, per-dtype totals, the linear modules. */
+typedef struct tensor_sums {
+    int64_t  dt_count[LQ_DT_COUNT], dt_bytes[LQ_DT_COUNT];
+    int64_t  loose_params; /* tensors outside linear modules */
+    mod_list mods;
+} tensor_sums;
+
+/* One entry per tensor in `tensors`, the shard files in `files`, the sums in *ts. */
+static lq_status walk_tensors(const lq_st *sf, const lq_model_config *c, cJSON *files,
+                              cJSON *tensors, tensor_sums *ts, const char *model_dir, lq_err *err) {
+    int last_shard = -1;
+    for (int64_t i = 0; i < lq_st_count(sf); i++) {
         const lq_st_tensor *t    = lq_st_get(sf, i);
         const char         *path = lq_st_file_of(sf, t);
         const char         *base = strrchr(path, '/');
@@ -233,12 +198,12 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
                 cJSON_AddItemToArray(files, cJSON_CreateString(base));
             last_shard = t->shard;
         }
-        dt_count[t->dtype]++;
-        dt_bytes[t->dtype] += t->nbytes;
+        ts->dt_count[t->dtype]++;
+        ts->dt_bytes[t->dtype] += t->nbytes;
 
         cJSON *e = cJSON_CreateObject();
         if (!e)
-            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+            return json_oom(err, model_dir);
         cJSON_AddItemToArray(tensors, e);
         cJSON_AddStringToObject(e, "name", t->name);
         cJSON_AddStringToObject(e, "dtype", lq_dtype_name(t->dtype));
@@ -251,12 +216,12 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         role    r;
         int64_t ml = module_of(t->name, &r);
         if (ml < 0) {
-            loose_params += t->numel;
+            ts->loose_params += t->numel;
             continue;
         }
-        module *m = mod_get(&mods, t->name, ml, r, &c);
+        module *m = mod_get(&ts->mods, t->name, ml, r, c);
         if (!m)
-            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+            return json_oom(err, model_dir);
         const char *leaf = t->name + ml + 1;
         if (!strcmp(leaf, "bias")) {
             m->bias_numel += t->numel;
@@ -267,35 +232,40 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
                 m->float_weight = 1;
         }
     }
+    return LQ_OK;
+}
 
-    /* Sizes are summed with overflow checks: a checkpoint may hold any number of modules. */
-    int64_t params = loose_params, q_params = 0, q_bytes = 0, q_count = 0, nk;
-    for (int64_t i = 0; i < mods.n; i++) {
-        module *m  = &mods.m[i];
-        bool    ok = lq_add_i64(params, m->bias_numel, &params);
+/* Parameters (a quantized linear counts its config shape) and the quantized linears' bits per
+ * parameter, summed with overflow checks: a checkpoint may hold any number of modules. */
+static lq_status add_sizes(cJSON *root, const lq_st *sf, const tensor_sums *ts, int64_t *params,
+                           const char *model_dir, lq_err *err) {
+    int64_t q_params = 0, q_bytes = 0, q_count = 0, nk;
+    *params = ts->loose_params;
+    for (int64_t i = 0; i < ts->mods.n; i++) {
+        const module *m  = &ts->mods.m[i];
+        bool          ok = lq_add_i64(*params, m->bias_numel, params);
         if (m->float_weight) {
-            ok = ok && lq_add_i64(params, m->other_numel, &params);
+            ok = ok && lq_add_i64(*params, m->other_numel, params);
         } else {
-            ok = ok && lq_mul_i64(m->n, m->k, &nk) && lq_add_i64(params, nk, &params) &&
+            ok = ok && lq_mul_i64(m->n, m->k, &nk) && lq_add_i64(*params, nk, params) &&
                  lq_add_i64(q_params, nk, &q_params) && lq_add_i64(q_bytes, m->bytes, &q_bytes);
             q_count++;
         }
         if (!ok)
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: parameter count overflows 64 bits",
-                         model_dir);
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: parameter count overflows 64 bits", model_dir);
     }
-    num(root, "num_tensors", (double)nt);
+    num(root, "num_tensors", (double)lq_st_count(sf));
     num(root, "tensor_bytes", (double)lq_st_data_bytes(sf));
     cJSON *dts = cJSON_AddObjectToObject(root, "dtypes");
     for (int d = 0; d < LQ_DT_COUNT; d++) {
-        if (!dt_count[d])
+        if (!ts->dt_count[d])
             continue;
         cJSON *o = cJSON_AddObjectToObject(dts, lq_dtype_name((lq_dtype)d));
-        num(o, "tensors", (double)dt_count[d]);
-        num(o, "bytes", (double)dt_bytes[d]);
+        num(o, "tensors", (double)ts->dt_count[d]);
+        num(o, "bytes", (double)ts->dt_bytes[d]);
     }
-    num(root, "parameters", (double)params);
-    num(root, "linear_modules", (double)mods.n);
+    num(root, "parameters", (double)*params);
+    num(root, "linear_modules", (double)ts->mods.n);
     cJSON *ql = cJSON_AddObjectToObject(root, "quantized_linears");
     num(ql, "count", (double)q_count);
     num(ql, "parameters", (double)q_params);
@@ -304,29 +274,33 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
         num(ql, "bits_per_param", 8.0 * (double)q_bytes / (double)q_params);
     else
         cJSON_AddNullToObject(ql, "bits_per_param");
+    return LQ_OK;
+}
 
-    /* Memory estimates from config shapes. */
-    int64_t g   = opt.group_size;
+/* Memory estimates from config shapes: weights at each precision, the KV cache. */
+static lq_status add_memory(cJSON *root, const lq_model_config *c, const lq_opts *opt,
+                            int64_t params, const char *model_dir, lq_err *err) {
+    int64_t g   = opt->group_size;
     int64_t lin = 0, b8 = 0, b4 = 0;
     bool    ok = true;
     for (int r = 0; r < LQ_LIN_COUNT && ok; r++) {
         int64_t n, k;
-        if (!lq_lin_present(&c, (lq_lin_id)r))
+        if (!lq_lin_present(c, (lq_lin_id)r))
             continue;
-        role_shape(&c, r, &n, &k);
+        role_shape(c, r, &n, &k);
         ok = estimate_add(n, k, g, &lin, &b8, &b4);
     }
     /* experts and the shared expert (the routers and the shared expert's gate stay float) */
-    for (int64_t j = 1; j < lq_moe_count(&c) && ok; j++) {
+    for (int64_t j = 1; j < lq_moe_count(c) && ok; j++) {
         int64_t n, k;
         char    leaf[128];
-        lq_moe_lin(&c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
+        lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
         ok = n == 1 || estimate_add(n, k, g, &lin, &b8, &b4);
     }
-    ok = ok && lq_mul_i64(lin, c.num_layers, &lin) && lq_mul_i64(b8, c.num_layers, &b8) &&
-         lq_mul_i64(b4, c.num_layers, &b4);
+    ok = ok && lq_mul_i64(lin, c->num_layers, &lin) && lq_mul_i64(b8, c->num_layers, &b8) &&
+         lq_mul_i64(b4, c->num_layers, &b4);
     if (!ok)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: memory estimate overflows 64 bits", model_dir);
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: memory estimate overflows 64 bits", model_dir);
     int64_t rest = params > lin ? params - lin : 0;
     cJSON  *mem  = cJSON_AddObjectToObject(root, "memory");
     cJSON  *w    = cJSON_AddObjectToObject(mem, "weights");
@@ -336,25 +310,68 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     num(w, "int8", (double)b8 + 2.0 * (double)rest);
     num(w, "int4", (double)b4 + 2.0 * (double)rest);
     num(w, "int4_group_size", (double)(g > 0 ? g : -1));
-    int64_t ctx   = opt.ctx;
-    int64_t batch = opt.batch;
+    int64_t ctx   = opt->ctx;
+    int64_t batch = opt->batch;
     if (ctx <= 0)
-        ctx = c.max_position_embeddings < 2048 ? c.max_position_embeddings : 2048;
+        ctx = c->max_position_embeddings < 2048 ? c->max_position_embeddings : 2048;
     if (batch <= 0)
         batch = 1;
     int64_t kv = 2 * 2;
-    if (!lq_mul_i64(kv, c.num_layers, &kv) || !lq_mul_i64(kv, c.num_kv_heads, &kv) ||
-        !lq_mul_i64(kv, c.head_dim, &kv) || !lq_mul_i64(kv, ctx, &kv) ||
+    if (!lq_mul_i64(kv, c->num_layers, &kv) || !lq_mul_i64(kv, c->num_kv_heads, &kv) ||
+        !lq_mul_i64(kv, c->head_dim, &kv) || !lq_mul_i64(kv, ctx, &kv) ||
         !lq_mul_i64(kv, batch, &kv))
-        LQ_FAIL_GOTO(err, LQ_ERR_INVALID_ARG,
-                     "%s: KV cache size for ctx %lld x batch %lld "
-                     "overflows",
-                     model_dir, (long long)ctx, (long long)batch);
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: KV cache size for ctx %lld x batch %lld overflows",
+                model_dir, (long long)ctx, (long long)batch);
     cJSON *kvo = cJSON_AddObjectToObject(mem, "kv_cache");
     num(kvo, "ctx", (double)ctx);
     num(kvo, "batch", (double)batch);
     cJSON_AddStringToObject(kvo, "dtype", "float16");
     num(kvo, "bytes", (double)kv);
+    return LQ_OK;
+}
+
+lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_json, lq_err *err) {
+    if (report_json)
+        *report_json = NULL;
+    if (!model_dir || !report_json)
+        return lq_fail(err, LQ_ERR_INVALID_ARG,
+                       "lq_inspect: model_dir and report_json are required");
+    lq_opts opt;
+    lq_opts_read(p, &opt);
+    lq_source  *src     = NULL;
+    cJSON      *raw     = NULL;
+    cJSON      *root    = NULL;
+    cJSON      *tensors = NULL; /* attached to root last so the summary reads first */
+    tensor_sums ts      = {0};
+    lq_status   st      = LQ_OK;
+    int64_t     clen, params;
+    LQ_TRY_GOTO(lq_source_open(model_dir, &src, err));
+    const char            *ctext = lq_source_config(src, &clen);
+    const lq_model_config *c     = lq_source_model_config(src);
+    const lq_st           *sf    = lq_source_st(src);
+    LQ_TRY_GOTO(lq_json_parse(ctext, (size_t)clen, lq_source_config_label(src), &raw, err));
+
+    root = cJSON_CreateObject();
+    if (!root)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+    cJSON_AddStringToObject(root, "model_dir", model_dir);
+    add_config(root, c);
+    const cJSON *qc = cJSON_GetObjectItemCaseSensitive(raw, "quantization_config");
+    if (cJSON_IsObject(qc))
+        cJSON_AddItemToObject(root, "quantization_config", cJSON_Duplicate(qc, 1));
+    static const char *const k_tok_files[] = {"tokenizer.json", "tokenizer.model", "tokenizer.bin"};
+    cJSON                   *tok           = cJSON_AddArrayToObject(root, "tokenizer_files");
+    for (size_t i = 0; i < sizeof k_tok_files / sizeof *k_tok_files; i++)
+        if (lq_source_has(src, k_tok_files[i]))
+            cJSON_AddItemToArray(tok, cJSON_CreateString(k_tok_files[i]));
+
+    cJSON *files = cJSON_AddArrayToObject(root, "files");
+    tensors      = cJSON_CreateArray();
+    if (!files || !tensors)
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model_dir);
+    LQ_TRY_GOTO(walk_tensors(sf, c, files, tensors, &ts, model_dir, err));
+    LQ_TRY_GOTO(add_sizes(root, sf, &ts, &params, model_dir, err));
+    LQ_TRY_GOTO(add_memory(root, c, &opt, params, model_dir, err));
     cJSON_AddItemToObject(root, "tensors", tensors);
     tensors = NULL;
 
@@ -366,7 +383,7 @@ lq_status lq_inspect(const char *model_dir, const lq_params *p, char **report_js
     /* cJSON allocates with malloc: lq_free (free) releases it. */
     *report_json = s;
 done:
-    free(mods.m);
+    free(ts.mods.m);
     cJSON_Delete(tensors);
     cJSON_Delete(root);
     cJSON_Delete(raw);
