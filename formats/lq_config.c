@@ -516,17 +516,11 @@ static lq_status check_plausible(const lq_model_config *c, const char *label, lq
     return LQ_OK;
 }
 
-lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_model_config *cfg,
-                          lq_err *err) {
-    memset(cfg, 0, sizeof *cfg);
-    cJSON *root = NULL;
-    LQ_TRY(lq_json_parse(json, len, label, &root, err));
-    lq_status st = LQ_OK;
-    if (!cJSON_IsObject(root))
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: top level is not a JSON object", label);
-
-    LQ_TRY_GOTO(lq_json_get_str(root, "model_type", 1, cfg->model_type, sizeof cfg->model_type,
-                                label, err));
+/* model_type -> its family row (*fam), the architecture (must be *ForCausalLM), the dtype. */
+static lq_status parse_family(const cJSON *root, const char *label, const family **fam_out,
+                              lq_model_config *cfg, lq_err *err) {
+    LQ_TRY(lq_json_get_str(root, "model_type", 1, cfg->model_type, sizeof cfg->model_type, label,
+                           err));
     const family *fam        = NULL;
     char          names[128] = "";
     for (size_t i = 0; i < sizeof k_families / sizeof *k_families; i++) {
@@ -536,110 +530,125 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
                  k_families[i].model_type);
     }
     if (!fam)
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                     "%s: model_type \"%s\" is not supported (supported: %s)", label,
-                     cfg->model_type, names);
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: model_type \"%s\" is not supported (supported: %s)", label, cfg->model_type,
+                names);
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(root, "architectures");
     if (cJSON_IsArray(arch) && cJSON_GetArraySize(arch) > 0 &&
         cJSON_IsString(cJSON_GetArrayItem(arch, 0))) {
         snprintf(cfg->architecture, sizeof cfg->architecture, "%s",
                  cJSON_GetArrayItem(arch, 0)->valuestring);
         if (!strstr(cfg->architecture, "ForCausalLM"))
-            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                         "%s: architecture \"%s\" is not supported (need *ForCausalLM)", label,
-                         cfg->architecture);
+            LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                    "%s: architecture \"%s\" is not supported (need *ForCausalLM)", label,
+                    cfg->architecture);
     }
-    LQ_TRY_GOTO(lq_json_get_str(root, "torch_dtype", 0, cfg->torch_dtype, sizeof cfg->torch_dtype,
-                                label, err));
+    LQ_TRY(lq_json_get_str(root, "torch_dtype", 0, cfg->torch_dtype, sizeof cfg->torch_dtype, label,
+                           err));
     if (!cfg->torch_dtype[0])
-        LQ_TRY_GOTO(lq_json_get_str(root, "dtype", 0, cfg->torch_dtype, sizeof cfg->torch_dtype,
-                                    label, err));
+        LQ_TRY(lq_json_get_str(root, "dtype", 0, cfg->torch_dtype, sizeof cfg->torch_dtype, label,
+                               err));
 
+    *fam_out = fam;
+    return LQ_OK;
+}
+
+/* Sizes, heads and head_dim, within limits that keep every size product in 64 bits. */
+static lq_status parse_dims(const cJSON *root, const char *label, const family *fam,
+                            lq_model_config *cfg, lq_err *err) {
     const int64_t BIG = (int64_t)1 << 40;
     /* Per-dimension limits far above any real model (largest today: hidden 16k-25k,
      * intermediate ~100k, vocab ~256k) keep every size product in 64 bits. */
-    LQ_TRY_GOTO(
+    LQ_TRY(
         lq_json_get_i64(root, "hidden_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->hidden_size, label, err));
-    LQ_TRY_GOTO(lq_json_get_i64(root, "intermediate_size", 1, 1, LQ_CFG_MAX_DIM,
-                                &cfg->intermediate_size, label, err));
-    LQ_TRY_GOTO(
-        lq_json_get_i64(root, "num_hidden_layers", 1, 1, 1 << 16, &cfg->num_layers, label, err));
-    LQ_TRY_GOTO(
+    LQ_TRY(lq_json_get_i64(root, "intermediate_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->intermediate_size,
+                           label, err));
+    LQ_TRY(lq_json_get_i64(root, "num_hidden_layers", 1, 1, 1 << 16, &cfg->num_layers, label, err));
+    LQ_TRY(
         lq_json_get_i64(root, "num_attention_heads", 1, 1, 1 << 16, &cfg->num_heads, label, err));
     cfg->num_kv_heads = fam->default_kv_heads ? fam->default_kv_heads : cfg->num_heads;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 16, &cfg->num_kv_heads,
-                                label, err));
-    LQ_TRY_GOTO(
-        lq_json_get_i64(root, "vocab_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->vocab_size, label, err));
+    LQ_TRY(lq_json_get_i64(root, "num_key_value_heads", 0, 1, 1 << 16, &cfg->num_kv_heads, label,
+                           err));
+    LQ_TRY(lq_json_get_i64(root, "vocab_size", 1, 1, LQ_CFG_MAX_DIM, &cfg->vocab_size, label, err));
     /* the config classes' defaults, for the rare file that omits the key */
     cfg->max_position_embeddings = fam->default_max_pos;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "max_position_embeddings", 0, 1, BIG,
-                                &cfg->max_position_embeddings, label, err));
+    LQ_TRY(lq_json_get_i64(root, "max_position_embeddings", 0, 1, BIG,
+                           &cfg->max_position_embeddings, label, err));
     cfg->rms_norm_eps = fam->default_eps > 0 ? fam->default_eps : 1e-6;
-    LQ_TRY_GOTO(lq_json_get_f64(root, "rms_norm_eps", 0, &cfg->rms_norm_eps, label, err));
+    LQ_TRY(lq_json_get_f64(root, "rms_norm_eps", 0, &cfg->rms_norm_eps, label, err));
     if (cfg->rms_norm_eps <= 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: rms_norm_eps must be > 0", label);
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: rms_norm_eps must be > 0", label);
 
     if (cfg->num_heads % cfg->num_kv_heads != 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                     "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld",
-                     label, (long long)cfg->num_heads, (long long)cfg->num_kv_heads);
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                "%s: num_attention_heads %lld is not divisible by num_key_value_heads %lld", label,
+                (long long)cfg->num_heads, (long long)cfg->num_kv_heads);
     /* transformers: head_dim = config.head_dim if given, else hidden_size // heads; q_proj maps
      * hidden_size -> heads * head_dim, so divisibility only matters for the derived value. */
     cfg->head_dim = fam->default_head_dim;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "head_dim", 0, 2, 1 << 16, &cfg->head_dim, label, err));
+    LQ_TRY(lq_json_get_i64(root, "head_dim", 0, 2, 1 << 16, &cfg->head_dim, label, err));
     if (cfg->head_dim == 0) {
         if (cfg->hidden_size % cfg->num_heads != 0)
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                         "%s: hidden_size %lld is not divisible by num_attention_heads %lld", label,
-                         (long long)cfg->hidden_size, (long long)cfg->num_heads);
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                    "%s: hidden_size %lld is not divisible by num_attention_heads %lld", label,
+                    (long long)cfg->hidden_size, (long long)cfg->num_heads);
         cfg->head_dim = cfg->hidden_size / cfg->num_heads;
     }
     if (cfg->head_dim % 2 != 0)
-        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: head_dim %lld must be even for RoPE", label,
-                     (long long)cfg->head_dim);
+        LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: head_dim %lld must be even for RoPE", label,
+                (long long)cfg->head_dim);
 
+    return LQ_OK;
+}
+
+/* Tied embeddings, biases, q/k norms, fused projections, BOS/EOS ids. */
+static lq_status parse_io(const cJSON *root, const char *label, const family *fam,
+                          lq_model_config *cfg, lq_err *err) {
+    const int64_t BIG        = (int64_t)1 << 40;
     cfg->tie_word_embeddings = fam->gemma; /* GemmaConfig ties by default, the others not */
-    LQ_TRY_GOTO(
-        lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings, label, err));
-    LQ_TRY_GOTO(lq_json_get_bool(root, "attention_bias", 0, &cfg->attention_bias, label, err));
-    LQ_TRY_GOTO(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
+    LQ_TRY(lq_json_get_bool(root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings, label, err));
+    LQ_TRY(lq_json_get_bool(root, "attention_bias", 0, &cfg->attention_bias, label, err));
+    LQ_TRY(lq_json_get_bool(root, "mlp_bias", 0, &cfg->mlp_bias, label, err));
     cfg->qkv_bias = fam->qkv_bias;
     cfg->qk_norm  = fam->qk_norm;
     cfg->fused    = fam->fused;
     if (fam->fused && (cfg->attention_bias || cfg->mlp_bias)) /* Phi3Attention has none */
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                     "%s: attention_bias / mlp_bias are not part of model_type \"%s\"", label,
-                     cfg->model_type);
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: attention_bias / mlp_bias are not part of model_type \"%s\"", label,
+                cfg->model_type);
     /* Absent: the config class default (LlamaConfig / MistralConfig 1 and 2, Qwen2Config none,
      * Gemma 2 and 1); null: none (-1). */
     cfg->bos_token_id =
         cJSON_GetObjectItemCaseSensitive(root, "bos_token_id") ? -1 : fam->default_bos;
     cfg->eos_token_id =
         cJSON_GetObjectItemCaseSensitive(root, "eos_token_id") ? -1 : fam->default_eos;
-    LQ_TRY_GOTO(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
+    LQ_TRY(lq_json_get_i64(root, "bos_token_id", 0, -1, BIG, &cfg->bos_token_id, label, err));
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     if (cJSON_IsArray(eos)) { /* Llama 3.x lists several; the first is the primary one */
         const cJSON *e0 = cJSON_GetArrayItem(eos, 0);
         double       d  = e0 && cJSON_IsNumber(e0) ? e0->valuedouble : -2;
         if (!(d >= -1 && d <= (double)BIG) || d != floor(d))
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE,
-                         "%s: key \"eos_token_id\" must be an integer or a non-empty list of "
-                         "integers",
-                         label);
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE,
+                    "%s: key \"eos_token_id\" must be an integer or a non-empty list of "
+                    "integers",
+                    label);
         cfg->eos_token_id = (int64_t)d;
     } else {
-        LQ_TRY_GOTO(
-            lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label, err));
+        LQ_TRY(lq_json_get_i64(root, "eos_token_id", 0, -1, BIG, &cfg->eos_token_id, label, err));
     }
-    LQ_TRY_GOTO(parse_sliding_window(root, label, fam, cfg, err));
+    return LQ_OK;
+}
 
+/* The MLP activation and Gemma's conventions ((1 + w) norms, post norms, scaled embeddings,
+ * query_pre_attn_scalar, soft-caps). */
+static lq_status parse_act_gemma(const cJSON *root, const char *label, const family *fam,
+                                 lq_model_config *cfg, lq_err *err) {
     /* GemmaMLP reads hidden_activation (older Gemma files also carry hidden_act) */
     char act[32] = "";
     if (fam->gemma)
-        LQ_TRY_GOTO(lq_json_get_str(root, "hidden_activation", 0, act, sizeof act, label, err));
+        LQ_TRY(lq_json_get_str(root, "hidden_activation", 0, act, sizeof act, label, err));
     if (!act[0])
-        LQ_TRY_GOTO(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));
+        LQ_TRY(lq_json_get_str(root, "hidden_act", 0, act, sizeof act, label, err));
     if (!act[0])
         snprintf(act, sizeof act, "%s", fam->gemma ? "gelu_pytorch_tanh" : "silu");
     if (!strcmp(act, "silu") || !strcmp(act, "swish"))
@@ -647,9 +656,9 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
     else if (!strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new"))
         cfg->act = LQ_ACT_GELU_TANH; /* both are the tanh approximation */
     else
-        LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED_ARCH,
-                     "%s: hidden activation \"%s\" is not supported (silu, gelu_pytorch_tanh)",
-                     label, act);
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED_ARCH,
+                "%s: hidden activation \"%s\" is not supported (silu, gelu_pytorch_tanh)", label,
+                act);
 
     cfg->embed_scale = 1.0;
     if (fam->gemma) {
@@ -657,9 +666,9 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
         cfg->post_norms    = 1;
         cfg->embed_scale   = sqrt((double)cfg->hidden_size);
         double qpas        = 256;
-        LQ_TRY_GOTO(lq_json_get_f64(root, "query_pre_attn_scalar", 0, &qpas, label, err));
+        LQ_TRY(lq_json_get_f64(root, "query_pre_attn_scalar", 0, &qpas, label, err));
         if (!(qpas > 0))
-            LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: query_pre_attn_scalar must be > 0", label);
+            LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: query_pre_attn_scalar must be > 0", label);
         cfg->attn_scale     = pow(qpas, -0.5);
         cfg->attn_softcap   = fam->default_attn_softcap;
         cfg->final_softcap  = fam->default_final_softcap;
@@ -670,13 +679,29 @@ lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_mo
             if (v && cJSON_IsNull(v))
                 *vals[i] = 0;
             else
-                LQ_TRY_GOTO(lq_json_get_f64(root, caps[i], 0, vals[i], label, err));
+                LQ_TRY(lq_json_get_f64(root, caps[i], 0, vals[i], label, err));
             if (*vals[i] < 0)
-                LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be > 0 or null", label,
-                             caps[i]);
+                LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: %s must be > 0 or null", label, caps[i]);
         }
     }
 
+    return LQ_OK;
+}
+
+lq_status lq_config_parse(const char *json, size_t len, const char *label, lq_model_config *cfg,
+                          lq_err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    cJSON *root = NULL;
+    LQ_TRY(lq_json_parse(json, len, label, &root, err));
+    lq_status     st  = LQ_OK;
+    const family *fam = NULL;
+    if (!cJSON_IsObject(root))
+        LQ_FAIL_GOTO(err, LQ_ERR_CONFIG_VALUE, "%s: top level is not a JSON object", label);
+    LQ_TRY_GOTO(parse_family(root, label, &fam, cfg, err));
+    LQ_TRY_GOTO(parse_dims(root, label, fam, cfg, err));
+    LQ_TRY_GOTO(parse_io(root, label, fam, cfg, err));
+    LQ_TRY_GOTO(parse_sliding_window(root, label, fam, cfg, err));
+    LQ_TRY_GOTO(parse_act_gemma(root, label, fam, cfg, err));
     LQ_TRY_GOTO(parse_rope(root, label, fam, cfg, err));
     LQ_TRY_GOTO(parse_moe(root, label, fam, cfg, err));
     LQ_TRY_GOTO(check_plausible(cfg, label, err));

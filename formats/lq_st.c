@@ -98,9 +98,13 @@ static lq_status add_meta(lq_st *st, const cJSON *m, const char *label, lq_err *
     return LQ_OK;
 }
 
-/* Parse one file image into st (appending tensors tagged with `shard`). */
-static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t len, lq_err *err) {
-    const char *label = ss->files[shard].path;
+/* The header of a file image: its length prefix, UTF-8, nesting, control bytes and tensor
+ * count checked before cJSON sees it, then parsed (*root) with nothing but padding after the
+ * object and no escaped NUL; hdr_out and hlen_out locate it in buf. */
+static lq_status parse_header(const char *label, const uint8_t *buf, size_t len,
+                              const uint8_t **hdr_out, uint64_t *hlen_out, cJSON **root,
+                              lq_err *err) {
+    *root = NULL;
     if (len < 8)
         LQ_FAIL(err, LQ_ERR_ST_TRUNCATED, "%s: %zu bytes, shorter than the 8-byte header length",
                 label, len);
@@ -136,30 +140,129 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
             LQ_FAIL(err, LQ_ERR_UNSUPPORTED, "%s: more than %d tensors in one file", label,
                     LQ_ST_MAX_TENSORS);
     }
-    const char *end  = NULL;
-    cJSON      *root = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
-    if (!root)
+    const char *end = NULL;
+    *root           = cJSON_ParseWithLengthOpts((const char *)hdr, (size_t)hlen, &end, 0);
+    if (!*root)
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not valid JSON (near byte %ld)", label,
                 end ? (long)(end - (const char *)hdr) : -1L);
     /* cJSON stops after the first value; only the padding (spaces) may follow it. */
-    if (!lq_json_only_space(end, (size_t)((const char *)hdr + hlen - end))) {
-        cJSON_Delete(root);
+    if (!lq_json_only_space(end, (size_t)((const char *)hdr + hlen - end)))
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header has data after the JSON object (byte %ld)",
                 label, (long)(end - (const char *)hdr));
-    }
     /* a tensor name with \u0000 would be cut short and could alias another tensor */
     const int64_t nul = lq_json_escaped_nul((const char *)hdr, (size_t)hlen);
-    if (nul >= 0) {
-        cJSON_Delete(root);
+    if (nul >= 0)
         LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON,
-                "%s: header string holds an escaped NUL (\\u0000) at "
-                "byte %lld",
-                label, (long long)nul);
+                "%s: header string holds an escaped NUL (\\u0000) at byte %lld", label,
+                (long long)nul);
+    if (!cJSON_IsObject(*root))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not a JSON object", label);
+    *hdr_out  = hdr;
+    *hlen_out = hlen;
+    return LQ_OK;
+}
+
+/* One tensor entry of the header appended to ss (its data pointer set once the offsets are
+ * known good); *ent receives its offsets. */
+static lq_status add_tensor(lq_st *ss, int shard, const cJSON *item, const char *label, entry *ent,
+                            lq_err *err) {
+    const char *name = item->string;
+    if (!cJSON_IsObject(item))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON, "%s: entry \"%s\" is not an object", label, name);
+    const cJSON *dt  = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    const cJSON *shp = cJSON_GetObjectItemCaseSensitive(item, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(shp) || !cJSON_IsArray(off) ||
+        cJSON_GetArraySize(off) != 2)
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON,
+                "%s: tensor \"%s\" needs dtype (string), shape (array) and data_offsets "
+                "(2 integers)",
+                label, name);
+    int dtype = lq_dtype_from_name(dt->valuestring, strlen(dt->valuestring));
+    if (dtype < 0)
+        LQ_FAIL(err, LQ_ERR_ST_DTYPE, "%s: tensor \"%s\" has unknown dtype \"%s\"", label, name,
+                dt->valuestring);
+    int ndim = cJSON_GetArraySize(shp);
+    if (ndim > LQ_ST_MAX_DIMS)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
+                "%s: tensor \"%s\" has %d dims (this build handles up to %d)", label, name, ndim,
+                LQ_ST_MAX_DIMS);
+    if (ss->n == ss->cap) {
+        int64_t       nc = ss->cap ? ss->cap * 2 : 64;
+        lq_st_tensor *nt = realloc(ss->t, (size_t)nc * sizeof *nt);
+        if (!nt)
+            LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+        ss->t   = nt;
+        ss->cap = nc;
     }
-    lq_status st  = LQ_OK;
-    entry    *ent = NULL;
-    if (!cJSON_IsObject(root))
-        LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: header is not a JSON object", label);
+    lq_st_tensor *t = &ss->t[ss->n];
+    memset(t, 0, sizeof *t);
+    t->dtype      = (lq_dtype)dtype;
+    t->ndim       = ndim;
+    t->shard      = shard;
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (!json_uint(cJSON_GetArrayItem(shp, d), &t->shape[d]))
+            LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON,
+                    "%s: tensor \"%s\" shape[%d] is not a non-negative integer", label, name, d);
+        if (!lq_mul_i64(numel, t->shape[d], &numel))
+            LQ_FAIL(err, LQ_ERR_ST_SHAPE, "%s: tensor \"%s\" element count overflows", label, name);
+    }
+    int64_t b, e, nbytes;
+    if (!json_uint(cJSON_GetArrayItem(off, 0), &b) || !json_uint(cJSON_GetArrayItem(off, 1), &e))
+        LQ_FAIL(err, LQ_ERR_ST_HEADER_JSON,
+                "%s: tensor \"%s\" data_offsets are not non-negative integers", label, name);
+    if (e < b)
+        LQ_FAIL(err, LQ_ERR_ST_OFFSETS, "%s: tensor \"%s\" data_offsets end %lld < begin %lld",
+                label, name, (long long)e, (long long)b);
+    if (!lq_mul_i64(numel, lq_dtype_size(t->dtype), &nbytes) || nbytes != e - b)
+        LQ_FAIL(err, LQ_ERR_ST_SHAPE,
+                "%s: tensor \"%s\" shape x %s needs %lld bytes but data_offsets span %lld", label,
+                name, lq_dtype_name(t->dtype), (long long)nbytes, (long long)(e - b));
+    t->numel  = numel;
+    t->nbytes = nbytes;
+    t->name   = strdup(name);
+    if (!t->name)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", label);
+    ent->begin = b;
+    ent->end   = e;
+    ent->idx   = ss->n;
+    ss->n++;
+    return LQ_OK;
+}
+
+/* The data section holds the tensors back to back from 0 to its end (ent sorted by offset). */
+static lq_status check_offsets(const lq_st *ss, const entry *ent, int nent, int64_t data_len,
+                               const char *label, lq_err *err) {
+    int64_t pos = 0;
+    for (int i = 0; i < nent; i++) {
+        const lq_st_tensor *t = &ss->t[ent[i].idx];
+        if (ent[i].begin != pos)
+            LQ_FAIL(err, LQ_ERR_ST_OFFSETS,
+                    "%s: tensor \"%s\" starts at %lld, expected %lld (offsets must be "
+                    "contiguous from 0)",
+                    label, t->name, (long long)ent[i].begin, (long long)pos);
+        if (ent[i].end > data_len)
+            LQ_FAIL(err, LQ_ERR_ST_BOUNDS,
+                    "%s: tensor \"%s\" ends at byte %lld past the %lld data bytes in the file",
+                    label, t->name, (long long)ent[i].end, (long long)data_len);
+        pos = ent[i].end;
+    }
+    if (pos != data_len)
+        LQ_FAIL(err, LQ_ERR_ST_BOUNDS, "%s: %lld trailing bytes after the last tensor", label,
+                (long long)(data_len - pos));
+    return LQ_OK;
+}
+
+/* Parse one file image into st (appending tensors tagged with `shard`). */
+static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t len, lq_err *err) {
+    const char    *label = ss->files[shard].path;
+    const uint8_t *hdr   = NULL;
+    uint64_t       hlen  = 0;
+    cJSON         *root  = NULL;
+    entry         *ent   = NULL;
+    lq_status      st    = LQ_OK;
+    LQ_TRY_GOTO(parse_header(label, buf, len, &hdr, &hlen, &root, err));
     int64_t data_len          = (int64_t)(len - 8 - hlen);
     ss->files[shard].data     = hdr + hlen;
     ss->files[shard].data_len = data_len;
@@ -170,103 +273,18 @@ static lq_status parse_image(lq_st *ss, int shard, const uint8_t *buf, size_t le
     int          nent = 0;
     const cJSON *item;
     cJSON_ArrayForEach(item, root) {
-        const char *name = item->string;
-        if (strcmp(name, "__metadata__") == 0) {
+        if (strcmp(item->string, "__metadata__") == 0) {
             /* Validated in every shard; lq_st_metadata reports the first shard's. */
             LQ_TRY_GOTO(check_meta(item, label, err));
             if (shard == 0 && !ss->meta)
                 LQ_TRY_GOTO(add_meta(ss, item, label, err));
             continue;
         }
-        if (!cJSON_IsObject(item))
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON, "%s: entry \"%s\" is not an object", label,
-                         name);
-        const cJSON *dt  = cJSON_GetObjectItemCaseSensitive(item, "dtype");
-        const cJSON *shp = cJSON_GetObjectItemCaseSensitive(item, "shape");
-        const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-        if (!cJSON_IsString(dt) || !cJSON_IsArray(shp) || !cJSON_IsArray(off) ||
-            cJSON_GetArraySize(off) != 2)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
-                         "%s: tensor \"%s\" needs dtype (string), shape (array) and data_offsets "
-                         "(2 integers)",
-                         label, name);
-        int dtype = lq_dtype_from_name(dt->valuestring, strlen(dt->valuestring));
-        if (dtype < 0)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_DTYPE, "%s: tensor \"%s\" has unknown dtype \"%s\"", label,
-                         name, dt->valuestring);
-        int ndim = cJSON_GetArraySize(shp);
-        if (ndim > LQ_ST_MAX_DIMS)
-            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
-                         "%s: tensor \"%s\" has %d dims (this build "
-                         "handles up to %d)",
-                         label, name, ndim, LQ_ST_MAX_DIMS);
-        if (ss->n == ss->cap) {
-            int64_t       nc = ss->cap ? ss->cap * 2 : 64;
-            lq_st_tensor *nt = realloc(ss->t, (size_t)nc * sizeof *nt);
-            if (!nt)
-                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
-            ss->t   = nt;
-            ss->cap = nc;
-        }
-        lq_st_tensor *t = &ss->t[ss->n];
-        memset(t, 0, sizeof *t);
-        t->dtype      = (lq_dtype)dtype;
-        t->ndim       = ndim;
-        t->shard      = shard;
-        int64_t numel = 1;
-        for (int d = 0; d < ndim; d++) {
-            if (!json_uint(cJSON_GetArrayItem(shp, d), &t->shape[d]))
-                LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
-                             "%s: tensor \"%s\" shape[%d] is not a non-negative integer", label,
-                             name, d);
-            if (!lq_mul_i64(numel, t->shape[d], &numel))
-                LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE, "%s: tensor \"%s\" element count overflows",
-                             label, name);
-        }
-        int64_t b, e, nbytes;
-        if (!json_uint(cJSON_GetArrayItem(off, 0), &b) ||
-            !json_uint(cJSON_GetArrayItem(off, 1), &e))
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_HEADER_JSON,
-                         "%s: tensor \"%s\" data_offsets are not non-negative integers", label,
-                         name);
-        if (e < b)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS,
-                         "%s: tensor \"%s\" data_offsets end %lld < begin %lld", label, name,
-                         (long long)e, (long long)b);
-        if (!lq_mul_i64(numel, lq_dtype_size(t->dtype), &nbytes) || nbytes != e - b)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_SHAPE,
-                         "%s: tensor \"%s\" shape x %s needs %lld bytes but data_offsets span %lld",
-                         label, name, lq_dtype_name(t->dtype), (long long)nbytes,
-                         (long long)(e - b));
-        t->numel  = numel;
-        t->nbytes = nbytes;
-        t->name   = strdup(name);
-        if (!t->name)
-            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", label);
-        ent[nent].begin = b;
-        ent[nent].end   = e;
-        ent[nent].idx   = ss->n;
+        LQ_TRY_GOTO(add_tensor(ss, shard, item, label, &ent[nent], err));
         nent++;
-        ss->n++;
     }
     qsort(ent, (size_t)nent, sizeof *ent, cmp_entry);
-    int64_t pos = 0;
-    for (int i = 0; i < nent; i++) {
-        const lq_st_tensor *t = &ss->t[ent[i].idx];
-        if (ent[i].begin != pos)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_OFFSETS,
-                         "%s: tensor \"%s\" starts at %lld, expected %lld (offsets must be "
-                         "contiguous from 0)",
-                         label, t->name, (long long)ent[i].begin, (long long)pos);
-        if (ent[i].end > data_len)
-            LQ_FAIL_GOTO(err, LQ_ERR_ST_BOUNDS,
-                         "%s: tensor \"%s\" ends at byte %lld past the %lld data bytes in the file",
-                         label, t->name, (long long)ent[i].end, (long long)data_len);
-        pos = ent[i].end;
-    }
-    if (pos != data_len)
-        LQ_FAIL_GOTO(err, LQ_ERR_ST_BOUNDS, "%s: %lld trailing bytes after the last tensor", label,
-                     (long long)(data_len - pos));
+    LQ_TRY_GOTO(check_offsets(ss, ent, nent, data_len, label, err));
     for (int i = 0; i < nent; i++)
         ss->t[ent[i].idx].data = ss->files[shard].data + ent[i].begin;
 done:
