@@ -31,6 +31,12 @@ typedef struct lq_qbuf {
 /* Allocate an owned zeroed array of bytes and register it; NULL on failure. */
 void *lq_qbuf_alloc(lq_qbuf *b, size_t bytes);
 void  lq_qbuf_free(lq_qbuf *b);
+/* Every array of the layout b->q's format, dims and options (bits, group size, nested blocks,
+ * outliers) imply, allocated zeroed and pointed to by the descriptor (the bias is the caller's);
+ * the dims are checked by the format's rules first. On failure b is freed. */
+lq_status lq_qbuf_alloc_layout(lq_qbuf *b, lq_err *err);
+/* The owned, writable array the descriptor's pointer p points to (NULL if b does not own it). */
+void *lq_qbuf_mut(lq_qbuf *b, const void *p);
 
 #define LQ_QCFG_MAX_SKIP 64
 

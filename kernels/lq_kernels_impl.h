@@ -171,6 +171,29 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
 static inline int64_t lq_tile_rows(const lq_qlinear *w) {
     return w->n < LQ_TILE_ROWS ? w->n : LQ_TILE_ROWS;
 }
+/* ---------------------------------------------------------------------------------------
+ * The grouped formats (GPTQ, AWQ) decode into W^T blocks through two hooks; the loops around
+ * them (full dequantization, the large-m tiles + sgemm, per-group sums of x) are shared.
+ *   params: scale and scale * zero of groups [g0, g1) for output columns [i0, i0 + nc) into
+ *           sc / zs (row stride ld)
+ *   kn:     W^T[c0:c1, i0:i0+nc] into out (row stride ldo) from those parameters (stride ldp)
+ * --------------------------------------------------------------------------------------- */
+typedef struct lq_kn_ops {
+    void (*params)(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc, int64_t ld,
+                   float *sc, float *zs);
+    void (*kn)(const lq_qlinear *w, int64_t c0, int64_t c1, int64_t i0, int64_t nc, const float *sc,
+               const float *zs, int64_t ldp, float *out, int64_t ldo);
+} lq_kn_ops;
+/* out[n, k] = W, G groups; blocks of 16 columns x 64 channels across the threads. */
+lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, float *out,
+                            int nthreads);
+/* y[m, n] = x @ W^T by LQ_TILE_ROWS-column tiles of W^T dequantized into ws ([tr * k] tile,
+ * then [G, tr] scales and zeros) and sgemm. */
+lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
+                           int64_t m, float *y, float *ws);
+/* xsum[r * G + g] = sum of x[r, c] over group g's channels (the last group may be short). */
+void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum);
+
 /* False when a dimension exceeds the 32-bit BLAS interface. */
 int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k);
 /* y[m, nt] (row stride ldy) = x[m, k] @ T, T = tile as [k, nt] (kn != 0, the W^T layout GPTQ

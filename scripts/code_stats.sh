@@ -8,7 +8,8 @@ top=${3:-15}
 cd "$repo"
 files=$(git ls-files -- '*.c' '*.h' '*.cu' '*.cuh')
 printf '%-14s %6s %8s\n' folder files lines
-for d in include formats kernels kernels/cpu kernels/cuda kernels/ref calib quant cli tests bench examples; do
+for d in include formats kernels kernels/cpu kernels/cuda kernels/ref calib quant quant/algo quant/gpu \
+    quant/model quant/methods cli tests bench examples; do
     f=$(printf '%s\n' $files | awk -v d="$d/" 'index($0, d) == 1 && substr($0, length(d) + 1) !~ /\//')
     [ -n "$f" ] || continue
     printf '%-14s %6d %8d\n' "$d" "$(printf '%s\n' $f | wc -l)" "$(cat $f | wc -l)"

@@ -52,26 +52,10 @@ LQ_CLONES static void awq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_
     }
 }
 
+static const lq_kn_ops k_awq_kn = {awq_params, awq_kn};
+
 lq_status lq_dequant_awq_cpu(const lq_qlinear *w, float *out, int nthreads) {
-    const int64_t n = w->n, k = w->k, G = k / w->group_size;
-    float        *sc = lq_malloc_n(2 * G * n, sizeof(float));
-    if (!sc)
-        return LQ_ERR_NOMEM;
-    float *zs = sc + G * n;
-    awq_params(w, 0, G, 0, n, n, sc, zs);
-    const int64_t cb = 64, nblk = (n + NB - 1) / NB, ncb = (k + cb - 1) / cb;
-#pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
-    for (int64_t t = 0; t < nblk * ncb; t++) {
-        const int64_t i0 = (t % nblk) * NB, nc = i0 + NB < n ? NB : n - i0;
-        const int64_t c0 = (t / nblk) * cb, c1 = c0 + cb < k ? c0 + cb : k;
-        float         blk[64 * NB];
-        awq_kn(w, c0, c1, i0, nc, sc + i0, zs + i0, n, blk, NB);
-        for (int64_t j = 0; j < nc; j++)
-            for (int64_t c = c0; c < c1; c++)
-                out[(i0 + j) * k + c] = blk[(c - c0) * NB + j];
-    }
-    free(sc);
-    return LQ_OK;
+    return lq_dequant_kn_cpu(w, &k_awq_kn, w->k / w->group_size, out, nthreads);
 }
 
 /* Group g of the columns [i0, i0 + 8 * NV) (NV whole words) into y (first group: assign).
@@ -178,13 +162,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     float        *f  = ws;
     if (m <= 2 * LQ_FUSED_M) { /* as GPTQ's grouped kernel: fused up to 16 rows */
         float *xsum = f;
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t g = 0; g < G; g++) {
-                float sacc = 0.f;
-                for (int64_t c = g * gs; c < (g + 1) * gs; c++)
-                    sacc += x[r * k + c];
-                xsum[r * G + g] = sacc;
-            }
+        lq_group_sums(x, m, k, gs, G, xsum);
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
@@ -201,17 +179,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
                 awq_tail(w, x + rc * k, mc, i0, y + rc * n, f + m * G);
         }
     } else {
-        if (!lq_blas_dims_ok(m, n, k))
-            return LQ_ERR_UNSUPPORTED;
-        const int64_t tr   = lq_tile_rows(w);
-        float        *tile = f, *sc = f + tr * k, *zs = sc + G * tr;
-        for (int64_t i0 = 0; i0 < n; i0 += tr) {
-            const int64_t nc = i0 + tr < n ? tr : n - i0;
-            /* serial on purpose: see LQ_TILE_ROWS */
-            awq_params(w, 0, G, i0, nc, tr, sc, zs);
-            awq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
-            lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
-        }
+        LQ_TRY(lq_gemm_kn_tiled(w, &k_awq_kn, G, x, m, y, f));
     }
     lq_add_bias_f16(w->bias, m, n, y);
     return LQ_OK;

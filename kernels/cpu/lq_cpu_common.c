@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdlib.h>
 
 int lq_cpu_threads(int nthreads) {
     return nthreads > 0 ? nthreads : omp_get_max_threads();
@@ -26,4 +27,55 @@ void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int6
                    float *y, int64_t ldy, float beta) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, kn ? CblasNoTrans : CblasTrans, (int)m, (int)nt,
                 (int)k, 1.f, x, (int)k, tile, kn ? (int)nt : (int)k, beta, y, (int)ldy);
+}
+
+lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, float *out,
+                            int nthreads) {
+    enum { NB = 16, CB = 64 }; /* output columns x input channels per transposed block */
+    const int64_t n = w->n, k = w->k;
+    float        *sc = lq_malloc_n(2 * G * n, sizeof(float));
+    if (!sc)
+        return LQ_ERR_NOMEM;
+    float *zs = sc + G * n;
+    ops->params(w, 0, G, 0, n, n, sc, zs);
+    const int64_t nblk = (n + NB - 1) / NB, ncb = (k + CB - 1) / CB;
+#pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
+    for (int64_t t = 0; t < nblk * ncb; t++) {
+        const int64_t i0 = (t % nblk) * NB, nc = i0 + NB < n ? NB : n - i0;
+        const int64_t c0 = (t / nblk) * CB, c1 = c0 + CB < k ? c0 + CB : k;
+        float         blk[CB * NB];
+        ops->kn(w, c0, c1, i0, nc, sc + i0, zs + i0, n, blk, NB);
+        for (int64_t j = 0; j < nc; j++)
+            for (int64_t c = c0; c < c1; c++)
+                out[(i0 + j) * k + c] = blk[(c - c0) * NB + j];
+    }
+    free(sc);
+    return LQ_OK;
+}
+
+lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
+                           int64_t m, float *y, float *ws) {
+    const int64_t n = w->n, k = w->k, tr = lq_tile_rows(w);
+    if (!lq_blas_dims_ok(m, n, k))
+        return LQ_ERR_UNSUPPORTED;
+    float *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
+    for (int64_t i0 = 0; i0 < n; i0 += tr) {
+        const int64_t nc = i0 + tr < n ? tr : n - i0;
+        /* serial on purpose: see LQ_TILE_ROWS */
+        ops->params(w, 0, G, i0, nc, tr, sc, zs);
+        ops->kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
+        lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
+    }
+    return LQ_OK;
+}
+
+void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum) {
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t c1   = (g + 1) * gs < k ? (g + 1) * gs : k;
+            float         sacc = 0.f;
+            for (int64_t c = g * gs; c < c1; c++)
+                sacc += x[r * k + c];
+            xsum[r * G + g] = sacc;
+        }
 }

@@ -87,27 +87,10 @@ LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64
     }
 }
 
+static const lq_kn_ops k_gptq_kn = {gptq_params, gptq_kn};
+
 lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
-    const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w);
-    const int64_t cb = 64; /* input channels per transposed block */
-    float        *sc = lq_malloc_n(2 * G * n, sizeof(float));
-    if (!sc)
-        return LQ_ERR_NOMEM;
-    float *zs = sc + G * n;
-    gptq_params(w, 0, G, 0, n, n, sc, zs);
-    const int64_t nblk = (n + NB - 1) / NB, ncb = (k + cb - 1) / cb;
-#pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
-    for (int64_t t = 0; t < nblk * ncb; t++) {
-        const int64_t i0 = (t % nblk) * NB, nc = i0 + NB < n ? NB : n - i0;
-        const int64_t c0 = (t / nblk) * cb, c1 = c0 + cb < k ? c0 + cb : k;
-        float         blk[64 * NB];
-        gptq_kn(w, c0, c1, i0, nc, sc + i0, zs + i0, n, blk, NB);
-        for (int64_t j = 0; j < nc; j++)
-            for (int64_t c = c0; c < c1; c++)
-                out[(i0 + j) * k + c] = blk[(c - c0) * NB + j];
-    }
-    free(sc);
-    return LQ_OK;
+    return lq_dequant_kn_cpu(w, &k_gptq_kn, lq_gptq_groups(w), out, nthreads);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -326,21 +309,6 @@ size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
     }
 }
 
-static lq_status gptq_tiled(const lq_qlinear *w, const float *x, int64_t m, float *y, float *ws) {
-    const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w), tr = lq_tile_rows(w);
-    if (!lq_blas_dims_ok(m, n, k))
-        return LQ_ERR_UNSUPPORTED;
-    float *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
-    for (int64_t i0 = 0; i0 < n; i0 += tr) {
-        const int64_t nc = i0 + tr < n ? tr : n - i0;
-        /* serial on purpose: see LQ_TILE_ROWS */
-        gptq_params(w, 0, G, i0, nc, tr, sc, zs);
-        gptq_kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
-        lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
-    }
-    return LQ_OK;
-}
-
 lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            size_t ws_size, int nthreads) {
     const enum gptq_path path = gptq_path_for(w, m);
@@ -350,17 +318,10 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
     if (path == PATH_TILED) {
-        LQ_TRY(gptq_tiled(w, x, m, y, f));
+        LQ_TRY(lq_gemm_kn_tiled(w, &k_gptq_kn, G, x, m, y, f));
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t g = 0; g < G; g++) {
-                const int64_t c1   = (g + 1) * w->group_size < k ? (g + 1) * w->group_size : k;
-                float         sacc = 0.f;
-                for (int64_t c = g * w->group_size; c < c1; c++)
-                    sacc += x[r * k + c];
-                xsum[r * G + g] = sacc;
-            }
+        lq_group_sums(x, m, k, w->group_size, G, xsum);
         const int bi = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
 #pragma omp parallel num_threads(nt)
         {
