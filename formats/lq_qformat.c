@@ -172,7 +172,7 @@ lq_status lq_rd_find(const lq_rd *r, const char *suffix, int required, const lq_
     return LQ_OK;
 }
 
-static void lq_rd_shape_str(const lq_st_tensor *t, char *buf, size_t cap) {
+static void shape_str(const lq_st_tensor *t, char *buf, size_t cap) {
     size_t o = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < t->ndim && o < cap; d++)
         o += (size_t)snprintf(buf + o, cap - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
@@ -197,7 +197,7 @@ lq_status lq_rd_expect(const lq_rd *r, const lq_st_tensor *t, const int *dts, in
              (ndim < 2 || d1 < 0 || t->shape[1] == d1);
     if (!ok) {
         char s[96];
-        lq_rd_shape_str(t, s, sizeof s);
+        shape_str(t, s, sizeof s);
         return lq_fail(r->err, LQ_ERR_QFORMAT, "%s: tensor \"%s\" has shape %s, %s",
                        lq_rd_file(r, t), t->name, s, why);
     }
@@ -219,7 +219,7 @@ lq_status lq_rd_view(const lq_rd *r, const lq_st_tensor *t, const void **p) {
     return LQ_OK;
 }
 
-/* fp16 array: a lq_rd_view of F16 data, or an fp16 copy of BF16/F32 data. */
+/* fp16 array: a view of F16 data, or an fp16 copy of BF16/F32 data. */
 lq_status lq_rd_view_f16(const lq_rd *r, const lq_st_tensor *t, const uint16_t **p) {
     if (t->dtype == LQ_DT_F16)
         return lq_rd_view(r, t, (const void **)p);

@@ -18,6 +18,7 @@
 #include "lq_st.h"
 
 #include <cjson/cJSON.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------------------------------
  * Owning container for a host lq_qlinear (what a quantization method or a reader produces).
@@ -128,8 +129,9 @@ lq_status lq_qconfig_parse_qc(const cJSON *qc, const char *label, lq_qconfig *ou
 
 /* quantization_config object with exactly the keys the reference tool writes. */
 lq_status lq_qconfig_to_json(const lq_qconfig *c, cJSON **out, lq_err *err);
-/* Set config_root["quantization_config"] (the caller writes config.json) and, for GPTQ, write
- * <dir>/quantize_config.json with the same object as AutoGPTQ does. dir may be NULL. */
+/* Set config_root["quantization_config"] (the caller writes config.json), write the format's
+ * sidecar (GPTQ: <dir>/quantize_config.json, the same object, as AutoGPTQ does; dir may be
+ * NULL) and add the format's block key to config.json's object alone. */
 lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *dir, lq_err *err);
 
 /* Write the tensors of one linear under <prefix>.* (format from w->format). */
@@ -149,8 +151,8 @@ lq_status lq_qlinear_list(const lq_st *st, const lq_qconfig *c, char ***names, i
 /* ---------------------------------------------------------------------------------------
  * Layouts
  * --------------------------------------------------------------------------------------- */
-/* One array of a linear's layout. A tensor of the checkpoint unless suffix is NULL; data from
- * the descriptor's field, or `constant` (a fixed tensor such as LLM.int8's weight_format). */
+/* One array of a linear's layout, one tensor of the checkpoint: its data is the descriptor's
+ * field, or `constant` for a fixed tensor (LLM.int8's weight_format) the descriptor lacks. */
 typedef struct lq_qarray {
     size_t      field;     /* offsetof(lq_qlinear, pointer field); unused with constant */
     const void *constant;  /* data of a fixed tensor (not in the descriptor), else NULL */
@@ -166,7 +168,7 @@ typedef struct lq_qarray {
 static inline int64_t lq_qarray_numel(const lq_qarray *a) {
     return a->ndim == 0 ? 1 : a->ndim == 1 ? a->shape[0] : a->shape[0] * a->shape[1];
 }
-/* The descriptor's pointer the array lives in (NULL for a constant). */
+/* The array's data: the descriptor's pointer, or the constant. */
 static inline const void *lq_qarray_data(const lq_qarray *a, const lq_qlinear *w) {
     const void *p;
     if (a->constant)

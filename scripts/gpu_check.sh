@@ -7,7 +7,7 @@
 #
 # Writes into OUTDIR: summary.txt, nvidia-smi.txt, configure.log, build.log, ctest_gpu.log,
 # sanitizer_<tool>.log (--sanitize: memcheck, racecheck, initcheck, synccheck over
-# test_kernels_gpu), bench_kernels_gpu.md (+ .json). Exit status: 0 all passed, 1 a GPU test
+# test_kernels -b cuda), bench_kernels_gpu.md (+ .json). Exit status: 0 all passed, 1 a GPU test
 # failed or skipped or a sanitizer reported an error, 2 no nvcc / no GPU, 3 build dependencies
 # missing (see summary.txt), 4 configure/build failed.
 # Environment: LQ_BUILD_DIR (default <repo>/build-gpu), LQ_CUDA_ARCH (default: the GPU's
@@ -163,7 +163,7 @@ if [ "$SANITIZE" = 1 ]; then # the four tools side by side (each slows the test 
         [ $tool = initcheck ] && extra=("${ic_args[@]}")
         (
             timeout "${LQ_SANITIZE_TIMEOUT:-900}" "$CS" --tool $tool "${extra[@]}" \
-                --error-exitcode 99 "$BUILD/tests/test_kernels_gpu" > "$OUT/sanitizer_$tool.log" 2>&1
+                --error-exitcode 99 "$BUILD/tests/test_kernels" -b cuda > "$OUT/sanitizer_$tool.log" 2>&1
             echo $? > "$OUT/sanitizer_$tool.rc"
         ) &
     done
