@@ -409,12 +409,96 @@ static lq_status propagate(run *r, const lq_layer *L, lq_spill *resume) {
     return LQ_OK;
 }
 
+/* Overlap the next layer's disk reads with this one. */
+static void prefetch_layer(const run *r, int64_t i) {
+    char pre[64];
+    int  pl = snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)i);
+    for (int64_t t = 0; t < lq_st_count(r->m->st); t++) {
+        const lq_st_tensor *tt = lq_st_get(r->m->st, t);
+        if (!strncmp(tt->name, pre, (size_t)pl))
+            lq_st_prefetch(r->m->st, tt);
+    }
+}
+
+/* The job of layer i: its slots' result arrays cleared, its experts' modes, its widths. */
+static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
+    const lq_model_config *c = &r->m->cfg;
+    memset(j, 0, sizeof *j);
+    memcpy(j->plan, r->plan, sizeof j->plan);
+    j->nslots    = r->nslots;
+    j->out       = r->slot_out;
+    j->quantized = r->slot_quantized;
+    j->loss      = r->slot_loss;
+    memset(j->out, 0, (size_t)r->nslots * sizeof *j->out);
+    memset(j->quantized, 0, (size_t)r->nslots * sizeof *j->quantized);
+    memset(j->loss, 0, (size_t)r->nslots * sizeof *j->loss);
+    if (c->num_experts) {
+        j->moe_mode       = r->moe_mode;
+        j->moe_tokens     = r->moe_tokens + i * c->num_experts;
+        j->moe_fallback   = r->moe_fallback + i * c->num_experts;
+        j->moe_all        = !strcmp(r->o.moe_calib, "all");
+        j->moe_min_tokens = r->o.moe_min_tokens;
+        memset(j->moe_mode, j->moe_all ? LQ_MOE_ALL : LQ_MOE_ROUTED, (size_t)c->num_experts);
+        if (j->moe_all)
+            memset(j->moe_fallback, 1, (size_t)c->num_experts);
+    }
+    for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
+        j->bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
+    j->model        = r->m;
+    j->o            = &r->o;
+    j->layer        = i;
+    j->L            = L;
+    j->acts         = r->cur;
+    j->chunk        = r->chunk;
+    j->nseq         = r->win.nsamples;
+    j->seqlen       = r->win.seqlen;
+    j->chunk_seqs   = r->chunk_seqs;
+    j->ws           = r->ws;
+    j->gpu          = r->gpu;
+    j->qcfg         = &r->qcfg;
+    j->warn         = warn;
+    j->warn_user    = r;
+    j->err          = r->err;
+    j->stage_budget = r->spill_budget;
+    j->spill_dir    = r->spill_dir;
+}
+
+/* Layer i's tensors: its vectors, then each linear as the method left it (quantized, or
+ * float with the reason noted), each freed once written. */
+static lq_status write_layer(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
+    const lq_model_config *c = &r->m->cfg;
+    char                   name[512];
+    lq_layer_vec           vecs[LQ_LAYER_MAX_VECS];
+    const int              nvec = lq_layer_vecs(c, L, vecs);
+    for (int v = 0; v < nvec; v++) {
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
+        LQ_TRY(write_vec(r, name, *vecs[v].slot, vecs[v].len));
+    }
+    for (int64_t l = 0; l < r->nslots; l++) {
+        char       prefix[256];
+        const int  kind = lq_slot_kind(c, l);
+        lq_linear *lin  = lq_layer_slot(L, l);
+        if (!lq_slot_present(c, l))
+            continue;
+        lq_qjob_module(j, l, prefix, sizeof prefix);
+        if (j->quantized[l]) {
+            LQ_TRY(lq_qlinear_write(r->wr, prefix, &j->out[l].q, &r->qcfg, r->err));
+            r->n_quant++;
+            r->loss_sum[kind] += j->loss[l];
+        } else {
+            note_skipped(r, i, kind, &lin->buf.q);
+            LQ_TRY(write_dense(r, prefix, lin));
+            r->n_dense++;
+        }
+        lq_qbuf_free(&j->out[l]); /* written: memory back before the next linear */
+    }
+    return write_moe_float(r, i, L);
+}
+
 static lq_status do_layers(run *r) {
-    const lq_model_config *c    = &r->m->cfg;
-    int64_t                nseq = r->win.nsamples, seqlen = r->win.seqlen;
-    (void)nseq;
-    lq_status st = LQ_OK;
-    double    t0 = lq_now();
+    const lq_model_config *c  = &r->m->cfg;
+    lq_status              st = LQ_OK;
+    double                 t0 = lq_now();
     for (int64_t i = 0; i < c->num_layers; i++) {
         char detail[64];
         snprintf(detail, sizeof detail, "model.layers.%lld", (long long)i);
@@ -422,54 +506,10 @@ static lq_status do_layers(run *r) {
             LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted at layer %lld", (long long)i);
         lq_layer L;
         LQ_TRY(lq_model_load_layer(r->m, i, &L, r->err));
-        if (i + 1 < c->num_layers) { /* overlap the next layer's disk reads with this one */
-            char pre[64];
-            int  pl = snprintf(pre, sizeof pre, "model.layers.%lld.", (long long)(i + 1));
-            for (int64_t t = 0; t < lq_st_count(r->m->st); t++) {
-                const lq_st_tensor *tt = lq_st_get(r->m->st, t);
-                if (!strncmp(tt->name, pre, (size_t)pl))
-                    lq_st_prefetch(r->m->st, tt);
-            }
-        }
+        if (i + 1 < c->num_layers)
+            prefetch_layer(r, i + 1);
         lq_qjob j;
-        memset(&j, 0, sizeof j);
-        memcpy(j.plan, r->plan, sizeof j.plan);
-        j.nslots    = r->nslots;
-        j.out       = r->slot_out;
-        j.quantized = r->slot_quantized;
-        j.loss      = r->slot_loss;
-        memset(j.out, 0, (size_t)r->nslots * sizeof *j.out);
-        memset(j.quantized, 0, (size_t)r->nslots * sizeof *j.quantized);
-        memset(j.loss, 0, (size_t)r->nslots * sizeof *j.loss);
-        if (c->num_experts) {
-            j.moe_mode       = r->moe_mode;
-            j.moe_tokens     = r->moe_tokens + i * c->num_experts;
-            j.moe_fallback   = r->moe_fallback + i * c->num_experts;
-            j.moe_all        = !strcmp(r->o.moe_calib, "all");
-            j.moe_min_tokens = r->o.moe_min_tokens;
-            memset(j.moe_mode, j.moe_all ? LQ_MOE_ALL : LQ_MOE_ROUTED, (size_t)c->num_experts);
-            if (j.moe_all)
-                memset(j.moe_fallback, 1, (size_t)c->num_experts);
-        }
-        for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
-            j.bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
-        j.model        = r->m;
-        j.o            = &r->o;
-        j.layer        = i;
-        j.L            = &L;
-        j.acts         = r->cur;
-        j.chunk        = r->chunk;
-        j.nseq         = r->win.nsamples;
-        j.seqlen       = seqlen;
-        j.chunk_seqs   = r->chunk_seqs;
-        j.ws           = r->ws;
-        j.gpu          = r->gpu;
-        j.qcfg         = &r->qcfg;
-        j.warn         = warn;
-        j.warn_user    = r;
-        j.err          = r->err;
-        j.stage_budget = r->spill_budget;
-        j.spill_dir    = r->spill_dir;
+        job_init(r, i, &L, &j);
         /* Next layer's inputs: from the FP layer (AWQ, int8: the batch cache, the method's
          * first capture pass, or a forward before the method) or from the quantized one after
          * it (GPTQ). */
@@ -496,32 +536,7 @@ static lq_status do_layers(run *r) {
             r->nxt      = t;
             LQ_TRY_GOTO(lq_spill_clear(r->nxt, r->err));
         }
-        char         name[512];
-        lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
-        const int    nvec = lq_layer_vecs(&r->m->cfg, &L, vecs);
-        for (int v = 0; v < nvec; v++) {
-            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
-            LQ_TRY_GOTO(write_vec(r, name, *vecs[v].slot, vecs[v].len));
-        }
-        for (int64_t l = 0; l < r->nslots; l++) {
-            char       prefix[256];
-            const int  kind = lq_slot_kind(c, l);
-            lq_linear *lin  = lq_layer_slot(&L, l);
-            if (!lq_slot_present(c, l))
-                continue;
-            lq_qjob_module(&j, l, prefix, sizeof prefix);
-            if (j.quantized[l]) {
-                LQ_TRY_GOTO(lq_qlinear_write(r->wr, prefix, &j.out[l].q, &r->qcfg, r->err));
-                r->n_quant++;
-                r->loss_sum[kind] += j.loss[l];
-            } else {
-                note_skipped(r, i, kind, &lin->buf.q);
-                LQ_TRY_GOTO(write_dense(r, prefix, lin));
-                r->n_dense++;
-            }
-            lq_qbuf_free(&j.out[l]); /* written: memory back before the next linear */
-        }
-        LQ_TRY_GOTO(write_moe_float(r, i, &L));
+        LQ_TRY_GOTO(write_layer(r, i, &L, &j));
     done:
         for (int64_t l = 0; l < r->nslots; l++)
             lq_qbuf_free(&j.out[l]);
