@@ -33,14 +33,9 @@ int lq_qlinear_arrays(const lq_qlinear *w, lq_qarray out[LQ_QARRAY_MAX + 1]) {
     return c;
 }
 
-int64_t lq_qformat_bytes(const lq_qconfig *cfg, int64_t n, int64_t k) {
-    const lq_qformat *f = lq_qformat_get(cfg->format);
-    lq_qlinear        w = {.format = (int32_t)cfg->format, .bits = cfg->bits, .n = n, .k = k};
-    w.group_size        = cfg->group_size > 0 ? cfg->group_size : k;
-    w.nested_blocksize  = cfg->double_quant ? LQ_NF4_NESTED_BLOCKSIZE : 0;
-    lq_qarray a[LQ_QARRAY_MAX];
-    const int na    = f->arrays(&w, a);
-    int64_t   bytes = 0, b;
+/* Bytes of the arrays a[0..na) (constants are not the descriptor's), -1 on overflow. */
+static int64_t arrays_bytes(const lq_qarray *a, int na) {
+    int64_t bytes = 0, b;
     for (int i = 0; i < na; i++) {
         const int64_t d1 = a[i].ndim > 1 ? a[i].shape[1] : 1;
         if (a[i].constant)
@@ -50,6 +45,15 @@ int64_t lq_qformat_bytes(const lq_qconfig *cfg, int64_t n, int64_t k) {
             return -1;
     }
     return bytes;
+}
+
+int64_t lq_qformat_bytes(const lq_qconfig *cfg, int64_t n, int64_t k) {
+    const lq_qformat *f = lq_qformat_get(cfg->format);
+    lq_qlinear        w = {.format = (int32_t)cfg->format, .bits = cfg->bits, .n = n, .k = k};
+    w.group_size        = cfg->group_size > 0 ? cfg->group_size : k;
+    w.nested_blocksize  = cfg->double_quant ? LQ_NF4_NESTED_BLOCKSIZE : 0;
+    lq_qarray a[LQ_QARRAY_MAX];
+    return arrays_bytes(a, f->arrays(&w, a));
 }
 
 LQ_API lq_status lq_qlinear_check(const lq_qlinear *w, lq_err *err) {
@@ -62,13 +66,9 @@ LQ_API lq_status lq_qlinear_check(const lq_qlinear *w, lq_err *err) {
 LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w) {
     if (lq_qlinear_check(w, NULL) != LQ_OK)
         return 0;
-    lq_qarray a[LQ_QARRAY_MAX + 1];
-    const int na    = lq_qlinear_arrays(w, a);
-    size_t    bytes = 0;
-    for (int i = 0; i < na; i++)
-        if (!a[i].constant)
-            bytes += (size_t)lq_qarray_numel(&a[i]) * (size_t)lq_dtype_size(a[i].dtype);
-    return bytes;
+    lq_qarray     a[LQ_QARRAY_MAX + 1];
+    const int64_t bytes = arrays_bytes(a, lq_qlinear_arrays(w, a));
+    return bytes > 0 ? (size_t)bytes : 0; /* a valid descriptor's n * k is below 2^56 */
 }
 
 lq_status lq_qcheck_dims(const lq_qlinear *w, const char *fmt, lq_err *err) {
