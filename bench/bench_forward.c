@@ -8,6 +8,7 @@
  * 2. A synthetic Llama-2-7B-shaped model with 2 layers (hidden 4096, intermediate 11008,
  *    32 heads, vocab 32000, random weights): same measurement, plus achieved GFLOP/s.
  * Prints tokens/s (embedding to logits), the split between layers and lm_head, and peak RSS. */
+#include "bench_blas.h"
 #include "lq_base.h"
 #include "lq_model.h"
 
@@ -131,6 +132,7 @@ static lq_status synthetic(int64_t ntok, int64_t seqlen, int threads, lq_err *er
 }
 
 int main(int argc, char **argv) {
+    bench_blas_reexec(argv);
     const char *model = NULL;
     int64_t     ntok = 0, seqlen = 0;
     int         threads = 0, synth_only = 0, no_synth = 0;

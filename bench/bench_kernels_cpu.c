@@ -8,6 +8,7 @@
  * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all] [-t threads] [-r seconds]
  *                          [-c (CPU time instead of wall time)]
  */
+#include "bench_blas.h"
 #include "lq_kernels.h"
 #include "lq_dtype.h"
 
@@ -174,6 +175,7 @@ static void run_copy(void *p) {
 }
 
 int main(int argc, char **argv) {
+    bench_blas_reexec(argv);
     const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
     int         nt   = 0;
     double      secs = 0.5;

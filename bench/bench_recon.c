@@ -12,6 +12,7 @@
  *
  * Usage: bench_recon [--quick] [--threads N]      (--quick: 1024-wide layers) */
 #define _GNU_SOURCE
+#include "bench_blas.h"
 #include "lq_kernels.h"
 #include "lq_dtype.h"
 #include "lq_quant.h"
@@ -268,6 +269,7 @@ static result run_child(const char *self, int quick, int shape, const char *m, i
 }
 
 int main(int argc, char **argv) {
+    bench_blas_reexec(argv);
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))

@@ -72,8 +72,9 @@ static int print_version(void) {
     int ndev = 0;
     if (lq_cuda_device_count(&ndev) != LQ_OK)
         ndev = 0;
-    printf("llmquant %s (library %s, CUDA: %s, CUDA devices: %d)\n", LQ_VERSION_STRING,
-           lq_version_string(), lq_cuda_built() ? "yes" : "no", ndev);
+    printf("llmquant %s (library %s, CUDA: %s, CUDA devices: %d, OpenBLAS kernels: %s)\n",
+           LQ_VERSION_STRING, lq_version_string(), lq_cuda_built() ? "yes" : "no", ndev,
+           lq_blas_coretype());
     return 0;
 }
 
@@ -93,6 +94,14 @@ int main(int argc, char **argv) {
      * own that free() returns to the system. */
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
 #endif
+    /* OpenBLAS fell back to kernels below what this CPU runs (see lq_blas_better_coretype): the
+     * choice is made when it loads, so start again, once, with it named. The variable is then
+     * set, so the new process does not come back here; if exec fails, go on as we are. */
+    const char *core = lq_blas_better_coretype();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) {
+        execv("/proc/self/exe", argv);
+        unsetenv("OPENBLAS_CORETYPE");
+    }
     /* not a command: the second half of the SIGBUS handler (cli_out.c), same pid */
     if (argc == 3 && !strcmp(argv[1], "__discard-output")) {
         lq_output_discard(argv[2]);

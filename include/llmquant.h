@@ -130,6 +130,16 @@ typedef struct lq_err {
 LQ_API unsigned    lq_version(void);
 LQ_API const char *lq_version_string(void);
 
+/* The OpenBLAS kernels in use ("SkylakeX", "Haswell", "Prescott", ...), and the value of the
+ * OPENBLAS_CORETYPE environment variable that would run faster ones on this CPU, or NULL when the
+ * loaded ones already use what it supports or OPENBLAS_CORETYPE is set. OpenBLAS picks its
+ * kernels from the CPU's model when it loads: a CPU it does not know (a newer Xeon or a
+ * hypervisor's generic model) gets SSE3 ones, 3x slower. The variable only takes effect in a new
+ * process: the llmquant program re-executes itself once with it; programs linking the library
+ * can do the same, or set it before they start. */
+LQ_API const char *lq_blas_coretype(void);
+LQ_API const char *lq_blas_better_coretype(void);
+
 /* Free memory the library returned (strings, JSON reports). free(NULL)-style no-op on NULL. */
 LQ_API void lq_free(void *p);
 

@@ -1,0 +1,50 @@
+/* Which OpenBLAS kernels run. OpenBLAS (DYNAMIC_ARCH, as Debian ships it) picks its kernels once,
+ * when it is loaded, from the CPU's vendor, family and model. A CPU newer than the library, or
+ * one a hypervisor reports by a generic model, gets a fallback: on a Sapphire Rapids VM
+ * OpenBLAS 0.3.21 runs its SSE3 "Prescott" sgemm, 3x slower than its AVX-512 one; on Zen 4 it
+ * runs the AVX2 kernels. The choice can only be changed before the library loads (the
+ * OPENBLAS_CORETYPE environment variable), so this only names the better one. */
+#include "llmquant.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* the cores whose sgemm is the AVX-512 or the AVX2+FMA one */
+static int in_list(const char *name, const char *const *list) {
+    for (; *list; list++)
+        if (!strcasecmp(name, *list))
+            return 1;
+    return 0;
+}
+
+const char *lq_blas_better_coretype(void) {
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    static const char *const avx2[]   = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                         "SapphireRapids", NULL};
+    const char *set = getenv("OPENBLAS_CORETYPE");
+    if (set && *set) /* the user's choice stands */
+        return NULL;
+    const char *core = openblas_get_corename();
+    if (!core)
+        return NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return in_list(core, avx512) ? NULL : "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return in_list(core, avx2) ? NULL : "Haswell";
+    return NULL;
+}
+#else
+const char *lq_blas_better_coretype(void) {
+    return NULL;
+}
+#endif
+
+const char *lq_blas_coretype(void) {
+    const char *core = openblas_get_corename();
+    return core ? core : "unknown";
+}
