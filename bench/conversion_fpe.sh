@@ -9,36 +9,50 @@
 # MODEL_DIR: a Hugging Face checkpoint or a .gguf (e.g. the SmolLM2 directory bench/
 # evidence_smollm2.sh converts). Defaults: 4 samples of 2048 tokens (the methods' own default
 # sample counts take an hour and more on a 2-core machine; the ratio is what is compared).
+# DEFAULTS=1 adds AWQ at its own default calibration (128 x 512 tokens; its scale search scores
+# the candidates on the first --awq-tokens 4096 of them), against a forward over those tokens.
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3 N=${4:-4} S=${5:-2048}
 mkdir -p "$WORK"
 LQ=$BUILD/llmquant
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, OMP_NUM_THREADS=${OMP_NUM_THREADS:-all}," \
-    "$($LQ --version), $MODEL, $N x $S calibration tokens"
-fwd=$("$BUILD/bench/bench_forward" --model "$MODEL" --tokens $((N * S)) --seqlen "$S" \
-    --no-synthetic 2>&1 | sed -n 's/.*(layers \([0-9.]*\) s.*/\1/p' | tail -1)
-[ -n "$fwd" ] || { echo "bench_forward gave no layer time" >&2; exit 1; }
+    "$($LQ --version), $MODEL"
+fwd_of() { # nsamples seqlen: seconds of one forward of the layers over nsamples x seqlen tokens
+    local f
+    f=$("$BUILD/bench/bench_forward" --model "$MODEL" --tokens $(($1 * $2)) --seqlen "$2" \
+        --no-synthetic 2>&1 | sed -n 's/.*(layers \([0-9.]*\) s.*/\1/p' | tail -1)
+    [ -n "$f" ] || { echo "bench_forward gave no layer time" >&2; exit 1; }
+    echo "$f"
+}
+fwd=$(fwd_of "$N" "$S")
 echo
-echo "one forward over the calibration tokens (layers): $fwd s"
+echo "one forward over the $N x $S calibration tokens (layers): $fwd s"
 echo
-echo "| conversion | wall s | forward-pass equivalents | peak RSS MiB |"
-echo "|---|---:|---:|---:|"
-row() { # name method args...
-    local name=$1 method=$2
-    shift 2
-    "$LQ" --json "$method" "$MODEL" -o "$WORK/out-$name" --force --nsamples "$N" --seqlen "$S" \
-        "$@" >"$WORK/$name.json" 2>"$WORK/$name.log"
-    python3 - "$WORK/$name.json" "$fwd" "$name" <<'EOF'
+echo "| conversion | calibration | wall s | forward-pass equivalents | peak RSS MiB |"
+echo "|---|---|---:|---:|---:|"
+row() { # name n s fwd method args...
+    local name=$1 n=$2 s=$3 f=$4 method=$5
+    shift 5
+    "$LQ" --json "$method" "$MODEL" -o "$WORK/out-${name// /_}" --force --nsamples "$n" \
+        --seqlen "$s" "$@" >"$WORK/${name// /_}.json" 2>"$WORK/${name// /_}.log"
+    python3 - "$WORK/${name// /_}.json" "$f" "$name" "$n x $s" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 fwd = float(sys.argv[2])
-print(f"| {sys.argv[3]} | {r['seconds']:.1f} | {r['seconds'] / fwd:.2f} | "
+print(f"| {sys.argv[3]} | {sys.argv[4]} | {r['seconds']:.1f} | {r['seconds'] / fwd:.2f} | "
       f"{r['peak_rss_bytes'] / 2**20:.0f} |")
-EOF
+PY
 }
 # group sizes: each method's default (128, or 64 / 32 where 128 does not divide the widths)
-row "gptq w4" gptq
-row "gptq w4 --no-stage-cache" gptq --no-stage-cache
-row "gptq w4 --no-v-attn-weights" gptq --no-v-attn-weights
-row "int8" int8
-row "awq w4" awq
+row "gptq w4" "$N" "$S" "$fwd" gptq
+row "gptq w4 --no-stage-cache" "$N" "$S" "$fwd" gptq --no-stage-cache
+row "gptq w4 --no-v-attn-weights" "$N" "$S" "$fwd" gptq --no-v-attn-weights
+row "int8" "$N" "$S" "$fwd" int8
+row "awq w4 --awq-tokens $((N * S)) (full search)" "$N" "$S" "$fwd" awq --awq-tokens $((N * S))
+if [ "${DEFAULTS:-0}" = 1 ]; then
+    fwd2=$(fwd_of 128 512)
+    echo
+    echo "one forward over 128 x 512 tokens (layers): $fwd2 s"
+    echo
+    row "awq w4 (defaults)" 128 512 "$fwd2" awq
+fi

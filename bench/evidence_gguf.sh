@@ -31,6 +31,6 @@ quant nf4 nf4
 quant int8 int8 --nsamples "$NS"
 quant gptq-w4-g128 gptq --bits 4 --group-size 128 --nsamples "$NS"
 quant gptq-w3-g128 gptq --bits 3 --group-size 128 --nsamples "$NS"
-quant awq-w4-g128 awq --group-size 128 --nsamples "$NS"
+quant awq-w4-g128 awq --group-size 128 --nsamples "$NS" --awq-tokens 1000000000
 
 evidence_table

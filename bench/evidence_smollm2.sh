@@ -35,15 +35,15 @@ quant gptq-w4-g128-wiki gptq --bits 4 --group-size 128 --calib "$VALID"
 quant gptq-w4-g128-act gptq --bits 4 --group-size 128 --desc-act
 quant gptq-w3-g128 gptq --bits 3 --group-size 128
 quant gptq-w4-default gptq
-quant awq-w4-g128 awq --group-size 128
-quant awq-w4-default awq
+quant awq-w4-g128 awq --group-size 128 --awq-tokens 65536
+quant awq-w4-default awq --awq-tokens 65536
 # quicker variants (32 or 16 x 2048 calibration tokens) for a machine without the hours the full set
 # takes on 2 cores
 quant gptq-w4-g128-act-n32 gptq --bits 4 --group-size 128 --desc-act --nsamples 32
 quant gptq-w3-g128-n32 gptq --bits 3 --group-size 128 --nsamples 32
-quant awq-w4-g128-n32 awq --group-size 128 --nsamples 32
+quant awq-w4-g128-n32 awq --group-size 128 --nsamples 32 --awq-tokens 65536
 # AutoAWQ's layout needs the group size to divide in_features: at 128 only down_proj (1536 wide)
 # of SmolLM2 (hidden 576) fits, 30 of 210 linears; the default picks 64, where all fit
-quant awq-w4-default-n16 awq --nsamples 16
+quant awq-w4-default-n16 awq --nsamples 16 --awq-tokens 65536
 
 evidence_table

@@ -61,8 +61,8 @@ row gptq-w4-g64 gptq --bits 4 --group-size 64
 row gptq-w4-g64-act gptq --bits 4 --group-size 64 --desc-act
 row gptq-w4-g32 gptq --bits 4 --group-size 32
 row gptq-w4-g32-act gptq --bits 4 --group-size 32 --desc-act
-row awq-w4-g64 awq --bits 4 --group-size 64
-row awq-w4-g32 awq --bits 4 --group-size 32
+row awq-w4-g64 awq --bits 4 --group-size 64 --awq-tokens 65536
+row awq-w4-g32 awq --bits 4 --group-size 32 --awq-tokens 65536
 row rtn-w3-g32 rtn --bits 3 --group-size 32
 row gptq-w3-g32-act gptq --bits 3 --group-size 32 --desc-act
 row nf4-b64-dq nf4

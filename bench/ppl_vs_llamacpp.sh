@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Perplexity throughput against llama.cpp's llama-perplexity (issue #13, item 2), side by side on
 # the same F16 GGUF, text, context, chunks and threads, llama.cpp's protocol on both sides.
-# Prints tokens/s and perplexity of each and their ratio, with OpenBLAS's kernels as the
-# environment picks them and with the AVX-512 ones (OPENBLAS_CORETYPE=SKYLAKEX), since some
-# machines force a core type (this project's: Haswell) that leaves half the float width unused.
+# Prints tokens/s and perplexity of each and their ratio; llmquant runs the OpenBLAS kernels it
+# picks for the CPU (named in the row).
 #
 #   bench/ppl_vs_llamacpp.sh MODEL_DIR BUILD_DIR WORK_DIR [TEXT] [CTX] [CHUNKS]
 #
@@ -49,23 +48,22 @@ PY
     echo "| llama-perplexity, $2 | $ppl | $sec | $LTPS | 1.00 |"
 }
 
-llmquant_rows() { # MODEL LABEL: with the environment's OpenBLAS kernels and the AVX-512 ones
-    local ct
-    for ct in "${OPENBLAS_CORETYPE:-}" SKYLAKEX; do
-        env ${ct:+OPENBLAS_CORETYPE=$ct} "$BUILD/llmquant" --json -q ppl "$1" --data "$TEXT" \
-            --protocol llamacpp --ctx "$CTX" --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" \
-            2>"$WORK/lq.log" || {
-            cat "$WORK/lq.log" >&2
-            exit 1
-        }
-        python3 - "$WORK/lq.json" "$LTPS" "${ct:-default}" "$2" <<'PY'
+llmquant_rows() { # MODEL LABEL: with the OpenBLAS kernels llmquant runs (its own choice for
+    # this CPU, unless OPENBLAS_CORETYPE is set: see lq_blas_better_coretype)
+    local core
+    core=$("$BUILD/llmquant" --version | sed -n 's/.*OpenBLAS kernels: \([A-Za-z0-9_]*\).*/\1/p')
+    "$BUILD/llmquant" --json -q ppl "$1" --data "$TEXT" --protocol llamacpp --ctx "$CTX" \
+        --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" 2>"$WORK/lq.log" || {
+        cat "$WORK/lq.log" >&2
+        exit 1
+    }
+    python3 - "$WORK/lq.json" "$LTPS" "$core" "$2" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(f"| llmquant ppl, {sys.argv[4]} (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | "
       f"{j['seconds']:.3f} | {j['tokens_per_second']:.1f} | "
       f"{j['tokens_per_second'] / float(sys.argv[2]):.2f} |")
 PY
-    done
 }
 
 echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, ctx $CTX x $CHUNKS chunks," \

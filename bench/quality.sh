@@ -137,12 +137,12 @@ lq_row rtn-w4-g32-asym "w4 g32 asym, round to nearest" rtn --group-size 32 --no-
 lq_row nf4 "NF4 blocks of 64, double quant (bitsandbytes' bytes)" nf4
 lq_row gptq-w4-g128-act "GPTQ w4 g128 sym act-order" gptq --group-size 128 --desc-act
 lq_row gptq-w4-g32-asym-act "GPTQ w4 g32 asym act-order" gptq --group-size 32 --no-sym --desc-act
-lq_row awq-w4-g64 "AWQ w4 g64" awq --group-size 64
-lq_row awq-w4-g32 "AWQ w4 g32" awq --group-size 32
+lq_row awq-w4-g64 "AWQ w4 g64" awq --group-size 64 --awq-tokens 65536
+lq_row awq-w4-g32 "AWQ w4 g32" awq --group-size 32 --awq-tokens 65536
 lq_row gptq-awq-w4-g128-act "AWQ scales + GPTQ w4 g128 sym act-order" gptq --group-size 128 \
-    --desc-act --awq-scales
+    --desc-act --awq-scales --awq-tokens 65536
 lq_row gptq-awq-w4-g32-asym-act "AWQ scales + GPTQ w4 g32 asym act-order" gptq --group-size 32 \
-    --no-sym --desc-act --awq-scales
+    --no-sym --desc-act --awq-scales --awq-tokens 65536
 lq_row gptq-w4-g128-act-mw "GPTQ w4 g128 sym act-order, weighted range search" gptq \
     --group-size 128 --desc-act --mse-weighted
 lq_row gptq-w4-g64-asym-act-mw "GPTQ w4 g64 asym act-order, weighted range search" gptq \
@@ -164,7 +164,7 @@ lq_row gptq-w3-g32-asym-act "GPTQ w3 g32 asym act-order" gptq --bits 3 --group-s
 lq_row gptq-w3-g32-asym-act-mw "GPTQ w3 g32 asym act-order, weighted range search" gptq --bits 3 \
     --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq --bits 3 \
-    --group-size 32 --no-sym --desc-act --awq-scales
+    --group-size 32 --no-sym --desc-act --awq-scales --awq-tokens 65536
 lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw, g32 asym act-order, weighted range search" \
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
 llama_row llama-q3_k_m "Q3_K_M" Q3_K_M

@@ -566,6 +566,18 @@ static lq_status awq_loss(void *user, float *const *wq, double *loss) {
     return LQ_OK;
 }
 
+typedef struct gram_ctx {
+    const float *W, *G;
+    float       *scr;
+    int64_t      t, n, k;
+} gram_ctx;
+
+static lq_status gram_loss(void *user, float *const *wq, double *loss) {
+    gram_ctx *c = user;
+    *loss       = lq_awq_gram_loss(c->W, wq[0], c->n, c->k, c->G, c->t, c->scr);
+    return LQ_OK;
+}
+
 static void test_awq(void) {
     const int64_t  n = 32, k = 128, t = 256, gs = 32;
     float         *X    = malloc((size_t)(t * k) * sizeof(float));
@@ -639,6 +651,20 @@ static void test_awq(void) {
             for (int64_t j = 0; j < k; j++)
                 Wq[row * k + j] /= s[j];
         CHECK_NEAR(out_mse(&c, Wq), best, 1e-6 * best);
+        /* the Gram-matrix loss (single linears) is the same loss, and the search scored by it
+         * picks the same scales */
+        float *G   = malloc((size_t)(k * k) * sizeof(float));
+        float *scr = malloc((size_t)(2 * n * k) * sizeof(float));
+        float *s2  = malloc((size_t)k * sizeof(float));
+        lq_awq_gram(X, t, k, G);
+        CHECK_NEAR(lq_awq_gram_loss(W, Wq, n, k, G, t, scr), best, 1e-5 * best);
+        gram_ctx gc     = {W, G, scr, t, n, k};
+        double   ratio2 = -1, best2 = -1;
+        CHECK(lq_awq_search(&g, xm, gram_loss, &gc, s2, &ratio2, &best2, &err) == LQ_OK);
+        CHECK_MSG(ratio2 == ratio && !memcmp(s, s2, (size_t)k * sizeof(float)),
+                  "awq duo %d: the Gram loss picked ratio %g, the forward %g", duo, ratio2, ratio);
+        CHECK_NEAR(best2, best, 1e-5 * best);
+        free(G), free(scr), free(s2);
     }
 
     /* clip: per (row, group) the objective never rises; clamp only shrinks */

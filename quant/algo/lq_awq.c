@@ -4,6 +4,7 @@
  * search serves the attention block, the MLP, and single linears. */
 #include "lq_quant.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,27 @@ done:
     free(w_mean);
     free(s);
     return st;
+}
+
+void lq_awq_gram(const float *X, int64_t t, int64_t k, float *G) {
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)t, 1.0f, X, (int)k, 0.0f, G,
+                (int)k);
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < i; j++)
+            G[i * k + j] = G[j * k + i];
+}
+
+double lq_awq_gram_loss(const float *w, const float *wq, int64_t n, int64_t k, const float *G,
+                        int64_t t, float *scratch) {
+    float *dw = scratch, *m = scratch + n * k;
+    for (int64_t i = 0; i < n * k; i++)
+        dw[i] = wq[i] - w[i];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)k, (int)k, 1.0f, dw,
+                (int)k, G, (int)k, 0.0f, m, (int)k);
+    double s = 0;
+    for (int64_t i = 0; i < n * k; i++)
+        s += (double)m[i] * dw[i];
+    return s / ((double)t * (double)n);
 }
 
 /* out[i] = sum over j in order of xg[j * ts + i] * w[j], for the ts tokens of a group */

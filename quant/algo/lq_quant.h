@@ -179,6 +179,14 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
                         void *user, float *best_s, double *best_ratio, double *best_loss,
                         lq_err *err);
 
+/* A single linear's candidate loss without running it: mean over t tokens and n outputs of
+ * (x.(wq - w))^2 = tr(dW G dW^T) / (t n), G = X^T X. lq_awq_gram fills G [k, k] from X [t, k]
+ * (t k^2 / 2 once, against t n k per candidate for the forward); lq_awq_gram_loss takes the
+ * candidate wq and the float weights w [n, k] and scratch for 2 n k floats. */
+void   lq_awq_gram(const float *X, int64_t t, int64_t k, float *G);
+double lq_awq_gram_loss(const float *w, const float *wq, int64_t n, int64_t k, const float *G,
+                        int64_t t, float *scratch);
+
 /* auto_clip_layer: for each output channel and group, the max |w| shrink (max_shrink 0.5,
  * n_grid 20) minimizing mean over (<= 512 subsampled) tokens of (x.(q(w) - w))^2 per group;
  * applies the clamp to W in place. X [t, k]. */

@@ -32,6 +32,10 @@ typedef struct awq_caps {
     int            keep_in; /* routed experts: the current chunk lies within them */
     int64_t        nslots, E;
     const uint8_t *mode; /* the experts' capture modes */
+    /* per lq_lin_id slot, over every token (not only the first T): sum of |x| per channel,
+     * in token order, and the tokens summed; the scale search's activation statistic */
+    float   *asum[LQ_LIN_COUNT];
+    int64_t  nsum[LQ_LIN_COUNT];
 } awq_caps;
 
 static lq_status caps_want(awq_caps *c, int64_t s, int64_t k, int64_t rows) {
@@ -39,12 +43,16 @@ static lq_status caps_want(awq_caps *c, int64_t s, int64_t k, int64_t rows) {
         return LQ_OK;
     c->x[s]   = lq_malloc_n((rows > 0 ? rows : 1) * k, sizeof(float));
     c->cap[s] = rows;
+    if (s < LQ_LIN_COUNT && !(c->asum[s] = lq_calloc_n(k, sizeof(float))))
+        return LQ_ERR_NOMEM;
     return c->x[s] ? LQ_OK : LQ_ERR_NOMEM;
 }
 
 static void caps_free(awq_caps *c) {
     for (int64_t s = 0; c->x && s < c->nslots; s++)
         free(c->x[s]);
+    for (int s = 0; s < LQ_LIN_COUNT; s++)
+        free(c->asum[s]);
     free(c->x), free(c->rows), free(c->cap);
     memset(c, 0, sizeof *c);
 }
@@ -55,6 +63,13 @@ static lq_status cap_fn(void *user, int64_t id, const float *x, int64_t t, int64
     int64_t       keep;
     if (!c->x[id])
         return LQ_OK;
+    if (id < LQ_LIN_COUNT && c->asum[id]) {
+        float *a = c->asum[id];
+        for (int64_t r = 0; r < t; r++)
+            for (int64_t ch = 0; ch < k; ch++)
+                a[ch] += fabsf(x[r * k + ch]);
+        c->nsum[id] += t;
+    }
     if (e < 0 || e >= c->E || c->mode[e] == LQ_MOE_ALL) { /* every token: the first T rows */
         if (id == LQ_SLOT_MOE_IN)
             c->keep_in = c->rows[id] < c->T;
@@ -88,10 +103,19 @@ typedef struct loss_ctx {
     const float   *ref;   /* FP module output */
     float         *out;   /* scratch output */
     int64_t        nseq, t, nout;
+    /* a single linear whose loss comes from its input's Gram matrix G [k, k] and its float
+     * weights w0 (NULL: run the module); scratch of 2 nout k floats */
+    const float   *G, *w0;
+    float         *gs;
+    int64_t        k;
 } loss_ctx;
 
 static lq_status loss_fn(void *user, float *const *wq, double *loss) {
     loss_ctx *c = user;
+    if (c->G) {
+        *loss = lq_awq_gram_loss(c->w0, wq[0], c->nout, c->k, c->G, c->t, c->gs);
+        return LQ_OK;
+    }
     lq_layer  L = *c->j->L; /* shallow copy: swap the candidates' dense pointers */
     if (c->xcopy)
         L.experts = c->xcopy;
@@ -245,6 +269,16 @@ static void abs_mean(const float *X, int64_t t, int64_t k, float *xm) {
         xm[ch] /= (float)t;
 }
 
+/* A single linear's candidates are cheaper to score through its input's Gram matrix than by
+ * running it when t k^2 / 2 + grid n k^2 < (grid + 1) t n k (roughly k < t): the same loss
+ * up to float rounding, without the module's forward per candidate. */
+static int use_gram(const awq_grp *gr, int64_t n, int64_t k, int64_t t, int grid) {
+    if (gr->kind != 1)
+        return 0;
+    const double dn = (double)n, dk = (double)k, dt = (double)t;
+    return dt * dk * dk / 2 + grid * dn * dk * dk < (grid + 1) * dt * dn * dk;
+}
+
 /* The float output of the module a group inspects (attention, MLP, or its first linear) on its
  * input X [t, k], into ref [t, *nout]. */
 static lq_status ref_output(lq_qjob *j, const awq_grp *gr, int64_t lin0, const float *X,
@@ -315,6 +349,7 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
     int64_t               *xin = NULL, nxin = 0;
     lq_linear             *xcopy = NULL;
     float                **wv    = NULL;
+    float                 *gram = NULL, *gscr = NULL;
     int64_t               *nv    = NULL;
     int64_t                maxk = 0, maxn = 0, ng = 0;
     c.nslots = j->nslots, c.T = T, c.keep_in = 1, c.E = cf->num_experts, c.mode = j->moe_mode;
@@ -369,13 +404,28 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
         if (!(sc[gi] = lq_malloc_n(k, sizeof(float))))
             LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
         const float *X = c.x[gr->src];
-        abs_mean(X, t, k, xm);
-        loss_ctx lc = {j, gr->kind, lins, nlin, NULL, X, ref, out, nseq, t, 0};
+        if (gr->src < LQ_LIN_COUNT && c.nsum[gr->src] > 0) /* every token's, as abs_mean */
+            for (int64_t ch = 0; ch < k; ch++)
+                xm[ch] = c.asum[gr->src][ch] / (float)c.nsum[gr->src];
+        else
+            abs_mean(X, t, k, xm);
+        loss_ctx lc = {j, gr->kind, lins, nlin, NULL, X, ref, out, nseq, t, 0, NULL, NULL, NULL, k};
         if (xcopy) { /* the candidates must not reach the layer's own expert array */
             memcpy(xcopy, j->L->experts, (size_t)(3 * cf->num_experts) * sizeof *xcopy);
             lc.xcopy = xcopy;
         }
-        LQ_TRY_GOTO(ref_output(j, gr, lins[0], X, nseq, t, ref, &lc.nout));
+        const int64_t n0 = lq_qjob_linear(j, lins[0])->buf.q.n;
+        if (use_gram(gr, n0, k, t, (int)j->o->awq_grid)) {
+            free(gram), free(gscr);
+            gram = lq_malloc_n(k * k, sizeof(float));
+            gscr = lq_malloc_n(2 * n0 * k, sizeof(float));
+            if (!gram || !gscr)
+                LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
+            lq_awq_gram(X, t, k, gram);
+            lc.G = gram, lc.w0 = wptr(j->L, lins[0]), lc.gs = gscr, lc.nout = n0;
+        } else {
+            LQ_TRY_GOTO(ref_output(j, gr, lins[0], X, nseq, t, ref, &lc.nout));
+        }
         for (int64_t i = 0; i < nlin; i++) {
             wv[i] = wptr(j->L, lins[i]);
             nv[i] = lq_qjob_linear(j, lins[i])->buf.q.n;
@@ -402,12 +452,14 @@ done:
         keep->x    = c.x;
         keep->rows = c.rows;
         free(c.cap);
+        for (int s = 0; s < LQ_LIN_COUNT; s++)
+            free(c.asum[s]);
     } else {
         caps_free(&c);
     }
     for (int64_t gi = 0; sc && gi < ng; gi++)
         free(sc[gi]);
-    free(sc), free(G), free(xin), free(xcopy), free(wv), free(nv);
+    free(sc), free(G), free(xin), free(xcopy), free(wv), free(nv), free(gram), free(gscr);
     free(ref), free(out), free(xm);
     return st;
 }
@@ -425,7 +477,8 @@ static lq_status awq_layer(lq_qjob *j) {
     lq_status     st = LQ_OK;
     if (g <= 0)
         LQ_FAIL(j->err, LQ_ERR_INVALID_ARG, "awq: the AutoAWQ GEMM format needs --group-size > 0");
-    LQ_TRY(lq_awq_smooth_layer(j, g, 0, &in));
+    const int64_t seqs = j->o->awq_tokens / j->seqlen; /* whole windows, at least one */
+    LQ_TRY(lq_awq_smooth_layer(j, g, seqs > 0 ? seqs : 1, &in));
     /* Clip (not q/k: their errors are amplified by the attention softmax; AutoAWQ does clip a
      * fused qkv_proj, whose name matches none of its exceptions) and quantize. */
     for (int64_t l = 0; l < j->nslots; l++) {
