@@ -1,6 +1,7 @@
 /* AWQ method (AutoAWQ quantizer.py flow per decoder layer):
  *   1. capture the inputs of every linear (FP layer), and the FP outputs of the inspected modules
- *   2. scale search for the Llama groups: input_layernorm -> q/k/v (inspect attention),
+ *   2. scale search (candidates scored on the first --awq-tokens tokens, activation means over
+ *      every token) for the Llama groups: input_layernorm -> q/k/v (inspect attention),
  *      v -> o (only when v and o have the same shape, i.e. no GQA), post_attention_layernorm ->
  *      gate/up (inspect MLP), up -> down (inspect down_proj)
  *   3. fold every scale into the previous op (norm weight or previous linear's rows) and the
@@ -38,6 +39,14 @@ typedef struct awq_caps {
     int64_t  nsum[LQ_LIN_COUNT];
 } awq_caps;
 
+/* a[ch] += |x[r, ch]| over the rows in order, in float (the activation means the scales are
+ * made from: one accumulation whether the rows come at once or in capture chunks) */
+static void abs_add(float *a, const float *x, int64_t t, int64_t k) {
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t ch = 0; ch < k; ch++)
+            a[ch] += fabsf(x[r * k + ch]);
+}
+
 static lq_status caps_want(awq_caps *c, int64_t s, int64_t k, int64_t rows) {
     if (c->x[s])
         return LQ_OK;
@@ -64,10 +73,7 @@ static lq_status cap_fn(void *user, int64_t id, const float *x, int64_t t, int64
     if (!c->x[id])
         return LQ_OK;
     if (id < LQ_LIN_COUNT && c->asum[id]) {
-        float *a = c->asum[id];
-        for (int64_t r = 0; r < t; r++)
-            for (int64_t ch = 0; ch < k; ch++)
-                a[ch] += fabsf(x[r * k + ch]);
+        abs_add(c->asum[id], x, t, k);
         c->nsum[id] += t;
     }
     if (e < 0 || e >= c->E || c->mode[e] == LQ_MOE_ALL) { /* every token: the first T rows */
@@ -262,9 +268,7 @@ static lq_status capture_inputs(lq_qjob *j, awq_caps *c) {
 static void abs_mean(const float *X, int64_t t, int64_t k, float *xm) {
     for (int64_t ch = 0; ch < k; ch++)
         xm[ch] = 0;
-    for (int64_t r = 0; r < t; r++)
-        for (int64_t ch = 0; ch < k; ch++)
-            xm[ch] += fabsf(X[r * k + ch]);
+    abs_add(xm, X, t, k);
     for (int64_t ch = 0; ch < k; ch++)
         xm[ch] /= (float)t;
 }
