@@ -2,6 +2,7 @@
 # Build llama.cpp's comparison tools from the llama-cpp-python sdist on PyPI (its source is
 # vendor/llama.cpp), only the targets asked for, into a cache directory; print the bin dir.
 #   bench/build_llamacpp.sh [TARGET...]     default: llama-tokenize llama-perplexity
+#   (test-backend-ops, for `test-backend-ops perf -o MUL_MAT`, turns on LLAMA_BUILD_TESTS)
 # Cache: $LQ_LLAMACPP_DIR, else ${XDG_CACHE_HOME:-~/.cache}/llmquant/llama.cpp. Version:
 # $LQ_LLAMACPP_PY (default llama-cpp-python==0.3.36, vendoring llama.cpp 0c1e570).
 set -euo pipefail
@@ -16,7 +17,9 @@ if [ -z "$src" ]; then
     tar -xzf "$DIR"/llama_cpp_python-*.tar.gz -C "$DIR"
     src=$(ls -d "$DIR"/llama_cpp_python-*/vendor/llama.cpp | head -1)
 fi
+tests=OFF # its test programs (test-backend-ops: the kernel comparison) only when asked for
+for t in "${targets[@]}"; do [[ $t == test-* ]] && tests=ON; done
 cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DGGML_OPENMP=ON >&2
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=$tests -DGGML_OPENMP=ON >&2
 cmake --build "$src/build" -j "${JOBS:-2}" --target "${targets[@]}" >&2
 echo "$src/build/bin"
