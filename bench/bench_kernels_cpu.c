@@ -1,11 +1,15 @@
 /* bench_kernels_cpu -- CPU quantized GEMV/GEMM per format against OpenBLAS and memory bandwidth.
  *
- * For each format at W = 4096x4096 and 11008x4096 (n x k) and m = 1, 4, 16, 64, 256:
+ * For each format at W = 4096x4096 and 11008x4096 (n x k; -s NxK[,NxK...] for others) and
+ * m = 1, 4, 16, 64, 256:
  * time per forward (best of repeats), effective GB/s of the weight bytes the format stores,
  * the ratio to OpenBLAS sgemm on the same weights as dense float32, and the fraction of a
  * STREAM-like copy bandwidth measured in the same run (the roofline of a weight-streaming GEMV).
+ * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
+ * those kernels.
  *
- * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all] [-t threads] [-r seconds]
+ * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads]
+ *                          [-r seconds]
  *                          [-c (CPU time instead of wall time)]
  */
 #include "bench_blas.h"
@@ -32,9 +36,11 @@ static const fcase k_fmts[] = {
     {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0},
     {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0},
     {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0},
+    {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0},
     {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0},
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0},
     {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0},
+    {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0},
     {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f},
 };
 
@@ -141,11 +147,12 @@ typedef struct fwd_ctx {
     void             *ws;
     size_t            wss;
     int               nt;
+    unsigned          flags;
 } fwd_ctx;
 
 static void run_fwd(void *p) {
     fwd_ctx *c = p;
-    lq_qlinear_forward_cpu(c->w, c->x, c->m, c->y, c->ws, c->wss, c->nt);
+    lq_qlinear_forward_cpu_ex(c->w, c->x, c->m, c->y, c->ws, c->wss, c->nt, c->flags);
 }
 
 typedef struct sgemm_ctx {
@@ -215,9 +222,26 @@ int main(int argc, char **argv) {
     printf("%-20s %5s %11s %5s %9s %8s %8s %9s %8s\n", "format", "m", "n x k", "", "time ms",
            "GB/s", "%copyBW", "sgemm ms", "vs sgemm");
 
-    const int64_t shp[2][2] = {{4096, 4096}, {11008, 4096}};
-    int64_t       ms[16]    = {1, 4, 16, 64, 256};
-    int           nms       = 5;
+    int64_t shp[8][2] = {{4096, 4096}, {11008, 4096}};
+    int     nshp      = 2;
+    if (strchr(shapes, 'x')) { /* -s 4096x11008,11008x4096 */
+        nshp = 0;
+        for (const char *p = shapes; *p && nshp < 8;) {
+            char *e;
+            shp[nshp][0] = strtoll(p, &e, 10);
+            if (*e != 'x')
+                break;
+            shp[nshp][1] = strtoll(e + 1, &e, 10);
+            if (shp[nshp][0] > 0 && shp[nshp][1] > 0)
+                nshp++;
+            p = strchr(e, ',');
+            if (!p)
+                break;
+            p++;
+        }
+    }
+    int64_t ms[16] = {1, 4, 16, 64, 256};
+    int     nms    = 5;
     if (mlist) { /* -m 1,8,32 */
         nms = 0;
         for (const char *p = mlist; *p && nms < 16;) {
@@ -228,7 +252,7 @@ int main(int argc, char **argv) {
             p++;
         }
     }
-    for (int si = 0; si < 2; si++) {
+    for (int si = 0; si < nshp; si++) {
         if ((si == 0 && !strcmp(shapes, "large")) || (si == 1 && !strcmp(shapes, "small")))
             continue;
         const int64_t n = shp[si][0], k = shp[si][1];
@@ -264,18 +288,28 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s: %s\n", c->name, err.msg);
                 continue;
             }
-            const double wbytes = (double)lq_qlinear_bytes(&qb.q);
-            for (int mi = 0; mi < nms; mi++) {
-                const size_t wss = lq_qlinear_workspace_cpu(&qb.q, ms[mi]);
-                void        *ws  = wss ? lq_aligned_alloc(wss) : NULL;
-                fwd_ctx      fc  = {&qb.q, x, ms[mi], y, ws, wss, nt};
-                const double t   = best_time(run_fwd, &fc, secs, cpu);
-                printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", c->name,
-                       (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3, wbytes / t / 1e9,
-                       100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3, tsg[mi] / t);
-                fflush(stdout);
-                lq_aligned_free(ws);
-            }
+            const double            wbytes = (double)lq_qlinear_bytes(&qb.q);
+            const lq_format_traits *tr     = lq_format_traits_get(c->fmt);
+            /* float activations, then (where this CPU has them) the integer-activation kernels
+             * of LQ_QLINEAR_INT_X as a row "<format>+ix" */
+            for (int ix = 0; ix < 2; ix++)
+                for (int mi = 0; mi < nms; mi++) {
+                    if (ix && !(tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi])))
+                        continue;
+                    const unsigned fl  = ix ? LQ_QLINEAR_INT_X : 0u;
+                    const size_t   wss = lq_qlinear_workspace_cpu_ex(&qb.q, ms[mi], fl);
+                    void          *ws  = wss ? lq_aligned_alloc(wss) : NULL;
+                    fwd_ctx        fc  = {&qb.q, x, ms[mi], y, ws, wss, nt, fl};
+                    const double   t   = best_time(run_fwd, &fc, secs, cpu);
+                    char           name[48];
+                    snprintf(name, sizeof name, "%s%s", c->name, ix ? "+ix" : "");
+                    printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", name,
+                           (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3,
+                           wbytes / t / 1e9, 100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3,
+                           tsg[mi] / t);
+                    fflush(stdout);
+                    lq_aligned_free(ws);
+                }
             lq_qbuf_free(&qb);
         }
         lq_aligned_free(dense);

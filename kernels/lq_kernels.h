@@ -60,9 +60,20 @@ typedef struct lq_format_traits {
     lq_status (*gemm_cuda)(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x_f16, int64_t m,
                            void *y_f16, void *ws, size_t ws_size, void *stream);
 
-    double tol_nmse; /* NMSE bound of optimized kernels vs _ref on random inputs (all backends,
-                        CUDA's fp16 activations included) */
+    double tol_nmse;     /* NMSE bound of optimized kernels vs _ref on random inputs (all backends,
+                            CUDA's fp16 activations included) */
     double tol_nmse_cpu; /* tighter bound for the float32 CPU kernels */
+
+    /* Integer activations (LQ_QLINEAR_INT_X): where quantizes_x_cpu(w, m) (NULL: never),
+     * gemm_cpu_qx quantizes the activations to int16/int8 (AVX-512 VNNI) and equals
+     * gemm_qx_ref, the scalar oracle of that semantics, bit for bit, and gemm_ref within
+     * tol_nmse_qx. */
+    int (*quantizes_x_cpu)(const lq_qlinear *w, int64_t m);
+    size_t (*ws_cpu_qx)(const lq_qlinear *w, int64_t m);
+    lq_status (*gemm_cpu_qx)(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads);
+    void (*gemm_qx_ref)(const lq_qlinear *w, const float *x, int64_t m, float *y);
+    double tol_nmse_qx;
 } lq_format_traits;
 
 const lq_format_traits *lq_format_traits_get(lq_format f);

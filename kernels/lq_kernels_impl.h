@@ -151,6 +151,81 @@ static inline float lq_f16_to_f32_fast(uint16_t h) {
     return f;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Integer activations (the VNNI kernels): a block of len values quantized symmetrically to
+ * +-qmax (127: int8, 32767: int16), dx = absmax / qmax, q = round-half-even(x * qmax / absmax)
+ * clamped; returns the sum of the codes. One copy for the kernels and their scalar reference,
+ * so both round alike.
+ * --------------------------------------------------------------------------------------- */
+static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32_t *q, float *dx) {
+    float amax = 0.f;
+    for (int64_t c = 0; c < len; c++) {
+        const float a = fabsf(x[c]);
+        amax          = a > amax ? a : amax;
+    }
+    const float inv = amax > 0.f ? qmax / amax : 0.f;
+    int32_t     sum = 0;
+    for (int64_t c = 0; c < len; c++) {
+        float v = nearbyintf(x[c] * inv);
+        v       = v > qmax ? qmax : v < -qmax ? -qmax : v;
+        q[c]    = (int32_t)v;
+        sum += (int32_t)v;
+    }
+    *dx = amax / qmax;
+    return sum;
+}
+
+/* GPTQ (bits 2/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
+ * activations. lq_qx_bits_for(m): 16 (int16 activations, m <= LQ_QX_X16_MAX_M: memory-bound
+ * rows, where the wider codes cost nothing and the result is the float one within ~1e-9 NMSE),
+ * 8 (int8, up to LQ_QX_X8_MAX_M rows: llama.cpp's Q8 activations, in smaller blocks) or 0
+ * (float kernels). The *_qx_bits of a format: that, or 0 where its layout has no such kernel;
+ * *_qx_block: channels per activation block (the group when small enough, else a divisor of
+ * it; int16 blocks <= 128 keep the int32 sums from overflowing). ref/ defines the semantics;
+ * the CPU picks it only with AVX-512 VNNI. */
+#define LQ_QX_X16_MAX_M 4
+#define LQ_QX_X8_MAX_M  1024
+#define LQ_AWQ_QX_MAX_M 16
+int     lq_qx_bits_for(int64_t m);
+int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit, int xbits);
+int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);
+int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits);
+int     lq_awq_qx_bits(const lq_qlinear *w, int64_t m);
+int64_t lq_awq_qx_block(const lq_qlinear *w, int xbits);
+/* Scalar oracles: per block of channels, int32 sums of codes times weights, then
+ * t = fma(-z, sum(xq), acc) and y = fma(t, s * dx, y) block by block in order, plus the bias. */
+typedef uint32_t (*lq_ref_code_fn)(const lq_qlinear *w, int64_t c, int64_t i);
+typedef int32_t (*lq_ref_zero_fn)(const lq_qlinear *w, int64_t g, int64_t i);
+void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int xbits,
+                    int64_t ab, const float *x, int64_t m, float *y);
+void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
+void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
+
+/* AVX-512 VNNI kernels (cpu/lq_cpu_vnni.c), picked at run time. lq_cpu_vnni: the CPU has
+ * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
+ * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */
+int       lq_cpu_vnni(void);
+size_t    lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits);
+lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads);
+size_t    lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits);
+lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int xbits, int nthreads);
+int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+/* LLM.int8's integer part: acc[m, n] = qx[m, k] . cb[n, k] (exact int32); ws of
+ * lq_ws_int8_vnni bytes (the activations offset to unsigned, rows padded to 64). */
+size_t    lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m);
+lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, void *ws, int nthreads);
+/* The traits' integer-activation entries (quantizes_x_cpu, ws_cpu_qx, gemm_cpu_qx). */
+int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+size_t    lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                              size_t ws_size, int nthreads);
+size_t    lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads);
+
 /* Threads to use: nthreads <= 0 -> OpenMP default. */
 int lq_cpu_threads(int nthreads);
 

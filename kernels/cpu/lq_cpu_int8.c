@@ -3,7 +3,8 @@
  * A per-call prologue classifies the input columns (stored fp16 outlier / runtime outlier /
  * int8), finds each row's absmax and quantizes the activations once.
  * Small m: per output row, int8 x int8 -> int32 dot products (vectorized integer sums, exact),
- * then the fp columns.
+ * then the fp columns; with AVX-512 VNNI (up to INT8_VNNI_MAX_M rows) the same exact sums by
+ * vpdpbusd (cpu/lq_cpu_vnni.c).
  * Large m: int8 values are exact in float32, so the int32 product is an sgemm of the quantized
  * activations with CB tiles converted to float (exact while |acc| < 2^24, i.e. unless k is huge
  * and every product near 127^2; otherwise relative error 2^-24, far below the activation
@@ -15,6 +16,23 @@
 #include <string.h>
 
 #define MR 256 /* activation rows per block of the large-m path */
+/* rows up to which the VNNI dot products beat the float sgemm of the large-m path
+ * (bench_kernels_cpu, 4096 x 4096) */
+#define INT8_VNNI_MAX_M 64
+
+static int int8_small(int64_t m) {
+    return m <= LQ_FUSED_M || (m <= INT8_VNNI_MAX_M && lq_cpu_vnni());
+}
+
+/* Small-m workspace after the head: codes [m, k]; with VNNI their unsigned copy and the sums
+ * [m, n]; then (all: with_fp) the gathered fp activations, [m, k] at most. */
+static size_t al64(size_t b);
+static size_t int8_small_ws(const lq_qlinear *w, int64_t m, int with_fp) {
+    size_t b = al64((size_t)(m * w->k));
+    if (lq_cpu_vnni())
+        b += al64(lq_ws_int8_vnni(w->n, w->k, m)) + al64((size_t)(m * w->n) * 4);
+    return b + (with_fp ? (size_t)(m * ((w->k + 7) & ~7)) * sizeof(float) : 0);
+}
 
 static size_t al64(size_t b) {
     return (b + 63) & ~(size_t)63;
@@ -96,6 +114,42 @@ LQ_CLONES static int32_t dot_i8(const int8_t *a, const int8_t *b, int64_t k) {
     return s;
 }
 
+/* y[r, i] for r < m of the small-m path: the integer sums (acc, or dot products here) scaled,
+ * plus the fp columns: activations gathered into xg [m, nf] in the reference's order (runtime,
+ * then stored), weights decoded once for all rows, dot products in 8 lanes (a different
+ * summation order than the reference's: exact on the exact tests, NMSE-bound elsewhere). */
+LQ_CLONES static void int8_small_out(const lq_qlinear *w, int64_t i, int64_t m, const int8_t *qx,
+                                     const int32_t *acc, const float *rowmax, const int32_t *fcols,
+                                     int64_t nf, const float *xg, float *y) {
+    const int64_t   n = w->n, k = w->k, no = w->n_outlier, nrt = nf - no, nfp = (nf + 7) & ~7;
+    const int8_t   *wr = (const int8_t *)w->qweight + i * k;
+    const uint16_t *ow = w->outlier_w + i * no;
+    const float     sc = w->scb[i];
+    lq_v8f          va[INT8_VNNI_MAX_M > LQ_FUSED_M ? INT8_VNNI_MAX_M : LQ_FUSED_M];
+    float           wb[64];
+    for (int64_t r = 0; r < m; r++)
+        va[r] = lq_v8f_splat(0.f);
+    for (int64_t p0 = 0; p0 < nf; p0 += 64) { /* weights decoded 64 at a time, once */
+        const int64_t p1 = p0 + 64 < nf ? p0 + 64 : nf, pr = p1 < nrt ? p1 : nrt;
+        for (int64_t p = p0; p < pr; p++) /* runtime columns: int8 codes */
+            wb[p - p0] = ((float)wr[fcols[no + p]] * sc) * LQ_INT8_VEC_DEQUANT;
+        for (int64_t p = p0 > nrt ? p0 : nrt; p < p1; p++) /* stored: fp16 */
+            wb[p - p0] = lq_f16_to_f32_fast(ow[p - nrt]);
+        for (int64_t p = p1; p < p0 + 64; p++)
+            wb[p - p0] = 0.f;
+        for (int64_t r = 0; r < m; r++) /* rows of xg are zero-padded to nfp */
+            for (int64_t p = p0; p < p1; p += 8)
+                va[r] += lq_v8f_load(xg + r * nfp + p) * lq_v8f_load(wb + (p - p0));
+    }
+    for (int64_t r = 0; r < m; r++) {
+        float fp = 0.f;
+        for (int l = 0; l < 8; l++)
+            fp += va[r][l];
+        const int32_t a = acc ? acc[r * n + i] : dot_i8(qx + r * k, wr, k);
+        y[r * n + i]    = lq_int8_out(a, rowmax[r], sc) + fp;
+    }
+}
+
 lq_status lq_dequant_int8_cpu(const lq_qlinear *w, float *out, int nthreads) {
     const int8_t *cb = w->qweight;
     const int64_t k  = w->k;
@@ -112,8 +166,8 @@ lq_status lq_dequant_int8_cpu(const lq_qlinear *w, float *out, int nthreads) {
 
 size_t lq_ws_int8_cpu(const lq_qlinear *w, int64_t m) {
     const size_t head = int8_ws_head(w, m);
-    if (m <= LQ_FUSED_M)
-        return head + al64((size_t)(m * w->k));
+    if (int8_small(m))
+        return head + int8_small_ws(w, m, 1);
     const int64_t mr = m < MR ? m : MR;
     /* float activations [mr, k] + gathered fp activations [mr, k] + tile [nt, k] */
     return head + (size_t)(2 * mr * w->k + lq_tile_rows(w) * w->k) * sizeof(float);
@@ -129,24 +183,27 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     int8_ws       s  = int8_ws_split(w, m, ws);
     const int64_t nf = int8_prologue(w, x, m, &s);
 
-    if (m <= LQ_FUSED_M) {
+    if (int8_small(m)) {
         int8_t *qx = s.rest;
         for (int64_t r = 0; r < m; r++)
             quant_row(x + r * k, k, s.col, s.rowmax[r], qx + r * k);
-#pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t i = 0; i < n; i++) {
-            const int8_t *wr = cb + i * k;
-            for (int64_t r = 0; r < m; r++) {
-                const float *xr = x + r * k;
-                float        v  = lq_int8_out(dot_i8(qx + r * k, wr, k), s.rowmax[r], w->scb[i]);
-                float        fp = 0.f;
-                for (int64_t t = w->n_outlier; t < nf; t++) /* runtime, then stored (as ref) */
-                    fp += xr[s.fcols[t]] * fp_weight(w, i, t, s.fcols[t]);
-                for (int64_t t = 0; t < w->n_outlier; t++)
-                    fp += xr[s.fcols[t]] * fp_weight(w, i, t, s.fcols[t]);
-                y[r * n + i] = v + fp;
-            }
+        int32_t *acc = NULL; /* VNNI: all the integer sums first */
+        if (lq_cpu_vnni()) {
+            uint8_t *vws = (uint8_t *)s.rest + al64((size_t)(m * k));
+            acc          = (int32_t *)(void *)(vws + al64(lq_ws_int8_vnni(n, k, m)));
+            LQ_TRY(lq_int8_dots_vnni(cb, n, k, qx, m, acc, vws, nthreads));
         }
+        /* fp columns in the reference's order (runtime, then stored): activations [m, nfp],
+         * rows zero-padded to a multiple of 8 */
+        const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
+        float        *xg = (float *)(void *)((uint8_t *)s.rest + int8_small_ws(w, m, 0));
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t p = 0; p < nfp; p++)
+                xg[r * nfp + p] =
+                    p < nf ? x[r * k + s.fcols[p < nrt ? w->n_outlier + p : p - nrt]] : 0.f;
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i = 0; i < n; i++)
+            int8_small_out(w, i, m, qx, acc, s.rowmax, s.fcols, nf, xg, y);
     } else {
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;

@@ -18,3 +18,27 @@ void lq_dequant_awq_ref(const lq_qlinear *w, float *out) {
 void lq_gemm_awq_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     lq_ref_gemm(w, awq_w, x, m, y);
 }
+
+static uint32_t awq_code(const lq_qlinear *w, int64_t c, int64_t i) {
+    return lq_awq_get((const int32_t *)w->qweight + c * (w->n / 8), i);
+}
+static int32_t awq_zero(const lq_qlinear *w, int64_t g, int64_t i) {
+    return (int32_t)lq_awq_get((const int32_t *)w->qzeros + g * (w->n / 8), i);
+}
+
+int lq_awq_qx_bits(const lq_qlinear *w, int64_t m) {
+    /* above LQ_AWQ_QX_MAX_M rows the codes' field-by-field unpacking costs more than the
+     * float kernels (bench_kernels_cpu) */
+    const int xbits = m <= LQ_AWQ_QX_MAX_M ? lq_qx_bits_for(m) : 0;
+    return xbits && lq_awq_qx_block(w, xbits) ? xbits : 0;
+}
+
+int64_t lq_awq_qx_block(const lq_qlinear *w, int xbits) {
+    /* a lane takes 2 (int16) or 4 (int8) consecutive channels */
+    return lq_qx_block_size(w->group_size, w->k, xbits == 16 ? 2 : 4, xbits);
+}
+
+void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
+    const int xbits = lq_awq_qx_bits(w, m);
+    lq_ref_gemm_qx(w, awq_code, awq_zero, xbits, xbits ? lq_awq_qx_block(w, xbits) : 0, x, m, y);
+}

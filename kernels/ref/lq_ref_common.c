@@ -32,3 +32,49 @@ void lq_ref_gemm(const lq_qlinear *w, lq_ref_weight_fn wf, const float *x, int64
     }
     free(acc);
 }
+
+/* Integer-activation oracle shared by GPTQ and AWQ (their decoders differ only). */
+void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int xbits,
+                    int64_t ab, const float *x, int64_t m, float *y) {
+    const int64_t n = w->n, k = w->k;
+    int32_t       q[256];
+    for (int64_t e = 0; e < m * n; e++)
+        y[e] = ab ? 0.f : NAN; /* no such semantics at this m: make any use impossible to miss */
+    if (!ab)
+        return;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c0 = 0; c0 < k; c0 += ab) {
+            const int64_t len = c0 + ab < k ? ab : k - c0, g = c0 / w->group_size;
+            float         dx;
+            const int32_t xs =
+                lq_qx_block(x + r * k + c0, len, xbits == 16 ? 32767.f : 127.f, q, &dx);
+            for (int64_t i = 0; i < n; i++) {
+                int32_t acc = 0;
+                for (int64_t c = c0; c < c0 + len; c++)
+                    acc += q[c - c0] * (int32_t)code(w, c, i);
+                const float s = lq_f16_to_f32(((const uint16_t *)w->scales)[g * n + i]);
+                const float t = fmaf(-(float)zero(w, g, i), (float)xs, (float)acc);
+                y[r * n + i]  = fmaf(t, s * dx, y[r * n + i]);
+            }
+        }
+    if (w->bias)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t i = 0; i < n; i++)
+                y[r * n + i] += lq_f16_to_f32(w->bias[i]);
+}
+
+int64_t lq_qx_block_size(int64_t gs, int64_t k, int64_t unit, int xbits) {
+    const int64_t max = xbits == 16 ? 128 : 256;
+    if (k % unit || gs % unit)
+        return 0;
+    if (gs <= max)
+        return gs;
+    for (int64_t d = max; d >= 32; d /= 2)
+        if (gs % d == 0 && d % unit == 0)
+            return d;
+    return 0;
+}
+
+int lq_qx_bits_for(int64_t m) {
+    return m > LQ_QX_X8_MAX_M ? 0 : m <= LQ_QX_X16_MAX_M ? 16 : 8;
+}

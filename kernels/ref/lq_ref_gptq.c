@@ -17,3 +17,28 @@ void lq_dequant_gptq_ref(const lq_qlinear *w, float *out) {
 void lq_gemm_gptq_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     lq_ref_gemm(w, gptq_w, x, m, y);
 }
+
+static uint32_t gptq_code(const lq_qlinear *w, int64_t c, int64_t i) {
+    return lq_stream_get((const int32_t *)w->qweight + i, w->n, c, w->bits);
+}
+
+int lq_gptq_qx_bits(const lq_qlinear *w, int64_t m) {
+    const int xbits = lq_qx_bits_for(m);
+    return xbits && lq_gptq_qx_block(w, xbits) ? xbits : 0;
+}
+
+int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits) {
+    const int b = w->bits;
+    if (b != 2 && b != 4 && b != 8)
+        return 0;
+    for (int64_t c = 0; c < w->k; c++)
+        if (w->g_idx[c] != (int32_t)(c / w->group_size))
+            return 0;
+    return lq_qx_block_size(w->group_size, w->k, 32 / b, xbits); /* whole words */
+}
+
+void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
+    const int xbits = lq_gptq_qx_bits(w, m);
+    lq_ref_gemm_qx(w, gptq_code, lq_gptq_zero, xbits, xbits ? lq_gptq_qx_block(w, xbits) : 0, x, m,
+                   y);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# llmquant's CPU dequant-matmul kernels against llama.cpp's closest types, side by side in one
+# run on one machine (issue #13, item 1): every format of bench_kernels_cpu against ggml_mul_mat
+# of the llama-cpp-python sdist's ggml (bench/llamacpp/ggml_mulmat.c, built here), same shapes,
+# batch sizes and threads, best of repeats for both. Prints a markdown table; ratio = llama.cpp
+# time / llmquant time (> 1: llmquant faster).
+#
+#   bench/kernels_vs_llamacpp.sh BUILD_DIR [WORK_DIR]
+#   env: SHAPES="4096x4096 11008x4096 4096x11008" (n x k), MS=1,16,64,512, THREADS="1 2",
+#        SECS=0.3 (seconds of repeats per point)
+#
+# Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
+# act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 vs q3_K, GPTQ-2 vs
+# q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense (llmquant's CPU dense linears are float32: OpenBLAS
+# sgemm) vs f16. llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
+# call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
+# AVX-512 VNNI: int16 activations up to 4 rows, int8 above), the others keep float activations.
+set -euo pipefail
+BUILD=$(realpath "$1")
+WORK=${2:-${TMPDIR:-/tmp}/lq_kernels_vs_llamacpp}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+SHAPES=${SHAPES:-"4096x4096 11008x4096 4096x11008"}
+MS=${MS:-1,16,64,512}
+THREADS=${THREADS:-"1 2"}
+SECS=${SECS:-0.3}
+mkdir -p "$WORK"
+
+bin=$("$SRC/bench/build_llamacpp.sh" ggml ggml-cpu | tail -1)
+lsrc=$(cd "$bin/../.." && pwd)
+cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" \
+    -o "$WORK/ggml_mulmat" -L"$bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$bin"
+ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
+
+PAIRS="gptq4_g128:q4_K gptq4_g128_actorder:q4_K awq_g128:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
+gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense-f32:f16"
+types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+echo "CPU: $cpu ($(nproc) cores); llama.cpp: ggml of $(basename "$lsrc") ($ver); $(date -u +%F)"
+"$BUILD/bench/bench_kernels_cpu" -f none -s 64x64 -m 1 -r 0.01 2>&1 | grep -m1 'OpenBLAS kernels' || true
+echo
+echo "| n x k | threads | format | m | llmquant ms | llama.cpp type | llama.cpp ms | ratio |"
+echo "|---|---:|---|---:|---:|---|---:|---:|"
+for shape in $SHAPES; do
+    n=${shape%x*} k=${shape#*x}
+    for t in $THREADS; do
+        out="$WORK/lq_${shape}_t$t.txt" gg="$WORK/gg_${shape}_t$t.txt"
+        "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" >"$out" 2>&1
+        : >"$gg"
+        for ty in $types; do
+            OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+        done
+        # bench_kernels_cpu rows: name m nxk time ... ("dense-f32 sgemm" is two words)
+        sed 's/^dense-f32 sgemm/dense-f32/' "$out" |
+            awk -v shape="$shape" -v t="$t" -v gg="$gg" -v pairs="$(tr '\n' ' ' <<<"$PAIRS")" '
+            BEGIN {
+                while ((getline line < gg) > 0) { split(line, a, " "); ref[a[2] " " a[5]] = a[7] }
+                np = split(pairs, p, " ")
+                for (i = 1; i <= np; i++) { split(p[i], q, ":"); ty[q[1]] = q[2] }
+            }
+            { base = $1; sub(/\+ix$/, "", base) }
+            (base in ty) && $3 == shape {
+                r = ref[ty[base] " " $2]
+                printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f |\n", shape, t, $1, $2, $4,
+                       ty[base], r, (r > 0 && $4 > 0) ? r / $4 : 0
+            }'
+    done
+done

@@ -1,0 +1,608 @@
+/* x86-64 AVX-512 VNNI kernels: integer dot products where the float kernels were
+ * compute-bound. Chosen at run time (lq_cpu_vnni); the format files fall back to their float
+ * kernels elsewhere.
+ *
+ * GPTQ (bits 2/4/8, g_idx = c / group_size): the semantics of lq_gemm_gptq_qx_ref (activations
+ * quantized per row and block of channels; int16 for m <= 4, int8 above), bit for bit.
+ *   int8:  vpdpbusd, 4 u8 codes x 4 s8 activations per 32-bit lane (64 products an instruction)
+ *   int16: vpdpwssd, 2 x 2 per lane: half the rate, so only where rows are few and the kernel
+ *          streams weights from memory anyway
+ * Layout: a qweight word holds 32/b input channels of one output column. Shifted by s*b and
+ * masked per byte (int8) its bytes hold channels t*(8/b) + s, t = 0..3; masked per 16 bits
+ * (int16) its halves hold channels s and s + 16/b. The activations are stored in that order
+ * (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x against 16
+ * columns of masked words is one instruction.
+ *
+ * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
+ * the word rows of a block through its contiguous column range (the float kernel's order);
+ * larger m: column blocks outer, rows in chunks of 4, every block of k inner, so a column
+ * block's weights (64 columns x k) stay in L2 for all rows and its y tile in L1. */
+#include "lq_kernels_impl.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+/* LQ_CPU_KERNELS=portable: the float kernels only (the tests run both) */
+static int kernels_portable(void) {
+    const char *e = getenv("LQ_CPU_KERNELS");
+    return e && !strcmp(e, "portable");
+}
+
+#define VNNI_TARGET   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq")))
+#define VNNI_INLINE   static inline __attribute__((always_inline)) VNNI_TARGET
+#define VNNI_NV       4   /* 16-column vectors per column block */
+#define VNNI_M        4   /* activation rows per chunk */
+#define VNNI_PF_WORDS 128 /* prefetch distance along a word row (m <= 2: the next blocks) */
+
+int lq_cpu_vnni(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512dq") && !kernels_portable();
+}
+
+static int64_t al64(int64_t v) {
+    return (v + 63) & ~(int64_t)63;
+}
+
+size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
+    const int64_t ab = lq_gptq_qx_block(w, xbits);
+    if (!ab)
+        return 0;
+    const int64_t nkb = (w->k + ab - 1) / ab;
+    /* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
+    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4);
+}
+
+typedef struct vnni_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, kp, m; /* kp: bytes per row of xp */
+    int               xbits;
+    const uint8_t    *xp;  /* [m, kp] */
+    const float      *xsf; /* [m, nkb] block sums of xq (as float, exact) */
+    const float      *dx;  /* [m, nkb] */
+    float            *y;
+} vnni_job;
+
+/* Row r of x quantized per block into xp (the slice order above), its block sums and scales. */
+VNNI_TARGET static void gptq_vnni_quant_row(const vnni_job *j, const float *xr, uint8_t *xp,
+                                            float *xsf, float *dx) {
+    const int64_t k = j->w->k, ab = j->ab;
+    const int     b = j->w->bits, vpw = 32 / b, x16 = j->xbits == 16;
+    int32_t       tmp[256];
+    for (int64_t kb = 0; kb < j->nkb; kb++) {
+        const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+        xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, x16 ? 32767.f : 127.f, tmp, &dx[kb]);
+        for (int64_t c = c0; c < c1; c += vpw) {
+            const int32_t *t = tmp + (c - c0);
+            if (x16) { /* slice s: channels s, s + 16/b as two int16 */
+                int16_t *o = (int16_t *)(void *)(xp + 2 * c);
+                for (int s = 0; s < 16 / b; s++) {
+                    o[2 * s]     = (int16_t)t[s];
+                    o[2 * s + 1] = (int16_t)t[s + 16 / b];
+                }
+            } else { /* slice s: channels u * (8/b) + s, u = 0..3, as int8 */
+                int8_t *o = (int8_t *)(xp + c);
+                for (int s = 0; s < 8 / b; s++)
+                    for (int u = 0; u < 4; u++)
+                        o[4 * s + u] = (int8_t)t[u * (8 / b) + s];
+            }
+        }
+    }
+}
+
+/* The zero points of 16 columns starting at col (a multiple of 16) of group g, as float. */
+VNNI_INLINE __m512 gptq_vnni_zeros(const lq_qlinear *w, int64_t g, int64_t col, int nc) {
+    const int       b   = w->bits;
+    const int64_t   zw  = w->n * b / 32;
+    const uint32_t *qz  = (const uint32_t *)w->qzeros + g * zw + col * b / 32;
+    const int       nw  = (nc * b + 31) / 32; /* words holding the nc columns */
+    const __m512i words = _mm512_maskz_loadu_epi32((__mmask16)((1u << nw) - 1u), (const void *)qz);
+    const __m512i lane  = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i bit   = _mm512_mullo_epi32(lane, _mm512_set1_epi32(b));
+    const __m512i v = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_srli_epi32(bit, 5), words),
+                                        _mm512_and_si512(bit, _mm512_set1_epi32(31)));
+    const __m512i mask = _mm512_set1_epi32((1 << b) - 1);
+    /* v1 stores zero - 1: add one back and mask, as lq_gptq_zero */
+    return _mm512_cvtepi32_ps(
+        _mm512_and_si512(_mm512_add_epi32(_mm512_and_si512(v, mask), _mm512_set1_epi32(1)), mask));
+}
+
+/* y[r0 + r, i0 + 16 jv + l] (+)= block kb of the product, r < M, jv < NV; the last vector's
+ * valid lanes are lastm. First block (kb == 0) assigns. */
+VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
+                                int64_t r0, const int b, const int X16, const int M, const int NV) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, ab = j->ab;
+    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
+    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+    const uint32_t   *qw    = (const uint32_t *)w->qweight;
+    const __m512i     bmask = X16 ? _mm512_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
+                                  : _mm512_set1_epi8((char)((1 << b) - 1));
+    __mmask16         vm[VNNI_NV];
+    for (int jv = 0; jv < NV; jv++)
+        vm[jv] = jv == NV - 1 ? lastm : (__mmask16)0xffff;
+    __m512i acc[VNNI_M][VNNI_NV];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = _mm512_setzero_si512();
+    for (int64_t wr = c0 / vpw; wr < c1 / vpw; wr++) {
+        const uint32_t *row = qw + wr * n + i0;
+        __m512i         wv[VNNI_NV];
+        if (M <= 2)
+            for (int jv = 0; jv < NV; jv++)
+                _mm_prefetch((const char *)(row + VNNI_PF_WORDS + 16 * jv), _MM_HINT_T0);
+        for (int jv = 0; jv < NV; jv++)
+            wv[jv] = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 16 * jv));
+        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
+        for (int s = 0; s < P; s++) {
+            __m512i q[VNNI_NV];
+            for (int jv = 0; jv < NV; jv++)
+                q[jv] = _mm512_and_si512(_mm512_srli_epi32(wv[jv], (unsigned)(s * b)), bmask);
+            for (int r = 0; r < M; r++) {
+                int32_t xv;
+                memcpy(&xv, xw + (r0 + r) * j->kp + s * 4, 4);
+                const __m512i xb = _mm512_set1_epi32(xv);
+                for (int jv = 0; jv < NV; jv++)
+                    acc[r][jv] = X16 ? _mm512_dpwssd_epi32(acc[r][jv], q[jv], xb)
+                                     : _mm512_dpbusd_epi32(acc[r][jv], q[jv], xb);
+            }
+        }
+    }
+    const int64_t g = c0 / w->group_size;
+    __m512        sc[VNNI_NV], zf[VNNI_NV];
+    for (int jv = 0; jv < NV; jv++) {
+        const int64_t col = i0 + 16 * jv;
+        const int     nc  = __builtin_popcount(vm[jv]);
+        sc[jv]            = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                       vm[jv], (const void *)((const uint16_t *)w->scales + g * n + col)));
+        zf[jv]            = gptq_vnni_zeros(w, g, col, nc);
+    }
+    for (int r = 0; r < M; r++) {
+        const int64_t rr = r0 + r;
+        const __m512  xs = _mm512_set1_ps(j->xsf[rr * j->nkb + kb]);
+        const __m512  d  = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
+        float        *yr = j->y + rr * n + i0;
+        for (int jv = 0; jv < NV; jv++) {
+            /* acc - z * sum(xq), one rounding (none with int8: all below 2^24) */
+            const __m512 t = _mm512_fnmadd_ps(zf[jv], xs, _mm512_cvtepi32_ps(acc[r][jv]));
+            const __m512 f = _mm512_mul_ps(sc[jv], d);
+            __m512 yv      = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
+            yv             = _mm512_fmadd_ps(t, f, yv);
+            _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], yv);
+        }
+    }
+}
+
+/* One thread's column vectors [v0, v1): blocks of VNNI_NV vectors, then single vectors (the
+ * last may be partial). */
+VNNI_INLINE void gptq_vnni_range(const vnni_job *j, int64_t v0, int64_t v1, const int b,
+                                 const int X16) {
+    const int64_t   n = j->w->n, m = j->m;
+    const int64_t   nfull = n / 16; /* vectors with 16 valid columns */
+    const __mmask16 tailm = (__mmask16)((1u << (n % 16)) - 1u);
+#define VNNI_TILE(KB, V, NVV, R0, MM)                                                              \
+    do {                                                                                           \
+        const __mmask16 lm_ = (V) + (NVV)-1 < nfull ? (__mmask16)0xffff : tailm;                   \
+        switch (MM) {                                                                              \
+        case 1:                                                                                    \
+            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 1, NVV);                                \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 2, NVV);                                \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 3, NVV);                                \
+            break;                                                                                 \
+        default:                                                                                   \
+            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 4, NVV);                                \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
+    if (m <= VNNI_M) {
+        for (int64_t kb = 0; kb < j->nkb; kb++) {
+            int64_t v = v0;
+            for (; v + VNNI_NV <= v1; v += VNNI_NV)
+                VNNI_TILE(kb, v, VNNI_NV, 0, m);
+            for (; v < v1; v++)
+                VNNI_TILE(kb, v, 1, 0, m);
+        }
+        return;
+    }
+    int64_t v = v0;
+    for (; v + VNNI_NV <= v1; v += VNNI_NV)
+        for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
+            for (int64_t kb = 0; kb < j->nkb; kb++)
+                VNNI_TILE(kb, v, VNNI_NV, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);
+    for (; v < v1; v++)
+        for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
+            for (int64_t kb = 0; kb < j->nkb; kb++)
+                VNNI_TILE(kb, v, 1, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);
+#undef VNNI_TILE
+}
+
+typedef void (*gptq_vnni_fn)(const vnni_job *j, int64_t v0, int64_t v1);
+#define GPTQ_VNNI_INST(B, X16)                                                                     \
+    VNNI_TARGET static void gptq_vnni_b##B##_x##X16(const vnni_job *j, int64_t v0, int64_t v1) {   \
+        gptq_vnni_range(j, v0, v1, B, X16);                                                        \
+    }
+GPTQ_VNNI_INST(2, 0)
+GPTQ_VNNI_INST(4, 0)
+GPTQ_VNNI_INST(8, 0)
+GPTQ_VNNI_INST(2, 1)
+GPTQ_VNNI_INST(4, 1)
+GPTQ_VNNI_INST(8, 1)
+static const gptq_vnni_fn k_gptq_vnni[2][3] = {
+    {gptq_vnni_b2_x0, gptq_vnni_b4_x0, gptq_vnni_b8_x0},
+    {gptq_vnni_b2_x1, gptq_vnni_b4_x1, gptq_vnni_b8_x1},
+};
+
+lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads) {
+    vnni_job j = {0};
+    j.w        = w;
+    j.xbits    = xbits;
+    j.ab       = lq_gptq_qx_block(w, xbits);
+    if (!j.ab || (xbits != 8 && xbits != 16))
+        return LQ_ERR_UNSUPPORTED;
+    j.nkb        = (w->k + j.ab - 1) / j.ab;
+    j.kp         = al64(w->k * (xbits / 8));
+    j.m          = m;
+    uint8_t *xp  = ws;
+    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
+    j.xp                    = xp;
+    j.xsf                   = xsf;
+    j.dx                    = dx;
+    j.y                     = y;
+    const int          nt   = lq_cpu_threads(nthreads);
+    const int64_t      nvec = (w->n + 15) / 16;
+    const gptq_vnni_fn fn   = k_gptq_vnni[xbits == 16][w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2];
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++)
+            gptq_vnni_quant_row(&j, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
+        /* column vectors split evenly, in whole blocks where possible */
+        const int64_t nblk = (nvec + VNNI_NV - 1) / VNNI_NV;
+        const int64_t b0 = nblk * th / tn, b1 = nblk * (th + 1) / tn;
+        const int64_t v0 = b0 * VNNI_NV, v1 = b1 * VNNI_NV < nvec ? b1 * VNNI_NV : nvec;
+        if (v0 < v1)
+            fn(&j, v0, v1);
+    }
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * AWQ: the semantics of lq_gemm_awq_qx_ref. Word (c, j) packs columns 8j + o of channel c, in
+ * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
+ * words is a vector whose lane l is column 8l + kAwqCol[f]. A lane of a vpdpwssd (vpdpbusd)
+ * needs 2 (4) consecutive channels of one column: field f of 2 (4) channel rows, shifted into
+ * the lane's 16-bit halves (bytes). Results come out field-major and go to a scratch y (rows
+ * padded to 128 columns), put back in column order at the end; the scales are permuted to
+ * field-major with two vpermt2w per field at each block flush, the zeros come packed like the
+ * codes.
+ * --------------------------------------------------------------------------------------- */
+#define AWQ_M 2 /* activation rows per chunk (8 accumulators a row) */
+
+typedef struct awq_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, kp, m, np; /* np: scratch row stride */
+    int               xbits;
+    const uint8_t    *xp; /* [m, kp] codes in channel order */
+    const float      *xsf, *dx;
+    float            *yf; /* [m, np] field-major */
+} awq_job;
+
+static const int kAwqCol[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+VNNI_INLINE __m512i awq_shift(__m512i v, const int d) { /* d > 0: left */
+    return d > 0 ? _mm512_slli_epi32(v, (unsigned)d) : _mm512_srli_epi32(v, (unsigned)-d);
+}
+
+VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int X16,
+                               const int M) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
+    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+    const int         U  = X16 ? 2 : 4;                 /* channels per lane */
+    const int64_t     vw = nw - w0 < 16 ? nw - w0 : 16; /* valid words */
+    const __mmask16   wm = (__mmask16)((1u << vw) - 1u);
+    const uint32_t   *qw = (const uint32_t *)w->qweight;
+    __m512i           acc[AWQ_M][8];
+    for (int r = 0; r < M; r++)
+        for (int f = 0; f < 8; f++)
+            acc[r][f] = _mm512_setzero_si512();
+    for (int64_t c = c0; c < c1; c += U) {
+        __m512i wv[4];
+        for (int t = 0; t < U; t++) {
+            const uint32_t *row = qw + (c + t) * nw + w0;
+            if (M <= 2)
+                _mm_prefetch((const char *)(row + VNNI_PF_WORDS), _MM_HINT_T0);
+            wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
+        }
+        __m512i xb[AWQ_M];
+        for (int r = 0; r < M; r++) {
+            int32_t xv;
+            memcpy(&xv, j->xp + (r0 + r) * j->kp + c * (X16 ? 2 : 1), 4);
+            xb[r] = _mm512_set1_epi32(xv);
+        }
+        for (int f = 0; f < 8; f++) {
+            __m512i q;
+            if (X16) { /* halves: channel c, channel c + 1 */
+                q = _mm512_ternarylogic_epi32(
+                    awq_shift(wv[1], 16 - 4 * f), _mm512_set1_epi32(0xF0000),
+                    _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF)),
+                    0xEA); /* (a & b) | c */
+            } else {       /* bytes: channels c .. c + 3 */
+                q = _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF));
+                for (int t = 1; t < 4; t++)
+                    q = _mm512_ternarylogic_epi32(awq_shift(wv[t], 8 * t - 4 * f),
+                                                  _mm512_set1_epi32(0xF << (8 * t)), q, 0xEA);
+            }
+            for (int r = 0; r < M; r++)
+                acc[r][f] = X16 ? _mm512_dpwssd_epi32(acc[r][f], q, xb[r])
+                                : _mm512_dpbusd_epi32(acc[r][f], q, xb[r]);
+        }
+    }
+    /* flush: zeros (packed like the codes) and scales permuted to field-major */
+    const int64_t   g  = c0 / w->group_size;
+    const __m512i   zw = _mm512_maskz_loadu_epi32(wm, (const uint32_t *)w->qzeros + g * nw + w0);
+    const uint16_t *sp = (const uint16_t *)w->scales + g * n + 8 * w0;
+    const int64_t   vc = 8 * vw; /* valid columns */
+    __m512i         sh[4];
+    for (int h = 0; h < 4; h++) {
+        const int64_t   left = vc - 32 * h;
+        const __mmask32 hm   = left >= 32  ? ~(__mmask32)0
+                               : left <= 0 ? 0
+                                           : (__mmask32)((1u << left) - 1u);
+        sh[h]                = _mm512_maskz_loadu_epi16(hm, (const void *)(sp + 32 * h));
+    }
+    for (int f = 0; f < 8; f++) {
+        const int o = kAwqCol[f];
+        /* lanes 0..7: columns 8l + o of the first 64 (sh[0], sh[1]); 8..15: of the next 64 */
+        const __m512i idx =
+            _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                             56 + o, 48 + o, 40 + o, 32 + o, 24 + o, 16 + o, 8 + o, o);
+        const __m512i lo = _mm512_permutex2var_epi16(sh[0], idx, sh[1]);
+        const __m512i hi = _mm512_permutex2var_epi16(sh[2], idx, sh[3]);
+        const __m512  sc = _mm512_cvtph_ps(
+             _mm256_set_m128i(_mm512_castsi512_si128(hi), _mm512_castsi512_si128(lo)));
+        const __m512 zf = _mm512_cvtepi32_ps(
+            _mm512_and_si512(_mm512_srli_epi32(zw, 4u * (unsigned)f), _mm512_set1_epi32(0xF)));
+        for (int r = 0; r < M; r++) {
+            const int64_t rr = r0 + r;
+            const __m512  xs = _mm512_set1_ps(j->xsf[rr * j->nkb + kb]);
+            const __m512  d  = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
+            float        *yp = j->yf + rr * j->np + 8 * w0 + 16 * f;
+            const __m512  t  = _mm512_fnmadd_ps(zf, xs, _mm512_cvtepi32_ps(acc[r][f]));
+            const __m512  yv = kb ? _mm512_loadu_ps(yp) : _mm512_setzero_ps();
+            _mm512_storeu_ps(yp, _mm512_fmadd_ps(t, _mm512_mul_ps(sc, d), yv));
+        }
+    }
+}
+
+/* One thread's 16-word blocks [b0, b1). */
+VNNI_INLINE void awq_vnni_range(const awq_job *j, int64_t b0, int64_t b1, const int X16) {
+    const int64_t m = j->m;
+#define AWQ_TILE(KB, B, R0, MM)                                                                    \
+    do {                                                                                           \
+        if ((MM) == 1)                                                                             \
+            awq_vnni_tile(j, KB, (B)*16, R0, X16, 1);                                              \
+        else                                                                                       \
+            awq_vnni_tile(j, KB, (B)*16, R0, X16, 2);                                              \
+    } while (0)
+    if (m <= AWQ_M) {
+        for (int64_t kb = 0; kb < j->nkb; kb++)
+            for (int64_t b = b0; b < b1; b++)
+                AWQ_TILE(kb, b, 0, m);
+        return;
+    }
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t r0 = 0; r0 < m; r0 += AWQ_M)
+            for (int64_t kb = 0; kb < j->nkb; kb++)
+                AWQ_TILE(kb, b, r0, m - r0 < AWQ_M ? m - r0 : AWQ_M);
+#undef AWQ_TILE
+}
+
+VNNI_TARGET static void awq_vnni_x8(const awq_job *j, int64_t b0, int64_t b1) {
+    awq_vnni_range(j, b0, b1, 0);
+}
+VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
+    awq_vnni_range(j, b0, b1, 1);
+}
+
+static int64_t awq_np(const lq_qlinear *w) {
+    return (w->n + 127) / 128 * 128;
+}
+
+size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
+    const int64_t ab = lq_awq_qx_block(w, xbits);
+    if (!ab)
+        return 0;
+    const int64_t nkb = (w->k + ab - 1) / ab;
+    /* codes [m, kp], block sums and scales [m, nkb] each, scratch y [m, np] */
+    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4 + m * awq_np(w) * 4);
+}
+
+lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int xbits, int nthreads) {
+    awq_job j = {0};
+    j.w       = w;
+    j.xbits   = xbits;
+    j.ab      = lq_awq_qx_block(w, xbits);
+    if (!j.ab || (xbits != 8 && xbits != 16))
+        return LQ_ERR_UNSUPPORTED;
+    j.nkb        = (w->k + j.ab - 1) / j.ab;
+    j.kp         = al64(w->k * (xbits / 8));
+    j.m          = m;
+    j.np         = awq_np(w);
+    uint8_t *xp  = ws;
+    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
+    j.xp               = xp;
+    j.xsf              = xsf;
+    j.dx               = dx;
+    j.yf               = yf;
+    const int     nt   = lq_cpu_threads(nthreads);
+    const int64_t nblk = (w->n / 8 + 15) / 16;
+    const int64_t n = w->n, k = w->k;
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        int32_t       tmp[256];
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) /* activations in channel order */
+            for (int64_t kb = 0; kb < j.nkb; kb++) {
+                const int64_t c0 = kb * j.ab, c1 = c0 + j.ab < k ? c0 + j.ab : k;
+                xsf[r * j.nkb + kb] =
+                    (float)lq_qx_block(x + r * k + c0, c1 - c0, xbits == 16 ? 32767.f : 127.f, tmp,
+                                       &dx[r * j.nkb + kb]);
+                for (int64_t c = c0; c < c1; c++) {
+                    if (xbits == 16)
+                        ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
+                    else
+                        ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
+                }
+            }
+        if (nblk * th / tn < nblk * (th + 1) / tn)
+            (xbits == 16 ? awq_vnni_x16 : awq_vnni_x8)(&j, nblk * th / tn, nblk * (th + 1) / tn);
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) /* field-major scratch -> column order */
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t blk = i / 128, l = (i % 128) / 8, o = i % 8;
+                y[r * n + i] = yf[r * j.np + blk * 128 + 16 * lq_awq_field_of((int)o) + l];
+            }
+    }
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * LLM.int8: acc[r, i] = sum_c qx[r, c] * cb[i, c], exact. vpdpbusd takes one unsigned operand:
+ * the activations go in as qx + 128 and 128 * sum_c cb[i, c] (one more vpdpbusd against ones
+ * per column, shared by the rows) comes off. Rows of cb are contiguous in k: each step loads 64
+ * codes of 4 columns and 64 activations of up to 4 rows; lanes are summed at the end.
+ * --------------------------------------------------------------------------------------- */
+#define I8_NC 4 /* columns per block */
+
+VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, int64_t kp,
+                                int64_t i0, int64_t r0, int32_t *acc, int64_t n, const int M,
+                                const int NC) {
+    __m512i       a[VNNI_M][I8_NC], sw[I8_NC];
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int c = 0; c < NC; c++) {
+        sw[c] = _mm512_setzero_si512();
+        for (int r = 0; r < M; r++)
+            a[r][c] = _mm512_setzero_si512();
+    }
+    for (int64_t c0 = 0; c0 < k; c0 += 64) {
+        const __mmask64 km = k - c0 >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - c0)) - 1);
+        __m512i         wv[I8_NC];
+        for (int c = 0; c < NC; c++) {
+            wv[c] = _mm512_maskz_loadu_epi8(km, cb + (i0 + c) * k + c0);
+            sw[c] = _mm512_dpbusd_epi32(sw[c], ones, wv[c]);
+        }
+        for (int r = 0; r < M; r++) {
+            const __m512i xv = _mm512_loadu_si512((const void *)(xu + (r0 + r) * kp + c0));
+            for (int c = 0; c < NC; c++)
+                a[r][c] = _mm512_dpbusd_epi32(a[r][c], xv, wv[c]);
+        }
+    }
+    for (int c = 0; c < NC; c++) {
+        const int32_t s128 = 128 * _mm512_reduce_add_epi32(sw[c]);
+        for (int r = 0; r < M; r++)
+            acc[(r0 + r) * n + i0 + c] = _mm512_reduce_add_epi32(a[r][c]) - s128;
+    }
+}
+
+VNNI_TARGET static void int8_vnni_range(const int8_t *cb, int64_t n, int64_t k, const uint8_t *xu,
+                                        int64_t kp, int64_t m, int64_t i0, int64_t i1,
+                                        int32_t *acc) {
+#define I8_TILE(NCC)                                                                               \
+    for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)                                                     \
+        switch (m - r0 < VNNI_M ? m - r0 : VNNI_M) {                                               \
+        case 1:                                                                                    \
+            int8_vnni_tile(cb, k, xu, kp, i, r0, acc, n, 1, NCC);                                  \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            int8_vnni_tile(cb, k, xu, kp, i, r0, acc, n, 2, NCC);                                  \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            int8_vnni_tile(cb, k, xu, kp, i, r0, acc, n, 3, NCC);                                  \
+            break;                                                                                 \
+        default:                                                                                   \
+            int8_vnni_tile(cb, k, xu, kp, i, r0, acc, n, 4, NCC);                                  \
+            break;                                                                                 \
+        }
+    int64_t i = i0;
+    for (; i + I8_NC <= i1; i += I8_NC)
+        I8_TILE(I8_NC)
+    for (; i < i1; i++)
+        I8_TILE(1)
+#undef I8_TILE
+}
+
+size_t lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m) {
+    (void)n;
+    return (size_t)(m * al64(k));
+}
+
+lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, void *ws, int nthreads) {
+    uint8_t      *xu = ws;
+    const int64_t kp = al64(k);
+    const int     nt = lq_cpu_threads(nthreads);
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) {
+            for (int64_t c = 0; c < k; c++)
+                xu[r * kp + c] = (uint8_t)(qx[r * k + c] + 128);
+            memset(xu + r * kp + k, 0, (size_t)(kp - k));
+        }
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        const int64_t nb = (n + I8_NC - 1) / I8_NC;
+        const int64_t i0 = nb * th / tn * I8_NC, i1 = nb * (th + 1) / tn * I8_NC;
+        if (i0 < n)
+            int8_vnni_range(cb, n, k, xu, kp, m, i0, i1 < n ? i1 : n, acc);
+    }
+    return LQ_OK;
+}
+
+#else /* not x86-64 GCC/clang: the float kernels only */
+
+int lq_cpu_vnni(void) {
+    return 0;
+}
+size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
+    (void)w, (void)m, (void)xbits;
+    return 0;
+}
+lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)xbits, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+size_t lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m) {
+    (void)n, (void)k, (void)m;
+    return 0;
+}
+size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
+    (void)w, (void)m, (void)xbits;
+    return 0;
+}
+lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int xbits, int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)xbits, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, void *ws, int nthreads) {
+    (void)cb, (void)n, (void)k, (void)qx, (void)m, (void)acc, (void)ws, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+#endif
