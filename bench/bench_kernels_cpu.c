@@ -206,6 +206,10 @@ int main(int argc, char **argv) {
             secs = atof(argv[i + 1]);
         i++;
     }
+    /* -t bounds OpenBLAS too: its OpenMP build (the one llmquant links) takes the OpenMP thread
+     * count, and a 1-thread row must not run its sgemm on every core */
+    if (nt > 0)
+        omp_set_num_threads(nt);
     const int threads = nt > 0 ? nt : omp_get_max_threads();
 
     /* STREAM-like copy: 2 x 256 MiB, bytes = read + write */

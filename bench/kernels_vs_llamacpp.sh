@@ -2,12 +2,14 @@
 # llmquant's CPU dequant-matmul kernels against llama.cpp's closest types, side by side in one
 # run on one machine (issue #13, item 1): every format of bench_kernels_cpu against ggml_mul_mat
 # of the llama-cpp-python sdist's ggml (bench/llamacpp/ggml_mulmat.c, built here), same shapes,
-# batch sizes and threads, best of repeats for both. Prints a markdown table; ratio = llama.cpp
-# time / llmquant time (> 1: llmquant faster).
+# batch sizes and threads, best of repeats for both. Prints a markdown table of every point
+# (ratio = llama.cpp time / llmquant time; > 1: llmquant faster), then the ratios pivoted per
+# shape: a row per format and thread count, a column per m.
 #
 #   bench/kernels_vs_llamacpp.sh BUILD_DIR [WORK_DIR]
 #   env: SHAPES="4096x4096 11008x4096 4096x11008" (n x k), MS=1,16,64,512, THREADS="1 2",
-#        SECS=0.3 (seconds of repeats per point)
+#        SECS=0.3 (seconds of repeats per point), ROUNDS=2 (whole passes; each point keeps its
+#        best: a 2-core VM's neighbours slow down stretches of seconds, not single runs)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 vs q3_K, GPTQ-2 vs
@@ -23,6 +25,7 @@ SHAPES=${SHAPES:-"4096x4096 11008x4096 4096x11008"}
 MS=${MS:-1,16,64,512}
 THREADS=${THREADS:-"1 2"}
 SECS=${SECS:-0.3}
+ROUNDS=${ROUNDS:-2}
 mkdir -p "$WORK"
 
 bin=$("$SRC/bench/build_llamacpp.sh" ggml ggml-cpu | tail -1)
@@ -39,30 +42,72 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "CPU: $cpu ($(nproc) cores); llama.cpp: ggml of $(basename "$lsrc") ($ver); $(date -u +%F)"
 "$BUILD/bench/bench_kernels_cpu" -f none -s 64x64 -m 1 -r 0.01 2>&1 | grep -m1 'OpenBLAS kernels' || true
 echo
+rows="$WORK/rows.md"
+: >"$rows"
 echo "| n x k | threads | format | m | llmquant ms | llama.cpp type | llama.cpp ms | ratio |"
 echo "|---|---:|---|---:|---:|---|---:|---:|"
 for shape in $SHAPES; do
     n=${shape%x*} k=${shape#*x}
     for t in $THREADS; do
         out="$WORK/lq_${shape}_t$t.txt" gg="$WORK/gg_${shape}_t$t.txt"
-        "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" >"$out" 2>&1
+        : >"$out"
         : >"$gg"
-        for ty in $types; do
-            OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+        for ((round = 0; round < ROUNDS; round++)); do
+            "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" >>"$out" 2>&1
+            for ty in $types; do
+                OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+            done
         done
         # bench_kernels_cpu rows: name m nxk time ... ("dense-f32 sgemm" is two words)
         sed 's/^dense-f32 sgemm/dense-f32/' "$out" |
             awk -v shape="$shape" -v t="$t" -v gg="$gg" -v pairs="$(tr '\n' ' ' <<<"$PAIRS")" '
             BEGIN {
-                while ((getline line < gg) > 0) { split(line, a, " "); ref[a[2] " " a[5]] = a[7] }
+                while ((getline line < gg) > 0) {
+                    split(line, a, " ")
+                    key = a[2] " " a[5]
+                    if (!(key in ref) || a[7] + 0 < ref[key] + 0) ref[key] = a[7]
+                }
                 np = split(pairs, p, " ")
                 for (i = 1; i <= np; i++) { split(p[i], q, ":"); ty[q[1]] = q[2] }
             }
             { base = $1; sub(/\+ix$/, "", base) }
             (base in ty) && $3 == shape {
-                r = ref[ty[base] " " $2]
-                printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f |\n", shape, t, $1, $2, $4,
-                       ty[base], r, (r > 0 && $4 > 0) ? r / $4 : 0
-            }'
+                key = $1 " " $2
+                if (!(key in best)) { order[++nk] = key; nm[key] = $1; mm[key] = $2; tb[key] = ty[base] }
+                if (!(key in best) || $4 + 0 < best[key] + 0) best[key] = $4
+            }
+            END {
+                for (i = 1; i <= nk; i++) {
+                    key = order[i]; r = ref[tb[key] " " mm[key]]
+                    printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f |\n", shape, t, nm[key],
+                           mm[key], best[key], tb[key], r, (r > 0 && best[key] > 0) ? r / best[key] : 0
+                }
+            }' | tee -a "$rows"
     done
+done
+
+# the ratios per shape: format (llama.cpp type) x threads, one column per m
+for shape in $SHAPES; do
+    echo
+    echo "Ratios at $shape (llama.cpp time / llmquant time; > 1: llmquant faster):"
+    echo
+    awk -F' *[|] *' -v shape="$shape" -v ms="$MS" '
+        BEGIN { nm = split(ms, M, ",") }
+        $2 == shape {
+            key = $4 " (" $7 ") | " $3
+            if (!(key in seen)) { seen[key] = 1; order[++nk] = key }
+            r[key, $5] = $9
+        }
+        END {
+            printf "| format (llama.cpp type) | threads |"
+            for (i = 1; i <= nm; i++) printf " m=%s |", M[i]
+            printf "\n|---|---:|"
+            for (i = 1; i <= nm; i++) printf "---:|"
+            printf "\n"
+            for (j = 1; j <= nk; j++) {
+                printf "| %s |", order[j]
+                for (i = 1; i <= nm; i++) printf " %s |", ((order[j], M[i]) in r) ? r[order[j], M[i]] : "-"
+                printf "\n"
+            }
+        }' "$rows"
 done

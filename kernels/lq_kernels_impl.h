@@ -185,7 +185,6 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
  * the CPU picks it only with AVX-512 VNNI. */
 #define LQ_QX_X16_MAX_M 4
 #define LQ_QX_X8_MAX_M  1024
-#define LQ_AWQ_QX_MAX_M 16
 int     lq_qx_bits_for(int64_t m);
 int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit, int xbits);
 int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);

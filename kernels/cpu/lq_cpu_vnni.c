@@ -49,13 +49,15 @@ static int64_t al64(int64_t v) {
     return (v + 63) & ~(int64_t)63;
 }
 
+/* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
+static size_t gptq_vnni_ws(int64_t k, int64_t ab, int64_t m, int xbits) {
+    const int64_t nkb = (k + ab - 1) / ab;
+    return (size_t)(m * al64(k * (xbits / 8)) + 2 * m * nkb * 4);
+}
+
 size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     const int64_t ab = lq_gptq_qx_block(w, xbits);
-    if (!ab)
-        return 0;
-    const int64_t nkb = (w->k + ab - 1) / ab;
-    /* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
-    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4);
+    return ab ? gptq_vnni_ws(w->k, ab, m, xbits) : 0;
 }
 
 typedef struct vnni_job {
@@ -280,12 +282,13 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
 /* ---------------------------------------------------------------------------------------
  * AWQ: the semantics of lq_gemm_awq_qx_ref. Word (c, j) packs columns 8j + o of channel c, in
  * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
- * words is a vector whose lane l is column 8l + kAwqCol[f]. A lane of a vpdpwssd (vpdpbusd)
- * needs 2 (4) consecutive channels of one column: field f of 2 (4) channel rows, shifted into
- * the lane's 16-bit halves (bytes). Results come out field-major and go to a scratch y (rows
- * padded to 128 columns), put back in column order at the end; the scales are permuted to
- * field-major with two vpermt2w per field at each block flush, the zeros come packed like the
- * codes.
+ * words is a vector whose lane l is column 8l + kAwqCol[f].
+ * int16 (m <= 4): a lane of a vpdpwssd needs 2 consecutive channels of one column: field f of
+ * 2 channel rows, shifted into the lane's halves. Results come out field-major and go to a
+ * scratch y (rows padded to 128 columns), put back in column order at the end; the scales are
+ * permuted to field-major with two vpermt2w per field at each block flush, the zeros come
+ * packed like the codes.
+ * int8 (more rows): see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
 #define AWQ_M 2 /* activation rows per chunk (8 accumulators a row) */
 
@@ -304,12 +307,11 @@ VNNI_INLINE __m512i awq_shift(__m512i v, const int d) { /* d > 0: left */
     return d > 0 ? _mm512_slli_epi32(v, (unsigned)d) : _mm512_srli_epi32(v, (unsigned)-d);
 }
 
-VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int X16,
-                               const int M) {
+VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-    const int         U  = X16 ? 2 : 4;                 /* channels per lane */
+    const int         U  = 2;                           /* channels per lane (int16) */
     const int64_t     vw = nw - w0 < 16 ? nw - w0 : 16; /* valid words */
     const __mmask16   wm = (__mmask16)((1u << vw) - 1u);
     const uint32_t   *qw = (const uint32_t *)w->qweight;
@@ -318,7 +320,7 @@ VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t
         for (int f = 0; f < 8; f++)
             acc[r][f] = _mm512_setzero_si512();
     for (int64_t c = c0; c < c1; c += U) {
-        __m512i wv[4];
+        __m512i wv[2];
         for (int t = 0; t < U; t++) {
             const uint32_t *row = qw + (c + t) * nw + w0;
             if (M <= 2)
@@ -328,25 +330,17 @@ VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t
         __m512i xb[AWQ_M];
         for (int r = 0; r < M; r++) {
             int32_t xv;
-            memcpy(&xv, j->xp + (r0 + r) * j->kp + c * (X16 ? 2 : 1), 4);
+            memcpy(&xv, j->xp + (r0 + r) * j->kp + c * 2, 4);
             xb[r] = _mm512_set1_epi32(xv);
         }
         for (int f = 0; f < 8; f++) {
-            __m512i q;
-            if (X16) { /* halves: channel c, channel c + 1 */
-                q = _mm512_ternarylogic_epi32(
-                    awq_shift(wv[1], 16 - 4 * f), _mm512_set1_epi32(0xF0000),
-                    _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF)),
-                    0xEA); /* (a & b) | c */
-            } else {       /* bytes: channels c .. c + 3 */
-                q = _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF));
-                for (int t = 1; t < 4; t++)
-                    q = _mm512_ternarylogic_epi32(awq_shift(wv[t], 8 * t - 4 * f),
-                                                  _mm512_set1_epi32(0xF << (8 * t)), q, 0xEA);
-            }
+            /* halves: field f of channel c, of channel c + 1 */
+            const __m512i q = _mm512_ternarylogic_epi32(
+                awq_shift(wv[1], 16 - 4 * f), _mm512_set1_epi32(0xF0000),
+                _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF)),
+                0xEA); /* (a & b) | c */
             for (int r = 0; r < M; r++)
-                acc[r][f] = X16 ? _mm512_dpwssd_epi32(acc[r][f], q, xb[r])
-                                : _mm512_dpbusd_epi32(acc[r][f], q, xb[r]);
+                acc[r][f] = _mm512_dpwssd_epi32(acc[r][f], q, xb[r]);
         }
     }
     /* flush: zeros (packed like the codes) and scales permuted to field-major */
@@ -387,14 +381,14 @@ VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t
 }
 
 /* One thread's 16-word blocks [b0, b1). */
-VNNI_INLINE void awq_vnni_range(const awq_job *j, int64_t b0, int64_t b1, const int X16) {
+VNNI_INLINE void awq_vnni_range(const awq_job *j, int64_t b0, int64_t b1) {
     const int64_t m = j->m;
 #define AWQ_TILE(KB, B, R0, MM)                                                                    \
     do {                                                                                           \
         if ((MM) == 1)                                                                             \
-            awq_vnni_tile(j, KB, (B)*16, R0, X16, 1);                                              \
+            awq_vnni_tile(j, KB, (B)*16, R0, 1);                                                   \
         else                                                                                       \
-            awq_vnni_tile(j, KB, (B)*16, R0, X16, 2);                                              \
+            awq_vnni_tile(j, KB, (B)*16, R0, 2);                                                   \
     } while (0)
     if (m <= AWQ_M) {
         for (int64_t kb = 0; kb < j->nkb; kb++)
@@ -409,21 +403,108 @@ VNNI_INLINE void awq_vnni_range(const awq_job *j, int64_t b0, int64_t b1, const 
 #undef AWQ_TILE
 }
 
-VNNI_TARGET static void awq_vnni_x8(const awq_job *j, int64_t b0, int64_t b1) {
-    awq_vnni_range(j, b0, b1, 0);
-}
 VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
-    awq_vnni_range(j, b0, b1, 1);
+    awq_vnni_range(j, b0, b1);
 }
 
 static int64_t awq_np(const lq_qlinear *w) {
     return (w->n + 127) / 128 * 128;
 }
 
+/* More rows: the codes are repacked once into GPTQ's layout (a word per column holding 8
+ * channels: an 8 x 8 nibble transpose of 8 channel rows, three swap stages) in field-major
+ * column order, the scales and zeros likewise, and the GPTQ kernel runs on that: the same
+ * blocks and integer sums, so the same result bit for bit, with the unpacking paid once
+ * instead of once per row chunk. */
+VNNI_TARGET static void awq_repack_codes(const lq_qlinear *w, int64_t wr, uint32_t *qg,
+                                         int64_t np) {
+    const int64_t   nw = w->n / 8;
+    const uint32_t *qw = (const uint32_t *)w->qweight + wr * 8 * nw;
+    for (int64_t j0 = 0; j0 < nw; j0 += 16) {
+        const __mmask16 wm = (__mmask16)((1u << (nw - j0 < 16 ? nw - j0 : 16)) - 1u);
+        __m512i         r[8];
+        for (int t = 0; t < 8; t++)
+            r[t] = _mm512_maskz_loadu_epi32(wm, (const void *)(qw + t * nw + j0));
+        /* transpose: afterwards r[f] holds field f of rows 0..7 as nibbles 0..7 */
+        for (int sh = 4, st = 1; st < 8; sh *= 2, st *= 2) {
+            const __m512i mk = _mm512_set1_epi32(sh == 4   ? 0x0F0F0F0F
+                                                 : sh == 8 ? 0x00FF00FF
+                                                           : 0x0000FFFF);
+            for (int t = 0; t < 8; t++) {
+                if (t & st)
+                    continue;
+                const __m512i d = _mm512_and_si512(
+                    _mm512_xor_si512(_mm512_srli_epi32(r[t], (unsigned)sh), r[t + st]), mk);
+                r[t + st] = _mm512_xor_si512(r[t + st], d);
+                r[t]      = _mm512_xor_si512(r[t], _mm512_slli_epi32(d, (unsigned)sh));
+            }
+        }
+        for (int f = 0; f < 8; f++)
+            _mm512_storeu_si512((void *)(qg + wr * np + j0 * 8 + 16 * f), r[f]);
+    }
+}
+
+/* the GPTQ descriptor of the repacked copy: [k/8, np] codes, [G, np] scales, [G, np/8] zeros
+ * (stored minus one, as GPTQ v1), g_idx c / group_size; padding columns have scale 0 */
+static size_t awq_gptq_bytes(const lq_qlinear *w) {
+    const int64_t np = awq_np(w), G = w->k / w->group_size;
+    return (size_t)(al64(w->k / 8 * np * 4) + al64(G * np * 2) + al64(G * np / 2) + al64(w->k * 4));
+}
+
+static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int nt) {
+    const int64_t n = w->n, k = w->k, np = awq_np(w), G = k / w->group_size, nw = n / 8;
+    uint8_t      *p  = buf;
+    uint32_t     *qg = (uint32_t *)(void *)p;
+    uint16_t     *sg = (uint16_t *)(void *)(p += al64(k / 8 * np * 4));
+    uint32_t     *zg = (uint32_t *)(void *)(p += al64(G * np * 2));
+    int32_t      *gi = (int32_t *)(void *)(p + al64(G * np / 2));
+    *g               = *w;
+    g->format        = LQ_FMT_GPTQ;
+    g->n             = np;
+    g->qweight       = qg;
+    g->scales        = sg;
+    g->qzeros        = zg;
+    g->g_idx         = gi;
+    g->bias          = NULL;
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t wr = 0; wr < k / 8; wr++)
+            awq_repack_codes(w, wr, qg, np);
+#pragma omp for schedule(static)
+        for (int64_t gg = 0; gg < G; gg++) {
+            const uint16_t *s  = (const uint16_t *)w->scales + gg * n;
+            const uint32_t *zw = (const uint32_t *)w->qzeros + gg * nw;
+            for (int64_t pw = 0; pw < np / 8; pw++) { /* zero word: positions 8 pw .. 8 pw + 7 */
+                uint32_t zword = 0;
+                for (int t = 0; t < 8; t++) {
+                    const int64_t pos = 8 * pw + t, blk = pos / 128, f = (pos % 128) / 16,
+                                  l = pos % 16, j = blk * 16 + l;
+                    const int64_t col = blk * 128 + 8 * l + kAwqCol[f];
+                    uint32_t      z   = 0;
+                    uint16_t      sc  = 0;
+                    if (j < nw && col < n) {
+                        z  = (zw[j] >> (4 * f)) & 15u;
+                        sc = s[col];
+                    }
+                    zword |= ((z - 1u) & 15u) << (4 * t);
+                    sg[gg * np + pos] = sc;
+                }
+                zg[gg * (np / 8) + pw] = zword;
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < k; c++)
+            gi[c] = (int32_t)(c / w->group_size);
+    }
+}
+
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     const int64_t ab = lq_awq_qx_block(w, xbits);
     if (!ab)
         return 0;
+    if (xbits == 8) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
+        return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * awq_np(w)) * 4;
     const int64_t nkb = (w->k + ab - 1) / ab;
     /* codes [m, kp], block sums and scales [m, nkb] each, scratch y [m, np] */
     return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4 + m * awq_np(w) * 4);
@@ -437,19 +518,35 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     j.ab      = lq_awq_qx_block(w, xbits);
     if (!j.ab || (xbits != 8 && xbits != 16))
         return LQ_ERR_UNSUPPORTED;
-    j.nkb        = (w->k + j.ab - 1) / j.ab;
-    j.kp         = al64(w->k * (xbits / 8));
-    j.m          = m;
-    j.np         = awq_np(w);
-    uint8_t *xp  = ws;
-    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
-    j.xp               = xp;
-    j.xsf              = xsf;
-    j.dx               = dx;
-    j.yf               = yf;
-    const int     nt   = lq_cpu_threads(nthreads);
-    const int64_t nblk = (w->n / 8 + 15) / 16;
+    const int     nt = lq_cpu_threads(nthreads);
     const int64_t n = w->n, k = w->k;
+    if (xbits == 8) {
+        lq_qlinear g;
+        uint8_t   *p = ws;
+        awq_gptq_build(w, p, &g, nt);
+        uint8_t *gws = p + awq_gptq_bytes(w);
+        float   *yf  = (float *)(void *)(gws + al64(gptq_vnni_ws(k, j.ab, m, 8)));
+        LQ_TRY(lq_gemm_gptq_vnni(&g, x, m, yf, gws, 8, nthreads));
+        const int64_t np = g.n;
+#pragma omp          parallel for schedule(static) num_threads(nt)
+        for (int64_t r = 0; r < m; r++) /* field-major -> column order */
+            for (int64_t i = 0; i < n; i++) {
+                         const int64_t blk = i / 128, l = (i % 128) / 8, o = i % 8;
+                         y[r * n + i] = yf[r * np + blk * 128 + 16 * lq_awq_field_of((int)o) + l];
+            }
+        return LQ_OK;
+             }
+             j.nkb       = (w->k + j.ab - 1) / j.ab;
+             j.kp        = al64(w->k * (xbits / 8));
+             j.m         = m;
+             j.np        = awq_np(w);
+             uint8_t *xp = ws;
+             float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
+             j.xp               = xp;
+             j.xsf              = xsf;
+             j.dx               = dx;
+             j.yf               = yf;
+             const int64_t nblk = (w->n / 8 + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
@@ -469,7 +566,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
                 }
             }
         if (nblk * th / tn < nblk * (th + 1) / tn)
-            (xbits == 16 ? awq_vnni_x16 : awq_vnni_x8)(&j, nblk * th / tn, nblk * (th + 1) / tn);
+            awq_vnni_x16(&j, nblk * th / tn, nblk * (th + 1) / tn);
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++) /* field-major scratch -> column order */

@@ -27,15 +27,14 @@ static int32_t awq_zero(const lq_qlinear *w, int64_t g, int64_t i) {
 }
 
 int lq_awq_qx_bits(const lq_qlinear *w, int64_t m) {
-    /* above LQ_AWQ_QX_MAX_M rows the codes' field-by-field unpacking costs more than the
-     * float kernels (bench_kernels_cpu) */
-    const int xbits = m <= LQ_AWQ_QX_MAX_M ? lq_qx_bits_for(m) : 0;
+    const int xbits = lq_qx_bits_for(m);
     return xbits && lq_awq_qx_block(w, xbits) ? xbits : 0;
 }
 
 int64_t lq_awq_qx_block(const lq_qlinear *w, int xbits) {
-    /* a lane takes 2 (int16) or 4 (int8) consecutive channels */
-    return lq_qx_block_size(w->group_size, w->k, xbits == 16 ? 2 : 4, xbits);
+    /* int16: a lane takes 2 consecutive channels; int8 runs GPTQ's kernel on a repacked copy,
+     * whose words hold 8 */
+    return lq_qx_block_size(w->group_size, w->k, xbits == 16 ? 2 : 8, xbits);
 }
 
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
