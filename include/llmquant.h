@@ -236,8 +236,8 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * 2/4/8 without act-order) and AWQ quantize the activations per row and block of channels
  * (the group, or 128/256 channels of it) and use integer dot products where the CPU has
  * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int16 for m <= 4 rows (the float
- * result within ~1e-9 NMSE, at the speed of the memory), int8 for more rows (GPTQ up to 1024,
- * AWQ up to 16; ~5e-5 NMSE on gaussian rows, more with outlier channels). Elsewhere the float
+ * result within ~1e-9 NMSE, at the speed of the memory), int8 for 5 to 1024 rows (~5e-5 NMSE
+ * on gaussian rows, more with outlier channels: see docs/kernels.md). Elsewhere the float
  * kernels run. The workspace size depends on the flags.
  */
 #define LQ_QLINEAR_INT_X 1u
