@@ -210,7 +210,6 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
 size_t    lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads);
-int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 /* LLM.int8's integer part: acc[m, n] = qx[m, k] . cb[n, k] (exact int32); ws of
  * lq_ws_int8_vnni bytes (the activations offset to unsigned, rows padded to 64). */
 size_t    lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m);
@@ -221,6 +220,7 @@ int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads);
+int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);

@@ -26,16 +26,15 @@ static int int8_small(int64_t m) {
 
 /* Small-m workspace after the head: codes [m, k]; with VNNI their unsigned copy and the sums
  * [m, n]; then (all: with_fp) the gathered fp activations, [m, k] at most. */
-static size_t al64(size_t b);
+static size_t al64(size_t b) {
+    return (b + 63) & ~(size_t)63;
+}
+
 static size_t int8_small_ws(const lq_qlinear *w, int64_t m, int with_fp) {
     size_t b = al64((size_t)(m * w->k));
     if (lq_cpu_vnni())
         b += al64(lq_ws_int8_vnni(w->n, w->k, m)) + al64((size_t)(m * w->n) * 4);
     return b + (with_fp ? (size_t)(m * ((w->k + 7) & ~7)) * sizeof(float) : 0);
-}
-
-static size_t al64(size_t b) {
-    return (b + 63) & ~(size_t)63;
 }
 
 /* Workspace layout shared by both paths. */

@@ -295,8 +295,7 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
 typedef struct awq_job {
     const lq_qlinear *w;
     int64_t           ab, nkb, kp, m, np; /* np: scratch row stride */
-    int               xbits;
-    const uint8_t    *xp; /* [m, kp] codes in channel order */
+    const uint8_t    *xp;                 /* [m, kp] int16 codes in channel order */
     const float      *xsf, *dx;
     float            *yf; /* [m, np] field-major */
 } awq_job;
@@ -500,81 +499,65 @@ static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int nt
 }
 
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_awq_qx_block(w, xbits);
+    const int64_t ab = lq_awq_qx_block(w, xbits), np = awq_np(w);
     if (!ab)
         return 0;
     if (xbits == 8) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
-        return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * awq_np(w)) * 4;
+        return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * np) * 4;
     const int64_t nkb = (w->k + ab - 1) / ab;
-    /* codes [m, kp], block sums and scales [m, nkb] each, scratch y [m, np] */
-    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4 + m * awq_np(w) * 4);
+    /* int16 codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
+    return (size_t)(m * al64(w->k * 2) + 2 * m * nkb * 4 + m * np * 4);
+}
+
+/* y [m, n] in column order from the field-major yf [m, np] */
+static void awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < n; i++)
+            y[r * n + i] =
+                yf[r * np + i / 128 * 128 + 16 * lq_awq_field_of((int)(i % 8)) + (i % 128) / 8];
 }
 
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads) {
-    awq_job j = {0};
-    j.w       = w;
-    j.xbits   = xbits;
-    j.ab      = lq_awq_qx_block(w, xbits);
-    if (!j.ab || (xbits != 8 && xbits != 16))
-        return LQ_ERR_UNSUPPORTED;
+    const int64_t ab = lq_awq_qx_block(w, xbits), n = w->n, k = w->k, np = awq_np(w);
     const int     nt = lq_cpu_threads(nthreads);
-    const int64_t n = w->n, k = w->k;
+    if (!ab || (xbits != 8 && xbits != 16))
+        return LQ_ERR_UNSUPPORTED;
     if (xbits == 8) {
         lq_qlinear g;
-        uint8_t   *p = ws;
-        awq_gptq_build(w, p, &g, nt);
-        uint8_t *gws = p + awq_gptq_bytes(w);
-        float   *yf  = (float *)(void *)(gws + al64(gptq_vnni_ws(k, j.ab, m, 8)));
+        awq_gptq_build(w, ws, &g, nt);
+        uint8_t *gws = (uint8_t *)ws + awq_gptq_bytes(w);
+        float   *yf  = (float *)(void *)(gws + al64(gptq_vnni_ws(k, ab, m, 8)));
         LQ_TRY(lq_gemm_gptq_vnni(&g, x, m, yf, gws, 8, nthreads));
-        const int64_t np = g.n;
-#pragma omp          parallel for schedule(static) num_threads(nt)
-        for (int64_t r = 0; r < m; r++) /* field-major -> column order */
-            for (int64_t i = 0; i < n; i++) {
-                         const int64_t blk = i / 128, l = (i % 128) / 8, o = i % 8;
-                         y[r * n + i] = yf[r * np + blk * 128 + 16 * lq_awq_field_of((int)o) + l];
-            }
+        awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
-             }
-             j.nkb       = (w->k + j.ab - 1) / j.ab;
-             j.kp        = al64(w->k * (xbits / 8));
-             j.m         = m;
-             j.np        = awq_np(w);
-             uint8_t *xp = ws;
-             float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
-             j.xp               = xp;
-             j.xsf              = xsf;
-             j.dx               = dx;
-             j.yf               = yf;
-             const int64_t nblk = (w->n / 8 + 15) / 16;
+    }
+    awq_job  j  = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k * 2), .m = m, .np = np};
+    uint8_t *xp = ws;
+    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
+    j.xp               = xp;
+    j.xsf              = xsf;
+    j.dx               = dx;
+    j.yf               = yf;
+    const int64_t nblk = (n / 8 + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
         int32_t       tmp[256];
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) /* activations in channel order */
+        for (int64_t r = 0; r < m; r++) /* int16 activations in channel order */
             for (int64_t kb = 0; kb < j.nkb; kb++) {
-                const int64_t c0 = kb * j.ab, c1 = c0 + j.ab < k ? c0 + j.ab : k;
+                const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
                 xsf[r * j.nkb + kb] =
-                    (float)lq_qx_block(x + r * k + c0, c1 - c0, xbits == 16 ? 32767.f : 127.f, tmp,
-                                       &dx[r * j.nkb + kb]);
-                for (int64_t c = c0; c < c1; c++) {
-                    if (xbits == 16)
-                        ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
-                    else
-                        ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
-                }
+                    (float)lq_qx_block(x + r * k + c0, c1 - c0, 32767.f, tmp, &dx[r * j.nkb + kb]);
+                for (int64_t c = c0; c < c1; c++)
+                    ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
             }
         if (nblk * th / tn < nblk * (th + 1) / tn)
             awq_vnni_x16(&j, nblk * th / tn, nblk * (th + 1) / tn);
-#pragma omp barrier
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) /* field-major scratch -> column order */
-            for (int64_t i = 0; i < n; i++) {
-                const int64_t blk = i / 128, l = (i % 128) / 8, o = i % 8;
-                y[r * n + i] = yf[r * j.np + blk * 128 + 16 * lq_awq_field_of((int)o) + l];
-            }
     }
+    awq_unpermute(yf, np, m, n, y, nt);
     return LQ_OK;
 }
 
