@@ -24,12 +24,12 @@ static int int8_small(int64_t m) {
     return m <= LQ_FUSED_M || (m <= INT8_VNNI_MAX_M && lq_cpu_vnni());
 }
 
-/* Small-m workspace after the head: codes [m, k]; with VNNI their unsigned copy and the sums
- * [m, n]; then (all: with_fp) the gathered fp activations, [m, k] at most. */
 static size_t al64(size_t b) {
     return (b + 63) & ~(size_t)63;
 }
 
+/* Small-m workspace after the head: codes [m, k]; with VNNI their unsigned copy and the sums
+ * [m, n]; then (all: with_fp) the gathered fp activations, [m, k] at most. */
 static size_t int8_small_ws(const lq_qlinear *w, int64_t m, int with_fp) {
     size_t b = al64((size_t)(m * w->k));
     if (lq_cpu_vnni())
