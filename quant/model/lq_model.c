@@ -111,14 +111,32 @@ float *lq_linear_dense_mut(lq_linear *l) {
     return NULL;
 }
 
-size_t lq_linear_ws_size(const lq_linear *l, int64_t m) {
+/* The integer-activation kernels take at most this many rows (docs/kernels.md). */
+#define INT_X_ROWS 1024
+
+static int int_x_rows(const lq_format_traits *t, const lq_qlinear *q, int64_t mc, unsigned flags) {
+    return (flags & LQ_QLINEAR_INT_X) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc);
+}
+
+size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
     const lq_format_traits *t = lq_format_traits_get((lq_format)l->buf.q.format);
-    return t && t->ws_cpu ? t->ws_cpu(&l->buf.q, m) : 0;
+    if (!t || !t->ws_cpu)
+        return 0;
+    const int64_t mc = m < INT_X_ROWS ? m : INT_X_ROWS;
+    if (int_x_rows(t, &l->buf.q, mc, flags)) { /* chunks of mc rows, the last maybe float */
+        const size_t a = t->ws_cpu_qx(&l->buf.q, mc), b = t->ws_cpu(&l->buf.q, m % mc ? m % mc : 1);
+        return a > b ? a : b;
+    }
+    return t->ws_cpu(&l->buf.q, m);
+}
+
+size_t lq_linear_ws_size(const lq_linear *l, int64_t m) {
+    return lq_linear_ws_size_ex(l, m, 0);
 }
 
 /* Every format, dense included, through its row of the kernel table. */
-lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
-                            size_t ws_size, int nthreads) {
+lq_status lq_linear_forward_ex(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
+                               size_t ws_size, int nthreads, unsigned flags) {
     const lq_qlinear *q = &l->buf.q;
     const int64_t     n = q->n;
     if (m <= 0)
@@ -128,7 +146,7 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
     const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
     if (!t->gemm_cpu)
         return LQ_ERR_UNSUPPORTED;
-    const size_t need = t->ws_cpu ? t->ws_cpu(q, m) : 0;
+    const size_t need = lq_linear_ws_size_ex(l, m, flags);
     void        *own  = NULL;
     if (need > ws_size) { /* callers without a workspace (one-off calls) */
         own = lq_aligned_alloc(need);
@@ -137,7 +155,16 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
         ws      = own;
         ws_size = need;
     }
-    const lq_status st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
+    lq_status st = LQ_OK;
+    if (flags & LQ_QLINEAR_INT_X) { /* row chunks the integer-activation kernels take */
+        for (int64_t r0 = 0; r0 < m && st == LQ_OK; r0 += INT_X_ROWS) {
+            const int64_t mc = m - r0 < INT_X_ROWS ? m - r0 : INT_X_ROWS;
+            st               = (int_x_rows(t, q, mc, flags) ? t->gemm_cpu_qx : t->gemm_cpu)(
+                q, x + r0 * q->k, mc, y + r0 * n, ws, ws_size, nthreads);
+        }
+    } else {
+        st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
+    }
     lq_aligned_free(own);
     LQ_TRY(st);
     if (l->bias)
@@ -145,6 +172,11 @@ lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float
             for (int64_t i = 0; i < n; i++)
                 y[r * n + i] += l->bias[i];
     return LQ_OK;
+}
+
+lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
+                            size_t ws_size, int nthreads) {
+    return lq_linear_forward_ex(l, x, m, y, ws, ws_size, nthreads, 0);
 }
 
 int lq_layer_vecs(const lq_model_config *cfg, lq_layer *l, lq_layer_vec out[LQ_LAYER_MAX_VECS]) {

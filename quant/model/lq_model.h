@@ -55,6 +55,11 @@ void lq_linear_free(lq_linear *l);
 lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
                             size_t ws_size, int nthreads);
 size_t    lq_linear_ws_size(const lq_linear *l, int64_t m);
+/* The same with lq_qlinear_forward_cpu_ex flags: LQ_QLINEAR_INT_X runs GPTQ/AWQ on integer
+ * activations where the CPU has those kernels, in chunks of at most 1024 rows. */
+lq_status lq_linear_forward_ex(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
+                               size_t ws_size, int nthreads, unsigned flags);
+size_t    lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags);
 /* Writable float32 [n, k] weights of a dense linear that owns them (every dense linear the
  * loader or lq_layer_alloc_dense makes), else NULL (quantized, or a view such as a tied
  * lm_head). */
@@ -197,6 +202,8 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
 void      lq_fwd_ws_free(lq_fwd_ws *ws);
 /* CPU threads of the forwards using ws (<= 0: all cores, the default). */
 void    lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
+/* lq_qlinear_forward_cpu_ex flags for the quantized linears (0: float activations). */
+void lq_fwd_ws_set_kernel_flags(lq_fwd_ws *ws, unsigned flags);
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws);
 /* Mixture of experts: how many tokens each layer's router sent to each expert through this
  * workspace, [layers, experts] (NULL, 0, 0 for a dense model). */

@@ -63,6 +63,7 @@ struct lq_fwd_ws {
     float           *scores;
     size_t           scores_cap; /* floats */
     void            *kws;        /* quantized-kernel scratch */
+    unsigned         kflags;     /* lq_qlinear_forward_cpu_ex flags of the quantized linears */
     size_t           kws_cap;    /* bytes */
     size_t           bytes;
     lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
@@ -235,6 +236,10 @@ void lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads) {
     ws->nthreads = nthreads > 0 ? nthreads : 0;
 }
 
+void lq_fwd_ws_set_kernel_flags(lq_fwd_ws *ws, unsigned flags) {
+    ws->kflags = flags;
+}
+
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
     return ws->max_tokens;
 }
@@ -337,8 +342,9 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
             return gs;
         }
     }
-    LQ_TRY(ensure_kws(ws, lq_linear_ws_size(l, t), err));
-    const lq_status st = lq_linear_forward(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws));
+    LQ_TRY(ensure_kws(ws, lq_linear_ws_size_ex(l, t, ws->kflags), err));
+    const lq_status st =
+        lq_linear_forward_ex(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws), ws->kflags);
     if (st != LQ_OK) {
         const lq_qformat *tr = lq_qformat_get((lq_format)l->buf.q.format);
         return lq_fail(err, st, "%s [%lld x %lld, %s]: linear forward over %lld tokens failed (%s)",

@@ -160,6 +160,7 @@ static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const l
     max_tokens         = max_tokens < max_len ? max_len : max_tokens;
     LQ_TRY(lq_fwd_ws_create(&m->cfg, max_tokens, max_len, &r->ws, err));
     lq_fwd_ws_set_threads(r->ws, r->nthreads);
+    lq_fwd_ws_set_kernel_flags(r->ws, o->kernel_flags);
     if (r->ex.gemm)
         lq_fwd_ws_set_dense_gemm(r->ws, r->ex.gemm, r->ex.gemm_user);
     /* logits in blocks of <= 64 MiB */
@@ -570,6 +571,7 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     LQ_TRY(lq_ppl_protocol_parse(op->protocol, &o.protocol, err));
     o.ctx          = op->ctx;
     o.max_windows  = op->chunks;
+    o.kernel_flags = op->int_activations ? LQ_QLINEAR_INT_X : 0u;
     o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
     o.cb           = cb;
     lq_ppl_exec ex = {.nthreads = (int)op->threads};
@@ -684,6 +686,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
             cJSON_AddNumberToObject(j, "max_windows", (double)op.chunks);
         cJSON_AddNumberToObject(j, "ctx", (double)r.ctx);
         cJSON_AddStringToObject(j, "protocol", lq_ppl_protocol_name(proto));
+        if (op.int_activations)
+            cJSON_AddBoolToObject(j, "int_activations", 1);
         cJSON_AddNumberToObject(j, "seconds", r.seconds);
         /* forward throughput: every token pushed through the model, scored or not */
         cJSON_AddNumberToObject(j, "tokens_per_second",

@@ -50,6 +50,7 @@ typedef struct lq_ppl_opts {
     const lq_callbacks *cb;          /* progress ("ppl", windows done / total) and cancel */
     int64_t             max_windows; /* gptq/llamacpp: only the first N windows (0 = all), as
                                         llama-perplexity --chunks */
+    unsigned kernel_flags; /* lq_qlinear_forward_cpu_ex flags of the quantized linears */
 } lq_ppl_opts;
 
 /* Execution knobs that do not change the result. */
