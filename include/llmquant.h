@@ -241,6 +241,7 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * kernels run. The workspace size depends on the flags.
  */
 #define LQ_QLINEAR_INT_X 1u
+#define LQ_QLINEAR_INT_X_ROWS 1024 /* the most rows the integer-activation kernels take */
 LQ_API size_t    lq_qlinear_workspace_cpu_ex(const lq_qlinear *w, int64_t m, unsigned flags);
 LQ_API lq_status lq_qlinear_forward_cpu_ex(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                            void *ws, size_t ws_size, int nthreads, unsigned flags);

@@ -184,7 +184,7 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
  * it; int16 blocks <= 128 keep the int32 sums from overflowing). ref/ defines the semantics;
  * the CPU picks it only with AVX-512 VNNI. */
 #define LQ_QX_X16_MAX_M 4
-#define LQ_QX_X8_MAX_M  1024
+#define LQ_QX_X8_MAX_M  LQ_QLINEAR_INT_X_ROWS
 int     lq_qx_bits_for(int64_t m);
 int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit, int xbits);
 int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);

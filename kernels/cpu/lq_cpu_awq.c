@@ -146,22 +146,29 @@ static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0,
         }
 }
 
-/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c) where the CPU and layout allow. */
+/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c): their width at m rows, 0 where the
+ * CPU or the layout has none. Worked out once per call: it scans g_idx. */
+static int awq_qx(const lq_qlinear *w, int64_t m) {
+    return lq_cpu_vnni() ? lq_awq_qx_bits(w, m) : 0;
+}
+
 int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return lq_cpu_vnni() && lq_awq_qx_bits(w, m);
+    return awq_qx(w, m) != 0;
 }
 
 size_t lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m) {
-    return lq_awq_cpu_quantizes_x(w, m) ? lq_ws_awq_vnni(w, m, lq_awq_qx_bits(w, m)) : 0;
+    const int xb = awq_qx(w, m);
+    return xb ? lq_ws_awq_vnni(w, m, xb) : 0;
 }
 
 lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads) {
-    if (!lq_awq_cpu_quantizes_x(w, m))
+    const int xb = awq_qx(w, m);
+    if (!xb)
         return LQ_ERR_UNSUPPORTED;
-    if (!ws || ws_size < lq_ws_awq_cpu_qx(w, m))
+    if (!ws || ws_size < lq_ws_awq_vnni(w, m, xb))
         return LQ_ERR_INVALID_ARG;
-    LQ_TRY(lq_gemm_awq_vnni(w, x, m, y, ws, lq_awq_qx_bits(w, m), nthreads));
+    LQ_TRY(lq_gemm_awq_vnni(w, x, m, y, ws, xb, nthreads));
     lq_add_bias_f16(w->bias, m, w->n, y);
     return LQ_OK;
 }

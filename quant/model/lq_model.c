@@ -111,9 +111,6 @@ float *lq_linear_dense_mut(lq_linear *l) {
     return NULL;
 }
 
-/* The integer-activation kernels take at most this many rows (docs/kernels.md). */
-#define INT_X_ROWS 1024
-
 static int int_x_rows(const lq_format_traits *t, const lq_qlinear *q, int64_t mc, unsigned flags) {
     return (flags & LQ_QLINEAR_INT_X) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc);
 }
@@ -122,11 +119,11 @@ size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
     const lq_format_traits *t = lq_format_traits_get((lq_format)l->buf.q.format);
     if (!t || !t->ws_cpu)
         return 0;
-    const int64_t mc = m < INT_X_ROWS ? m : INT_X_ROWS;
-    if (int_x_rows(t, &l->buf.q, mc, flags)) { /* chunks of mc rows, the last maybe float */
-        const size_t a = t->ws_cpu_qx(&l->buf.q, mc), b = t->ws_cpu(&l->buf.q, m % mc ? m % mc : 1);
-        return a > b ? a : b;
-    }
+    const int64_t mc = m < LQ_QLINEAR_INT_X_ROWS ? m : LQ_QLINEAR_INT_X_ROWS;
+    /* chunks of mc rows: every chunk runs the integer kernels if the first does (the layout
+     * decides, not the rows), and a full chunk needs the most scratch */
+    if (int_x_rows(t, &l->buf.q, mc, flags))
+        return t->ws_cpu_qx(&l->buf.q, mc);
     return t->ws_cpu(&l->buf.q, m);
 }
 
@@ -157,8 +154,8 @@ lq_status lq_linear_forward_ex(const lq_linear *l, const float *x, int64_t m, fl
     }
     lq_status st = LQ_OK;
     if (flags & LQ_QLINEAR_INT_X) { /* row chunks the integer-activation kernels take */
-        for (int64_t r0 = 0; r0 < m && st == LQ_OK; r0 += INT_X_ROWS) {
-            const int64_t mc = m - r0 < INT_X_ROWS ? m - r0 : INT_X_ROWS;
+        for (int64_t r0 = 0; r0 < m && st == LQ_OK; r0 += LQ_QLINEAR_INT_X_ROWS) {
+            const int64_t mc = m - r0 < LQ_QLINEAR_INT_X_ROWS ? m - r0 : LQ_QLINEAR_INT_X_ROWS;
             st               = (int_x_rows(t, q, mc, flags) ? t->gemm_cpu_qx : t->gemm_cpu)(
                 q, x + r0 * q->k, mc, y + r0 * n, ws, ws_size, nthreads);
         }
