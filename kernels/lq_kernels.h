@@ -38,6 +38,20 @@ extern const float lq_nf4_table[16];
 void lq_dynamic_map_8bit(float out[256]);
 
 /* ---------------------------------------------------------------------------------------
+ * Vector functions of the model forward, one table per instruction set; lq_vec_ops_get: the
+ * fastest this CPU has (LQ_CPU_KERNELS=portable: the scalar references), looked up once per
+ * batch of rows. Results within 1e-6 relative of the references (exp differs in the last bits).
+ *   softmax_row: softmax of row[lo..hi] (inclusive) in place, zero elsewhere in [0, n)
+ *   silu_mul:    g[i] = silu(gate[i]) * up[i] (g may be gate)
+ * --------------------------------------------------------------------------------------- */
+typedef struct lq_vec_ops {
+    void (*softmax_row)(float *row, int64_t n, int64_t lo, int64_t hi);
+    void (*silu_mul)(float *g, const float *gate, const float *up, int64_t n);
+} lq_vec_ops;
+extern const lq_vec_ops lq_vec_ops_ref;
+const lq_vec_ops       *lq_vec_ops_get(void);
+
+/* ---------------------------------------------------------------------------------------
  * Kernel traits: one row per lq_format, the compute side of a format (its layout, names and
  * rules are formats/lq_qformat.h's row). NULL function = unsupported (tests print SKIP).
  * --------------------------------------------------------------------------------------- */

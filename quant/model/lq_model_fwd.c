@@ -393,25 +393,6 @@ static void rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int6
     }
 }
 
-/* Softmax of row[lo..hi] (inclusive), zero elsewhere in [0, n). */
-static void softmax_masked(float *row, int64_t n, int64_t lo, int64_t hi) {
-    float mx = -INFINITY;
-    for (int64_t j = lo; j <= hi; j++)
-        mx = row[j] > mx ? row[j] : mx;
-    double sum = 0;
-    for (int64_t j = lo; j <= hi; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < lo; j++)
-        row[j] = 0.f;
-    for (int64_t j = lo; j <= hi; j++)
-        row[j] *= inv;
-    for (int64_t j = hi + 1; j < n; j++)
-        row[j] = 0.f;
-}
-
 /* q/k/v projections, RoPE and attention of ns sequences: xn [ns*seqlen, d] -> out [.., qd]
  * (the input of o_proj). Captures q, k, v inputs. */
 static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn, int64_t ns,
@@ -474,6 +455,7 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     float        *scores  = ws->scores;
     const int64_t sstride = (int64_t)QB * ws->max_seq;
     const int64_t macs    = ns * H * seqlen * seqlen * hd; /* QK^T + PV over the causal half */
+    void (*const softmax)(float *, int64_t, int64_t, int64_t) = lq_vec_ops_get()->softmax_row;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (macs >= PAR_MACS)
     for (int64_t job = 0; job < njobs; job++)
         for (int64_t bi = 0; bi < per; bi++) {
@@ -493,7 +475,7 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t i  = i0 + r;
                 const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
-                softmax_masked(S + r * cols, cols, lo - j0, i - j0);
+                softmax(S + r * cols, cols, lo - j0, i - j0);
             }
             if (wts) { /* squared probabilities each key receives, per head */
                 float *aw = ws->attn_w_thr + h * T + base + j0;
@@ -541,12 +523,10 @@ static void glu(const lq_model_config *c, float *g, const float *gate, const flo
             for (int64_t e = 0; e < ff; e++)
                 g[t * ff + e] = gelu_tanh(gate[t * ld + e]) * up[t * ld + e];
     } else {
+        const lq_vec_ops *v = lq_vec_ops_get();
 #pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t e = 0; e < ff; e++) {
-                const float x = gate[t * ld + e];
-                g[t * ff + e] = x / (1.0f + expf(-x)) * up[t * ld + e];
-            }
+            v->silu_mul(g + t * ff, gate + t * ld, up + t * ld, ff);
     }
 }
 
