@@ -409,6 +409,9 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     /* v_proj's input is captured after the attention when its weights are wanted (a fused qkv
      * has one input for all three) */
     const int wts = ws->want_attn_w && cap != NULL && !c->fused;
+    /* and when the pass stops at v_proj's capture, the probabilities are all it needs: no
+     * values, no attention output */
+    const int wts_only = wts && stop_after >= 0 && stop_after <= LQ_LIN_V;
     if (c->fused) {
         LQ_TRY(capture(cap, user, LQ_LIN_QKV, xn, T, d, stop_after, stop, err));
         if (*stop)
@@ -434,7 +437,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
         }
         LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
         LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
-        LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
+        if (!wts_only)
+            LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
     }
     if (L->q_norm && L->k_norm) { /* Qwen3, Gemma 3: RMSNorm of every head, before RoPE */
         lq_model_rmsnorm(c, ws->q, L->q_norm, T * H, hd, ws->q);
@@ -483,9 +487,10 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
                     for (int64_t jj = 0; jj < cols; jj++)
                         aw[jj] += S[r * cols + jj] * S[r * cols + jj];
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd, (int)cols,
-                        1.f, S, (int)cols, v + (base + j0) * kvd + kvh * hd, (int)kvd, 0.f,
-                        out + (base + i0) * qd + h * hd, (int)qd);
+            if (!wts_only)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)hd,
+                            (int)cols, 1.f, S, (int)cols, v + (base + j0) * kvd + kvh * hd,
+                            (int)kvd, 0.f, out + (base + i0) * qd + h * hd, (int)qd);
         }
     if (wts) {
         for (int64_t t = 0; t < T; t++) {
