@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ static int chol_inverse_upper(float *H, int64_t k) {
         return -1;
     if (LAPACKE_strtri_work(LAPACK_COL_MAJOR, 'U', 'N', (lapack_int)k, H, (lapack_int)k) != 0)
         return -1;
-    reverse(H, k * k); /* J L^-1 J = U, in the upper triangle */
+    reverse(H, k * k);              /* J L^-1 J = U, in the upper triangle */
     for (int64_t i = 0; i < k; i++) /* clear the stale lower triangle */
         for (int64_t j = 0; j < i; j++)
             H[i * k + j] = 0;
@@ -69,25 +70,21 @@ static lq_status cpu_factor(void *ctx, float *Hp, int64_t k, lq_err *err) {
     return LQ_OK;
 }
 
-static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
-    const float   *Hp = ((cpu_be *)ctx)->U;
-    int64_t        n = sw->n, k = sw->k, bs = sw->bs, g = sw->g;
-    int            maxq = (1 << sw->qs.bits) - 1;
+/* The sweep over output rows r0..r1 (Wt's columns): GPTQ treats every row alike and apart, so
+ * threads take contiguous row ranges and run the whole sweep on them (the second core otherwise
+ * waited through every column's quantization and updates). Err: [bs, n], this range's columns
+ * only; wcol: [g] scratch. Returns the range's share of the loss. */
+static double sweep_rows(const lq_gptq_sweep *sw, const float *Hp, float *Err, float *wcol,
+                         int64_t r0, int64_t r1) {
+    const int64_t  n = sw->n, k = sw->k, bs = sw->bs, g = sw->g, nr = r1 - r0;
+    const int      maxq = (1 << sw->qs.bits) - 1;
     float         *Wt = sw->Wt, *sc_r = sw->sc_r, *zr_r = sw->zr_r, *scales = sw->scales;
     const float   *ssc = sw->ssc, *szr = sw->szr;
     int32_t       *zeros = sw->zeros;
     const int32_t *gcol  = sw->gcol;
     const int64_t *perm  = sw->perm;
     uint8_t       *q     = sw->q;
-    float         *Err   = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
-    float         *wcol  = malloc((size_t)(g > 0 ? g : 1) * sizeof(float));
-    if (!Err || !wcol) {
-        lq_aligned_free(Err);
-        free(wcol);
-        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory for the GPTQ error block (%lld x %lld)",
-                (long long)bs, (long long)n);
-    }
-    double loss = 0;
+    double         loss  = 0;
     for (int64_t i1 = 0; i1 < k; i1 += bs) {
         int64_t i2 = i1 + bs < k ? i1 + bs : k, cnt = i2 - i1;
         for (int64_t i = i1; i < i2; i++) {
@@ -107,10 +104,8 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
                         const float u = Hp[(i + c) * k + i + c];
                         wcol[c]       = 1.0f / (u * u);
                     }
-#pragma omp parallel for schedule(static) if (sw->qs.mse)
-                for (int64_t r = 0; r < n; r++)
+                for (int64_t r = r0; r < r1; r++) {
                     lq_group_params_w(w + r, w_, n, &sw->qs, wcol, &sc_r[r], &zr_r[r]);
-                for (int64_t r = 0; r < n; r++) {
                     scales[grp * n + r] = sc_r[r];
                     zeros[grp * n + r]  = (int32_t)zr_r[r];
                 }
@@ -119,7 +114,7 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
             const float *zr = sw->static_groups && g ? szr + (int64_t)grp * n : zr_r;
             int64_t      oc = perm[i];
             double       l  = 0;
-            for (int64_t r = 0; r < n; r++) {
+            for (int64_t r = r0; r < r1; r++) {
                 int   code    = lq_quant_code(w[r], sc[r], zr[r], maxq);
                 float qv      = sc[r] * ((float)code - zr[r]);
                 q[r * k + oc] = (uint8_t)code;
@@ -131,12 +126,39 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
             loss += l / ((double)d * d) / 2;
             /* intra-block update of the remaining columns of the block */
             for (int64_t j = i + 1; j < i2; j++)
-                cblas_saxpy((int)n, -U[j], e, 1, Wt + j * n, 1);
+                cblas_saxpy((int)nr, -U[j], e + r0, 1, Wt + j * n + r0, 1);
         }
         /* lazy update of everything after the block: Wt[i2:] -= U[i1:i2, i2:]^T Err */
         if (i2 < k)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)n, (int)cnt,
-                        -1.0f, Hp + i1 * k + i2, (int)k, Err, (int)n, 1.0f, Wt + i2 * n, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)nr, (int)cnt,
+                        -1.0f, Hp + i1 * k + i2, (int)k, Err + r0, (int)n, 1.0f, Wt + i2 * n + r0,
+                        (int)n);
+    }
+    return loss;
+}
+
+static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
+    const float  *Hp = ((cpu_be *)ctx)->U;
+    const int64_t n = sw->n, bs = sw->bs, gw = sw->g > 0 ? sw->g : 1;
+    /* ranges of 64 rows and more: narrower ones gain less than a team costs */
+    const int nt   = (int)(n / 64 < omp_get_max_threads() ? n / 64 : omp_get_max_threads());
+    const int team = nt > 1 ? nt : 1;
+    float    *Err  = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
+    float    *wcol = lq_malloc_n(gw * team, sizeof(float));
+    if (!Err || !wcol) {
+        lq_aligned_free(Err);
+        free(wcol);
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory for the GPTQ error block (%lld x %lld)",
+                (long long)bs, (long long)n);
+    }
+    double loss = 0;
+#pragma omp parallel num_threads(team) reduction(+ : loss)
+    {
+        const int     t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int64_t per = ((n + T - 1) / T + 15) & ~(int64_t)15; /* whole cache lines */
+        const int64_t r0 = t * per, r1 = r0 + per < n ? r0 + per : n;
+        if (r0 < r1)
+            loss += sweep_rows(sw, Hp, Err, wcol + t * gw, r0, r1);
     }
     sw->loss = loss;
     lq_aligned_free(Err);
@@ -158,6 +180,24 @@ static void column_order(const float *H, int64_t k, perm_item *pi, int64_t *perm
     qsort(pi, (size_t)k, sizeof *pi, cmp_desc);
     for (int64_t c = 0; c < k; c++)
         perm[c] = pi[c].idx;
+}
+
+/* Wt[i, r] = W[r, perm[i]] (back = 0) or the reverse, in tiles: element by element, one of the
+ * two sides walks a column (a cache line per element; at 4096 x 11008 that was seconds). */
+static void permute_transpose(float *W, float *Wt, int64_t n, int64_t k, const int64_t *perm,
+                              int back) {
+    enum { TB = 64 };
+    for (int64_t i0 = 0; i0 < k; i0 += TB)
+        for (int64_t r0 = 0; r0 < n; r0 += TB) {
+            const int64_t i1 = i0 + TB < k ? i0 + TB : k, r1 = r0 + TB < n ? r0 + TB : n;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t i = i0; i < i1; i++) {
+                    if (back)
+                        W[r * k + perm[i]] = Wt[i * n + r];
+                    else
+                        Wt[i * n + r] = W[r * k + perm[i]];
+                }
+        }
 }
 
 /* Hp = the permuted H + damp * mean(diag) I, factored by the backend; a Cholesky failure
@@ -276,10 +316,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         goto done;
     }
     column_order(H, k, pi, perm);
-    /* Wt[i, :] = W[:, perm[i]] */
-    for (int64_t i = 0; i < k; i++)
-        for (int64_t r = 0; r < n; r++)
-            Wt[i * n + r] = W[r * k + perm[i]];
+    permute_transpose(W, Wt, n, k, perm, 0); /* Wt[i, :] = W[:, perm[i]] */
 
     st = factor_damped(be, H, perm, k, o, name, Hp, res, err);
     if (st != LQ_OK)
@@ -314,10 +351,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
     double loss = sw.loss;
     res->loss   = loss;
 
-    /* Outputs in the original column order. */
-    for (int64_t i = 0; i < k; i++)
-        for (int64_t r = 0; r < n; r++)
-            W[r * k + perm[i]] = Wt[i * n + r];
+    permute_transpose(W, Wt, n, k, perm, 1); /* outputs in the original column order */
     if (!g) {
         for (int64_t r = 0; r < n; r++) {
             scales[r] = sc_r[r];

@@ -54,9 +54,15 @@ void lq_xstats_add(lq_xstats *s, const float *x, int64_t t, int64_t nseq) {
 void lq_xstats_finish(lq_xstats *s) {
     if (!s->H)
         return;
-    for (int64_t i = 0; i < s->k; i++)
-        for (int64_t j = 0; j < i; j++)
-            s->H[i * s->k + j] = s->H[j * s->k + i];
+    enum { TB = 64 }; /* in tiles: the upper triangle is read down its columns */
+    const int64_t k = s->k;
+    for (int64_t i0 = 0; i0 < k; i0 += TB)
+        for (int64_t j0 = 0; j0 <= i0; j0 += TB) {
+            const int64_t i1 = i0 + TB < k ? i0 + TB : k, j1 = j0 + TB < k ? j0 + TB : k;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1 && j < i; j++)
+                    s->H[i * k + j] = s->H[j * k + i];
+        }
 }
 
 void lq_xstats_absmean(const lq_xstats *s, float *out) {
