@@ -9,7 +9,8 @@
 #   bench/kernels_vs_llamacpp.sh BUILD_DIR [WORK_DIR]
 #   env: SHAPES="4096x4096 11008x4096 4096x11008" (n x k), MS=1,16,64,512, THREADS="1 2",
 #        SECS=0.3 (seconds of repeats per point), ROUNDS=2 (whole passes; each point keeps its
-#        best: a 2-core VM's neighbours slow down stretches of seconds, not single runs)
+#        best: a 2-core VM's neighbours slow down stretches of seconds, not single runs),
+#        PAIRS="nf4_b64:q4_K ..." (a subset of the pairs below)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 vs q3_K, GPTQ-2 vs
@@ -34,8 +35,8 @@ cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" 
     -o "$WORK/ggml_mulmat" -L"$bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$bin"
 ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
 
-PAIRS="gptq4_g128:q4_K gptq4_g128_actorder:q4_K awq_g128:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
-gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense-f32:f16"
+PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K awq_g128:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
+gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense-f32:f16"}
 types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')

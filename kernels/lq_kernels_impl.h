@@ -200,6 +200,17 @@ void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zer
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 
+/* AVX-512 float kernels (cpu/lq_cpu_avx512.c), picked at run time. lq_cpu_avx512: the CPU has
+ * AVX-512 F/BW/DQ/VL and LQ_CPU_KERNELS is not "portable". NF4 for m <= LQ_NF4_AVX512_M where
+ * lq_nf4_avx512_ok (k % 32 == 0, power-of-two blocks of >= 32), ws of lq_ws_nf4_avx512 bytes;
+ * no bias (the caller adds it). */
+#define LQ_NF4_AVX512_M 64
+int       lq_cpu_avx512(void);
+int       lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m);
+size_t    lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads);
+
 /* AVX-512 VNNI kernels (cpu/lq_cpu_vnni.c), picked at run time. lq_cpu_vnni: the CPU has
  * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
  * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */

@@ -55,6 +55,8 @@ static const kcase k_cases[] = {
     {"nf4_b32_oddk_dq", LQ_FMT_NF4, 4, 34, 63, 32, 0, 1, 0, 0, 1},
     {"nf4_b4096", LQ_FMT_NF4, 4, 40, 256, 4096, 0, 1, 0, 0, 0},
     {"nf4_b64_k4096_dq", LQ_FMT_NF4, 4, 72, 4096, 64, 0, 1, 0, 0, 1},
+    /* AVX-512: a column tail, a partial run of 64 channels */
+    {"nf4_b64_n37_k576_dq", LQ_FMT_NF4, 4, 37, 576, 64, 0, 1, 0, 0, 1},
     {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1},
     {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0},
     {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0},

@@ -35,9 +35,9 @@
 #include <cuda_runtime.h>
 #endif
 
-static const int64_t k_ms[] = {1, 2, 3, 7, 16, 118};
+static const int64_t k_ms[] = {1, 2, 3, 4, 5, 7, 16, 118};
 /* the other instances of the register-blocked small-m kernels: exact mode only */
-static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13};
+static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13, 40}; /* 40: NF4 AVX-512 k ranges */
 
 typedef struct opts {
     const char *fmt;     /* NULL: all */

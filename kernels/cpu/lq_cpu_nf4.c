@@ -199,16 +199,18 @@ static const nf4_fast_fn k_nf4_fast[LQ_FUSED_M] = {nf4_fast_m1, nf4_fast_m2, nf4
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
 size_t lq_ws_nf4_cpu(const lq_qlinear *w, int64_t m) {
-    if (m <= LQ_FUSED_M)
-        return 0;
-    return (size_t)(lq_tile_rows(w) * w->k) * sizeof(float);
+    const size_t tile = m <= LQ_FUSED_M ? 0 : (size_t)(lq_tile_rows(w) * w->k) * sizeof(float);
+    const size_t v512 = lq_nf4_avx512_ok(w, m) ? lq_ws_nf4_avx512(w, m) : 0;
+    return tile > v512 ? tile : v512;
 }
 
 lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                           size_t ws_size, int nthreads) {
     const int64_t n = w->n, k = w->k;
     const int     nt = lq_cpu_threads(nthreads);
-    if (m <= LQ_FUSED_M && k % 8 == 0) {
+    if (lq_nf4_avx512_ok(w, m) && ws && ws_size >= lq_ws_nf4_avx512(w, m) && lq_cpu_avx512()) {
+        LQ_TRY(lq_gemm_nf4_avx512(w, x, m, y, ws, ws_size, nt));
+    } else if (m <= LQ_FUSED_M && k % 8 == 0) {
         const nf4_fast_fn fn = k_nf4_fast[m - 1];
 #pragma omp parallel num_threads(nt)
         {

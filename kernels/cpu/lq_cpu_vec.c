@@ -5,10 +5,9 @@
  * exp: Cephes' expf (range reduction by n = round(x log2 e) with ln 2 split in two, a degree-6
  * polynomial on [-ln2/2, ln2/2], 2^n applied by vscalefps): at most 1.26 ulp from the exact
  * exp on every float in [-87, 88] (checked exhaustively); 0 below -104, where float underflows. */
-#include "lq_kernels.h"
+#include "lq_kernels_impl.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -79,11 +78,7 @@ static const lq_vec_ops vec_avx512 = {softmax_row_avx512, silu_mul_avx512};
 
 /* LQ_CPU_KERNELS=portable: the references only (the tests run both) */
 const lq_vec_ops *lq_vec_ops_get(void) {
-    const char *e = getenv("LQ_CPU_KERNELS");
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "portable")))
-        return &vec_avx512;
-    return &lq_vec_ops_ref;
+    return lq_cpu_avx512() ? &vec_avx512 : &lq_vec_ops_ref;
 }
 #else
 const lq_vec_ops *lq_vec_ops_get(void) {

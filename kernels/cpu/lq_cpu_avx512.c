@@ -1,0 +1,298 @@
+/* x86-64 AVX-512 float kernels, picked at run time (lq_cpu_avx512); the format files fall back
+ * to their portable kernels elsewhere.
+ *
+ * NF4, m <= LQ_NF4_AVX512_M rows, k % 64 == 0, power-of-two blocks of >= 64 (bitsandbytes'
+ * default 64 and up): w = quant_map[code] * absmax as the float kernel, up to rounding (the
+ * order of the sums; m <= 4 also scales sums, not weights). Decoding is what costs (AVX-512
+ * has two vector ALU ports), so it is cut to the bone: 64 weights are 32 code bytes,
+ * zero-extended by 16-bit pairs to 16 lanes; vpermps reads the low 4 bits of a lane, so the
+ * lane itself and the lane shifted right by 4, 8 and 12 index elements 4l+1, 4l, 4l+3 and 4l+2
+ * of the step against the 16-entry code book in a register (a load, 3 shifts and 4 permutes
+ * for 64 weights). The activations are stored once per call in
+ * that order (xp: per 64-channel step, 4 vectors of 16).
+ *   m <= 4: four output columns at a time, decoded in registers; the step's products are summed
+ *           unscaled and multiplied into the row's sums by the step's absmax with one FMA (a
+ *           step lies in one block), every row's sums in registers over the whole of k.
+ *   m > 4:  four columns' runs of 256 channels decoded once, scaled (the reference's product),
+ *           into an L1 buffer that every chunk of 4 rows multiply-adds from; the sums parked in
+ *           a stack array between runs; k in ranges whose activations fit in L2. */
+#include "lq_kernels_impl.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define AVX512_INLINE static inline __attribute__((always_inline)) AVX512_TARGET
+
+/* LQ_CPU_KERNELS=portable: the portable kernels only (the tests run both) */
+int lq_cpu_avx512(void) {
+    const char *e = getenv("LQ_CPU_KERNELS");
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           !(e && !strcmp(e, "portable"));
+}
+
+enum { NC = 4, KC = 256 }; /* columns per block; channels per decoded run (m > 4) */
+
+static int nf4_shape_ok(const lq_qlinear *w) {
+    const int64_t bs = w->group_size;
+    return w->k % 64 == 0 && bs >= 64 && (bs & (bs - 1)) == 0;
+}
+
+int lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m) {
+    return m >= 1 && m <= LQ_NF4_AVX512_M && nf4_shape_ok(w);
+}
+
+/* xp [m, k], then (double quant) the decoded absmax [nblocks] */
+static int64_t al16(int64_t v) {
+    return (v + 15) & ~(int64_t)15;
+}
+static int64_t nf4_nblocks(const lq_qlinear *w) {
+    return (w->n * w->k + w->group_size - 1) / w->group_size;
+}
+
+size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
+    const int64_t am = w->nested_blocksize > 0 ? al16(nf4_nblocks(w)) : 0;
+    return (size_t)(al16(m * w->k) + am + 16) * sizeof(float);
+}
+
+/* bitsandbytes' nested absmax, 16 blocks a vector: code[q] * absmax2 then + offset, two
+ * roundings as the reference (the empty asm keeps the compiler from fusing them). */
+AVX512_TARGET static void nf4_absmax_all(const lq_qlinear *w, float *out, int64_t b0, int64_t b1) {
+    const uint8_t *q   = w->absmax;
+    const float    off = w->nested_offset;
+    const int64_t  nb  = w->nested_blocksize;
+    int64_t        b   = b0;
+    for (; b + 16 <= b1; b += 16) {
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + b)));
+        const __m512  c   = _mm512_i32gather_ps(idx, w->nested_code, 4);
+        __m512        a;
+        if (b / nb == (b + 15) / nb) {
+            a = _mm512_set1_ps(w->nested_absmax[b / nb]);
+        } else {
+            float t[16];
+            for (int l = 0; l < 16; l++)
+                t[l] = w->nested_absmax[(b + l) / nb];
+            a = _mm512_loadu_ps(t);
+        }
+        __m512 p = _mm512_mul_ps(c, a);
+        __asm__("" : "+v"(p));
+        _mm512_storeu_ps(out + b, _mm512_add_ps(p, _mm512_set1_ps(off)));
+    }
+    for (; b < b1; b++)
+        out[b] = lq_nf4_absmax(w, b);
+}
+
+/* x [m, k] -> xp: each 64-channel step as x[4l+1], x[4l], x[4l+3], x[4l+2] for l = 0..15 */
+static void nf4_x_order(const float *x, int64_t m, int64_t k, float *xp) {
+    static const int sel[4] = {1, 0, 3, 2};
+    for (int64_t e = 0; e < m * k; e += 64)
+        for (int v = 0; v < 4; v++)
+            for (int l = 0; l < 16; l++)
+                xp[e + 16 * v + l] = x[e + 4 * l + sel[v]];
+}
+
+typedef struct nf4_job {
+    const lq_qlinear *w;
+    const float      *xp, *am; /* am: decoded absmax (double quant) or NULL */
+    int64_t           m, sh;   /* sh: log2(blocksize) */
+    float            *y;
+} nf4_job;
+
+AVX512_INLINE float nf4_a(const nf4_job *j, int64_t e) {
+    return j->am ? j->am[e >> j->sh] : ((const float *)j->w->absmax)[e >> j->sh];
+}
+
+/* the 64 code-book values of column i from channel c, in xp's order: w[0..3] */
+AVX512_INLINE void nf4_step(const nf4_job *j, __m512 map, int64_t i, int64_t c, __m512 w[4]) {
+    const int64_t e = i * j->w->k + c;
+    const __m512i v = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256((const __m256i *)((const uint8_t *)j->w->qweight + e / 2)));
+    w[0] = _mm512_permutexvar_ps(v, map);
+    w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), map);
+    w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), map);
+    w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), map);
+}
+
+/* m <= 4: columns [i0, i1), M rows, all in registers */
+AVX512_INLINE void nf4_cols_direct(const nf4_job *j, int64_t i0, int64_t i1, const int M) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k;
+    const __m512      map = _mm512_loadu_ps(w->quant_map);
+    for (int64_t i = i0; i < i1; i += NC) {
+        int64_t col[NC];
+        for (int c = 0; c < NC; c++) /* past the end: the last column again, not stored */
+            col[c] = i + c < i1 ? i + c : i1 - 1;
+        __m512 acc[NC][4];
+        for (int c = 0; c < NC; c++)
+            for (int r = 0; r < M; r++)
+                acc[c][r] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < k; s += 64) {
+            for (int c = 0; c < NC; c++) {
+                __m512 wv[4];
+                nf4_step(j, map, col[c], s, wv);
+                const __m512 a = _mm512_set1_ps(nf4_a(j, col[c] * k + s));
+                for (int r = 0; r < M; r++) {
+                    const float *xr = j->xp + r * k + s;
+                    __m512       t  = _mm512_mul_ps(_mm512_loadu_ps(xr), wv[0]);
+                    t               = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 16), wv[1], t);
+                    t               = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 32), wv[2], t);
+                    t               = _mm512_fmadd_ps(_mm512_loadu_ps(xr + 48), wv[3], t);
+                    acc[c][r]       = _mm512_fmadd_ps(t, a, acc[c][r]);
+                }
+            }
+        }
+        for (int c = 0; c < NC && i + c < i1; c++)
+            for (int r = 0; r < M; r++)
+                j->y[r * n + i + c] = _mm512_reduce_add_ps(acc[c][r]);
+    }
+}
+
+/* m > 4: rows r0..r0+M of one column block against its decoded run wb [NC][KC] (channels
+ * c0..c0+len); the sums live in park [m][NC] between runs */
+AVX512_INLINE void nf4_rows_run(const nf4_job *j, const float *wb, int64_t c0, int64_t len,
+                                int64_t r0, __m512 *park, const int M) {
+    const int64_t k = j->w->k;
+    __m512        acc[NC][4];
+    for (int c = 0; c < NC; c++)
+        for (int r = 0; r < M; r++)
+            acc[c][r] = park[(r0 + r) * NC + c];
+    for (int64_t s = 0; s < len; s += 16) {
+        __m512 xv[4];
+        for (int r = 0; r < M; r++)
+            xv[r] = _mm512_loadu_ps(j->xp + (r0 + r) * k + c0 + s);
+        for (int c = 0; c < NC; c++) {
+            const __m512 wv = _mm512_load_ps(wb + c * KC + s);
+            for (int r = 0; r < M; r++)
+                acc[c][r] = _mm512_fmadd_ps(xv[r], wv, acc[c][r]);
+        }
+    }
+    for (int c = 0; c < NC; c++)
+        for (int r = 0; r < M; r++)
+            park[(r0 + r) * NC + c] = acc[c][r];
+}
+
+/* channels [k0, k1) of columns [i0, i1), every row; adds into y (first range: stores) */
+AVX512_TARGET static void nf4_cols_buffered(const nf4_job *j, int64_t i0, int64_t i1, int64_t k0,
+                                            int64_t k1) {
+    _Alignas(64) float wb[NC * KC];
+    __m512             park[LQ_NF4_AVX512_M * NC];
+    const lq_qlinear  *w = j->w;
+    const int64_t      n = w->n, k = w->k, m = j->m;
+    const __m512       map = _mm512_loadu_ps(w->quant_map);
+    for (int64_t i = i0; i < i1; i += NC) {
+        int64_t col[NC];
+        for (int c = 0; c < NC; c++)
+            col[c] = i + c < i1 ? i + c : i1 - 1;
+        for (int64_t t = 0; t < m * NC; t++)
+            park[t] = _mm512_setzero_ps();
+        for (int64_t c0 = k0; c0 < k1; c0 += KC) {
+            const int64_t len = c0 + KC < k1 ? KC : k1 - c0;
+            for (int c = 0; c < NC; c++)
+                for (int64_t s = 0; s < len; s += 64) {
+                    __m512 wv[4];
+                    nf4_step(j, map, col[c], c0 + s, wv);
+                    const __m512 a = _mm512_set1_ps(nf4_a(j, col[c] * k + c0 + s));
+                    for (int v = 0; v < 4; v++)
+                        _mm512_store_ps(wb + c * KC + s + 16 * v, _mm512_mul_ps(wv[v], a));
+                }
+            int64_t r0 = 0;
+            for (; r0 + 4 <= m; r0 += 4)
+                nf4_rows_run(j, wb, c0, len, r0, park, 4);
+            switch (m - r0) {
+            case 3:
+                nf4_rows_run(j, wb, c0, len, r0, park, 3);
+                break;
+            case 2:
+                nf4_rows_run(j, wb, c0, len, r0, park, 2);
+                break;
+            case 1:
+                nf4_rows_run(j, wb, c0, len, r0, park, 1);
+                break;
+            default:
+                break;
+            }
+        }
+        for (int c = 0; c < NC && i + c < i1; c++)
+            for (int64_t r = 0; r < m; r++) {
+                const float v       = _mm512_reduce_add_ps(park[r * NC + c]);
+                j->y[r * n + i + c] = k0 == 0 ? v : j->y[r * n + i + c] + v;
+            }
+    }
+}
+
+AVX512_TARGET static void nf4_direct_m1(const nf4_job *j, int64_t a, int64_t b) {
+    nf4_cols_direct(j, a, b, 1);
+}
+AVX512_TARGET static void nf4_direct_m2(const nf4_job *j, int64_t a, int64_t b) {
+    nf4_cols_direct(j, a, b, 2);
+}
+AVX512_TARGET static void nf4_direct_m3(const nf4_job *j, int64_t a, int64_t b) {
+    nf4_cols_direct(j, a, b, 3);
+}
+AVX512_TARGET static void nf4_direct_m4(const nf4_job *j, int64_t a, int64_t b) {
+    nf4_cols_direct(j, a, b, 4);
+}
+
+lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads) {
+    if (!lq_nf4_avx512_ok(w, m) || !ws || ws_size < lq_ws_nf4_avx512(w, m))
+        return LQ_ERR_INVALID_ARG;
+    float *const base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    float       *xp   = base;
+    float       *am   = w->nested_blocksize > 0 ? xp + al16(m * w->k) : NULL;
+    nf4_x_order(x, m, w->k, xp);
+    if (am) {
+        const int64_t nb = nf4_nblocks(w);
+#pragma omp parallel num_threads(nthreads)
+        {
+            const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+            const int64_t b0 = al16(nb * t / T), b1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
+            nf4_absmax_all(w, am, b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
+        }
+    }
+    nf4_job j = {w, xp, am, m, __builtin_ctzll((unsigned long long)w->group_size), y};
+    void (*const direct[4])(const nf4_job *, int64_t, int64_t) = {nf4_direct_m1, nf4_direct_m2,
+                                                                  nf4_direct_m3, nf4_direct_m4};
+    const int64_t nblk                                         = (w->n + NC - 1) / NC;
+#pragma omp parallel num_threads(nthreads)
+    {
+        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int64_t a = nblk * t / T * NC, b0 = nblk * (t + 1) / T * NC,
+                      b = b0 < w->n ? b0 : w->n;
+        if (a < b) {
+            if (m <= 4) {
+                direct[m - 1](&j, a, b);
+            } else { /* activations of a k range: <= 512 KiB, half an L2 */
+                const int64_t kr   = ((int64_t)131072 / m) & ~(int64_t)(KC - 1);
+                const int64_t step = kr > KC ? kr : KC;
+                for (int64_t k0 = 0; k0 < w->k; k0 += step)
+                    nf4_cols_buffered(&j, a, b, k0, k0 + step < w->k ? k0 + step : w->k);
+            }
+        }
+    }
+    return LQ_OK;
+}
+#else
+int lq_cpu_avx512(void) {
+    return 0;
+}
+int lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)ws_size, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+#endif
