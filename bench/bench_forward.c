@@ -1,10 +1,10 @@
 /* Forward throughput of the float32 CPU Llama forward (quant/model/lq_model*.c).
  *
- *   bench_forward [--model DIR] [--tokens N] [--seqlen L] [--threads T]
+ *   bench_forward [--model DIR] [--tokens N] [--seqlen L] [--threads T] [--reps R]
  *                 [--synthetic-only | --no-synthetic]
  *
  * 1. A real checkpoint (default $LQ_SHARED/models/stories260K, or --model): N tokens as N/L
- *    sequences of L tokens through every layer and the lm_head.
+ *    sequences of L tokens through every layer and the lm_head, best of R runs (3).
  * 2. A synthetic Llama-2-7B-shaped model with 2 layers (hidden 4096, intermediate 11008,
  *    32 heads, vocab 32000, random weights): same measurement, plus achieved GFLOP/s.
  * Prints tokens/s (embedding to logits), the split between layers and lm_head, and peak RSS. */
@@ -24,8 +24,11 @@ typedef struct timing {
 static lq_status run(const lq_model *m, int64_t ntok, int64_t seqlen, int threads, int reps,
                      timing *best, lq_err *err) {
     const int64_t nseq = ntok / seqlen, T = nseq * seqlen, d = m->cfg.hidden_size;
-    float        *h  = lq_aligned_alloc((size_t)(T * d) * sizeof(float));
-    float        *lg = lq_aligned_alloc((size_t)(T * m->cfg.vocab_size) * sizeof(float));
+    float        *h = lq_aligned_alloc((size_t)(T * d) * sizeof(float));
+    /* logits a chunk at a time: at a conversion's calibration size (128 x 2048 tokens) all of
+     * them would not fit in memory */
+    const int64_t LC  = T < 4096 ? T : 4096;
+    float        *lg  = lq_aligned_alloc((size_t)(LC * m->cfg.vocab_size) * sizeof(float));
     int32_t      *ids = malloc((size_t)T * sizeof(int32_t));
     lq_fwd_ws    *ws  = NULL;
     lq_status     st  = LQ_OK;
@@ -36,19 +39,20 @@ static lq_status run(const lq_model *m, int64_t ntok, int64_t seqlen, int thread
     for (int64_t i = 0; i < T; i++)
         ids[i] = (int32_t)lq_rng_below(&rng, (uint64_t)m->cfg.vocab_size);
     const int64_t max_tokens = T < 4096 ? T : (4096 / seqlen) * seqlen;
-    LQ_TRY_GOTO(lq_fwd_ws_create(&m->cfg, max_tokens > seqlen ? max_tokens : seqlen, seqlen, &ws,
-                                 err));
+    LQ_TRY_GOTO(
+        lq_fwd_ws_create(&m->cfg, max_tokens > seqlen ? max_tokens : seqlen, seqlen, &ws, err));
     lq_fwd_ws_set_threads(ws, threads);
     best->layers_s = best->head_s = 1e30;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = lq_now();
         LQ_TRY_GOTO(lq_model_embed(m, ids, T, h, err));
         for (int64_t l = 0; l < m->cfg.num_layers; l++)
-            LQ_TRY_GOTO(lq_layer_forward(m, &m->layers[l], h, nseq, seqlen, NULL, NULL, -1, ws,
-                                         err));
+            LQ_TRY_GOTO(
+                lq_layer_forward(m, &m->layers[l], h, nseq, seqlen, NULL, NULL, -1, ws, err));
         double t1 = lq_now();
-        LQ_TRY_GOTO(lq_model_logits(m, h, T, lg, ws, err));
-        double t2 = lq_now();
+        for (int64_t t = 0; t < T; t += LC)
+            LQ_TRY_GOTO(lq_model_logits(m, h + t * d, T - t < LC ? T - t : LC, lg, ws, err));
+        double t2      = lq_now();
         best->layers_s = t1 - t0 < best->layers_s ? t1 - t0 : best->layers_s;
         best->head_s   = t2 - t1 < best->head_s ? t2 - t1 : best->head_s;
     }
@@ -72,13 +76,13 @@ static double flops_per_token(const lq_model_config *c, int64_t seqlen) {
         lin += (double)n * (double)k;
     }
     const double attn = 2.0 * (double)c->num_heads * (double)c->head_dim * (double)seqlen / 2.0;
-    return 2.0 * ((lin + attn) * (double)c->num_layers +
-                  (double)c->vocab_size * (double)c->hidden_size);
+    return 2.0 *
+           ((lin + attn) * (double)c->num_layers + (double)c->vocab_size * (double)c->hidden_size);
 }
 
 static void report(const char *name, const lq_model *m, int64_t ntok, int64_t seqlen,
                    const timing *t) {
-    const int64_t T  = ntok / seqlen * seqlen;
+    const int64_t T   = ntok / seqlen * seqlen;
     const double  tot = t->layers_s + t->head_s;
     printf("%s: %lld tokens (%lld x %lld): %.1f tokens/s end to end (layers %.3f s, lm_head "
            "%.3f s), %.1f GFLOP/s, peak RSS %.1f MiB\n",
@@ -112,7 +116,7 @@ static lq_status synthetic(int64_t ntok, int64_t seqlen, int threads, lq_err *er
         for (int i = 0; st == LQ_OK && i < LQ_LIN_COUNT; i++) {
             const lq_qlinear *q = &m->layers[l].lin[i].buf.q;
             float            *w = lq_linear_dense_mut(&m->layers[l].lin[i]);
-            const float s = 1.0f / sqrtf((float)q->k);
+            const float       s = 1.0f / sqrtf((float)q->k);
             for (int64_t j = 0; j < q->n * q->k; j++)
                 w[j] = s * lq_rng_normal(&rng);
         }
@@ -135,7 +139,7 @@ int main(int argc, char **argv) {
     bench_blas_reexec(argv);
     const char *model = NULL;
     int64_t     ntok = 0, seqlen = 0;
-    int         threads = 0, synth_only = 0, no_synth = 0;
+    int         threads = 0, synth_only = 0, no_synth = 0, reps = 3;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model = argv[++i];
@@ -145,16 +149,21 @@ int main(int argc, char **argv) {
             seqlen = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--synthetic-only"))
             synth_only = 1;
         else if (!strcmp(argv[i], "--no-synthetic"))
             no_synth = 1;
         else {
-            fprintf(stderr, "usage: %s [--model DIR] [--tokens N] [--seqlen L] [--threads T] "
-                            "[--synthetic-only | --no-synthetic]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--model DIR] [--tokens N] [--seqlen L] [--threads T] "
+                    "[--reps R] [--synthetic-only | --no-synthetic]\n",
+                    argv[0]);
             return 2;
         }
     }
+    reps = reps > 0 ? reps : 1;
     char   def[4096];
     lq_err err = {0};
     if (!model && getenv("LQ_SHARED")) {
@@ -171,7 +180,7 @@ int main(int argc, char **argv) {
             L = m->cfg.max_position_embeddings;
         timing t;
         if (st == LQ_OK)
-            st = run(m, ntok > 0 ? ntok : 8 * L, L, threads, 3, &t, &err);
+            st = run(m, ntok > 0 ? ntok : 8 * L, L, threads, reps, &t, &err);
         if (st == LQ_OK)
             report(model, m, ntok > 0 ? ntok : 8 * L, L, &t);
         lq_model_free(m);
@@ -182,7 +191,8 @@ int main(int argc, char **argv) {
     }
     if (no_synth)
         return 0;
-    const lq_status st = synthetic(ntok > 0 ? ntok : 1024, seqlen > 0 ? seqlen : 512, threads, &err);
+    const lq_status st =
+        synthetic(ntok > 0 ? ntok : 1024, seqlen > 0 ? seqlen : 512, threads, &err);
     if (st != LQ_OK) {
         fprintf(stderr, "error: %s: %s\n", lq_status_name(st), err.msg);
         return 1;

@@ -10,7 +10,8 @@
 # evidence_smollm2.sh converts). Defaults: 4 samples of 2048 tokens (the methods' own default
 # sample counts take an hour and more on a 2-core machine; the ratio is what is compared).
 # DEFAULTS=1 adds AWQ at its own default calibration (128 x 512 tokens; its scale search scores
-# the candidates on the first --awq-tokens 4096 of them), against a forward over those tokens.
+# the candidates on the first --awq-tokens 4096 of them), against a forward over those tokens;
+# GPTQ_DEFAULTS=1 GPTQ at its own (128 x 2048; the forward once, not best of REPS=3).
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3 N=${4:-4} S=${5:-2048}
 mkdir -p "$WORK"
@@ -20,7 +21,7 @@ echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, OMP_NUM_THREADS=${OMP_NU
 fwd_of() { # nsamples seqlen: seconds of one forward of the layers over nsamples x seqlen tokens
     local f
     f=$("$BUILD/bench/bench_forward" --model "$MODEL" --tokens $(($1 * $2)) --seqlen "$2" \
-        --no-synthetic 2>&1 | sed -n 's/.*(layers \([0-9.]*\) s.*/\1/p' | tail -1)
+        --reps "${REPS:-3}" --no-synthetic 2>&1 | sed -n 's/.*(layers \([0-9.]*\) s.*/\1/p' | tail -1)
     [ -n "$f" ] || { echo "bench_forward gave no layer time" >&2; exit 1; }
     echo "$f"
 }
@@ -49,6 +50,13 @@ row "gptq w4 --no-stage-cache" "$N" "$S" "$fwd" gptq --no-stage-cache
 row "gptq w4 --no-v-attn-weights" "$N" "$S" "$fwd" gptq --no-v-attn-weights
 row "int8" "$N" "$S" "$fwd" int8
 row "awq w4 --awq-tokens $((N * S)) (full search)" "$N" "$S" "$fwd" awq --awq-tokens $((N * S))
+if [ "${GPTQ_DEFAULTS:-0}" = 1 ]; then # GPTQ at its own default calibration: ~15 min here
+    fwd3=$(REPS=1 fwd_of 128 2048)
+    echo
+    echo "one forward over 128 x 2048 tokens (layers): $fwd3 s"
+    echo
+    row "gptq w4 (defaults)" 128 2048 "$fwd3" gptq
+fi
 if [ "${DEFAULTS:-0}" = 1 ]; then
     fwd2=$(fwd_of 128 512)
     echo
