@@ -9,8 +9,9 @@
 # MODEL_DIR: a Hugging Face checkpoint or a .gguf (e.g. the SmolLM2 directory bench/
 # evidence_smollm2.sh converts). Defaults: 4 samples of 2048 tokens (the methods' own default
 # sample counts take an hour and more on a 2-core machine; the ratio is what is compared).
-# DEFAULTS=1 adds AWQ at its own default calibration (128 x 512 tokens; its scale search scores
-# the candidates on the first --awq-tokens 4096 of them), against a forward over those tokens;
+# DEFAULTS=1 adds AWQ and INT8 at their own default calibration (128 x 512 tokens; AWQ's scale
+# search scores the candidates on the first --awq-tokens 4096 of them), against a forward over
+# those tokens;
 # GPTQ_DEFAULTS=1 GPTQ at its own (128 x 2048; the forward once, not best of REPS=3).
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3 N=${4:-4} S=${5:-2048}
@@ -63,4 +64,5 @@ if [ "${DEFAULTS:-0}" = 1 ]; then
     echo "one forward over 128 x 512 tokens (layers): $fwd2 s"
     echo
     row "awq w4 (defaults)" 128 512 "$fwd2" awq
+    row "int8 (defaults)" 128 512 "$fwd2" int8
 fi
