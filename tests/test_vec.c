@@ -80,6 +80,20 @@ int main(void) {
         CHECK(memcmp(a, b, sizeof a) == 0);
         CHECK(a[17] == 1.f);
     }
+    { /* a NaN score (a broken model) poisons its row, as libm's expf does */
+        float a[20];
+        for (int j = 0; j < 20; j++)
+            a[j] = (float)j;
+        a[7] = NAN;
+        v->softmax_row(a, 20, 2, 18);
+        int nans = 0;
+        for (int j = 2; j <= 18; j++)
+            nans += isnan(a[j]) != 0;
+        CHECK_EQ_INT(nans, 17);
+        float x[3] = {1.f, NAN, -2.f}, u[3] = {1.f, 1.f, 1.f}, g[3];
+        v->silu_mul(g, x, u, 3);
+        CHECK(isnan(g[1]) && !isnan(g[0]) && !isnan(g[2]));
+    }
     for (int64_t n = 1; n <= 40; n++)
         check_silu(v, n, 6.f);
     check_silu(v, 4099, 20.f);

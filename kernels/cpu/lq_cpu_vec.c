@@ -16,7 +16,7 @@
 #define VEC_TARGET __attribute__((target("avx512f")))
 
 VEC_TARGET static inline __m512 exp16(__m512 x) {
-    x              = _mm512_max_ps(x, _mm512_set1_ps(-104.f));
+    x              = _mm512_max_ps(_mm512_set1_ps(-104.f), x); /* NaN passes: the second operand */
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512       r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
