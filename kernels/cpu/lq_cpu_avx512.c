@@ -99,13 +99,13 @@ static void nf4_x_order(const float *x, int64_t m, int64_t k, float *xp) {
 
 typedef struct nf4_job {
     const lq_qlinear *w;
-    const float      *xp, *am; /* am: decoded absmax (double quant) or NULL */
+    const float      *xp, *am; /* am: the absmax per block (double quant: decoded into ws) */
     int64_t           m, sh;   /* sh: log2(blocksize) */
     float            *y;
 } nf4_job;
 
 AVX512_INLINE float nf4_a(const nf4_job *j, int64_t e) {
-    return j->am ? j->am[e >> j->sh] : ((const float *)j->w->absmax)[e >> j->sh];
+    return j->am[e >> j->sh];
 }
 
 /* the 64 code-book values of column i from channel c, in xp's order: w[0..3] */
@@ -256,7 +256,9 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
             nf4_absmax_all(w, am, b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
         }
     }
-    nf4_job j = {w, xp, am, m, __builtin_ctzll((unsigned long long)w->group_size), y};
+    const float  *absmax = am ? am : (const float *)w->absmax;
+    const int64_t sh     = __builtin_ctzll((unsigned long long)w->group_size);
+    nf4_job       j      = {w, xp, absmax, m, sh, y};
     void (*const direct[4])(const nf4_job *, int64_t, int64_t) = {nf4_direct_m1, nf4_direct_m2,
                                                                   nf4_direct_m3, nf4_direct_m4};
     const int64_t nblk                                         = (w->n + NC - 1) / NC;

@@ -26,23 +26,14 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-/* LQ_CPU_KERNELS=portable: the float kernels only (the tests run both) */
-static int kernels_portable(void) {
-    const char *e = getenv("LQ_CPU_KERNELS");
-    return e && !strcmp(e, "portable");
-}
-
 #define VNNI_TARGET   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq")))
 #define VNNI_INLINE   static inline __attribute__((always_inline)) VNNI_TARGET
 #define VNNI_NV       4   /* 16-column vectors per column block */
 #define VNNI_M        4   /* activation rows per chunk */
 #define VNNI_PF_WORDS 128 /* prefetch distance along a word row (m <= 2: the next blocks) */
 
-int lq_cpu_vnni(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           __builtin_cpu_supports("avx512dq") && !kernels_portable();
+int lq_cpu_vnni(void) { /* lq_cpu_avx512 also honours LQ_CPU_KERNELS=portable */
+    return lq_cpu_avx512() && __builtin_cpu_supports("avx512vnni");
 }
 
 static int64_t al64(int64_t v) {

@@ -141,8 +141,8 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
     const float  *Hp = ((cpu_be *)ctx)->U;
     const int64_t n = sw->n, bs = sw->bs, gw = sw->g > 0 ? sw->g : 1;
     /* ranges of 64 rows and more: narrower ones gain less than a team costs */
-    const int nt   = (int)(n / 64 < omp_get_max_threads() ? n / 64 : omp_get_max_threads());
-    const int team = nt > 1 ? nt : 1;
+    const int64_t fit  = n / 64 < omp_get_max_threads() ? n / 64 : omp_get_max_threads();
+    const int     team = fit > 1 ? (int)fit : 1;
     float    *Err  = lq_aligned_alloc((size_t)(bs * n) * sizeof(float));
     float    *wcol = lq_malloc_n(gw * team, sizeof(float));
     if (!Err || !wcol) {
