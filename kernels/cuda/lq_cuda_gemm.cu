@@ -682,8 +682,11 @@ static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half
         return LQ_ERR_INVALID_ARG;
     float *cf    = (float *)scratch; /* [m, n] when there is a bias */
     void  *bl_ws = (char *)scratch + (bias ? lq_align256((size_t)(m * n) * 4) : 0);
-    /* cublasSetStream resets the workspace to cuBLAS's own pool: set ours after it */
-    cublasStatus_t bs = cublasSetStream(ctx->blas, st);
+    /* the handle is shared with the conversion pipeline, which sets its own math mode; binding
+     * the stream resets the workspace to cuBLAS's own pool, so ours is set after it */
+    cublasStatus_t bs = lq_cuda_ctx_blas(ctx, st, LQ_CUDA_MATH_KERNELS)
+                            ? CUBLAS_STATUS_SUCCESS
+                            : CUBLAS_STATUS_NOT_INITIALIZED;
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetWorkspace(ctx->blas, bl_ws, LQ_CUBLAS_WS_BYTES);
     const float alpha = 1.f, beta = 0.f;
@@ -724,6 +727,73 @@ static lq_status lq_cublas_dequantized(lq_cuda_ctx *ctx, const lq_qlinear *w, co
                           (char *)ws + lq_align256((size_t)(w->n * w->k) * 2), st);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * One host launcher for dense, GPTQ, AWQ and NF4; each format brings its hooks (INT8 keeps
+ * its own: LLM.int8 quantizes the activations first at every batch size).
+ * ------------------------------------------------------------------------------------------ */
+typedef struct lq_cuda_fmt {
+    /* W as fp16 [n, k] into out; NULL: the weights are fp16 already (dense) */
+    lq_status (*dequant)(const lq_qlinear *w, void *out, void *stream);
+    /* the fused kernel for m <= LQ_CUDA_GEMV_MAX_M rows; part: fp32 split-k partials */
+    void (*gemv)(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part, dim3 grid,
+                 cudaStream_t st);
+    /* column kernels: blocks over n and the split-k factor; NULL: a warp per output row */
+    void (*grid)(const lq_qlinear *w, int64_t *col_blocks, int *splits);
+} lq_cuda_fmt;
+
+static int fmt_splits(const lq_cuda_fmt *f, const lq_qlinear *w, dim3 *grid) {
+    if (!f->grid) {
+        *grid = dim3(lq_row_blocks(w));
+        return 1;
+    }
+    int64_t cb;
+    int     sp;
+    f->grid(w, &cb, &sp);
+    *grid = dim3((unsigned)cb, (unsigned)sp);
+    return sp;
+}
+
+static size_t fmt_ws(const lq_cuda_fmt *f, const lq_qlinear *w, int64_t m) {
+    if (m > LQ_CUDA_GEMV_MAX_M)
+        return f->dequant ? lq_dequant_ws(w, m) : lq_cublas_ws(w, m);
+    dim3      grid;
+    const int sp = fmt_splits(f, w, &grid);
+    return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
+}
+
+static lq_status fmt_gemm(const lq_cuda_fmt *f, lq_cuda_ctx *ctx, const lq_qlinear *w,
+                          const void *x, int64_t m, void *y, void *ws, void *stream) {
+    const cudaStream_t st = (cudaStream_t)stream;
+    if (m > LQ_CUDA_GEMV_MAX_M) {
+        if (!f->dequant)
+            return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
+                                  (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
+        LQ_TRY(f->dequant(w, ws, stream));
+        return lq_cublas_dequantized(ctx, w, x, m, y, ws, st);
+    }
+    dim3      grid;
+    const int sp = fmt_splits(f, w, &grid);
+    f->gemv(w, (const __half *)x, m, (__half *)y, (float *)ws, grid, st);
+    LQ_TRY(lq_cuda_launched());
+    if (sp > 1) {
+        k_splitk_finish<<<lq_blocks(m * w->n), LQ_THREADS, 0, st>>>(
+            (const float *)ws, sp, m, w->n, (const __half *)w->bias, (__half *)y);
+        LQ_TRY(lq_cuda_launched());
+    }
+    return LQ_OK;
+}
+
+/* The entry points of lq_cuda.h for a format with hooks F. */
+#define LQ_CUDA_FMT_ENTRIES(fmt, F)                                                                \
+    extern "C" size_t lq_ws_##fmt##_cuda(const lq_qlinear *w, int64_t m) {                         \
+        return fmt_ws(&(F), w, m);                                                                 \
+    }                                                                                              \
+    extern "C" lq_status lq_gemm_##fmt##_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w,               \
+                                              const void *x, int64_t m, void *y, void *ws,         \
+                                              size_t ws_size, void *stream) {                      \
+        return fmt_gemm(&(F), ctx, w, x, m, y, ws, stream);                                        \
+    }
+
 /* ---- dense ---- */
 extern "C" lq_status lq_dequant_dense_cuda(const lq_qlinear *w, void *out, void *stream) {
     return cudaMemcpyAsync(out, w->dense, (size_t)(w->n * w->k) * 2, cudaMemcpyDeviceToDevice,
@@ -732,36 +802,19 @@ extern "C" lq_status lq_dequant_dense_cuda(const lq_qlinear *w, void *out, void 
                : LQ_ERR_CUDA;
 }
 
-extern "C" size_t lq_ws_dense_cuda(const lq_qlinear *w, int64_t m) {
-    return m > LQ_CUDA_GEMV_MAX_M ? lq_cublas_ws(w, m) : 0;
+static void dense_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
+                       dim3 grid, cudaStream_t st) {
+    LQ_MT_SWITCH(m, k_gemv_dense<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
 }
 
-extern "C" lq_status lq_gemm_dense_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
-                                        int64_t m, void *y, void *ws, size_t ws_size,
-                                        void *stream) {
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (m > LQ_CUDA_GEMV_MAX_M)
-        return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
-                              (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
-    LQ_MT_SWITCH(m, k_gemv_dense<MT_><<<lq_row_blocks(w), LQ_THREADS, 0, st>>>(
-                        *w, (const __half *)x, m, (__half *)y));
-    return lq_cuda_launched();
-}
+static const lq_cuda_fmt dense_fmt = {NULL, dense_gemv, NULL};
+LQ_CUDA_FMT_ENTRIES(dense, dense_fmt)
 
 /* ---- GPTQ ---- */
 static void gptq_grid(const lq_qlinear *w, int64_t *col_blocks, int *splits) {
     const int64_t ku = w->bits == 3 ? 32 : 32 / w->bits;
     *col_blocks      = (w->n + GPTQ_BC - 1) / GPTQ_BC;
     *splits          = lq_splits(*col_blocks, w->k / ku, GPTQ_KS);
-}
-
-extern "C" size_t lq_ws_gptq_cuda(const lq_qlinear *w, int64_t m) {
-    if (m > LQ_CUDA_GEMV_MAX_M)
-        return lq_dequant_ws(w, m);
-    int64_t cb;
-    int     sp;
-    gptq_grid(w, &cb, &sp);
-    return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
 }
 
 extern "C" lq_status lq_dequant_gptq_cuda(const lq_qlinear *w, void *out, void *stream) {
@@ -776,47 +829,23 @@ static void gptq_launch(const lq_qlinear *w, const __half *x, int64_t m, __half 
     LQ_MT_SWITCH(m, k_gemv_gptq<BITS, MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y, part));
 }
 
-extern "C" lq_status lq_gemm_gptq_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
-                                       int64_t m, void *y, void *ws, size_t ws_size,
-                                       void *stream) {
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (m > LQ_CUDA_GEMV_MAX_M) {
-        LQ_TRY(lq_dequant_gptq_cuda(w, ws, stream));
-        return lq_cublas_dequantized(ctx, w, x, m, y, ws, st);
-    }
-    int64_t cb;
-    int     sp;
-    gptq_grid(w, &cb, &sp);
-    const dim3 grid((unsigned)cb, (unsigned)sp);
-    float     *part = (float *)ws;
+static void gptq_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
+                      dim3 grid, cudaStream_t st) {
     switch (w->bits) {
-    case 2: gptq_launch<2>(w, (const __half *)x, m, (__half *)y, part, grid, st); break;
-    case 3: gptq_launch<3>(w, (const __half *)x, m, (__half *)y, part, grid, st); break;
-    case 4: gptq_launch<4>(w, (const __half *)x, m, (__half *)y, part, grid, st); break;
-    default: gptq_launch<8>(w, (const __half *)x, m, (__half *)y, part, grid, st); break;
+    case 2: gptq_launch<2>(w, x, m, y, part, grid, st); break;
+    case 3: gptq_launch<3>(w, x, m, y, part, grid, st); break;
+    case 4: gptq_launch<4>(w, x, m, y, part, grid, st); break;
+    default: gptq_launch<8>(w, x, m, y, part, grid, st); break;
     }
-    LQ_TRY(lq_cuda_launched());
-    if (sp > 1) {
-        k_splitk_finish<<<lq_blocks(m * w->n), LQ_THREADS, 0, st>>>(
-            part, sp, m, w->n, (const __half *)w->bias, (__half *)y);
-        LQ_TRY(lq_cuda_launched());
-    }
-    return LQ_OK;
 }
+
+static const lq_cuda_fmt gptq_fmt = {lq_dequant_gptq_cuda, gptq_gemv, gptq_grid};
+LQ_CUDA_FMT_ENTRIES(gptq, gptq_fmt)
 
 /* ---- AWQ ---- */
 static void awq_grid(const lq_qlinear *w, int64_t *col_blocks, int *splits) {
     *col_blocks = (w->n + AWQ_BC - 1) / AWQ_BC;
     *splits     = lq_splits(*col_blocks, w->k, AWQ_KS);
-}
-
-extern "C" size_t lq_ws_awq_cuda(const lq_qlinear *w, int64_t m) {
-    if (m > LQ_CUDA_GEMV_MAX_M)
-        return lq_dequant_ws(w, m);
-    int64_t cb;
-    int     sp;
-    awq_grid(w, &cb, &sp);
-    return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
 }
 
 extern "C" lq_status lq_dequant_awq_cuda(const lq_qlinear *w, void *out, void *stream) {
@@ -825,53 +854,28 @@ extern "C" lq_status lq_dequant_awq_cuda(const lq_qlinear *w, void *out, void *s
     return lq_cuda_launched();
 }
 
-extern "C" lq_status lq_gemm_awq_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
-                                      int64_t m, void *y, void *ws, size_t ws_size,
-                                      void *stream) {
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (m > LQ_CUDA_GEMV_MAX_M) {
-        LQ_TRY(lq_dequant_awq_cuda(w, ws, stream));
-        return lq_cublas_dequantized(ctx, w, x, m, y, ws, st);
-    }
-    int64_t cb;
-    int     sp;
-    awq_grid(w, &cb, &sp);
-    const dim3 grid((unsigned)cb, (unsigned)sp);
-    float     *part = (float *)ws;
-    LQ_MT_SWITCH(m, k_gemv_awq<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, (const __half *)x, m,
-                                                                  (__half *)y, part));
-    LQ_TRY(lq_cuda_launched());
-    if (sp > 1) {
-        k_splitk_finish<<<lq_blocks(m * w->n), LQ_THREADS, 0, st>>>(
-            part, sp, m, w->n, (const __half *)w->bias, (__half *)y);
-        LQ_TRY(lq_cuda_launched());
-    }
-    return LQ_OK;
+static void awq_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
+                     dim3 grid, cudaStream_t st) {
+    LQ_MT_SWITCH(m, k_gemv_awq<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y, part));
 }
+
+static const lq_cuda_fmt awq_fmt = {lq_dequant_awq_cuda, awq_gemv, awq_grid};
+LQ_CUDA_FMT_ENTRIES(awq, awq_fmt)
 
 /* ---- NF4 ---- */
-extern "C" size_t lq_ws_nf4_cuda(const lq_qlinear *w, int64_t m) {
-    return lq_dequant_ws(w, m);
-}
-
 extern "C" lq_status lq_dequant_nf4_cuda(const lq_qlinear *w, void *out, void *stream) {
     k_dequant_nf4<<<lq_blocks(w->n * w->k), LQ_THREADS, 0, (cudaStream_t)stream>>>(
         *w, (__half *)out);
     return lq_cuda_launched();
 }
 
-extern "C" lq_status lq_gemm_nf4_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
-                                      int64_t m, void *y, void *ws, size_t ws_size,
-                                      void *stream) {
-    const cudaStream_t st = (cudaStream_t)stream;
-    if (m > LQ_CUDA_GEMV_MAX_M) {
-        LQ_TRY(lq_dequant_nf4_cuda(w, ws, stream));
-        return lq_cublas_dequantized(ctx, w, x, m, y, ws, st);
-    }
-    LQ_MT_SWITCH(m, k_gemv_nf4<MT_><<<lq_row_blocks(w), LQ_THREADS, 0, st>>>(
-                        *w, (const __half *)x, m, (__half *)y));
-    return lq_cuda_launched();
+static void nf4_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
+                     dim3 grid, cudaStream_t st) {
+    LQ_MT_SWITCH(m, k_gemv_nf4<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
 }
+
+static const lq_cuda_fmt nf4_fmt = {lq_dequant_nf4_cuda, nf4_gemv, NULL};
+LQ_CUDA_FMT_ENTRIES(nf4, nf4_fmt)
 
 /* ---- INT8 ---- */
 extern "C" size_t lq_ws_int8_cuda(const lq_qlinear *w, int64_t m) {
