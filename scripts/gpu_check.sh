@@ -112,7 +112,7 @@ elif ! cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLQ_CUDA=ON \
     say "FAIL: configure (log: configure.log)"
     tail -20 "$OUT/configure.log"
     exit 4
-elif ! grep -q "CUDA kernels ON" "$OUT/configure.log"; then
+elif ! grep -q "llmquant: CUDA ON" "$OUT/configure.log"; then
     say "FAIL: CMake did not enable CUDA (log: configure.log)"
     exit 4
 else

@@ -6,9 +6,15 @@
  *     sym: >= 99% identical codes (the rest differ by one step where fp32 rounding of the
  *     error feedback crosses a rounding boundary), proxy loss within 1%;
  *   - a singular Hessian takes the damping retry on the GPU too;
- *   - end to end: `llmquant gptq --device cuda` vs `--device cpu` perplexity within 1%.
+ *   - the forward's linears on the kernels' CUDA row (lq_gpu_qlinear): dense with a bias vs
+ *     OpenBLAS within fp16 rounding;
+ *   - end to end: `llmquant gptq --device cuda` vs `--device cpu` perplexity within 1%, and
+ *     `llmquant ppl --device cuda` (every layer on the CUDA kernels, fp16 activations) vs
+ *     `--device cpu` within 0.5% for the original model and its rtn, gptq, awq, nf4 and int8
+ *     conversions.
  * Seeds are fixed and printed on failure. Exit 77 (SKIP) after the no-device checks when no
  * CUDA device is present. */
+#include "lq_dtype.h"
 #include "lq_gpu.h"
 #include "lq_quant.h"
 #include "lq_test.h"
@@ -64,6 +70,16 @@ static void test_hessian(lq_gpu *g, uint64_t seed, int64_t k) {
     free(X);
 }
 
+/* sum (a - b)^2 / sum a^2 */
+static double nmse(const float *a, const float *b, int64_t count) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < count; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)a[i] * a[i];
+    }
+    return num / den;
+}
+
 static void test_dense_gemm(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, int64_t t) {
     lq_rng r;
     lq_rng_seed(&r, seed);
@@ -77,13 +93,9 @@ static void test_dense_gemm(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, int6
                 (int)k, 0.f, y1, (int)n);
     lq_err err = {0};
     CHECK_OK(lq_gpu_dense_gemm(g, W, n, k, x, t, y2, &err));
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < t * n; i++) {
-        num += ((double)y1[i] - y2[i]) * ((double)y1[i] - y2[i]);
-        den += (double)y1[i] * y1[i];
-    }
-    CHECK_MSG(num / den < 1e-10, "seed %llu %lldx%lld t %lld: dense GEMM NMSE %.3g",
-              (unsigned long long)seed, (long long)n, (long long)k, (long long)t, num / den);
+    const double e = nmse(y1, y2, t * n);
+    CHECK_MSG(e < 1e-10, "seed %llu %lldx%lld t %lld: dense GEMM NMSE %.3g",
+              (unsigned long long)seed, (long long)n, (long long)k, (long long)t, e);
     free(W), free(x), free(y1), free(y2);
 }
 
@@ -183,12 +195,40 @@ static void test_gptq(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, gcase c, i
     free(s1), free(s2), free(z1), free(z2), free(g1), free(g2);
 }
 
-static double ppl_of(const char *bin, const char *out) {
+/* y = x W^T + b through lq_gpu_qlinear (fp16 weights, activations and bias on the device) vs
+ * OpenBLAS on the same fp16-rounded inputs: what is left is fp16 output rounding and the order
+ * of the fp32 sums. */
+static void test_qlinear_dense(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, int64_t t) {
+    lq_rng r;
+    lq_rng_seed(&r, seed);
+    float    *W = malloc((size_t)(n * k) * 4), *x = malloc((size_t)(t * k) * 4);
+    float    *y1 = malloc((size_t)(t * n) * 4), *y2 = malloc((size_t)(t * n) * 4);
+    uint16_t *b  = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n * k; i++)
+        W[i] = lq_f16_to_f32(lq_f32_to_f16(lq_rng_normal(&r)));
+    for (int64_t i = 0; i < t * k; i++)
+        x[i] = lq_f16_to_f32(lq_f32_to_f16(lq_rng_normal(&r)));
+    for (int64_t i = 0; i < n; i++)
+        b[i] = lq_f32_to_f16(lq_rng_normal(&r));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)n, (int)k, 1.f, x, (int)k, W,
+                (int)k, 0.f, y1, (int)n);
+    for (int64_t i = 0; i < t * n; i++)
+        y1[i] += lq_f16_to_f32(b[i % n]);
+    lq_qlinear w = {.format = LQ_FMT_DENSE, .n = n, .k = k, .dense = W, .bias = b};
+    lq_err     err = {0};
+    CHECK_OK(lq_gpu_qlinear(g, &w, x, t, y2, &err));
+    const double e = nmse(y1, y2, t * n);
+    CHECK_MSG(e < 1e-6, "seed %llu %lldx%lld t %lld: qlinear NMSE %.3g",
+              (unsigned long long)seed, (long long)n, (long long)k, (long long)t, e);
+    free(W), free(x), free(y1), free(y2), free(b);
+}
+
+static double ppl_of(const char *bin, const char *out, const char *device) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "'%s' ppl '%s' --data '%s/data/tinystories/tinystories_sample.txt' "
-             "--quiet --json",
-             bin, out, getenv("LQ_SHARED"));
+             "--quiet --json --device %s --tokenizer '%s/models/stories260K/llama2c/tok512.bin'",
+             bin, out, getenv("LQ_SHARED"), device, getenv("LQ_SHARED"));
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -223,7 +263,7 @@ static void test_e2e(void) {
                  tmp, bin, sh, out, dev[i], calib, sh);
         int rc = system(cmd);
         CHECK_MSG(rc == 0, "%s failed (%d)", cmd, rc);
-        ppl[i] = ppl_of(bin, out);
+        ppl[i] = ppl_of(bin, out, "cpu");
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", out);
@@ -231,6 +271,40 @@ static void test_e2e(void) {
     printf("stories260K gptq w4 g32 act-order: ppl cpu %.4f, cuda %.4f\n", ppl[0], ppl[1]);
     CHECK_MSG(ppl[0] > 1 && ppl[1] > 1 && fabs(ppl[1] - ppl[0]) <= 0.01 * ppl[0],
               "ppl cpu %.4f vs cuda %.4f", ppl[0], ppl[1]);
+
+    /* perplexity on the CUDA kernels: the original model, then one conversion per format */
+    const char *conv[] = {NULL, "rtn --group-size 32", "gptq --group-size 32",
+                          "awq --group-size 32", "nf4", "int8"};
+    const int   calibrated[] = {0, 0, 1, 1, 0, 1};
+    for (size_t i = 0; i < sizeof conv / sizeof conv[0]; i++) {
+        char out[2048], cmd[8192];
+        snprintf(out, sizeof out, "%s/models/stories260K", sh);
+        if (conv[i]) {
+            char cal[6144] = "";
+            if (calibrated[i])
+                snprintf(cal, sizeof cal,
+                         "--nsamples 8 --seqlen 128 --calib '%s' "
+                         "--tokenizer '%s/models/stories260K/llama2c/tok512.bin'",
+                         calib, sh);
+            snprintf(out, sizeof out, "%s/gpu_ppl_%d_%d", tmp, (int)i, (int)getpid());
+            snprintf(cmd, sizeof cmd,
+                     "mkdir -p '%s' && '%s' %s '%s/models/stories260K' -o '%s' --force --quiet "
+                     "--device cpu %s",
+                     tmp, bin, conv[i], sh, out, cal);
+            int rc = system(cmd);
+            CHECK_MSG(rc == 0, "%s failed (%d)", cmd, rc);
+        }
+        const double pc = ppl_of(bin, out, "cpu"), pg = ppl_of(bin, out, "cuda");
+        printf("stories260K %s: ppl --device cpu %.4f, cuda %.4f (%+.3f%%)\n",
+               conv[i] ? conv[i] : "original", pc, pg, 100.0 * (pg - pc) / pc);
+        CHECK_MSG(pc > 1 && pg > 1 && fabs(pg - pc) <= 0.005 * pc, "%s: ppl cpu %.4f vs cuda %.4f",
+                  conv[i] ? conv[i] : "original", pc, pg);
+        if (conv[i]) {
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+            if (system(cmd) != 0)
+                fprintf(stderr, "could not remove %s\n", out);
+        }
+    }
 }
 
 int main(void) {
@@ -257,6 +331,8 @@ int main(void) {
     printf("device: %s\n", lq_gpu_describe(g));
     test_dense_gemm(g, 5, 172, 64, 3);
     test_dense_gemm(g, 6, 1024, 4096, 517);
+    test_qlinear_dense(g, 7, 172, 64, 3);    /* the fused kernel */
+    test_qlinear_dense(g, 8, 1000, 576, 77); /* cuBLAS with the bias rounded once */
     test_hessian(g, 11, 64);
     test_hessian(g, 12, 1000);
     const gcase cases[] = {

@@ -107,6 +107,52 @@ extern "C" LQ_API const char *lq_cuda_ctx_error(const lq_cuda_ctx *ctx) {
     return ctx ? ctx->err : "";
 }
 
+extern "C" void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
+    const cublasMath_t mode =
+        math == LQ_CUDA_MATH_FP32
+            ? CUBLAS_PEDANTIC_MATH
+            : (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    if (!ctx || cublasSetStream(ctx->blas, (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(ctx->blas, mode) != CUBLAS_STATUS_SUCCESS)
+        return NULL;
+    return (void *)ctx->blas;
+}
+
+extern "C" int lq_cuda_ctx_device(const lq_cuda_ctx *ctx) {
+    return ctx ? ctx->device : -1;
+}
+
+__global__ void k_f32_to_f16(const float *__restrict__ x, __half *__restrict__ y, int64_t count) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count)
+        y[i] = __float2half_rn(x[i]);
+}
+
+__global__ void k_f16_to_f32(const __half *__restrict__ x, float *__restrict__ y, int64_t count) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count)
+        y[i] = __half2float(x[i]);
+}
+
+static unsigned conv_blocks(int64_t count) {
+    return (unsigned)((count + 255) / 256);
+}
+
+extern "C" lq_status lq_cuda_f32_to_f16(const float *x, void *y, int64_t count, void *stream) {
+    if (count <= 0)
+        return LQ_OK;
+    k_f32_to_f16<<<conv_blocks(count), 256, 0, (cudaStream_t)stream>>>(x, (__half *)y, count);
+    return lq_cuda_launched();
+}
+
+extern "C" lq_status lq_cuda_f16_to_f32(const void *x, float *y, int64_t count, void *stream) {
+    if (count <= 0)
+        return LQ_OK;
+    k_f16_to_f32<<<conv_blocks(count), 256, 0, (cudaStream_t)stream>>>((const __half *)x, y, count);
+    return lq_cuda_launched();
+}
+
 /* A call works on the ctx's device whatever the thread's current device is. */
 extern "C" lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx) {
     if (!ctx)

@@ -1,6 +1,6 @@
 /* Fallbacks of the CUDA entry points for a build without CUDA: every call reports
  * LQ_ERR_NO_CUDA_BUILD, device count is 0. The real ones live in *.cu. */
-#ifndef LQ_HAVE_CUDA_KERNELS
+#ifndef LQ_HAVE_CUDA
 #include "lq_cuda.h"
 
 #define LQ_CUDA_FMT_STUB(fmt)                                                                      \
@@ -55,6 +55,22 @@ lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx) {
 
 lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
     return st;
+}
+
+void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
+    return NULL;
+}
+
+int lq_cuda_ctx_device(const lq_cuda_ctx *ctx) {
+    return -1;
+}
+
+lq_status lq_cuda_f32_to_f16(const float *x, void *y, int64_t count, void *stream) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_f16_to_f32(const void *x, float *y, int64_t count, void *stream) {
+    return LQ_ERR_NO_CUDA_BUILD;
 }
 
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {

@@ -4,6 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+int lq_gpu_device_count(void) {
+    int n = 0; /* the device layer's probe: no driver, no device, driver too old -> 0 (CPU) */
+    return lq_cuda_device_count(&n) == LQ_OK ? n : 0;
+}
+
 lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb, lq_gpu **out,
                          lq_err *err) {
     *out = NULL;

@@ -14,14 +14,16 @@
 #include <cusolverDn.h>
 
 extern "C" {
+#include "cuda/lq_cuda.h"
 #include "lq_gpu.h"
+#include "lq_qformat.h"
 }
 #include "lq_qparams.h"
 
 struct lq_gpu {
     int                device;
     cudaStream_t       stream;
-    cublasHandle_t     blas;
+    lq_cuda_ctx       *kc; /* the device layer's context: its cuBLAS handle is the one used */
     cusolverDnHandle_t solver;
     int64_t            cur_bytes, peak_bytes;
     char               desc[320];
@@ -34,6 +36,9 @@ struct lq_gpu {
     /* dense GEMM buffers of the forwards (grown, reused) */
     float   *dgW, *dgx, *dgy;
     int64_t  gW_cap, gx_cap, gy_cap; /* elements */
+    /* the kernels' linears (lq_gpu_qlinear): descriptor arrays, fp16 activations, workspace */
+    void    *dq, *dxh, *dyh, *dkws;
+    int64_t  q_cap, xh_cap, yh_cap, kws_cap; /* bytes */
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -65,6 +70,12 @@ static lq_status cuda_fail(lq_err *err, cudaError_t e, const char *what) {
             return lq_fail(err, LQ_ERR_CUDA, "GPU: %s: cuSOLVER status %d", (what), (int)c_);  \
     } while (0)
 
+/* The shared handle on this context's stream, fp32 products without TF32 so that GPU and CPU
+ * conversions agree (NULL makes the cuBLAS call fail with its status). */
+static cublasHandle_t blas(lq_gpu *g) {
+    return (cublasHandle_t)lq_cuda_ctx_blas(g->kc, g->stream, LQ_CUDA_MATH_FP32);
+}
+
 /* Sizes are tracked so the report can state peak device memory. */
 static lq_status dev_alloc(lq_gpu *g, void **p, int64_t bytes, const char *what, lq_err *err) {
     *p = NULL;
@@ -92,11 +103,6 @@ static void dev_free(lq_gpu *g, void *p, int64_t bytes) {
 /* ------------------------------------------------------------------------------------------
  * Context
  * ------------------------------------------------------------------------------------------ */
-extern "C" int lq_gpu_device_count(void) {
-    int n = 0; /* the public probe: no driver, no device, driver too old -> 0 (CPU) */
-    return lq_cuda_device_count(&n) == LQ_OK ? n : 0;
-}
-
 extern "C" lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
     *out    = NULL;
     int cnt = lq_gpu_device_count();
@@ -105,22 +111,19 @@ extern "C" lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
     lq_gpu *g = (lq_gpu *)calloc(1, sizeof *g);
     if (!g)
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-    g->device     = device;
-    lq_status   s = LQ_OK;
-    cudaError_t e = cudaSetDevice(device);
-    if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
+    g->device   = device;
+    lq_status s = lq_cuda_ctx_create(device, &g->kc, err); /* sets the device current */
+    if (s != LQ_OK) {
         free(g);
+        return s;
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        lq_gpu_close(g);
         return cuda_fail(err, e, "initializing the device");
     }
-    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS ||
-        /* fp32 GEMMs stay fp32 (no TF32) so GPU and CPU conversions agree. */
-        cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS) {
-        s = lq_fail(err, LQ_ERR_CUDA, "GPU: cuBLAS initialization failed");
-    } else if (cusolverDnCreate(&g->solver) != CUSOLVER_STATUS_SUCCESS ||
-               cusolverDnSetStream(g->solver, g->stream) != CUSOLVER_STATUS_SUCCESS) {
+    if (cusolverDnCreate(&g->solver) != CUSOLVER_STATUS_SUCCESS ||
+        cusolverDnSetStream(g->solver, g->stream) != CUSOLVER_STATUS_SUCCESS) {
         s = lq_fail(err, LQ_ERR_CUDA, "GPU: cuSOLVER initialization failed");
     } else {
         s = dev_alloc(g, (void **)&g->dinfo, sizeof(int), "solver status", err);
@@ -150,10 +153,13 @@ extern "C" void lq_gpu_close(lq_gpu *g) {
     dev_free(g, g->dgW, g->gW_cap * (int64_t)sizeof(float));
     dev_free(g, g->dgx, g->gx_cap * (int64_t)sizeof(float));
     dev_free(g, g->dgy, g->gy_cap * (int64_t)sizeof(float));
+    dev_free(g, g->dq, g->q_cap);
+    dev_free(g, g->dxh, g->xh_cap);
+    dev_free(g, g->dyh, g->yh_cap);
+    dev_free(g, g->dkws, g->kws_cap);
     if (g->solver)
         cusolverDnDestroy(g->solver);
-    if (g->blas)
-        cublasDestroy(g->blas);
+    lq_cuda_ctx_free(g->kc);
     if (g->stream)
         cudaStreamDestroy(g->stream);
     free(g);
@@ -217,7 +223,7 @@ extern "C" lq_status lq_gpu_hess_add(lq_gpu_hess *h, const float *x, int64_t t, 
     float   beta  = (float)((double)h->nsamples / (double)nn);
     float   alpha = (float)(2.0 / (double)nn);
     /* Row-major x [t, k] is column-major x^T [k, t]: H += alpha x^T x is SYRK 'N'. */
-    BLAS_TRY(cublasSsyrk(g->blas, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)k, (int)t, &alpha,
+    BLAS_TRY(cublasSsyrk(blas(g), CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, (int)k, (int)t, &alpha,
                          h->dx, (int)k, &beta, h->dH, (int)k),
              "Hessian SYRK");
     h->nsamples = nn;
@@ -535,7 +541,7 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
             /* Row-major Wt[i2:] -= U[i1:i2, i2:]^T Err, i.e. column-major
              * Wt'(n x k-i2) -= Err'(n x cnt) * U'(k-i2 x cnt)^T. */
             const float    mone = -1.f, one = 1.f;
-            cublasStatus_t b = cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)(k - i2),
+            cublasStatus_t b = cublasSgemm(blas(g), CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)(k - i2),
                                            (int)cnt, &mone, a.Err, (int)n, g->dU + i1 * k + i2,
                                            (int)k, &one, a.Wt + i2 * n, (int)n);
             if (b != CUBLAS_STATUS_SUCCESS) {
@@ -615,9 +621,84 @@ extern "C" lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, in
            "copying activations");
     /* Row-major y = x W^T is column-major y' (n x t) = W' (k x n)^T x' (k x t). */
     const float one = 1.f, zero = 0.f;
-    BLAS_TRY(cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)t, (int)k, &one, g->dgW,
+    BLAS_TRY(cublasSgemm(blas(g), CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)t, (int)k, &one, g->dgW,
                          (int)k, g->dgx, (int)k, &zero, g->dgy, (int)n),
              "linear forward");
+    CU_TRY(cudaMemcpyAsync(y, g->dgy, (size_t)(t * n) * sizeof(float), cudaMemcpyDeviceToHost,
+                           g->stream),
+           "reading activations");
+    CU_TRY(cudaStreamSynchronize(g->stream), "linear forward");
+    return LQ_OK;
+}
+
+static lq_status grow_bytes(lq_gpu *g, void **p, int64_t *cap, int64_t bytes, const char *what,
+                            lq_err *err) {
+    if (bytes <= *cap)
+        return LQ_OK;
+    dev_free(g, *p, *cap);
+    *p   = NULL;
+    *cap = 0;
+    LQ_TRY(dev_alloc(g, p, bytes, what, err));
+    *cap = bytes;
+    return LQ_OK;
+}
+
+/* The descriptor on the device. Dense weights are float32 on the host and fp16 on the device:
+ * they go up as float32 and are rounded there; the other formats' arrays go up as they are. */
+static lq_status upload_linear(lq_gpu *g, const lq_qlinear *w, lq_qlinear *dw, lq_err *err) {
+    if (w->format != LQ_FMT_DENSE) {
+        const size_t bytes = lq_qlinear_device_bytes(w);
+        LQ_TRY(grow_bytes(g, &g->dq, &g->q_cap, (int64_t)bytes, "layer weights", err));
+        if (lq_qlinear_upload(w, g->dq, bytes, dw, g->stream) != LQ_OK)
+            return cuda_fail(err, cudaGetLastError(), "copying layer weights");
+        return LQ_OK;
+    }
+    const int64_t nk = w->n * w->k, wb = (nk * 2 + 255) & ~(int64_t)255;
+    LQ_TRY(grow(g, &g->dgW, &g->gW_cap, nk, "layer weights", err));
+    LQ_TRY(grow_bytes(g, &g->dq, &g->q_cap, wb + (w->bias ? w->n * 2 : 0), "layer weights", err));
+    CU_TRY(cudaMemcpyAsync(g->dgW, w->dense, (size_t)nk * sizeof(float), cudaMemcpyHostToDevice,
+                           g->stream),
+           "copying layer weights");
+    if (lq_cuda_f32_to_f16(g->dgW, g->dq, nk, g->stream) != LQ_OK)
+        return cuda_fail(err, cudaGetLastError(), "rounding layer weights to fp16");
+    *dw       = *w;
+    dw->dense = g->dq;
+    if (w->bias) {
+        CU_TRY(cudaMemcpyAsync((char *)g->dq + wb, w->bias, (size_t)w->n * 2,
+                               cudaMemcpyHostToDevice, g->stream),
+               "copying the bias");
+        dw->bias = (const uint16_t *)((char *)g->dq + wb);
+    }
+    return LQ_OK;
+}
+
+extern "C" lq_status lq_gpu_qlinear(void *user, const lq_qlinear *w, const float *x, int64_t t,
+                                    float *y, lq_err *err) {
+    lq_gpu       *g = (lq_gpu *)user;
+    const int64_t n = w->n, k = w->k;
+    lq_qlinear    dw;
+    LQ_TRY(upload_linear(g, w, &dw, err));
+    const size_t ws = lq_qlinear_workspace_cuda(&dw, t);
+    LQ_TRY(grow(g, &g->dgx, &g->gx_cap, t * k, "activations", err));
+    LQ_TRY(grow(g, &g->dgy, &g->gy_cap, t * n, "activations", err));
+    LQ_TRY(grow_bytes(g, &g->dxh, &g->xh_cap, t * k * 2, "activations", err));
+    LQ_TRY(grow_bytes(g, &g->dyh, &g->yh_cap, t * n * 2, "activations", err));
+    LQ_TRY(grow_bytes(g, &g->dkws, &g->kws_cap, (int64_t)ws, "kernel workspace", err));
+    CU_TRY(cudaMemcpyAsync(g->dgx, x, (size_t)(t * k) * sizeof(float), cudaMemcpyHostToDevice,
+                           g->stream),
+           "copying activations");
+    lq_status s = lq_cuda_f32_to_f16(g->dgx, g->dxh, t * k, g->stream);
+    if (s == LQ_OK)
+        s = lq_qlinear_forward_cuda(g->kc, &dw, g->dxh, t, g->dyh, g->dkws, ws, g->stream);
+    if (s == LQ_OK)
+        s = lq_cuda_f16_to_f32(g->dyh, g->dgy, t * n, g->stream);
+    if (s != LQ_OK) {
+        const char       *why = lq_cuda_ctx_error(g->kc);
+        const lq_qformat *f   = lq_qformat_get((lq_format)w->format);
+        return lq_fail(err, s, "GPU: %s linear [%lld x %lld] over %lld tokens: %s",
+                       f ? f->name : "?", (long long)n, (long long)k,
+                       (long long)t, why && *why ? why : lq_status_name(s));
+    }
     CU_TRY(cudaMemcpyAsync(y, g->dgy, (size_t)(t * n) * sizeof(float), cudaMemcpyDeviceToHost,
                            g->stream),
            "reading activations");

@@ -49,6 +49,14 @@ void      lq_gpu_hess_free(lq_gpu_hess *h);
 lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
                             int64_t t, float *y, lq_err *err);
 
+/* y[t, n] = x[t, k] W^T (+ the descriptor's fp16 bias) for a linear of any format, on the
+ * format table's CUDA row (lq_qlinear_forward_cuda: the kernels the GPU kernel test binds):
+ * the descriptor's arrays go up per call (dense float32 weights rounded to the device's fp16),
+ * activations travel as fp16 as the kernels take them and come back as float32. Host arrays in
+ * and out; synchronous (lq_qlinear_fn; user = lq_gpu *). */
+lq_status lq_gpu_qlinear(void *user, const lq_qlinear *w, const float *x, int64_t t, float *y,
+                         lq_err *err);
+
 /* GPTQ backend on g (see lq_gptq_ex); the backend borrows g. */
 void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be);
 

@@ -4,10 +4,6 @@
 
 #include <stddef.h>
 
-int lq_gpu_device_count(void) {
-    return 0;
-}
-
 lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
     (void)device;
     *out = NULL;
@@ -51,6 +47,12 @@ void lq_gpu_hess_free(lq_gpu_hess *h) {
 lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
                             int64_t t, float *y, lq_err *err) {
     (void)user, (void)W, (void)n, (void)k, (void)x, (void)t, (void)y, (void)err;
+    return LQ_ERR_UNSUPPORTED; /* the forward stays on the CPU */
+}
+
+lq_status lq_gpu_qlinear(void *user, const lq_qlinear *w, const float *x, int64_t t, float *y,
+                         lq_err *err) {
+    (void)user, (void)w, (void)x, (void)t, (void)y, (void)err;
     return LQ_ERR_UNSUPPORTED; /* the forward stays on the CPU */
 }
 

@@ -218,6 +218,14 @@ size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int64_t k,
                                       const float *x, int64_t t, float *y, lq_err *err);
 void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
+/* y[t, n] = x[t, k] W^T (+ the descriptor's bias) for a linear of any format somewhere else
+ * than the CPU kernels (the GPU's row of the format table; the linear's float bias is added
+ * here); LQ_ERR_UNSUPPORTED falls back to the CPU for that call. Perplexity uses it; the
+ * conversion's calibration forwards use the float32 dense hook above instead, so that the
+ * statistics a GPU conversion gathers agree with a CPU conversion's to rounding. */
+typedef lq_status (*lq_linear_dev_fn)(void *user, const lq_qlinear *w, const float *x, int64_t t,
+                                      float *y, lq_err *err);
+void lq_fwd_ws_set_linear_dev(lq_fwd_ws *ws, lq_linear_dev_fn fn, void *user);
 
 /* v_proj's output reaches the model only through attention: a value vector matters as much as
  * the attention its token receives. With this on, every attention forward also computes, for each

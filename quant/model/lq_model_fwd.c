@@ -68,6 +68,8 @@ struct lq_fwd_ws {
     size_t           bytes;
     lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
     void            *gemm_user;
+    lq_linear_dev_fn lin_dev; /* linears of every format elsewhere (GPU kernels), NULL = CPU */
+    void            *lin_dev_user;
     int              want_attn_w;
     float           *attn_w; /* [max_tokens] */
     /* [heads, max_tokens] partial sums: each head's row is written by one job at a time and
@@ -87,6 +89,11 @@ const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws) {
 void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user) {
     ws->gemm      = fn;
     ws->gemm_user = user;
+}
+
+void lq_fwd_ws_set_linear_dev(lq_fwd_ws *ws, lq_linear_dev_fn fn, void *user) {
+    ws->lin_dev      = fn;
+    ws->lin_dev_user = user;
 }
 
 static int ws_threads(const lq_fwd_ws *ws) {
@@ -327,20 +334,22 @@ void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w
 
 static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
                      lq_fwd_ws *ws, lq_err *err) {
-    const lq_qlinear *q = &l->buf.q;
-    if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense && !q->bias) {
-        lq_status gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
-        if (gs == LQ_OK) {
-            if (l->bias)
-                for (int64_t r = 0; r < t; r++)
-                    for (int64_t i = 0; i < q->n; i++)
-                        y[r * q->n + i] += l->bias[i];
-            return LQ_OK;
-        }
-        if (gs != LQ_ERR_UNSUPPORTED) {
-            lq_err_prefix(err, "%s", what);
-            return gs;
-        }
+    const lq_qlinear *q  = &l->buf.q;
+    lq_status         gs = LQ_ERR_UNSUPPORTED;
+    if (ws->lin_dev)
+        gs = ws->lin_dev(ws->lin_dev_user, q, x, t, y, err);
+    else if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense && !q->bias)
+        gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
+    if (gs == LQ_OK) {
+        if (l->bias)
+            for (int64_t r = 0; r < t; r++)
+                for (int64_t i = 0; i < q->n; i++)
+                    y[r * q->n + i] += l->bias[i];
+        return LQ_OK;
+    }
+    if (gs != LQ_ERR_UNSUPPORTED) {
+        lq_err_prefix(err, "%s", what);
+        return gs;
     }
     LQ_TRY(ensure_kws(ws, lq_linear_ws_size_ex(l, t, ws->kflags), err));
     const lq_status st =

@@ -161,8 +161,8 @@ static lq_status run_init(ppl_run *r, lq_model *m, const lq_ppl_opts *o, const l
     LQ_TRY(lq_fwd_ws_create(&m->cfg, max_tokens, max_len, &r->ws, err));
     lq_fwd_ws_set_threads(r->ws, r->nthreads);
     lq_fwd_ws_set_kernel_flags(r->ws, o->kernel_flags);
-    if (r->ex.gemm)
-        lq_fwd_ws_set_dense_gemm(r->ws, r->ex.gemm, r->ex.gemm_user);
+    if (r->ex.lin_dev)
+        lq_fwd_ws_set_linear_dev(r->ws, r->ex.lin_dev, r->ex.lin_dev_user);
     /* logits in blocks of <= 64 MiB */
     const int64_t V = m->cfg.vocab_size;
     r->lrows        = ((int64_t)1 << 24) / V;
@@ -576,8 +576,8 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     o.cb           = cb;
     lq_ppl_exec ex = {.nthreads = (int)op->threads};
     if (gpu) {
-        ex.gemm      = lq_gpu_dense_gemm;
-        ex.gemm_user = gpu;
+        ex.lin_dev      = lq_gpu_qlinear;
+        ex.lin_dev_user = gpu;
     }
     /* --max-memory: the text is tokenized a 64th of it at a time (tokenizing costs up to ~40
      * bytes per text byte), between 64 KiB and 8 MiB; streamed layers get a quarter for their
@@ -667,9 +667,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     const char *tp = op.tokenizer;
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
                           : lq_tok_load_source(m->src, &tok, err));
-    /* the original (dense) model's linears go to the GPU; quantized ones use the CPU kernels */
-    LQ_TRY_GOTO(
-        lq_device_pick(op.device, m->format == LQ_FMT_DENSE, cb, &gpu, err));
+    /* every format's linears have a row on the GPU (lq_gpu_qlinear) */
+    LQ_TRY_GOTO(lq_device_pick(op.device, 1, cb, &gpu, err));
     const double open_s = lq_now() - t0;
     LQ_TRY_GOTO(lq_ppl_text(m, tok, data_file, &op, gpu, cb, &r, &info, err));
     const double load_s = open_s + info.load_seconds;

@@ -57,8 +57,8 @@ typedef struct lq_ppl_opts {
 typedef struct lq_ppl_exec {
     int              nthreads;      /* <= 0: all cores */
     int64_t          max_act_bytes; /* streamed layers: activation budget per batch (0: 1 GiB) */
-    lq_dense_gemm_fn gemm;          /* dense linears elsewhere (GPU), NULL = OpenBLAS */
-    void            *gemm_user;
+    lq_linear_dev_fn lin_dev;       /* linears elsewhere (GPU kernels), NULL = CPU kernels */
+    void            *lin_dev_user;
 } lq_ppl_exec;
 
 typedef struct lq_ppl_result {
