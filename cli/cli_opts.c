@@ -218,10 +218,13 @@ int cli_parse_args(cli_ctx *c, const cli_cmd *cmd, int argc, char **argv, cli_ar
         }
         if (!pi)
             return unknown_option(c, cmd, nm);
-        if (!applies(cmd, pi))
+        if (!applies(cmd, pi)) {
+            char cmds[256];
+            lq_param_commands(pi, cmds, sizeof cmds);
             return cli_error(c, LQ_ERR_INVALID_ARG,
                              "option --%s does not apply to %s (applies to: %s)", nm, cmd->name,
-                             pi->methods);
+                             cmds);
+        }
         if (pi->type == LQ_PT_BOOL) {
             if (negated && val)
                 return cli_error(c, LQ_ERR_INVALID_ARG, "option --%s takes no value", nm);
@@ -332,7 +335,7 @@ void cli_print_cmd_help(const cli_cmd *cmd, FILE *f) {
         int shown = 0;
         for (int i = 0; i < lq_param_count(); i++) {
             const lq_param_info *pi  = lq_param_get_info(i);
-            int                  any = !strcmp(pi->methods, "*");
+            int                  any = !strcmp(pi->families, "*");
             if (!applies(cmd, pi) || any != pass)
                 continue;
             if (!shown++)

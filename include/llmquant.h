@@ -330,7 +330,9 @@ typedef struct lq_param_info {
     int         type;    /* lq_param_type */
     const char *def;     /* default as text ("" = unset) */
     double      min, max;/* numeric bounds (inclusive) */
-    const char *methods; /* comma list of commands it applies to ("gptq,awq", "ppl", "*") */
+    const char *families;/* comma list of option families ("gptq", "calib", "ppl", "*" = all):
+                            a method takes the families its row declares, ppl / inspect /
+                            convert are families of their own (lq_param_applies) */
     const char *choices; /* LQ_PT_STR: "|"-separated allowed values, or NULL = free text */
     const char *help;    /* one line */
 } lq_param_info;
@@ -338,9 +340,12 @@ typedef struct lq_param_info {
 LQ_API int                  lq_param_count(void);
 LQ_API const lq_param_info *lq_param_get_info(int i);
 LQ_API const lq_param_info *lq_param_find(const char *name);
-/* Whether option `info` applies to `command` (a method name, "ppl", "inspect", ...): its methods
- * list names the command or is "*". */
+/* Whether option `info` applies to `command` (a method name, "ppl", "inspect", "convert"):
+ * "*", a family the method declares, or the command itself among its families. */
 LQ_API int                  lq_param_applies(const lq_param_info *info, const char *command);
+/* The commands option `info` applies to, comma-separated into buf ("*" for every command; the
+ * methods in table order, then ppl, inspect, convert). Returns the length it needed. */
+LQ_API size_t               lq_param_commands(const lq_param_info *info, char *buf, size_t cap);
 
 typedef struct lq_params lq_params;
 LQ_API lq_params  *lq_params_create(void);

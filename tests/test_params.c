@@ -1,5 +1,6 @@
 /* The options table (lq_param_*) and lq_params: parsing, bounds, booleans, sizes, choices,
  * unknown keys, applicability, and the table's own invariants (every default must parse). */
+#include "lq_methods.h"
 #include "lq_opts.h"
 #include "lq_test.h"
 
@@ -9,14 +10,45 @@ static lq_status set(lq_params *p, const char *k, const char *v, lq_err *e) {
     return lq_params_set(p, k, v, e);
 }
 
-/* Commands an option may name; a typo in `methods` would silently hide an option. */
-static int known_command(const char *s, size_t n) {
-    static const char *const cmds[] = {"rtn", "gptq", "awq", "nf4", "int8", "ppl",
-                                       "inspect", "batch", "convert", "*"};
-    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
-        if (strlen(cmds[i]) == n && !strncmp(cmds[i], s, n))
+/* Whether the comma list holds the word s[0, n). */
+static int has_word(const char *list, const char *s, size_t n) {
+    for (const char *m = list; m && *m;) {
+        const char  *comma = strchr(m, ',');
+        const size_t ml    = comma ? (size_t)(comma - m) : strlen(m);
+        if (ml == n && !strncmp(m, s, n))
+            return 1;
+        m = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Families an option may name: those some method declares, the other commands and "*"; a typo
+ * in either table would silently hide an option. */
+static int known_family(const char *s, size_t n) {
+    if (has_word("ppl,inspect,convert,*", s, n))
+        return 1;
+    for (int i = 0; i < lq_method_count(); i++)
+        if (has_word(lq_method_traits_get(i)->options, s, n))
             return 1;
     return 0;
+}
+
+/* Every family a method declares is some option's (else the row names a family by mistake). */
+static void check_method_families(void) {
+    for (int i = 0; i < lq_method_count(); i++) {
+        const char *o = lq_method_traits_get(i)->options;
+        CHECK_MSG(o && *o, "method %s declares no options", lq_method_name(i));
+        for (const char *m = o; m && *m;) {
+            const char  *comma = strchr(m, ',');
+            const size_t ml    = comma ? (size_t)(comma - m) : strlen(m);
+            int          used  = 0;
+            for (int j = 0; j < lq_param_count(); j++)
+                used |= has_word(lq_param_get_info(j)->families, m, ml);
+            CHECK_MSG(used, "method %s: family \"%.*s\" is no option's", lq_method_name(i),
+                      (int)ml, m);
+            m = comma ? comma + 1 : NULL;
+        }
+    }
 }
 
 static void check_table(void) {
@@ -38,14 +70,17 @@ static void check_table(void) {
                   pi->name, pi->type);
         CHECK_MSG(pi->help && strlen(pi->help) > 5, "option %s: no help", pi->name);
         CHECK_MSG(pi->min <= pi->max, "option %s: min > max", pi->name);
-        CHECK_MSG(pi->methods && *pi->methods, "option %s: no commands", pi->name);
-        for (const char *m = pi->methods; m && *m;) {
+        CHECK_MSG(pi->families && *pi->families, "option %s: no families", pi->name);
+        for (const char *m = pi->families; m && *m;) {
             const char *comma = strchr(m, ',');
             size_t      ml    = comma ? (size_t)(comma - m) : strlen(m);
-            CHECK_MSG(known_command(m, ml), "option %s: unknown command \"%.*s\"", pi->name,
+            CHECK_MSG(known_family(m, ml), "option %s: unknown family \"%.*s\"", pi->name,
                       (int)ml, m);
             m = comma ? comma + 1 : NULL;
         }
+        char cmds[256];
+        CHECK_MSG(lq_param_commands(pi, cmds, sizeof cmds) > 0 && *cmds,
+                  "option %s applies to no command", pi->name);
         CHECK_MSG(pi->choices == NULL || pi->type == LQ_PT_STR, "option %s: choices on non-str",
                   pi->name);
         /* The default must be a value the option accepts ("" = unset). */
@@ -215,10 +250,37 @@ static void check_unknown_and_applies(void) {
     CHECK(!lq_param_applies(lq_param_find("batch"), "gptq"));
     CHECK(lq_param_applies(lq_param_find("threshold"), "int8"));
     CHECK(!lq_param_applies(lq_param_find("threshold"), "nf4"));
+    CHECK(!lq_param_applies(bits, "group")); /* a family is not a command */
+    CHECK(!lq_param_applies(lq_param_find("nsamples"), "calib"));
+    /* the commands each option applies to, from the two tables */
+    static const char *const want[][2] = {
+        {"bits", "rtn,gptq,awq"},
+        {"group_size", "rtn,gptq,awq,inspect"},
+        {"sym", "rtn,gptq"},
+        {"desc_act", "gptq"},
+        {"awq_grid", "gptq,awq"},
+        {"awq_clip", "awq"},
+        {"nsamples", "gptq,awq,int8"},
+        {"max_memory", "gptq,awq,int8,ppl"},
+        {"force", "rtn,gptq,awq,nf4,int8,convert"},
+        {"ctx", "rtn,gptq,awq,nf4,int8,ppl,inspect"},
+        {"device", "*"},
+        {"batch", "inspect"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char         got[256];
+        const size_t len = lq_param_commands(lq_param_find(want[i][0]), got, sizeof got);
+        CHECK_MSG(!strcmp(got, want[i][1]) && len == strlen(want[i][1]),
+                  "%s applies to %s, want %s", want[i][0], got, want[i][1]);
+    }
+    char small[8]; /* truncated, still terminated, and the length it needed */
+    CHECK(lq_param_commands(lq_param_find("ctx"), small, sizeof small) == strlen(
+        "rtn,gptq,awq,nf4,int8,ppl,inspect") && strlen(small) == sizeof small - 1);
 }
 
 int main(void) {
     check_table();
+    check_method_families();
     check_ints();
     check_floats_bools();
     check_sizes_choices();

@@ -538,6 +538,7 @@ const lq_method_traits lq_method_awq = {
     .help                = "AWQ: activation-aware scaling and clipping from calibration data "
                            "(AutoAWQ GEMM checkpoint)",
     .format              = LQ_FMT_AWQ,
+    .options             = "quantize,group,calib,awq_search,awq",
     .bits_hint           = " (for 8 bits use gptq --bits 8, or int8)",
     .needs_calib         = 1,
     .propagate_quantized = 0,

@@ -329,6 +329,7 @@ const lq_method_traits lq_method_gptq = {
     .help                = "GPTQ: Hessian-based error compensation from calibration data (GPTQ v1 "
                            "checkpoint for AutoGPTQ/transformers/vLLM)",
     .format              = LQ_FMT_GPTQ,
+    .options             = "quantize,group,minmax,calib,gptq,awq_search",
     .needs_calib         = 1,
     .propagate_quantized = 1,
     .gpu                 = 1,

@@ -123,6 +123,7 @@ const lq_method_traits lq_method_int8 = {
     .help                = "bitsandbytes LLM.int8: 8-bit row-wise absmax with fp16 outlier "
                            "columns found on calibration data",
     .format              = LQ_FMT_INT8,
+    .options             = "quantize,calib,int8",
     .needs_calib         = 1,
     .propagate_quantized = 0,
     .fp_first_capture    = 1, /* its first capture is of the unmodified layer */

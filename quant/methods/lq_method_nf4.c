@@ -50,6 +50,7 @@ const lq_method_traits lq_method_nf4 = {
     .help           = "bitsandbytes NF4: 4-bit normal-float blocks with absmax (optional double "
                       "quant), no calibration data",
     .format         = LQ_FMT_NF4,
+    .options        = "quantize,nf4",
     .fill_qconfig   = nf4_fill,
     .quantize_layer = nf4_layer,
 };

@@ -59,6 +59,7 @@ const lq_method_traits lq_method_rtn = {
     .name                = "rtn",
     .help                = "round-to-nearest per group, no calibration data (GPTQ v1 checkpoint)",
     .format              = LQ_FMT_GPTQ,
+    .options             = "quantize,group,minmax",
     .needs_calib         = 0,
     .propagate_quantized = 0,
     .fill_qconfig        = lq_gptq_fill_qconfig,

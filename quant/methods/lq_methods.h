@@ -59,6 +59,8 @@ typedef struct lq_method_traits {
     const char *name;
     const char *help;
     lq_format   format;
+    /* the option families it takes (lq_options.def): the method's whole option surface */
+    const char *options;
     int         needs_calib;         /* calibration activations flow through the layers */
     int         propagate_quantized; /* next layer sees the quantized layer's output (GPTQ) */
     int         gpu;                 /* quantizes on the device too (not only the forwards) */
@@ -82,6 +84,8 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const ui
                               const int32_t *zeros, const float *scales, const int32_t *g_idx);
 
 int                     lq_method_index(const char *name);
+/* LQ_ERR_INVALID_ARG naming the first option set in p that does not apply to command. */
+lq_status lq_params_check_applies(const lq_params *p, const char *command, lq_err *err);
 const lq_method_traits *lq_method_traits_get(int i);
 
 /* Runs the layer forward over all calibration sequences, calling fn for the linears in

@@ -25,7 +25,7 @@ typedef struct lq_opts {
 
 /* Every option of p (NULL: all defaults), parsed once. */
 void lq_opts_read(const lq_params *p, lq_opts *o);
-/* LQ_ERR_INVALID_ARG naming the first option set in p that does not apply to command. */
-lq_status lq_params_check_applies(const lq_params *p, const char *command, lq_err *err);
+/* Whether option i (lq_param_get_info order) was given in p. */
+int lq_params_given(const lq_params *p, int i);
 
 #endif

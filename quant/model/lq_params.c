@@ -13,8 +13,8 @@
 #include "lq_opts.h"
 
 static const lq_param_info k_params[] = {
-#define LQ_OPT(name, type, def, lo, hi, applies, choices, help)                                   \
-    {#name, LQ_PT_##type, def, lo, hi, applies, choices, help},
+#define LQ_OPT(name, type, def, lo, hi, families, choices, help)                                  \
+    {#name, LQ_PT_##type, def, lo, hi, families, choices, help},
 #include "lq_options.def"
 #undef LQ_OPT
 };
@@ -39,22 +39,6 @@ static int param_index(const char *name) {
 const lq_param_info *lq_param_find(const char *name) {
     int i = name ? param_index(name) : -1;
     return i < 0 ? NULL : &k_params[i];
-}
-
-int lq_param_applies(const lq_param_info *info, const char *command) {
-    if (!info || !command || !*command)
-        return 0;
-    size_t cl = strlen(command);
-    for (const char *m = info->methods; m && *m;) {
-        const char *comma = strchr(m, ',');
-        size_t      ml    = comma ? (size_t)(comma - m) : strlen(m);
-        if ((ml == 1 && *m == '*') || (ml == cl && strncmp(m, command, cl) == 0))
-            return 1;
-        if (!comma)
-            break;
-        m = comma + 1;
-    }
-    return 0;
 }
 
 struct lq_params {
@@ -250,10 +234,6 @@ void lq_opts_read(const lq_params *p, lq_opts *o) {
 #undef LQ_OPT
 }
 
-lq_status lq_params_check_applies(const lq_params *p, const char *command, lq_err *err) {
-    for (int i = 0; p && i < N_PARAMS; i++)
-        if (p->val[i] && !lq_param_applies(&k_params[i], command))
-            return lq_fail(err, LQ_ERR_INVALID_ARG, "option %s does not apply to %s (applies to: %s)",
-                           k_params[i].name, command, k_params[i].methods);
-    return LQ_OK;
+int lq_params_given(const lq_params *p, int i) {
+    return p && i >= 0 && i < N_PARAMS && p->val[i] != NULL;
 }
