@@ -140,14 +140,17 @@ int main(void) {
         CHECK_EQ_INT(num(r, "memory.weights.fp32"), 4 * params);
         CHECK_EQ_INT(num(r, "memory.weights.fp16"), 2 * params);
         CHECK_EQ_INT(num(r, "memory.weights.layer_linear_parameters"), lin);
-        /* int8: n*k bytes + 4n (SCB) per linear; int4 g32: n*k/2 + G*n*2 + G*n/2 + 4k */
+        /* int8: n*k bytes + 4n (SCB) per linear; int4 g32: n*k/2 + G*n*2 + G*n/2 + 4k where
+         * 4-bit GPTQ stores the shape (n and k multiples of 8), else fp16 2nk (the 172-wide
+         * MLP stays unquantized, as `llmquant gptq` leaves it) */
         int64_t d = 64, I = 172, q = 64, kv = 32, rest = params - lin;
         int64_t sh[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {I, d}, {I, d}, {d, I}};
         int64_t b8 = 0, b4 = 0;
         for (int i = 0; i < 7; i++) {
             int64_t n = sh[i][0], k = sh[i][1], G = (k + 31) / 32;
             b8 += n * k + 4 * n;
-            b4 += (n * k + 1) / 2 + G * n * 2 + G * ((n + 1) / 2) + 4 * k;
+            b4 += n % 8 == 0 && k % 8 == 0 ? n * k / 2 + G * n * 2 + G * (n / 2) + 4 * k
+                                           : 2 * n * k;
         }
         CHECK_EQ_INT(num(r, "memory.weights.int8"), 5 * b8 + 2 * rest);
         CHECK_EQ_INT(num(r, "memory.weights.int4"), 5 * b4 + 2 * rest);

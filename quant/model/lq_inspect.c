@@ -7,17 +7,19 @@
  * module except bias) / (n*k) includes scales, zeros, g_idx and absmax overhead.
  *
  * Memory estimates use config.json shapes (so they are the same for an original and its
- * quantized checkpoint): decoder-layer linears at the given precision, everything else
+ * quantized checkpoint): decoder-layer linears as llmquant would write them, everything else
  * (embeddings, lm_head, norms, biases) at fp16, as the reference tools store them:
- *   int8: n*k + 4n (LLM.int8 int8 weight + float32 row absmax SCB)
- *   int4: ceil(n*k/2) + G*n*2 + G*ceil(n/2) + 4k   (GPTQ qweight, fp16 scales, packed zeros,
- *         int32 g_idx; G = ceil(k / group_size), group_size <= 0 -> per channel)
+ *   int8: the LLM.int8 layout (int8 weight + float32 row absmax SCB),
+ *   int4: the 4-bit GPTQ layout at --group-size (qweight, fp16 scales, packed zeros, g_idx),
+ * each from its format's array table (formats/lq_qformat.h), and fp16 for a linear whose shape
+ * that layout cannot store (it stays unquantized).
  * KV cache: 2 (K and V) * layers * kv_heads * head_dim * ctx * batch * 2 bytes (fp16).
  */
 #include "lq_base.h"
 #include "lq_config.h"
 #include "lq_json.h"
 #include "lq_model.h"
+#include "lq_qformat.h"
 #include "lq_opts.h"
 #include "lq_source.h"
 
@@ -110,18 +112,22 @@ static cJSON *num(cJSON *obj, const char *key, double v) {
     return cJSON_AddNumberToObject(obj, key, v);
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
+/* Bytes of an [n, k] linear stored under cfg: its format's layout where the shape fits, else
+ * fp16 (llmquant leaves it unquantized); false on overflow. */
+static bool stored_bytes(const lq_qconfig *cfg, int64_t n, int64_t k, int64_t *out) {
+    if (lq_qformat_get(cfg->format)->fits(cfg, n, k, NULL, 0)) {
+        *out = lq_qformat_bytes(cfg, n, k);
+        return *out >= 0;
+    }
+    return lq_mul_i64(n, k, out) && lq_mul_i64(*out, 2, out);
 }
 
-/* Adds an [n, k] linear to the estimates: its parameters, int8 bytes n*k + 4n, int4 bytes
- * ceil(n*k/2) + 2Gn + G*ceil(n/2) + 4k with G groups of g (see the top); false on overflow. */
-static bool estimate_add(int64_t n, int64_t k, int64_t g, int64_t *lin, int64_t *b8, int64_t *b4) {
-    int64_t nkr, t8, t4, t, G = g > 0 ? ceil_div(k, g) : 1;
-    return lq_mul_i64(n, k, &nkr) && lq_add_i64(*lin, nkr, lin) && lq_add_i64(nkr, 4 * n, &t8) &&
-           lq_add_i64(*b8, t8, b8) && lq_mul_i64(G, 2 * n + ceil_div(n, 2), &t) &&
-           lq_add_i64(ceil_div(nkr, 2), t, &t4) && lq_add_i64(t4, 4 * k, &t4) &&
-           lq_add_i64(*b4, t4, b4);
+/* Adds an [n, k] linear to the estimates: its parameters and its int8 and int4 bytes. */
+static bool estimate_add(int64_t n, int64_t k, const lq_qconfig *c8, const lq_qconfig *c4,
+                         int64_t *lin, int64_t *b8, int64_t *b4) {
+    int64_t nk, t8, t4;
+    return lq_mul_i64(n, k, &nk) && lq_add_i64(*lin, nk, lin) && stored_bytes(c8, n, k, &t8) &&
+           lq_add_i64(*b8, t8, b8) && stored_bytes(c4, n, k, &t4) && lq_add_i64(*b4, t4, b4);
 }
 
 /* The config's shape and what a decoder layer of this family computes, as the forward reads it. */
@@ -280,22 +286,27 @@ static lq_status add_sizes(cJSON *root, const lq_st *sf, const tensor_sums *ts, 
 /* Memory estimates from config shapes: weights at each precision, the KV cache. */
 static lq_status add_memory(cJSON *root, const lq_model_config *c, const lq_opts *opt,
                             int64_t params, const char *model_dir, lq_err *err) {
-    int64_t g   = opt->group_size;
-    int64_t lin = 0, b8 = 0, b4 = 0;
-    bool    ok = true;
+    int64_t    g   = opt->group_size;
+    int64_t    lin = 0, b8 = 0, b4 = 0;
+    bool       ok = true;
+    lq_qconfig c8, c4;
+    lq_qconfig_default(LQ_FMT_INT8, &c8);
+    lq_qconfig_default(LQ_FMT_GPTQ, &c4);
+    c4.bits       = 4;
+    c4.group_size = g > 0 ? g : -1;
     for (int r = 0; r < LQ_LIN_COUNT && ok; r++) {
         int64_t n, k;
         if (!lq_lin_present(c, (lq_lin_id)r))
             continue;
         role_shape(c, r, &n, &k);
-        ok = estimate_add(n, k, g, &lin, &b8, &b4);
+        ok = estimate_add(n, k, &c8, &c4, &lin, &b8, &b4);
     }
     /* experts and the shared expert (the routers and the shared expert's gate stay float) */
     for (int64_t j = 1; j < lq_moe_count(c) && ok; j++) {
         int64_t n, k;
         char    leaf[128];
         lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
-        ok = n == 1 || estimate_add(n, k, g, &lin, &b8, &b4);
+        ok = n == 1 || estimate_add(n, k, &c8, &c4, &lin, &b8, &b4);
     }
     ok = ok && lq_mul_i64(lin, c->num_layers, &lin) && lq_mul_i64(b8, c->num_layers, &b8) &&
          lq_mul_i64(b4, c->num_layers, &b4);
