@@ -21,6 +21,14 @@ struct lq_cuda_ctx {
     int            device;
     cublasHandle_t blas;
     char           err[192]; /* cause of the last LQ_ERR_CUDA of a call with this ctx */
+    /* the pipeline's side (lq_cuda_dev.cu): its stream, cuSOLVER (made on first use) and the
+     * device memory it holds, so a job can report its peak */
+    cudaStream_t stream;
+    void        *solver; /* cusolverDnHandle_t */
+    void        *solver_ws;
+    size_t       solver_ws_bytes;
+    int         *dinfo;
+    int64_t      cur_bytes, peak_bytes;
 };
 
 /* cuBLAS workspace of one call: part of the caller's workspace (lq_qlinear_workspace_cuda), not

@@ -99,6 +99,7 @@ extern "C" LQ_API lq_status lq_cuda_ctx_create(int device, lq_cuda_ctx **out, lq
 extern "C" LQ_API void lq_cuda_ctx_free(lq_cuda_ctx *ctx) {
     if (!ctx)
         return;
+    lq_cuda_dev_release(ctx);
     cublasDestroy(ctx->blas);
     free(ctx);
 }

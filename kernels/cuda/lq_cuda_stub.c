@@ -73,6 +73,54 @@ lq_status lq_cuda_f16_to_f32(const void *x, float *y, int64_t count, void *strea
     return LQ_ERR_NO_CUDA_BUILD;
 }
 
+void *lq_cuda_ctx_stream(lq_cuda_ctx *ctx) {
+    return NULL;
+}
+
+lq_status lq_cuda_alloc(lq_cuda_ctx *ctx, void **p, size_t bytes) {
+    *p = NULL;
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+void lq_cuda_free(lq_cuda_ctx *ctx, void *p, size_t bytes) {}
+
+int64_t lq_cuda_ctx_peak_bytes(const lq_cuda_ctx *ctx) {
+    return 0;
+}
+
+lq_status lq_cuda_copy(lq_cuda_ctx *ctx, void *dst, const void *src, size_t bytes, int dir) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_zero(lq_cuda_ctx *ctx, void *dst, size_t bytes) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_sync(lq_cuda_ctx *ctx) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_ssyrk_lower(lq_cuda_ctx *ctx, int64_t n, int64_t k, float alpha, const float *A,
+                              int64_t lda, float beta, float *C, int64_t ldc) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_sgemm(lq_cuda_ctx *ctx, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        float beta, float *C, int64_t ldc) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_chol_inverse_upper(lq_cuda_ctx *ctx, float *A, float *B, int64_t k) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sweep *a) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
+void lq_cuda_dev_release(lq_cuda_ctx *ctx) {}
+
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
     return 0;
 }

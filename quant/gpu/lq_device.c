@@ -20,20 +20,17 @@ lq_status lq_device_pick(const char *device, int useful, const lq_callbacks *cb,
     if (!useful && !strcmp(device, "auto"))
         return LQ_OK;
     if (lq_gpu_device_count() == 0) {
-#ifdef LQ_HAVE_CUDA
-        const char *why = "no usable CUDA device (driver or GPU missing)";
-#else
-        const char *why = "this llmquant was built without CUDA";
-#endif
+        const int   built = lq_cuda_built();
+        const char *why   = built ? "no usable CUDA device (driver or GPU missing)"
+                                  : "this llmquant was built without CUDA";
         if (!strcmp(device, "cuda"))
             LQ_FAIL(err, LQ_ERR_NO_DEVICE, "--device cuda: %s", why);
-#ifdef LQ_HAVE_CUDA
-        /* A CUDA build on a machine without a GPU says so once, then works on the CPU. */
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s; computing on the CPU", why);
-        if (cb && cb->log)
+        if (built && cb && cb->log) {
+            /* A CUDA build on a machine without a GPU says so once, then works on the CPU. */
+            char msg[160];
+            snprintf(msg, sizeof msg, "%s; computing on the CPU", why);
             cb->log(LQ_LOG_WARN, msg, cb->user);
-#endif
+        }
         return LQ_OK;
     }
     if (!useful)

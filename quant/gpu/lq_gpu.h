@@ -6,7 +6,8 @@
  * shared memory) with lazy block updates (cuBLAS SGEMM). fp32 throughout so the GPU result
  * matches the CPU path within rounding (tests/test_gpu_pipeline.c states the bounds).
  *
- * A build without CUDA links quant/gpu/lq_gpu_stub.c: device count 0, open fails with
+ * Written in C on the device layer's primitives (kernels/cuda/lq_cuda.h), so the same code is
+ * built with and without CUDA: without it the device count is 0 and opening fails with
  * LQ_ERR_NO_CUDA_BUILD. */
 #ifndef LQ_GPU_H
 #define LQ_GPU_H

@@ -1,6 +1,7 @@
-/* lq_qparams.h -- the affine quantizer's parameters from a range, shared by the CPU code and
- * the CUDA GPTQ sweep so both compute them with the same operations (gptq quant.py find_params;
- * v1_safe: see lq_quant.h). */
+/* lq_qparams.h -- the affine quantizer's parameters from a range, shared by the CPU code
+ * (quant/algo) and the CUDA GPTQ sweep (kernels/cuda) so both compute them with the same
+ * operations (gptq quant.py find_params; v1_safe: see lq_quant.h). It lives with the kernels,
+ * which the algorithms may see and not the other way round. */
 #ifndef LQ_QPARAMS_H
 #define LQ_QPARAMS_H
 
