@@ -639,6 +639,77 @@ static int strset_add(strset *set, const lq_gguf *g, const lq_gguf_kv *toks, int
     }
 }
 
+/* convert_hf_to_gguf.py "pre-normalizes" the spaces of user-defined pieces (U+2581 -> ' ',
+ * llama.cpp matches them in the raw text); SentencePiece and Hugging Face match them in the
+ * normalized text, so the piece gets its U+2581 back. A new string (*len bytes), or NULL when
+ * the piece has no space (or on out of memory: *len = -1). */
+static char *spm_user_piece(const char *s, int64_t n, int64_t *len) {
+    *len = n;
+    if (!memchr(s, ' ', (size_t)n))
+        return NULL;
+    char *u = lq_malloc_n(n, 3);
+    if (!u) {
+        *len = -1;
+        return NULL;
+    }
+    int64_t o = 0;
+    for (int64_t b = 0; b < n; b++)
+        if (s[b] == ' ')
+            memcpy(u + o, "\xe2\x96\x81", 3), o += 3;
+        else
+            u[o++] = s[b];
+    *len = o;
+    return u;
+}
+
+/* Hugging Face's entry for a CONTROL (special) or USER_DEFINED piece, NULL for other types:
+ * tokenizer.json's added_tokens and tokenizer_config.json's added_tokens_decoder hold it.
+ * Without it llama.cpp's convert_hf_to_gguf.py types a SentencePiece user-defined piece (Gemma's
+ * runs of spaces, tabs and newlines) NORMAL and its tokenizer then splits code differently. */
+static cJSON *added_token(int64_t id, int ty, const cJSON *content, int normalized) {
+    if (ty != TT_CONTROL && ty != TT_USER)
+        return NULL;
+    cJSON *a = cJSON_CreateObject();
+    if (id >= 0) /* tokenizer.json's list names the id; the decoder map is keyed by it */
+        cJSON_AddNumberToObject(a, "id", (double)id);
+    cJSON_AddItemToObject(a, "content", cJSON_Duplicate(content, 0));
+    cJSON_AddBoolToObject(a, "single_word", 0);
+    cJSON_AddBoolToObject(a, "lstrip", 0);
+    cJSON_AddBoolToObject(a, "rstrip", 0);
+    cJSON_AddBoolToObject(a, "normalized", normalized && ty == TT_USER);
+    cJSON_AddBoolToObject(a, "special", ty == TT_CONTROL);
+    return a;
+}
+
+/* tokenizer_config.json's added_tokens_decoder of a SentencePiece vocabulary: each piece as
+ * tokenizer.model holds it, user-defined ones matched in the normalized text (spaces as U+2581),
+ * as SentencePiece matches them; a content that is not the model's piece would be a new token to
+ * Hugging Face, past the vocabulary. */
+static cJSON *spm_added_tokens(const lq_gguf *g, const vocab *v) {
+    cJSON *d = cJSON_CreateObject();
+    for (int64_t t = 0; d && t < v->n; t++) {
+        const char *s;
+        int64_t     n;
+        const int   ty = token_type(v, t);
+        if ((ty != TT_CONTROL && ty != TT_USER) || !lq_gguf_arr_str(g, v->tokens, t, &s, &n))
+            continue;
+        int64_t un;
+        char   *u   = ty == TT_USER ? spm_user_piece(s, n, &un) : NULL;
+        cJSON  *str = u ? str_n(u, un) : str_n(s, n);
+        cJSON  *a   = str ? added_token(-1, ty, str, 1) : NULL;
+        free(u);
+        cJSON_Delete(str);
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)t);
+        if (!a || !cJSON_AddItemToObject(d, key, a)) {
+            cJSON_Delete(a);
+            cJSON_Delete(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
 static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out, lq_err *err) {
     strset set = {NULL, 64};
     while (set.cap < 2 * v->n)
@@ -673,18 +744,9 @@ static lq_status bpe_tokenizer_json(const lq_gguf *g, const vocab *v, char **out
         cJSON *str = str_n(s, n);
         if (!str)
             break;
-        const int ty = token_type(v, t);
-        if (ty == TT_CONTROL || ty == TT_USER) {
-            cJSON *a = cJSON_CreateObject();
-            cJSON_AddNumberToObject(a, "id", (double)t);
-            cJSON_AddItemToObject(a, "content", cJSON_Duplicate(str, 0));
-            cJSON_AddBoolToObject(a, "single_word", 0);
-            cJSON_AddBoolToObject(a, "lstrip", 0);
-            cJSON_AddBoolToObject(a, "rstrip", 0);
-            cJSON_AddBoolToObject(a, "normalized", ty == TT_USER);
-            cJSON_AddBoolToObject(a, "special", ty == TT_CONTROL);
+        cJSON *a = added_token(t, token_type(v, t), str, 1);
+        if (a)
             cJSON_AddItemToArray(added, a);
-        }
         /* a repeated token string keeps its first id, as llama.cpp's token_to_id does */
         if (strset_add(&set, g, v->tokens, t))
             cJSON_AddNumberToObject(vmap, str->valuestring, (double)t);
@@ -846,21 +908,15 @@ static lq_status spm_model(const lq_gguf *g, const vocab *v, char **out, int64_t
          * needs the piece typed UNKNOWN */
         if (i == v->unk && types[i] == TT_CONTROL)
             types[i] = TT_UNKNOWN;
-        /* convert_hf_to_gguf.py "pre-normalizes" the spaces of user-defined pieces (U+2581 ->
-         * ' ', llama.cpp matches them in the raw text); SentencePiece matches them in the
-         * normalized text, so the model proto gets its U+2581 back */
-        if (types[i] == TT_USER && memchr(pieces[i], ' ', (size_t)lens[i])) {
-            char *u = lq_malloc_n(lens[i], 3);
-            if (!u)
+        if (types[i] == TT_USER) {
+            int64_t un;
+            char   *u = spm_user_piece(pieces[i], lens[i], &un);
+            if (un < 0)
                 LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", lq_gguf_path(g));
-            int64_t o = 0;
-            for (int64_t b = 0; b < lens[i]; b++)
-                if (pieces[i][b] == ' ')
-                    memcpy(u + o, "\xe2\x96\x81", 3), o += 3;
-                else
-                    u[o++] = pieces[i][b];
-            pieces[i] = owned[nowned++] = u;
-            lens[i]                     = o;
+            if (u) {
+                pieces[i] = owned[nowned++] = u;
+                lens[i]                     = un;
+            }
         }
         if (types[i] < TT_NORMAL || types[i] > TT_BYTE)
             LQ_FAIL_GOTO(err, LQ_ERR_GGUF_TOKENIZER, "%s: token %lld has unknown type %d",
@@ -951,13 +1007,25 @@ lq_status lq_gguf_hf_file(const lq_gguf *g, const char *name, char **data, int64
             cJSON_AddBoolToObject(r, "add_bos_token", v.add_bos);
             cJSON_AddBoolToObject(r, "add_eos_token", v.add_eos);
             cJSON_AddBoolToObject(r, "clean_up_tokenization_spaces", 0);
-            cJSON_AddStringToObject(r, "tokenizer_class",
-                                    v.spm ? "LlamaTokenizer" : "PreTrainedTokenizerFast");
-            if (v.spm)
-                cJSON_AddBoolToObject(r, "legacy", 1);
             const lq_gguf_arch *a = NULL;
             lq_err              e2;
-            if (lq_gguf_hf_arch(g, &a, &e2) == LQ_OK)
+            const int           has_arch = lq_gguf_hf_arch(g, &a, &e2) == LQ_OK;
+            /* Gemma's SentencePiece has no dummy prefix: transformers' LlamaTokenizer would add
+             * one ("#include" -> "\u2581#") where GemmaTokenizer, like SentencePiece, does not */
+            cJSON_AddStringToObject(r, "tokenizer_class",
+                                    !v.spm                 ? "PreTrainedTokenizerFast"
+                                    : has_arch && a->gemma ? "GemmaTokenizer"
+                                                           : "LlamaTokenizer");
+            if (v.spm) {
+                cJSON_AddBoolToObject(r, "legacy", 1);
+                cJSON *d = spm_added_tokens(g, &v);
+                if (!d) {
+                    cJSON_Delete(r);
+                    LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
+                }
+                cJSON_AddItemToObject(r, "added_tokens_decoder", d);
+            }
+            if (has_arch)
                 cJSON_AddNumberToObject(r, "model_max_length",
                                         (double)arch_key_i64(g, a, "context_length", 2048));
             if (lq_gguf_get_str(g, "tokenizer.chat_template", &s, &n))

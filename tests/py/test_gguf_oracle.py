@@ -184,6 +184,28 @@ try:
 except ImportError as e:
     lq_oracle.skip_part(f"{e} (Gemma tokenizer.model in sentencepiece)")
 if res.returncode == 0:
+    # transformers reads the converted directory as Gemma's tokenizer (no dummy prefix; the
+    # user-defined runs of spaces, tabs and newlines in added_tokens_decoder with their model
+    # pieces, which llama.cpp's convert_hf_to_gguf.py also needs to type them USER_DEFINED):
+    # the same ids as ours on WikiText-2 and on code-like text (indentation, tabs, blank lines)
+    from transformers import AutoTokenizer
+    htok = AutoTokenizer.from_pretrained(g_dir)
+    code = "".join(f"{'    ' * (i % 4)}if (x{i} == '\\n') {{\n\t\treturn {i};\n}}\n\n\n"
+                   for i in range(300))
+    code_file = os.path.join(tmp, "gemma_code.txt")
+    with open(code_file, "w", encoding="utf-8") as f:
+        f.write(code)
+    for name, path, ours in (("WikiText-2 test join", join, gids), ("code-like text", code_file,
+                                                                  None)):
+        if not os.path.exists(path):
+            continue
+        if ours is None:
+            ours = [int(x) for x in subprocess.run([tt, "--ids", gemma, path], check=True,
+                                                   capture_output=True, text=True).stdout.split()]
+        hf = htok(open(path, encoding="utf-8").read())["input_ids"]
+        report(hf == ours, f"transformers' {type(htok).__name__} on the converted Gemma-3, "
+               f"{name}: {len(hf)} ids, {'same as' if hf == ours else 'DIFFERENT from'} ours "
+               f"({len(ours)})")
     gref = AutoModelForCausalLM.from_pretrained(os.path.dirname(gemma),
                                                 gguf_file=os.path.basename(gemma),
                                                 dtype=torch.float32,
