@@ -13,7 +13,9 @@
 # fetches), so that no choice is tuned to one text.
 # Calibration: $NS windows x $SEQ tokens (default 32 x 512) of llmquant's built-in corpus for
 # every calibrated method; llama.cpp's importance matrix is computed on the same text
-# (llama-imatrix, $NS chunks of $SEQ); GPTQModel gets llmquant's very token windows.
+# (llama-imatrix, $NS chunks of $SEQ); GPTQModel gets llmquant's very token windows. llama.cpp's
+# tools read the texts with --no-escape: by default they turn "\n", "\\" ... into the characters,
+# which changes the C++ source that llmquant reads as it is.
 # Bits per weight: bytes of the decoder layers' linear tensors (codes, scales, zeros, g_idx,
 # NF4 statistics; norms excluded) x 8 / their parameter count, from the written files. The
 # embedding / lm_head stay 16-bit on both sides (llama-quantize --token-embedding-type f16
@@ -58,7 +60,7 @@ lq_ppl() { # model text -> ppl
         --threads "$T" | python3 -c "import json,sys; print(json.load(sys.stdin)['ppl'])"
 }
 llama_ppl() { # gguf text -> ppl
-    "$BIN/llama-perplexity" -m "$1" -f "$2" -c 512 -b 512 --chunks "$CHUNKS" -t "$T" 2>&1 |
+    "$BIN/llama-perplexity" -m "$1" -f "$2" -c 512 -b 512 --chunks "$CHUNKS" -t "$T" --no-escape 2>&1 |
         sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
 }
 report() { # name quantizer config seconds path: bpw and both perplexities -> reports/NAME.json
@@ -97,7 +99,7 @@ llama_row() { # name config type [imatrix]
     t0=$(now)
     if [ -n "$im" ]; then
         [ -f imatrix.gguf ] || "$BIN/llama-imatrix" -m "$F16" -f "$CAL" -c "$SEQ" \
-            --chunks "$NS" -t "$T" -o imatrix.gguf >"reports/imatrix.log" 2>&1
+            --chunks "$NS" -t "$T" --no-escape -o imatrix.gguf >"reports/imatrix.log" 2>&1
         extra=(--imatrix imatrix.gguf)
     fi
     [ "$type" = F16 ] || "$BIN/llama-quantize" "${extra[@]}" --token-embedding-type f16 \
