@@ -100,7 +100,8 @@ if [ -n "$miss" ]; then
 fi
 
 # --- configure + build ----------------------------------------------------------------------
-targets=(llmquant llmquant_cli)
+# test_kernels runs the kernel case table per backend (ctest kernels_gpu is its -b cuda)
+targets=(llmquant llmquant_cli test_kernels)
 for f in "$SRC"/tests/test_*gpu*.c; do [ -e "$f" ] && targets+=("$(basename "${f%.c}")"); done
 for f in "$SRC"/bench/bench_*gpu*.c "$SRC"/bench/bench_*gpu*.cu; do
     [ -e "$f" ] && targets+=("$(basename "${f%.*}")")
