@@ -33,15 +33,6 @@ LQ_CUDA_FMT_DECL(int8)
 lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx);
 lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st);
 
-/* The one device layer: the conversion pipeline (quant/gpu) works on an lq_cuda_ctx too and
- * borrows its cuBLAS handle. Each side states its math mode at every use, since the handle is
- * shared: the kernels' fp16 products reduce in fp32 (LQ_CUDA_MATH_KERNELS), the pipeline's fp32
- * products stay fp32 without TF32 (LQ_CUDA_MATH_FP32, so GPU and CPU conversions agree).
- * Returns the cublasHandle_t bound to `stream` (its workspace reset to cuBLAS's own pool), or
- * NULL when cuBLAS refused a setting. */
-enum { LQ_CUDA_MATH_KERNELS = 0, LQ_CUDA_MATH_FP32 = 1 };
-void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math);
-int   lq_cuda_ctx_device(const lq_cuda_ctx *ctx);
 
 /* ------------------------------------------------------------------------------------------
  * The pipeline's device primitives (quant/gpu orchestrates them). They run on the context's
@@ -94,8 +85,6 @@ lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sweep *a);
 lq_status lq_cuda_f32_to_f16(const float *x, void *y, int64_t count, void *stream);
 lq_status lq_cuda_f16_to_f32(const void *x, float *y, int64_t count, void *stream);
 
-/* lq_cuda_ctx_free's part for the pipeline's resources */
-void lq_cuda_dev_release(lq_cuda_ctx *ctx);
 
 #ifdef __cplusplus
 }

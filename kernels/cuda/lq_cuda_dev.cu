@@ -48,7 +48,7 @@ static cudaStream_t stream_of(lq_cuda_ctx *ctx) {
     return (cudaStream_t)lq_cuda_ctx_stream(ctx);
 }
 
-extern "C" void lq_cuda_dev_release(lq_cuda_ctx *ctx) {
+void lq_cuda_dev_release(lq_cuda_ctx *ctx) {
     if (ctx->stream)
         cudaStreamSynchronize(ctx->stream);
     if (ctx->solver_ws)
@@ -108,7 +108,7 @@ extern "C" lq_status lq_cuda_sync(lq_cuda_ctx *ctx) {
  * fp32 BLAS on the context's stream: the shared handle in fp32 math without TF32.
  * ------------------------------------------------------------------------------------------ */
 static cublasHandle_t fp32_blas(lq_cuda_ctx *ctx) {
-    return (cublasHandle_t)lq_cuda_ctx_blas(ctx, stream_of(ctx), LQ_CUDA_MATH_FP32);
+    return lq_cuda_ctx_blas(ctx, stream_of(ctx), LQ_CUDA_MATH_FP32);
 }
 
 extern "C" lq_status lq_cuda_ssyrk_lower(lq_cuda_ctx *ctx, int64_t n, int64_t k, float alpha,

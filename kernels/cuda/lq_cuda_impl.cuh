@@ -31,6 +31,16 @@ struct lq_cuda_ctx {
     int64_t      cur_bytes, peak_bytes;
 };
 
+/* The one cuBLAS handle is shared by the kernels and the pipeline's primitives (lq_cuda_dev.cu),
+ * so each states its math mode at every use: the kernels' fp16 products reduce in fp32
+ * (LQ_CUDA_MATH_KERNELS), the pipeline's fp32 products stay fp32 without TF32 (LQ_CUDA_MATH_FP32,
+ * so GPU and CPU conversions agree). Returns the handle bound to `stream` (its workspace reset to
+ * cuBLAS's own pool), or NULL when cuBLAS refused a setting. */
+enum { LQ_CUDA_MATH_KERNELS = 0, LQ_CUDA_MATH_FP32 = 1 };
+cublasHandle_t lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math);
+/* lq_cuda_ctx_free's part for the pipeline's resources */
+void lq_cuda_dev_release(lq_cuda_ctx *ctx);
+
 /* cuBLAS workspace of one call: part of the caller's workspace (lq_qlinear_workspace_cuda), not
  * of the ctx, so calls on different streams never share it. cuBLAS asks for 32 MiB on Hopper. */
 #define LQ_CUBLAS_WS_BYTES ((size_t)32 << 20)

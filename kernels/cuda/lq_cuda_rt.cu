@@ -108,7 +108,7 @@ extern "C" LQ_API const char *lq_cuda_ctx_error(const lq_cuda_ctx *ctx) {
     return ctx ? ctx->err : "";
 }
 
-extern "C" void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
+cublasHandle_t lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
     const cublasMath_t mode =
         math == LQ_CUDA_MATH_FP32
             ? CUBLAS_PEDANTIC_MATH
@@ -117,11 +117,7 @@ extern "C" void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
     if (!ctx || cublasSetStream(ctx->blas, (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(ctx->blas, mode) != CUBLAS_STATUS_SUCCESS)
         return NULL;
-    return (void *)ctx->blas;
-}
-
-extern "C" int lq_cuda_ctx_device(const lq_cuda_ctx *ctx) {
-    return ctx ? ctx->device : -1;
+    return ctx->blas;
 }
 
 __global__ void k_f32_to_f16(const float *__restrict__ x, __half *__restrict__ y, int64_t count) {

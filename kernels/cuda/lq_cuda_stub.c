@@ -57,14 +57,6 @@ lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
     return st;
 }
 
-void *lq_cuda_ctx_blas(lq_cuda_ctx *ctx, void *stream, int math) {
-    return NULL;
-}
-
-int lq_cuda_ctx_device(const lq_cuda_ctx *ctx) {
-    return -1;
-}
-
 lq_status lq_cuda_f32_to_f16(const float *x, void *y, int64_t count, void *stream) {
     return LQ_ERR_NO_CUDA_BUILD;
 }
@@ -118,8 +110,6 @@ lq_status lq_cuda_chol_inverse_upper(lq_cuda_ctx *ctx, float *A, float *B, int64
 lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sweep *a) {
     return LQ_ERR_NO_CUDA_BUILD;
 }
-
-void lq_cuda_dev_release(lq_cuda_ctx *ctx) {}
 
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
     return 0;
