@@ -33,7 +33,6 @@ LQ_CUDA_FMT_DECL(int8)
 lq_status lq_cuda_call_begin(lq_cuda_ctx *ctx);
 lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st);
 
-
 /* ------------------------------------------------------------------------------------------
  * The pipeline's device primitives (quant/gpu orchestrates them). They run on the context's
  * own stream (created on first use) and keep the cause of a failure in the ctx
