@@ -90,10 +90,10 @@ static lq_status grow(lq_gpu *g, float **p, int64_t *cap, int64_t elems, const c
  * Context
  * ------------------------------------------------------------------------------------------ */
 lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
-    *out    = NULL;
-    int cnt = lq_gpu_device_count();
+    *out = NULL;
     if (!lq_cuda_built())
         LQ_FAIL(err, LQ_ERR_NO_CUDA_BUILD, "llmquant was built without CUDA");
+    const int cnt = lq_gpu_device_count();
     if (device < 0 || device >= cnt)
         LQ_FAIL(err, LQ_ERR_NO_DEVICE, "GPU: no CUDA device %d (%d usable)", device, cnt);
     lq_gpu *g = calloc(1, sizeof *g);

@@ -77,23 +77,21 @@ int lq_param_applies(const lq_param_info *info, const char *command) {
 }
 
 size_t lq_param_commands(const lq_param_info *info, char *buf, size_t cap) {
-    size_t len = 0;
     if (cap > 0)
         buf[0] = '\0';
     if (!info)
         return 0;
+    if (list_has(info->families, "*", 1)) /* "*" says it all */
+        return (size_t)snprintf(buf, cap, "*");
     const int n_other = (int)(sizeof k_other_commands / sizeof k_other_commands[0]);
-    for (int i = -1; i < N_METHODS + n_other; i++) {
-        const char *c = i < 0            ? "*"
-                        : i < N_METHODS ? k_methods[i]->name
-                                        : k_other_commands[i - N_METHODS];
-        if (i < 0 ? !list_has(info->families, "*", 1) : !lq_param_applies(info, c))
+    size_t    len     = 0;
+    for (int i = 0; i < N_METHODS + n_other; i++) {
+        const char *c = i < N_METHODS ? k_methods[i]->name : k_other_commands[i - N_METHODS];
+        if (!lq_param_applies(info, c))
             continue;
         const int w = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, "%s%s",
                                len ? "," : "", c);
         len += (size_t)(w > 0 ? w : 0);
-        if (i < 0)
-            break; /* "*" says it all */
     }
     return len;
 }
