@@ -5,6 +5,7 @@
  * time per forward (best of repeats), effective GB/s of the weight bytes the format stores,
  * the ratio to OpenBLAS sgemm on the same weights as dense float32, and the fraction of a
  * STREAM-like copy bandwidth measured in the same run (the roofline of a weight-streaming GEMV).
+ * act-order: "_actorder" as the checkpoint stores it, "_actorder_sorted" after lq_qlinear_sort.
  * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
  * those kernels.
  *
@@ -35,6 +36,8 @@ typedef struct fcase {
 static const fcase k_fmts[] = {
     {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0},
     {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0},
+    /* the same sorted by group once (lq_qlinear_sort), as a runtime does at load time */
+    {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 4, 128, 2, 0, 0, 0},
     {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0},
     {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0},
     {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0},
@@ -77,6 +80,11 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
         free(z);
         free(s);
         free(gi);
+        const size_t sb = st == LQ_OK && c->act_order == 2 ? lq_qlinear_sort_bytes(&out->q) : 0;
+        if (sb) {
+            void *buf = lq_qbuf_alloc(out, sb);
+            st        = buf ? lq_qlinear_sort(&out->q, buf, sb, &out->q) : LQ_ERR_NOMEM;
+        }
         return st;
     }
     if (c->fmt == LQ_FMT_NF4) {

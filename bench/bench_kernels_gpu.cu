@@ -45,6 +45,8 @@ typedef struct fmtcase {
 static const shape   k_shapes[] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 28672}};
 static const fmtcase k_fmts[]   = {{"gptq4_g128", LQ_FMT_GPTQ, 0},
                                    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 1},
+                                   /* sorted by group once, as a runtime does at load */
+                                   {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 2},
                                    {"awq4_g128", LQ_FMT_AWQ, 0},
                                    {"nf4_b64_dq", LQ_FMT_NF4, 0},
                                    {"int8", LQ_FMT_INT8, 0}};
@@ -119,6 +121,14 @@ static void make_host(const fmtcase *f, int64_t n, int64_t k, hostw *h) {
             q->qzeros  = own(h, rnd_bytes((size_t)(G * n / 8) * 4, &s));
         }
         q->scales = own(h, rnd_f16(G * n, 0.002f, 0.02f, &s));
+        const size_t sb = f->act_order == 2 ? lq_qlinear_sort_bytes(q) : 0;
+        if (sb) { /* lq_qlinear_sort: qweight and g_idx in group order, plus perm */
+            void *buf = own(h, aligned_alloc(64, (sb + 63) & ~(size_t)63));
+            if (lq_qlinear_sort(q, buf, sb, q) != LQ_OK) {
+                fprintf(stderr, "lq_qlinear_sort failed\n");
+                exit(1);
+            }
+        }
     } else if (f->fmt == LQ_FMT_NF4) {
         const int64_t bs = 64, nb = n * k / bs, nnb = (nb + 255) / 256;
         q->bits             = 4;

@@ -171,6 +171,10 @@ lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
 llama_row llama-q3_k_m "Q3_K_M" Q3_K_M
 llama_row llama-q3_k_m-imat "Q3_K_M + importance matrix" Q3_K_M imatrix
+llama_row llama-q3_k_s "Q3_K_S" Q3_K_S
+llama_row llama-q3_k_s-imat "Q3_K_S + importance matrix" Q3_K_S imatrix
+llama_row llama-q2_k "Q2_K" Q2_K
+llama_row llama-q2_k-imat "Q2_K + importance matrix" Q2_K imatrix
 
 python3 - "$WORK/reports" <<'PY'
 import json, os, sys

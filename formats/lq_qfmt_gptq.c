@@ -6,6 +6,7 @@
 #include "lq_qformat_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static lq_status check_gptq(const lq_qlinear *w, lq_err *err) {
@@ -234,6 +235,80 @@ static int arrays_gptq(const lq_qlinear *w, lq_qarray *a) {
     return 4;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Sorting the input channels by group (lq_qlinear_sort): buf = qweight [k*b/32, n] | g_idx
+ * [k] | perm [k], each 64-byte aligned.
+ * --------------------------------------------------------------------------------------- */
+static size_t al64(size_t v) {
+    return (v + 63) & ~(size_t)63;
+}
+
+static int gptq_in_order(const lq_qlinear *w) {
+    for (int64_t c = 1; c < w->k; c++)
+        if (w->g_idx[c] < w->g_idx[c - 1])
+            return 0;
+    return 1;
+}
+
+static size_t sort_bytes_gptq(const lq_qlinear *w) {
+    if (gptq_in_order(w))
+        return 0;
+    return al64((size_t)(w->k * w->bits / 32 * w->n) * 4) + 2 * al64((size_t)w->k * 4);
+}
+
+static lq_status sort_gptq(const lq_qlinear *w, void *buf, lq_qlinear *out) {
+    const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w);
+    const int     b  = w->bits;
+    int32_t      *qw = buf;
+    int32_t      *gi = (int32_t *)((char *)buf + al64((size_t)(k * b / 32 * n) * 4));
+    int32_t      *pm = (int32_t *)((char *)gi + al64((size_t)k * 4));
+    /* a stable counting sort by group; g_idx is in [0, G) in any descriptor the readers made,
+     * but this one may come from anywhere */
+    int64_t *start = calloc((size_t)G + 1, sizeof *start);
+    if (!start)
+        return LQ_ERR_NOMEM;
+    for (int64_t c = 0; c < k; c++) {
+        if (w->g_idx[c] < 0 || w->g_idx[c] >= G) {
+            free(start);
+            return LQ_ERR_INVALID_ARG;
+        }
+        start[w->g_idx[c] + 1]++;
+    }
+    for (int64_t g = 0; g < G; g++)
+        start[g + 1] += start[g];
+    for (int64_t c = 0; c < k; c++) {
+        const int64_t p = start[w->g_idx[c]]++;
+        pm[p]           = (int32_t)c; /* stored row c goes to position p */
+        gi[p]           = w->g_idx[c];
+    }
+    free(start);
+    const int32_t *src = w->qweight;
+    memset(qw, 0, (size_t)(k * b / 32 * n) * 4);
+    if (b == 3) { /* values straddle words: one at a time */
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t i = 0; i < n; i++)
+                lq_stream_put(qw + i, n, p, b, lq_stream_get(src + i, n, pm[p], b));
+    } else { /* a whole word row of output at a time, along the contiguous columns */
+        const int      vpw  = 32 / b;
+        const uint32_t mask = (1u << b) - 1u;
+        for (int64_t p = 0; p < k; p++) {
+            const uint32_t *in  = (const uint32_t *)src + (int64_t)(pm[p] / vpw) * n;
+            uint32_t       *o   = (uint32_t *)qw + (p / vpw) * n;
+            const unsigned  ish = (unsigned)(pm[p] % vpw * b), osh = (unsigned)(p % vpw * b);
+            for (int64_t i = 0; i < n; i++)
+                o[i] |= ((in[i] >> ish) & mask) << osh;
+        }
+    }
+    /* the channel each new row holds: composed with the input's own order */
+    for (int64_t p = 0; p < k; p++)
+        pm[p] = w->perm ? w->perm[pm[p]] : pm[p];
+    *out         = *w;
+    out->qweight = qw;
+    out->g_idx   = gi;
+    out->perm    = pm;
+    return LQ_OK;
+}
+
 static void default_gptq(lq_qconfig *c) {
     c->bits            = 4;
     c->group_size      = 128;
@@ -259,4 +334,6 @@ const lq_qformat lq_qfmt_gptq = {
     .qconfig_default = default_gptq,
     .write_hf_config = write_cfg_gptq,
     .parse_hf_config = parse_cfg_gptq,
+    .sort_bytes      = sort_bytes_gptq,
+    .sort            = sort_gptq,
 };

@@ -2,6 +2,7 @@
  * the listing of a checkpoint's quantized linears; the helpers the per-format readers share. */
 #include "lq_qformat_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +26,13 @@ static lq_qarray bias_array(const lq_qformat *f, const lq_qlinear *w) {
     return a;
 }
 
-int lq_qlinear_arrays(const lq_qlinear *w, lq_qarray out[LQ_QARRAY_MAX + 1]) {
+int lq_qlinear_arrays(const lq_qlinear *w, lq_qarray out[LQ_QARRAY_MAX + 2]) {
     const lq_qformat *f = lq_qformat_get((lq_format)w->format);
     int               c = f->arrays(w, out);
     if (w->bias)
         out[c++] = bias_array(f, w);
+    if (w->perm) /* a sorted descriptor's: copied and uploaded, never written */
+        out[c++] = LQ_ARRAY(perm, "perm", LQ_DT_I32, 1, w->k, 0);
     return c;
 }
 
@@ -60,13 +63,37 @@ LQ_API lq_status lq_qlinear_check(const lq_qlinear *w, lq_err *err) {
     LQ_RETURN_IF(!w, err, LQ_ERR_INVALID_ARG, "lq_qlinear: NULL descriptor");
     const lq_qformat *f = lq_qformat_get((lq_format)w->format);
     LQ_RETURN_IF(!f, err, LQ_ERR_INVALID_ARG, "lq_qlinear: unknown format %d", (int)w->format);
+    LQ_RETURN_IF(w->perm && !f->sort, err, LQ_ERR_INVALID_ARG,
+                 "%s linear [%lld x %lld]: perm is set, but only GPTQ sorts input channels",
+                 f->name, (long long)w->n, (long long)w->k);
     return f->check(w, err);
+}
+
+LQ_API size_t lq_qlinear_sort_bytes(const lq_qlinear *w) {
+    if (lq_qlinear_check(w, NULL) != LQ_OK)
+        return 0;
+    const lq_qformat *f = lq_qformat_get((lq_format)w->format);
+    return f->sort ? f->sort_bytes(w) : 0;
+}
+
+LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_qlinear *out) {
+    if (!out)
+        return LQ_ERR_INVALID_ARG;
+    LQ_TRY(lq_qlinear_check(w, NULL));
+    const size_t need = lq_qlinear_sort_bytes(w);
+    if (need == 0) {
+        *out = *w;
+        return LQ_OK;
+    }
+    if (!buf || cap < need || ((uintptr_t)buf & 63u))
+        return LQ_ERR_INVALID_ARG;
+    return lq_qformat_get((lq_format)w->format)->sort(w, buf, out);
 }
 
 LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w) {
     if (lq_qlinear_check(w, NULL) != LQ_OK)
         return 0;
-    lq_qarray     a[LQ_QARRAY_MAX + 1];
+    lq_qarray     a[LQ_QARRAY_MAX + 2];
     const int64_t bytes = arrays_bytes(a, lq_qlinear_arrays(w, a));
     return bytes > 0 ? (size_t)bytes : 0; /* a valid descriptor's n * k is below 2^56 */
 }
@@ -135,11 +162,14 @@ lq_status lq_qlinear_write(lq_st_writer *wr, const char *prefix, const lq_qlinea
     const lq_qformat *f = lq_qformat_get((lq_format)w->format);
     LQ_RETURN_IF(!f, err, LQ_ERR_UNSUPPORTED, "%s: no tensor writer for format %d", prefix,
                  (int)w->format);
-    const lq_status st = f->check(w, err);
+    const lq_status st = lq_qlinear_check(w, err);
     if (st != LQ_OK) {
         lq_err_prefix(err, "%s", prefix);
         return st;
     }
+    /* its rows are in the kernels' order, not the checkpoint's */
+    LQ_RETURN_IF(w->perm, err, LQ_ERR_INVALID_ARG,
+                 "%s: a sorted descriptor (perm set) cannot be written as a checkpoint", prefix);
     lq_qarray a[LQ_QARRAY_MAX];
     const int na = f->arrays(w, a);
     for (int i = 0; i < na; i++)

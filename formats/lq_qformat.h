@@ -213,6 +213,11 @@ typedef struct lq_qformat {
     lq_status (*write_hf_config)(const struct lq_qconfig *cfg, cJSON *qc, lq_err *err);
     lq_status (*parse_hf_config)(const cJSON *qc, const char *label, struct lq_qconfig *cfg,
                                  lq_err *err);
+    /* lq_qlinear_sort of a valid descriptor (NULL: the layout has no input-channel order to
+     * sort, and perm must stay NULL): the bytes it writes (0: in order already), and the
+     * writing into buf of cap >= those bytes */
+    size_t (*sort_bytes)(const lq_qlinear *w);
+    lq_status (*sort)(const lq_qlinear *w, void *buf, lq_qlinear *out);
 } lq_qformat;
 
 const lq_qformat *lq_qformat_get(lq_format f);
@@ -221,7 +226,7 @@ const lq_qformat *lq_qformat_get(lq_format f);
 #define LQ_NF4_NESTED_BLOCKSIZE 256
 
 /* Every array of a valid descriptor, its bias last; the count. */
-int lq_qlinear_arrays(const lq_qlinear *w, lq_qarray out[LQ_QARRAY_MAX + 1]);
+int lq_qlinear_arrays(const lq_qlinear *w, lq_qarray out[LQ_QARRAY_MAX + 2]);
 /* Bytes of the arrays of a linear [n, k] stored under cfg (no bias; dims that break the layout
  * count as if rounded down; -1 on overflow): plans before any descriptor exists. */
 int64_t lq_qformat_bytes(const struct lq_qconfig *cfg, int64_t n, int64_t k);

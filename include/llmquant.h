@@ -29,10 +29,10 @@
 #include <stdint.h>
 
 #define LQ_VERSION_MAJOR  0
-#define LQ_VERSION_MINOR  1
+#define LQ_VERSION_MINOR  2
 #define LQ_VERSION_PATCH  0
 #define LQ_VERSION_NUMBER (LQ_VERSION_MAJOR * 10000 + LQ_VERSION_MINOR * 100 + LQ_VERSION_PATCH)
-#define LQ_VERSION_STRING "0.1.0"
+#define LQ_VERSION_STRING "0.2.0"
 
 #if defined(_WIN32)
 #define LQ_API
@@ -165,6 +165,8 @@ typedef enum lq_format {
  *    qzeros  int32 [G, n*b/32]    (zero - 1) packed along n  (v1 convention)
  *    scales  fp16  [G, n]
  *    g_idx   int32 [k]            group of each input channel (act-order: arbitrary order)
+ *    perm    int32 [k] or NULL    a sorted descriptor (lq_qlinear_sort): row c of qweight and
+ *                                 g_idx holds input channel perm[c], so y = sum_c x[perm[c]] W[c]
  *    requires k % 32 == 0 (b = 3: also n % 32 == 0), other b: k % (32/b) == 0, n % (32/b) == 0
  *  AWQ (bits 4, G = k / group_size):
  *    qweight int32 [k, n/8]       codes packed along n with order [0,2,4,6,1,3,5,7]
@@ -215,6 +217,7 @@ typedef struct lq_qlinear {
 
     const uint16_t *bias;  /* fp16 [n] or NULL */
     const void     *dense; /* LQ_FMT_DENSE: float32 [n, k] on CPU, fp16 [n, k] on CUDA */
+    const int32_t  *perm;  /* GPTQ: NULL, or the input channel of each stored row (0.2.0) */
 } lq_qlinear;
 
 /* Validates dimensions and field presence of a descriptor (not the data). */
@@ -222,6 +225,16 @@ LQ_API lq_status lq_qlinear_check(const lq_qlinear *w, lq_err *err);
 
 /* Bytes of each array the descriptor references, for copying it elsewhere. */
 LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w);
+
+/* Act-order GPTQ (g_idx not c / group_size) runs on the generic kernels, which look up a group
+ * per weight. Sorting its input channels by group once, at load time (as exllama does), gives
+ * the plain layout the fast kernels take: lq_qlinear_sort writes into buf qweight and g_idx in
+ * that order plus perm (and composes an existing perm), and fills *out; the other arrays stay
+ * w's. The kernels then gather x by perm. lq_qlinear_sort_bytes: the bytes buf needs, 0 when
+ * g_idx is already in order (then lq_qlinear_sort sets *out = *w). A sorted descriptor is for
+ * the kernels and uploads: checkpoints are written from the checkpoint's own order. */
+LQ_API size_t    lq_qlinear_sort_bytes(const lq_qlinear *w);
+LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_qlinear *out);
 
 /*
  * CPU: y[m, n] = x[m, k] @ W^T (+ bias), float32 activations, float32 accumulation.

@@ -19,7 +19,7 @@ typedef struct kcase {
     lq_format   fmt;
     int         bits;
     int64_t     n, k, gs;  /* gs: GPTQ/AWQ group (<= 0: per-channel), NF4 blocksize */
-    int         act_order; /* GPTQ: permuted g_idx */
+    int         act_order; /* GPTQ: permuted g_idx; 2: then sorted by group (lq_qlinear_sort) */
     int         dq;        /* NF4 double quant (nested block 256) */
     int         n_outlier; /* INT8 stored outlier columns */
     float       threshold; /* INT8 runtime threshold (random mode; exact mode uses 200) */
@@ -45,6 +45,12 @@ static const kcase k_cases[] = {
     {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0},
     {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0},
     {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1},
+    /* act-order sorted by group at load: the plain kernels on x gathered by perm */
+    {"gptq4_g64_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 256, 64, 2, 0, 0, 0, 1},
+    {"gptq2_g32_actorder_sorted", LQ_FMT_GPTQ, 2, 48, 192, 32, 2, 0, 0, 0, 0},
+    {"gptq3_g32_actorder_sorted", LQ_FMT_GPTQ, 3, 32, 128, 32, 2, 0, 0, 0, 1},
+    {"gptq8_g32_actorder_sorted", LQ_FMT_GPTQ, 8, 40, 128, 32, 2, 0, 0, 0, 0},
+    {"gptq4_splitk_actorder_sorted", LQ_FMT_GPTQ, 4, 160, 4096, 128, 2, 0, 0, 0, 1},
     {"gptq3_splitk", LQ_FMT_GPTQ, 3, 64, 4096, 128, 0, 0, 0, 0, 0},
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
     {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0},
@@ -135,9 +141,16 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
                 gi[perm[p]] = (int32_t)(p / gs); /* g_idx[c] = position of c in perm // g */
             free(perm);
         }
-        if (c->fmt == LQ_FMT_GPTQ)
+        if (c->fmt == LQ_FMT_GPTQ) {
             st = lq_pack_gptq(b, n, k, c->gs, q, z, s, gi, bias, out, &err);
-        else
+            const size_t sb = st == LQ_OK && c->act_order == 2 ? lq_qlinear_sort_bytes(&out->q) : 0;
+            if (sb) { /* what a runtime does at load time */
+                void *sbuf = lq_qbuf_alloc(out, sb);
+                st         = sbuf ? lq_qlinear_sort(&out->q, sbuf, sb, &out->q) : LQ_ERR_NOMEM;
+            } else if (st == LQ_OK && c->act_order == 2) {
+                st = LQ_ERR_INVALID_ARG; /* an act-order case always has something to sort */
+            }
+        } else
             st = lq_pack_awq(n, k, gs, q, z, s, bias, out, &err);
         free(q);
         free(z);

@@ -460,6 +460,90 @@ static void test_validation(void) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* lq_qlinear_sort: the sorted descriptor is the same matrix, independently of the kernels'
+ * and oracles' own handling of perm (act-order cases of every width, with a bias). */
+static void test_sort(void) {
+    for (int ci = 0; ci < NCASES; ci++) {
+        const kcase *c = &k_cases[ci];
+        if (c->fmt != LQ_FMT_GPTQ || c->act_order != 1 || c->gs <= 0)
+            continue;
+        lq_qbuf qb;
+        float  *dense;
+        kcase   cc = *c;
+        cc.bias    = 1;
+        CHECK_OK(build(&cc, c->n, c->k, 0, 7100 + (uint64_t)ci, &qb, &dense));
+        const lq_qlinear *w = &qb.q;
+        const int64_t     n = w->n, k = w->k, m = 3;
+        const size_t      sb = lq_qlinear_sort_bytes(w);
+        CHECK_MSG(sb > 0, "%s: act-order but nothing to sort", c->name);
+        void      *buf = lq_aligned_alloc(sb);
+        lq_qlinear s, s2;
+        CHECK_EQ_INT(lq_qlinear_sort(w, buf, sb - 1, &s), LQ_ERR_INVALID_ARG);
+        CHECK_EQ_INT(lq_qlinear_sort(w, (char *)buf + 4, sb, &s), LQ_ERR_INVALID_ARG);
+        CHECK_OK(lq_qlinear_sort(w, buf, sb, &s));
+        int in_order = 1;
+        for (int64_t p = 1; p < k; p++)
+            in_order &= s.g_idx[p] >= s.g_idx[p - 1];
+        CHECK_MSG(in_order, "%s: sorted g_idx out of order", c->name);
+        CHECK_EQ_INT(lq_qlinear_sort_bytes(&s), 0); /* sorting again: nothing to do */
+        CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
+        CHECK_MSG(s2.perm == s.perm && s2.qweight == s.qweight, "%s: resort moved", c->name);
+        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4);
+        /* the same weights, bit for bit, from the plain oracle of each */
+        float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
+        lq_format_traits_get(LQ_FMT_GPTQ)->dequant_ref(w, a);
+        lq_format_traits_get(LQ_FMT_GPTQ)->dequant_ref(&s, b);
+        CHECK_MSG(!memcmp(a, b, (size_t)(n * k) * 4), "%s: sorted dequant_ref differs at %lld",
+                  c->name, (long long)first_diff(a, b, n * k));
+        CHECK_OK(lq_qlinear_dequant_cpu(&s, b, 0));
+        CHECK_MSG(!memcmp(a, b, (size_t)(n * k) * 4), "%s: sorted dequant_cpu differs at %lld",
+                  c->name, (long long)first_diff(a, b, n * k));
+        /* forwards of the two within float rounding of the sum order */
+        float *x = malloc((size_t)(m * k) * 4), *y0 = malloc((size_t)(m * n) * 4),
+              *y1 = malloc((size_t)(m * n) * 4);
+        make_x(&cc, w, m, 0, 11, x);
+        const size_t w0 = lq_qlinear_workspace_cpu(w, m), w1 = lq_qlinear_workspace_cpu(&s, m);
+        void        *ws = lq_aligned_alloc(w0 > w1 ? w0 : w1);
+        CHECK_OK(lq_qlinear_forward_cpu(w, x, m, y0, ws, w0, 0));
+        CHECK_EQ_INT(lq_qlinear_forward_cpu(&s, x, m, y1, ws, w1 - 1, 0), LQ_ERR_INVALID_ARG);
+        CHECK_OK(lq_qlinear_forward_cpu(&s, x, m, y1, ws, w1, 0));
+        const double e = nmse(y1, y0, m * n);
+        CHECK_MSG(e < 1e-10, "%s: sorted forward NMSE %.3g vs unsorted", c->name, e);
+        /* a perm entry out of range is refused, not read */
+        int32_t *pm   = (int32_t *)buf + (s.perm - (const int32_t *)buf); /* writable: in buf */
+        int32_t  keep = pm[k / 2];
+        pm[k / 2]     = (int32_t)k;
+        CHECK_EQ_INT(lq_qlinear_forward_cpu(&s, x, m, y1, ws, w1, 0), LQ_ERR_INVALID_ARG);
+        CHECK_EQ_INT(lq_qlinear_dequant_cpu(&s, b, 0), LQ_ERR_INVALID_ARG);
+        pm[k / 2] = keep;
+        /* only GPTQ has an input order: perm elsewhere is a malformed descriptor */
+        lq_qlinear bad = s;
+        bad.format     = LQ_FMT_AWQ;
+        CHECK_EQ_INT(lq_qlinear_check(&bad, NULL), LQ_ERR_INVALID_ARG);
+        lq_aligned_free(ws);
+        free(x);
+        free(y0);
+        free(y1);
+        free(a);
+        free(b);
+        lq_aligned_free(buf);
+        free(dense);
+        lq_qbuf_free(&qb);
+    }
+    /* a plain layout has nothing to sort and is returned as it is */
+    lq_qbuf qb;
+    float  *dense;
+    CHECK_OK(build(&k_cases[2], k_cases[2].n, k_cases[2].k, 0, 7200, &qb, &dense));
+    lq_qlinear s;
+    CHECK_EQ_INT(lq_qlinear_sort_bytes(&qb.q), 0);
+    CHECK_OK(lq_qlinear_sort(&qb.q, NULL, 0, &s));
+    CHECK_MSG(!memcmp(&s, &qb.q, sizeof s), "plain layout changed by lq_qlinear_sort");
+    CHECK_EQ_INT(lq_qlinear_sort(&qb.q, NULL, 0, NULL), LQ_ERR_INVALID_ARG);
+    free(dense);
+    lq_qbuf_free(&qb);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 static void perf(const opts *o) {
     printf("perf mode: see bench/bench_kernels_cpu for the full sweep\n");
     for (int ci = 0; ci < NCASES; ci++) {
@@ -793,6 +877,7 @@ int main(int argc, char **argv) {
         test_layouts();
         test_f16_fast();
         test_validation();
+        test_sort();
     }
     int big_done[LQ_FMT_COUNT] = {0};
     for (int ci = 0; ci < NCASES; ci++) {

@@ -89,8 +89,64 @@ LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64
 
 static const lq_kn_ops k_gptq_kn = {gptq_params, gptq_kn};
 
+/* ---------------------------------------------------------------------------------------
+ * A sorted descriptor (perm, lq_qlinear_sort) is the plain layout of the permuted input
+ * channels: every kernel below runs it on x gathered into stored order, in front of its own
+ * workspace.
+ * --------------------------------------------------------------------------------------- */
+static size_t perm_ws(const lq_qlinear *w, int64_t m) {
+    return w->perm ? ((size_t)(m * w->k) * sizeof(float) + 63) & ~(size_t)63 : 0;
+}
+
+/* Every perm entry names a channel: the descriptor's data, which nothing else here checks. */
+static int perm_ok(const lq_qlinear *w) {
+    for (int64_t c = 0; c < w->k; c++)
+        if ((uint32_t)w->perm[c] >= (uint64_t)w->k)
+            return 0;
+    return 1;
+}
+
+/* *plain = w without perm, *x = the gathered rows, ws/ws_size past them. */
+static lq_status perm_gather(const lq_qlinear *w, const float **x, int64_t m, void **ws,
+                             size_t *ws_size, lq_qlinear *plain, int nthreads) {
+    const int64_t k  = w->k;
+    const size_t  pb = perm_ws(w, m);
+    if (!*ws || *ws_size < pb || !perm_ok(w))
+        return LQ_ERR_INVALID_ARG;
+    float         *xg = *ws;
+    const float   *xs = *x;
+    const int32_t *pm = w->perm;
+#pragma omp parallel for num_threads(lq_cpu_threads(nthreads)) schedule(static) if (m * k > 65536)
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < k; c++)
+            xg[r * k + c] = xs[r * k + pm[c]];
+    *plain      = *w;
+    plain->perm = NULL;
+    *x          = xg;
+    *ws         = (char *)*ws + pb;
+    *ws_size -= pb;
+    return LQ_OK;
+}
+
 lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
-    return lq_dequant_kn_cpu(w, &k_gptq_kn, lq_gptq_groups(w), out, nthreads);
+    lq_qlinear plain = *w;
+    plain.perm       = NULL;
+    LQ_TRY(lq_dequant_kn_cpu(&plain, &k_gptq_kn, lq_gptq_groups(w), out, nthreads));
+    if (!w->perm)
+        return LQ_OK;
+    if (!perm_ok(w))
+        return LQ_ERR_INVALID_ARG;
+    float *row = malloc((size_t)w->k * sizeof(float)); /* stored order -> input channels */
+    if (!row)
+        return LQ_ERR_NOMEM;
+    for (int64_t i = 0; i < w->n; i++) {
+        float *o = out + i * w->k;
+        memcpy(row, o, (size_t)w->k * sizeof(float));
+        for (int64_t c = 0; c < w->k; c++)
+            o[w->perm[c]] = row[c];
+    }
+    free(row);
+    return LQ_OK;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -309,14 +365,19 @@ int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
 
 size_t lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m) {
     const int xb = gptq_qx(w, m);
-    return xb ? lq_ws_gptq_vnni(w, m, xb) : 0;
+    return xb ? perm_ws(w, m) + lq_ws_gptq_vnni(w, m, xb) : 0;
 }
 
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads) {
-    const int xb = gptq_qx(w, m);
+    const int  xb = gptq_qx(w, m);
+    lq_qlinear plain;
     if (!xb)
         return LQ_ERR_UNSUPPORTED;
+    if (w->perm) {
+        LQ_TRY(perm_gather(w, &x, m, &ws, &ws_size, &plain, nthreads));
+        w = &plain;
+    }
     if (!ws || ws_size < lq_ws_gptq_vnni(w, m, xb))
         return LQ_ERR_INVALID_ARG;
     LQ_TRY(lq_gemm_gptq_vnni(w, x, m, y, ws, xb, nthreads));
@@ -324,7 +385,7 @@ lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, fl
     return LQ_OK;
 }
 
-size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
+static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     const int64_t G = lq_gptq_groups(w);
     switch (gptq_path_for(w, m)) {
     case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns */
@@ -336,10 +397,19 @@ size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
     }
 }
 
+size_t lq_ws_gptq_cpu(const lq_qlinear *w, int64_t m) {
+    return perm_ws(w, m) + ws_plain(w, m);
+}
+
 lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            size_t ws_size, int nthreads) {
+    lq_qlinear plain;
+    if (w->perm) {
+        LQ_TRY(perm_gather(w, &x, m, &ws, &ws_size, &plain, nthreads));
+        w = &plain;
+    }
     const enum gptq_path path = gptq_path_for(w, m);
-    if (!ws || ws_size < lq_ws_gptq_cpu(w, m))
+    if (!ws || ws_size < ws_plain(w, m))
         return LQ_ERR_INVALID_ARG;
     const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w);
     const int     nt = lq_cpu_threads(nthreads);

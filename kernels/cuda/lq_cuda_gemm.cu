@@ -169,7 +169,10 @@ __global__ void __launch_bounds__(LQ_THREADS)
                 float         xv[MT][2];
 #pragma unroll
                 for (int r = 0; r < MT; r++) {
-                    if (r < m) { /* c even, k even: 4-byte aligned pair */
+                    if (r < m && w.perm) { /* a sorted descriptor: row c holds channel perm[c] */
+                        xv[r][0] = __half2float(x[r * k + __ldg(w.perm + c)]);
+                        xv[r][1] = __half2float(x[r * k + __ldg(w.perm + c + 1)]);
+                    } else if (r < m) { /* c even, k even: 4-byte aligned pair */
                         const float2 f = __half22float2(*(const __half2 *)(x + r * k + c));
                         xv[r][0]       = f.x;
                         xv[r][1]       = f.y;
@@ -579,7 +582,8 @@ __global__ void k_dequant_gptq(const lq_qlinear w, __half *__restrict__ out) {
     const int64_t  g = w.g_idx[c];
     const uint32_t q = lq_d_stream_get((const int32_t *)w.qweight + i, w.n, c, w.bits);
     const float    s = lq_d_f16(w.scales, g * w.n + i);
-    out[e] = __float2half_rn(__fmul_rn(s, (float)((int32_t)q - lq_d_gptq_zero(w, g, i))));
+    const int64_t  o = w.perm ? i * w.k + w.perm[c] : e; /* sorted: back to the input channel */
+    out[o]           = __float2half_rn(__fmul_rn(s, (float)((int32_t)q - lq_d_gptq_zero(w, g, i))));
 }
 
 __global__ void k_dequant_awq(const lq_qlinear w, __half *__restrict__ out) {
@@ -753,9 +757,23 @@ static int fmt_splits(const lq_cuda_fmt *f, const lq_qlinear *w, dim3 *grid) {
     return sp;
 }
 
+/* out[r, c] = x[r, perm[c]]: a sorted descriptor's activations in its stored order. */
+__global__ void k_gather_cols(const __half *__restrict__ x, const int32_t *__restrict__ perm,
+                              int64_t m, int64_t k, __half *__restrict__ out) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < m * k)
+        out[e] = x[e / k * k + __ldg(perm + e % k)];
+}
+
+/* Above the GEMV rows a sorted descriptor (perm) is dequantized in its stored order, whose
+ * writes coalesce, and multiplied with x gathered into that order behind the weights. */
+static size_t perm_x_ws(const lq_qlinear *w, int64_t m) {
+    return w->perm ? lq_align256((size_t)(m * w->k) * 2) : 0;
+}
+
 static size_t fmt_ws(const lq_cuda_fmt *f, const lq_qlinear *w, int64_t m) {
     if (m > LQ_CUDA_GEMV_MAX_M)
-        return f->dequant ? lq_dequant_ws(w, m) : lq_cublas_ws(w, m);
+        return f->dequant ? lq_dequant_ws(w, m) + perm_x_ws(w, m) : lq_cublas_ws(w, m);
     dim3      grid;
     const int sp = fmt_splits(f, w, &grid);
     return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
@@ -768,6 +786,16 @@ static lq_status fmt_gemm(const lq_cuda_fmt *f, lq_cuda_ctx *ctx, const lq_qline
         if (!f->dequant)
             return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
                                   (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
+        if (w->perm) {
+            __half *xg = (__half *)((char *)ws + lq_dequant_ws(w, m));
+            k_gather_cols<<<lq_blocks(m * w->k), LQ_THREADS, 0, st>>>((const __half *)x, w->perm, m,
+                                                                      w->k, xg);
+            LQ_TRY(lq_cuda_launched());
+            lq_qlinear plain = *w;
+            plain.perm       = NULL;
+            LQ_TRY(f->dequant(&plain, ws, stream));
+            return lq_cublas_dequantized(ctx, &plain, xg, m, y, ws, st);
+        }
         LQ_TRY(f->dequant(w, ws, stream));
         return lq_cublas_dequantized(ctx, w, x, m, y, ws, st);
     }

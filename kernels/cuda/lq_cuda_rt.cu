@@ -184,15 +184,15 @@ extern "C" lq_status lq_cuda_call_end(lq_cuda_ctx *ctx, lq_status st) {
  * 256-byte aligned, in their device dtypes.
  * ------------------------------------------------------------------------------------------ */
 typedef struct up_list {
-    size_t      field[LQ_QARRAY_MAX + 1]; /* offsetof the pointer field to redirect */
-    const void *src[LQ_QARRAY_MAX + 1];
-    size_t      bytes[LQ_QARRAY_MAX + 1];
+    size_t      field[LQ_QARRAY_MAX + 2]; /* offsetof the pointer field to redirect */
+    const void *src[LQ_QARRAY_MAX + 2];
+    size_t      bytes[LQ_QARRAY_MAX + 2];
     int         n;
 } up_list;
 
 /* Arrays of a valid host descriptor d. */
 static void up_collect(const lq_qlinear *d, up_list *l) {
-    lq_qarray a[LQ_QARRAY_MAX + 1];
+    lq_qarray a[LQ_QARRAY_MAX + 2];
     const int na = lq_qlinear_arrays(d, a);
     memset(l, 0, sizeof *l);
     for (int i = 0; i < na; i++) {
