@@ -175,7 +175,7 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
     return sum;
 }
 
-/* GPTQ (bits 2/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
+/* GPTQ (bits 2/3/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
  * activations. lq_qx_bits_for(m): 16 (int16 activations, m <= LQ_QX_X16_MAX_M: memory-bound
  * rows, where the wider codes cost nothing and the result is the float one within ~1e-9 NMSE),
  * 8 (int8, up to LQ_QX_X8_MAX_M rows: llama.cpp's Q8 activations, in smaller blocks) or 0
@@ -215,6 +215,7 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
  * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
  * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */
 int       lq_cpu_vnni(void);
+int       lq_cpu_vbmi(void); /* lq_cpu_vnni and AVX-512 VBMI: the 3-bit GPTQ kernel's */
 size_t    lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int xbits, int nthreads);

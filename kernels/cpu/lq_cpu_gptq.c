@@ -356,7 +356,7 @@ LQ_CLONES static void gptq_fused_generic(const lq_qlinear *w, const float *x, in
 /* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c): their width at m rows, 0 where the
  * CPU or the layout has none. Worked out once per call: it scans g_idx. */
 static int gptq_qx(const lq_qlinear *w, int64_t m) {
-    return lq_cpu_vnni() ? lq_gptq_qx_bits(w, m) : 0;
+    return (w->bits == 3 ? lq_cpu_vbmi() : lq_cpu_vnni()) ? lq_gptq_qx_bits(w, m) : 0;
 }
 
 int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {

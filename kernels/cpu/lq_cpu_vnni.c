@@ -2,8 +2,9 @@
  * compute-bound. Chosen at run time (lq_cpu_vnni); the format files fall back to their float
  * kernels elsewhere.
  *
- * GPTQ (bits 2/4/8, g_idx = c / group_size): the semantics of lq_gemm_gptq_qx_ref (activations
- * quantized per row and block of channels; int16 for m <= 4, int8 above), bit for bit.
+ * GPTQ (bits 2/4/8, and 3 with VBMI: gptq3_vnni_tile; g_idx = c / group_size): the semantics
+ * of lq_gemm_gptq_qx_ref (activations quantized per row and block of channels; int16 for
+ * m <= 4, int8 above), bit for bit.
  *   int8:  vpdpbusd, 4 u8 codes x 4 s8 activations per 32-bit lane (64 products an instruction)
  *   int16: vpdpwssd, 2 x 2 per lane: half the rate, so only where rows are few and the kernel
  *          streams weights from memory anyway
@@ -31,9 +32,18 @@
 #define VNNI_NV       4   /* 16-column vectors per column block */
 #define VNNI_M        4   /* activation rows per chunk */
 #define VNNI_PF_WORDS 128 /* prefetch distance along a word row (m <= 2: the next blocks) */
+#define VNNI_COPY_M   16  /* from this many rows a column block's words are copied contiguous */
+
+#define VBMI_TARGET                                                                                \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx512vbmi")))
+#define VBMI_INLINE static inline __attribute__((always_inline)) VBMI_TARGET
 
 int lq_cpu_vnni(void) { /* lq_cpu_avx512 also honours LQ_CPU_KERNELS=portable */
     return lq_cpu_avx512() && __builtin_cpu_supports("avx512vnni");
+}
+
+int lq_cpu_vbmi(void) {
+    return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi");
 }
 
 static int64_t al64(int64_t v) {
@@ -59,6 +69,10 @@ typedef struct vnni_job {
     const float      *xsf; /* [m, nkb] block sums of xq (as float, exact) */
     const float      *dx;  /* [m, nkb] */
     float            *y;
+    /* the word rows the tiles read: qweight (ldq = n, qcol0 = 0), or a column block of it
+     * copied contiguous (see GPTQ_VNNI_RANGE) */
+    const uint32_t *qw;
+    int64_t         ldq, qcol0;
 } vnni_job;
 
 /* Row r of x quantized per block into xp (the slice order above), its block sums and scales. */
@@ -70,6 +84,16 @@ VNNI_TARGET static void gptq_vnni_quant_row(const vnni_job *j, const float *xr, 
     for (int64_t kb = 0; kb < j->nkb; kb++) {
         const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
         xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, x16 ? 32767.f : 127.f, tmp, &dx[kb]);
+        if (b == 3) { /* channel order (int8); per 8 channels the even 4, the odd 4 (int16) */
+            for (int64_t c = c0; c < c1; c++) {
+                const int64_t o = c - c0, t = o & 7;
+                if (x16)
+                    ((int16_t *)(void *)xp)[c - t + (t & 1) * 4 + t / 2] = (int16_t)tmp[o];
+                else
+                    ((int8_t *)xp)[c] = (int8_t)tmp[o];
+            }
+            continue;
+        }
         for (int64_t c = c0; c < c1; c += vpw) {
             const int32_t *t = tmp + (c - c0);
             if (x16) { /* slice s: channels s, s + 16/b as two int16 */
@@ -91,63 +115,36 @@ VNNI_TARGET static void gptq_vnni_quant_row(const vnni_job *j, const float *xr, 
 /* The zero points of 16 columns starting at col (a multiple of 16) of group g, as float. */
 VNNI_INLINE __m512 gptq_vnni_zeros(const lq_qlinear *w, int64_t g, int64_t col, int nc) {
     const int       b   = w->bits;
-    const int64_t   zw  = w->n * b / 32;
-    const uint32_t *qz  = (const uint32_t *)w->qzeros + g * zw + col * b / 32;
-    const int       nw  = (nc * b + 31) / 32; /* words holding the nc columns */
-    const __m512i words = _mm512_maskz_loadu_epi32((__mmask16)((1u << nw) - 1u), (const void *)qz);
-    const __m512i lane  = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i bit   = _mm512_mullo_epi32(lane, _mm512_set1_epi32(b));
-    const __m512i v = _mm512_srlv_epi32(_mm512_permutexvar_epi32(_mm512_srli_epi32(bit, 5), words),
-                                        _mm512_and_si512(bit, _mm512_set1_epi32(31)));
+    const int64_t   zw = w->n * b / 32, bit0 = col * b; /* 3-bit: col * 3 need not be whole words */
+    const uint32_t *qz  = (const uint32_t *)w->qzeros + g * zw + (bit0 >> 5);
+    const int       off = (int)(bit0 & 31);
+    const int64_t   nw = (off + nc * b + 31) / 32, left = zw - (bit0 >> 5); /* words to read */
+    const __m512i   words = _mm512_maskz_loadu_epi32(
+          (__mmask16)((1u << (nw < left ? nw : left)) - 1u), (const void *)qz);
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i bit =
+        _mm512_add_epi32(_mm512_mullo_epi32(lane, _mm512_set1_epi32(b)), _mm512_set1_epi32(off));
+    const __m512i wi = _mm512_srli_epi32(bit, 5), sh = _mm512_and_si512(bit, _mm512_set1_epi32(31));
+    /* a field straddling two words takes its high bits from the next (shift 32 gives 0) */
+    const __m512i v =
+        _mm512_or_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(wi, words), sh),
+                        _mm512_sllv_epi32(_mm512_permutexvar_epi32(
+                                              _mm512_add_epi32(wi, _mm512_set1_epi32(1)), words),
+                                          _mm512_sub_epi32(_mm512_set1_epi32(32), sh)));
     const __m512i mask = _mm512_set1_epi32((1 << b) - 1);
     /* v1 stores zero - 1: add one back and mask, as lq_gptq_zero */
     return _mm512_cvtepi32_ps(
         _mm512_and_si512(_mm512_add_epi32(_mm512_and_si512(v, mask), _mm512_set1_epi32(1)), mask));
 }
 
-/* y[r0 + r, i0 + 16 jv + l] (+)= block kb of the product, r < M, jv < NV; the last vector's
- * valid lanes are lastm. First block (kb == 0) assigns. */
-VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
-                                int64_t r0, const int b, const int X16, const int M, const int NV) {
+/* y[r0 + r, i0 + 16 jv + l] (+)= block kb's integer sums acc (columns in order) scaled:
+ * s * dx * (acc - z * sum(xq)). First block (kb == 0) assigns. */
+VNNI_INLINE void gptq_vnni_flush(const vnni_job *j, int64_t kb, int64_t i0,
+                                 const __mmask16 vm[VNNI_NV], int64_t r0, const int M, const int NV,
+                                 __m512i acc[VNNI_M][VNNI_NV]) {
     const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, ab = j->ab;
-    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
-    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-    const uint32_t   *qw    = (const uint32_t *)w->qweight;
-    const __m512i     bmask = X16 ? _mm512_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
-                                  : _mm512_set1_epi8((char)((1 << b) - 1));
-    __mmask16         vm[VNNI_NV];
-    for (int jv = 0; jv < NV; jv++)
-        vm[jv] = jv == NV - 1 ? lastm : (__mmask16)0xffff;
-    __m512i acc[VNNI_M][VNNI_NV];
-    for (int r = 0; r < M; r++)
-        for (int jv = 0; jv < NV; jv++)
-            acc[r][jv] = _mm512_setzero_si512();
-    for (int64_t wr = c0 / vpw; wr < c1 / vpw; wr++) {
-        const uint32_t *row = qw + wr * n + i0;
-        __m512i         wv[VNNI_NV];
-        if (M <= 2)
-            for (int jv = 0; jv < NV; jv++)
-                _mm_prefetch((const char *)(row + VNNI_PF_WORDS + 16 * jv), _MM_HINT_T0);
-        for (int jv = 0; jv < NV; jv++)
-            wv[jv] = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 16 * jv));
-        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
-        for (int s = 0; s < P; s++) {
-            __m512i q[VNNI_NV];
-            for (int jv = 0; jv < NV; jv++)
-                q[jv] = _mm512_and_si512(_mm512_srli_epi32(wv[jv], (unsigned)(s * b)), bmask);
-            for (int r = 0; r < M; r++) {
-                int32_t xv;
-                memcpy(&xv, xw + (r0 + r) * j->kp + s * 4, 4);
-                const __m512i xb = _mm512_set1_epi32(xv);
-                for (int jv = 0; jv < NV; jv++)
-                    acc[r][jv] = X16 ? _mm512_dpwssd_epi32(acc[r][jv], q[jv], xb)
-                                     : _mm512_dpbusd_epi32(acc[r][jv], q[jv], xb);
-            }
-        }
-    }
-    const int64_t g = c0 / w->group_size;
-    __m512        sc[VNNI_NV], zf[VNNI_NV];
+    const int64_t     n = w->n, g = kb * j->ab / w->group_size;
+    __m512            sc[VNNI_NV], zf[VNNI_NV];
     for (int jv = 0; jv < NV; jv++) {
         const int64_t col = i0 + 16 * jv;
         const int     nc  = __builtin_popcount(vm[jv]);
@@ -171,52 +168,193 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
     }
 }
 
+/* y[r0 + r, i0 + 16 jv + l] (+)= block kb of the product, r < M, jv < NV; the last vector's
+ * valid lanes are lastm. First block (kb == 0) assigns. */
+VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
+                                int64_t r0, const int b, const int X16, const int M, const int NV) {
+    const lq_qlinear *w = j->w;
+    const int64_t     k = w->k, ab = j->ab;
+    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
+    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+    const uint32_t   *qw    = j->qw - j->qcol0;
+    const int64_t     ldq   = j->ldq;
+    const __m512i     bmask = X16 ? _mm512_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
+                                  : _mm512_set1_epi8((char)((1 << b) - 1));
+    __mmask16         vm[VNNI_NV];
+    for (int jv = 0; jv < NV; jv++)
+        vm[jv] = jv == NV - 1 ? lastm : (__mmask16)0xffff;
+    __m512i acc[VNNI_M][VNNI_NV];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = _mm512_setzero_si512();
+    for (int64_t wr = c0 / vpw; wr < c1 / vpw; wr++) {
+        const uint32_t *row = qw + wr * ldq + i0;
+        __m512i         wv[VNNI_NV];
+        if (M <= 2)
+            for (int jv = 0; jv < NV; jv++)
+                _mm_prefetch((const char *)(row + VNNI_PF_WORDS + 16 * jv), _MM_HINT_T0);
+        for (int jv = 0; jv < NV; jv++)
+            wv[jv] = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 16 * jv));
+        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
+        for (int s = 0; s < P; s++) {
+            __m512i q[VNNI_NV];
+            for (int jv = 0; jv < NV; jv++)
+                q[jv] = _mm512_and_si512(_mm512_srli_epi32(wv[jv], (unsigned)(s * b)), bmask);
+            for (int r = 0; r < M; r++) {
+                int32_t xv;
+                memcpy(&xv, xw + (r0 + r) * j->kp + s * 4, 4);
+                const __m512i xb = _mm512_set1_epi32(xv);
+                for (int jv = 0; jv < NV; jv++)
+                    acc[r][jv] = X16 ? _mm512_dpwssd_epi32(acc[r][jv], q[jv], xb)
+                                     : _mm512_dpbusd_epi32(acc[r][jv], q[jv], xb);
+            }
+        }
+    }
+    gptq_vnni_flush(j, kb, i0, vm, r0, M, NV, acc);
+}
+
+/* 3-bit (needs VBMI): a unit of 32 channels is 3 word rows, 96 bits a column. Two qword views
+ * of each column, words 0|1 (bits 0..63) and 1|2 (bits 32..95), hold every channel whole, and
+ * vpmultishiftqb picks 8 channels' fields into the bytes of a qword: 0-7 and 8-15 from the
+ * first, 16-23 and 24-31 from the second. A qword is one column, so the two dword lanes of it
+ * sum different channels of that column: a vector holds 8 columns (unpacklo/hi of the words give
+ * columns 0,1,4,5,.. and 2,3,6,7,..), and the lane pairs are added and put back in column order
+ * at the block's flush. Activations: int8 in channel order, one 64-bit broadcast per 8
+ * channels; int16: per 8 channels the even 4, then the odd 4, against the codes' even and odd
+ * bytes as 16-bit lanes. */
+VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
+                                 int64_t r0, const int b, const int X16, const int M,
+                                 const int NV) {
+    const lq_qlinear *w = j->w;
+    const int64_t     k = w->k, ab = j->ab;
+    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+    const uint32_t   *qw  = j->qw - j->qcol0;
+    const int64_t     ldq = j->ldq;
+    /* bit offsets of channels 8t .. 8t + 7 in their qword view (t < 2: words 0|1; else 1|2) */
+    const __m512i ctl[4] = {
+        _mm512_set1_epi64(0x15120F0C09060300LL), _mm512_set1_epi64(0x2D2A2724211E1B18LL),
+        _mm512_set1_epi64(0x25221F1C19161310LL), _mm512_set1_epi64(0x3D3A3734312E2B28LL)};
+    const __m512i m7 = _mm512_set1_epi8(7), lo8 = _mm512_set1_epi16(0x00FF);
+    /* the low dword of qword q of the (lo, hi) views -> column c */
+    const __m512i order =
+        _mm512_set_epi32(30, 28, 14, 12, 26, 24, 10, 8, 22, 20, 6, 4, 18, 16, 2, 0);
+    __mmask16 vm[VNNI_NV];
+    __m512i   out[VNNI_M][VNNI_NV];
+    (void)b;
+    for (int jv = 0; jv < NV; jv++)
+        vm[jv] = jv == NV - 1 ? lastm : (__mmask16)0xffff;
+    for (int jv = 0; jv < NV; jv++) { /* one 16-column vector at a time: 8 accumulators a row */
+        __m512i acc[VNNI_M][2];
+        for (int r = 0; r < M; r++)
+            acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+        for (int64_t u = c0 / 32; u < c1 / 32; u++) {
+            const uint32_t *row = qw + 3 * u * ldq + i0 + 16 * jv;
+            if (M <= 2)
+                for (int t = 0; t < 3; t++)
+                    _mm_prefetch((const char *)(row + t * ldq + 3 * VNNI_PF_WORDS), _MM_HINT_T0);
+            const __m512i a  = _mm512_maskz_loadu_epi32(vm[jv], (const void *)row);
+            const __m512i bw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + ldq));
+            const __m512i cw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 2 * ldq));
+            const __m512i view[2][2] = {
+                {_mm512_unpacklo_epi32(a, bw), _mm512_unpacklo_epi32(bw, cw)},
+                {_mm512_unpackhi_epi32(a, bw), _mm512_unpackhi_epi32(bw, cw)}};
+            for (int t = 0; t < 4; t++) {
+                __m512i q[2];
+                for (int h = 0; h < 2; h++)
+                    q[h] =
+                        _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl[t], view[h][t >> 1]), m7);
+                for (int r = 0; r < M; r++) {
+                    const uint8_t *xr = j->xp + (r0 + r) * j->kp + (u * 32 + 8 * t) * (X16 ? 2 : 1);
+                    int64_t        xv;
+                    memcpy(&xv, xr, 8);
+                    const __m512i xb = _mm512_set1_epi64(xv);
+                    if (X16) {
+                        memcpy(&xv, xr + 8, 8);
+                        const __m512i xo = _mm512_set1_epi64(xv);
+                        for (int h = 0; h < 2; h++) {
+                            acc[r][h] =
+                                _mm512_dpwssd_epi32(acc[r][h], _mm512_and_si512(q[h], lo8), xb);
+                            acc[r][h] =
+                                _mm512_dpwssd_epi32(acc[r][h], _mm512_srli_epi16(q[h], 8), xo);
+                        }
+                    } else {
+                        for (int h = 0; h < 2; h++)
+                            acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], q[h], xb);
+                    }
+                }
+            }
+        }
+        for (int r = 0; r < M; r++) { /* lane pairs summed, columns in order */
+            const __m512i s0 = _mm512_add_epi32(acc[r][0], _mm512_srli_epi64(acc[r][0], 32));
+            const __m512i s1 = _mm512_add_epi32(acc[r][1], _mm512_srli_epi64(acc[r][1], 32));
+            out[r][jv]       = _mm512_permutex2var_epi32(s0, order, s1);
+        }
+    }
+    gptq_vnni_flush(j, kb, i0, vm, r0, M, NV, out);
+}
+
 /* One thread's column vectors [v0, v1): blocks of VNNI_NV vectors, then single vectors (the
- * last may be partial). */
-VNNI_INLINE void gptq_vnni_range(const vnni_job *j, int64_t v0, int64_t v1, const int b,
-                                 const int X16) {
-    const int64_t   n = j->w->n, m = j->m;
-    const int64_t   nfull = n / 16; /* vectors with 16 valid columns */
-    const __mmask16 tailm = (__mmask16)((1u << (n % 16)) - 1u);
-#define VNNI_TILE(KB, V, NVV, R0, MM)                                                              \
+ * last may be partial). One loop for both tiles: NAME's target (INL) must include its TILE's. */
+#define VNNI_TILE(TILE, J, KB, V, NVV, R0, MM)                                                     \
     do {                                                                                           \
         const __mmask16 lm_ = (V) + (NVV)-1 < nfull ? (__mmask16)0xffff : tailm;                   \
         switch (MM) {                                                                              \
         case 1:                                                                                    \
-            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 1, NVV);                                \
+            TILE(J, KB, (V)*16, lm_, R0, b, X16, 1, NVV);                                          \
             break;                                                                                 \
         case 2:                                                                                    \
-            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 2, NVV);                                \
+            TILE(J, KB, (V)*16, lm_, R0, b, X16, 2, NVV);                                          \
             break;                                                                                 \
         case 3:                                                                                    \
-            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 3, NVV);                                \
+            TILE(J, KB, (V)*16, lm_, R0, b, X16, 3, NVV);                                          \
             break;                                                                                 \
         default:                                                                                   \
-            gptq_vnni_tile(j, KB, (V)*16, lm_, R0, b, X16, 4, NVV);                                \
+            TILE(J, KB, (V)*16, lm_, R0, b, X16, 4, NVV);                                          \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
-    if (m <= VNNI_M) {
-        for (int64_t kb = 0; kb < j->nkb; kb++) {
-            int64_t v = v0;
-            for (; v + VNNI_NV <= v1; v += VNNI_NV)
-                VNNI_TILE(kb, v, VNNI_NV, 0, m);
-            for (; v < v1; v++)
-                VNNI_TILE(kb, v, 1, 0, m);
-        }
-        return;
+#define GPTQ_VNNI_RANGE(NAME, INL, TILE)                                                           \
+    INL void NAME(const vnni_job *j, int64_t v0, int64_t v1, const int b, const int X16) {         \
+        const int64_t   n = j->w->n, m = j->m;                                                     \
+        const int64_t   nfull = n / 16; /* vectors with 16 valid columns */                        \
+        const __mmask16 tailm = (__mmask16)((1u << (n % 16)) - 1u);                                \
+        if (m <= VNNI_M) {                                                                         \
+            for (int64_t kb = 0; kb < j->nkb; kb++) {                                              \
+                int64_t v = v0;                                                                    \
+                for (; v + VNNI_NV <= v1; v += VNNI_NV)                                            \
+                    VNNI_TILE(TILE, j, kb, v, VNNI_NV, 0, m);                                      \
+                for (; v < v1; v++)                                                                \
+                    VNNI_TILE(TILE, j, kb, v, 1, 0, m);                                            \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        /* a column block's word rows, copied contiguous once: in qweight they lie n words         \
+         * apart, and with n a power of two they fall into a few cache sets */                     \
+        const int64_t rows = j->w->k * b / 32;                                                     \
+        uint32_t     *blk  = m >= VNNI_COPY_M ? malloc((size_t)(rows * 16 * VNNI_NV) * 4) : NULL;  \
+        int64_t       v    = v0;                                                                   \
+        for (; v + VNNI_NV <= v1; v += VNNI_NV) {                                                  \
+            vnni_job jb = *j;                                                                      \
+            if (blk) {                                                                             \
+                const int64_t nc = n - v * 16 < 16 * VNNI_NV ? n - v * 16 : 16 * VNNI_NV;          \
+                for (int64_t wr = 0; wr < rows; wr++)                                              \
+                    memcpy(blk + wr * 16 * VNNI_NV, j->qw + wr * j->ldq + v * 16, (size_t)nc * 4); \
+                jb.qw    = blk;                                                                    \
+                jb.ldq   = 16 * VNNI_NV;                                                           \
+                jb.qcol0 = v * 16;                                                                 \
+            }                                                                                      \
+            for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)                                             \
+                for (int64_t kb = 0; kb < j->nkb; kb++)                                            \
+                    VNNI_TILE(TILE, &jb, kb, v, VNNI_NV, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);   \
+        }                                                                                          \
+        free(blk);                                                                                 \
+        for (; v < v1; v++)                                                                        \
+            for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)                                             \
+                for (int64_t kb = 0; kb < j->nkb; kb++)                                            \
+                    VNNI_TILE(TILE, j, kb, v, 1, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);           \
     }
-    int64_t v = v0;
-    for (; v + VNNI_NV <= v1; v += VNNI_NV)
-        for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
-            for (int64_t kb = 0; kb < j->nkb; kb++)
-                VNNI_TILE(kb, v, VNNI_NV, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);
-    for (; v < v1; v++)
-        for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
-            for (int64_t kb = 0; kb < j->nkb; kb++)
-                VNNI_TILE(kb, v, 1, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);
-#undef VNNI_TILE
-}
+GPTQ_VNNI_RANGE(gptq_vnni_range, VNNI_INLINE, gptq_vnni_tile)
+GPTQ_VNNI_RANGE(gptq3_vnni_range, VBMI_INLINE, gptq3_vnni_tile)
 
 typedef void (*gptq_vnni_fn)(const vnni_job *j, int64_t v0, int64_t v1);
 #define GPTQ_VNNI_INST(B, X16)                                                                     \
@@ -229,9 +367,16 @@ GPTQ_VNNI_INST(8, 0)
 GPTQ_VNNI_INST(2, 1)
 GPTQ_VNNI_INST(4, 1)
 GPTQ_VNNI_INST(8, 1)
-static const gptq_vnni_fn k_gptq_vnni[2][3] = {
-    {gptq_vnni_b2_x0, gptq_vnni_b4_x0, gptq_vnni_b8_x0},
-    {gptq_vnni_b2_x1, gptq_vnni_b4_x1, gptq_vnni_b8_x1},
+#define GPTQ3_VNNI_INST(X16)                                                                       \
+    VBMI_TARGET static void gptq_vnni_b3_x##X16(const vnni_job *j, int64_t v0, int64_t v1) {       \
+        gptq3_vnni_range(j, v0, v1, 3, X16);                                                       \
+    }
+GPTQ3_VNNI_INST(0)
+GPTQ3_VNNI_INST(1)
+static const gptq_vnni_fn k_gptq_vnni[2][4] = {
+    /* [int16][bits 2, 3, 4, 8] */
+    {gptq_vnni_b2_x0, gptq_vnni_b3_x0, gptq_vnni_b4_x0, gptq_vnni_b8_x0},
+    {gptq_vnni_b2_x1, gptq_vnni_b3_x1, gptq_vnni_b4_x1, gptq_vnni_b8_x1},
 };
 
 lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -251,9 +396,12 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
     j.xsf                   = xsf;
     j.dx                    = dx;
     j.y                     = y;
+    j.qw                    = (const uint32_t *)w->qweight;
+    j.ldq                   = w->n;
     const int          nt   = lq_cpu_threads(nthreads);
     const int64_t      nvec = (w->n + 15) / 16;
-    const gptq_vnni_fn fn   = k_gptq_vnni[xbits == 16][w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2];
+    const int          bi   = w->bits == 2 ? 0 : w->bits == 3 ? 1 : w->bits == 4 ? 2 : 3;
+    const gptq_vnni_fn fn   = k_gptq_vnni[xbits == 16][bi];
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();

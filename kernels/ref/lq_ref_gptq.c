@@ -29,12 +29,13 @@ int lq_gptq_qx_bits(const lq_qlinear *w, int64_t m) {
 
 int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits) {
     const int b = w->bits;
-    if (b != 2 && b != 4 && b != 8)
+    if (b != 2 && b != 3 && b != 4 && b != 8)
         return 0;
     for (int64_t c = 0; c < w->k; c++)
         if (w->g_idx[c] != (int32_t)(c / w->group_size))
             return 0;
-    return lq_qx_block_size(w->group_size, w->k, 32 / b, xbits); /* whole words */
+    /* whole words (3-bit: whole 32-channel units of 3 words) */
+    return lq_qx_block_size(w->group_size, w->k, b == 3 ? 32 : 32 / b, xbits);
 }
 
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
