@@ -169,6 +169,10 @@ lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq -
     --group-size 32 --no-sym --desc-act --awq-scales --awq-tokens 65536
 lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw, g32 asym act-order, weighted range search" \
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
+# at Q3_K_S's size on Gemma-3-270M (4.125 bpw: its hidden 640 makes llama.cpp's 3-bit K-quants
+# fall back to larger types)
+lq_row gptq-mixed-4.13-g32-asym-act-mw "GPTQ 3/4/8-bit mix at 4.125 bpw, g32 asym act-order, weighted range search" \
+    gptq --target-bpw 4.125 --group-size 32 --no-sym --desc-act --mse-weighted
 llama_row llama-q3_k_m "Q3_K_M" Q3_K_M
 llama_row llama-q3_k_m-imat "Q3_K_M + importance matrix" Q3_K_M imatrix
 llama_row llama-q3_k_s "Q3_K_S" Q3_K_S
