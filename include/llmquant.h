@@ -230,9 +230,10 @@ LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w);
  * per weight. Sorting its input channels by group once, at load time (as exllama does), gives
  * the plain layout the fast kernels take: lq_qlinear_sort writes into buf qweight and g_idx in
  * that order plus perm (and composes an existing perm), and fills *out; the other arrays stay
- * w's. The kernels then gather x by perm. lq_qlinear_sort_bytes: the bytes buf needs, 0 when
- * g_idx is already in order (then lq_qlinear_sort sets *out = *w). A sorted descriptor is for
- * the kernels and uploads: checkpoints are written from the checkpoint's own order. */
+ * w's. The kernels then gather x by perm. lq_qlinear_sort_bytes: the bytes buf (64-byte
+ * aligned) needs, 0 when g_idx is already in order (then lq_qlinear_sort sets *out = *w). A
+ * sorted descriptor is for the kernels and uploads: checkpoints are written from the
+ * checkpoint's own order. */
 LQ_API size_t    lq_qlinear_sort_bytes(const lq_qlinear *w);
 LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_qlinear *out);
 
@@ -323,6 +324,7 @@ LQ_API lq_format   lq_checkpoint_format(const lq_checkpoint *ck);
 LQ_API int64_t     lq_checkpoint_num_linears(const lq_checkpoint *ck);
 /* Module name of linear i ("model.layers.0.self_attn.q_proj"), valid until close. */
 LQ_API const char *lq_checkpoint_linear_name(const lq_checkpoint *ck, int64_t i);
+/* The linear as the checkpoint stores it (act-order GPTQ unsorted: see lq_qlinear_sort). */
 LQ_API lq_status   lq_checkpoint_get_linear(const lq_checkpoint *ck, const char *name,
                                             lq_qlinear *out, lq_err *err);
 
