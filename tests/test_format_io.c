@@ -639,6 +639,23 @@ static lq_status short_scales(lq_st_writer *wr, const lq_st_tensor *t, lq_err *e
     return lq_st_writer_add(wr, t->name, t->dtype, 2, sh, t->data, err);
 }
 
+/* A sorted descriptor (lq_qlinear_sort) holds the kernels' channel order: never a checkpoint. */
+static void test_sorted_not_written(void) {
+    const kcase c = {"gptq4_g32_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 128, 32, 2, 0, 0, 0, 1};
+    lq_qbuf     qb;
+    float      *dense;
+    lq_err      err = {0};
+    CHECK_OK(build(&c, c.n, c.k, 0, 4242, &qb, &dense));
+    CHECK_MSG(qb.q.perm != NULL, "the case was not sorted");
+    lq_qconfig q = cfg_for(&c);
+    char       dir[4096];
+    snprintf(dir, sizeof dir, "%s/sorted", tmp_root());
+    CHECK_EQ_INT(write_linear_file(dir, &qb.q, &q, &err), LQ_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err.msg, "sorted descriptor") != NULL, "%s", err.msg);
+    free(dense);
+    lq_qbuf_free(&qb);
+}
+
 static void test_bad(void) {
     struct {
         int         io; /* index into k_io */
@@ -810,5 +827,6 @@ int main(int argc, char **argv) {
     test_config();
     test_checkpoint();
     test_bad();
+    test_sorted_not_written();
     return lq_test_end("test_format_io");
 }
