@@ -199,6 +199,12 @@ void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zer
                     int64_t ab, const float *x, int64_t m, float *y);
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
+/* NF4 (ref/lq_ref_nf4.c): int8, from 16 rows; the code book scaled to int8 too (tq, returning the
+ * scale max|map| / 127). */
+int     lq_nf4_qx_bits(const lq_qlinear *w, int64_t m);
+int64_t lq_nf4_qx_block(const lq_qlinear *w);
+float   lq_nf4_qx_table(const lq_qlinear *w, int8_t tq[16]);
+void    lq_gemm_nf4_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 
 /* AVX-512 float kernels (cpu/lq_cpu_avx512.c), picked at run time. lq_cpu_avx512: the CPU has
  * AVX-512 F/BW/DQ/VL and LQ_CPU_KERNELS is not "portable". NF4 for m <= LQ_NF4_AVX512_M where
@@ -219,6 +225,9 @@ int       lq_cpu_vbmi(void); /* lq_cpu_vnni and AVX-512 VBMI: the 3-bit GPTQ ker
 size_t    lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int xbits, int nthreads);
+size_t    lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads);
 size_t    lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads);
@@ -232,6 +241,10 @@ int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads);
+int       lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+size_t    lq_ws_nf4_cpu_qx(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_nf4_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads);
 int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,

@@ -252,3 +252,23 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     lq_add_bias_f16(w->bias, m, n, y);
     return LQ_OK;
 }
+
+/* Integer activations (cpu/lq_cpu_vnni.c): the semantics of lq_gemm_nf4_qx_ref. */
+int lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
+    return lq_cpu_vnni() && lq_nf4_qx_bits(w, m);
+}
+
+size_t lq_ws_nf4_cpu_qx(const lq_qlinear *w, int64_t m) {
+    return lq_nf4_cpu_quantizes_x(w, m) ? lq_ws_nf4_vnni(w, m) : 0;
+}
+
+lq_status lq_gemm_nf4_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                             size_t ws_size, int nthreads) {
+    if (!lq_nf4_cpu_quantizes_x(w, m))
+        return LQ_ERR_UNSUPPORTED;
+    if (!ws || ws_size < lq_ws_nf4_vnni(w, m))
+        return LQ_ERR_INVALID_ARG;
+    LQ_TRY(lq_gemm_nf4_vnni(w, x, m, y, ws, nthreads));
+    lq_add_bias_f16(w->bias, m, w->n, y);
+    return LQ_OK;
+}

@@ -419,6 +419,214 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
 }
 
 /* ---------------------------------------------------------------------------------------
+ * NF4: the semantics of lq_gemm_nf4_qx_ref. A column's codes lie along k, while a vector's
+ * lanes must be columns: per thread, a block of 64 columns and NF4_KC channels is decoded once
+ * (nibbles to bytes, vpshufb against the int8 code book offset by 128 to vpdpbusd's unsigned
+ * operand), transposed 16 x 16 dwords into a buffer [channel quad][column] beside each block's
+ * absmax * scale, and every row runs over it: sum((tq + 128) * xq) - 128 * sum(xq) is the
+ * reference's sum exactly.
+ * --------------------------------------------------------------------------------------- */
+#define NF4_KC 1024 /* channels decoded at once: 64 KiB of codes a thread */
+
+typedef struct nf4_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, kp, m;
+    const int8_t     *xp; /* [m, kp] */
+    const int32_t    *xs; /* [m, nkb] block sums of xq */
+    const float      *dx; /* [m, nkb] */
+    float             ts; /* code book scale */
+    uint8_t           tq[16]; /* tq + 128 */
+    float            *y;
+} nf4_job;
+
+size_t lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m) {
+    const int64_t ab = lq_nf4_qx_block(w);
+    return ab ? (size_t)(m * al64(w->k) + 2 * m * (w->k / ab) * 4) : 0;
+}
+
+/* r[i] lane l -> r[l] lane i (unpack 32, unpack 64, then 128-bit lanes twice) */
+VNNI_INLINE void tr16x16_epi32(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int a = 0; a < 8; a++) {
+        t[2 * a]     = _mm512_unpacklo_epi32(r[2 * a], r[2 * a + 1]);
+        t[2 * a + 1] = _mm512_unpackhi_epi32(r[2 * a], r[2 * a + 1]);
+    }
+    for (int b = 0; b < 4; b++) { /* u[4b + c] lane L: column 4L + c of rows 4b .. 4b + 3 */
+        u[4 * b]     = _mm512_unpacklo_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 1] = _mm512_unpackhi_epi64(t[4 * b], t[4 * b + 2]);
+        u[4 * b + 2] = _mm512_unpacklo_epi64(t[4 * b + 1], t[4 * b + 3]);
+        u[4 * b + 3] = _mm512_unpackhi_epi64(t[4 * b + 1], t[4 * b + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+        const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c]             = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        r[4 + c]         = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        r[8 + c]         = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        r[12 + c]        = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+/* Columns [i0, i0 + 64) (zeros past n), channels [c0, c1): buf[q * 64 + col] = the unsigned
+ * codes of channels c0 + 4q .. + 3, sc[b * 64 + col] = absmax * ts of block c0 / ab + b. */
+VNNI_INLINE void nf4_vnni_decode(const nf4_job *j, int64_t i0, int64_t c0, int64_t c1,
+                                 uint32_t *buf, float *sc) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, ab = j->ab;
+    const uint8_t    *qb  = w->qweight;
+    const __m512i     lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
+    const __m512i     m0f = _mm512_set1_epi16(0x000F);
+    for (int jv = 0; jv < 4; jv++) {
+        for (int64_t c = c0; c < c1; c += 64) {
+            __m512i r[16];
+            for (int l = 0; l < 16; l++) {
+                const int64_t i = i0 + 16 * jv + l;
+                if (i >= n) {
+                    r[l] = _mm512_setzero_si512();
+                    continue;
+                }
+                const __m512i wd = _mm512_cvtepu8_epi16(
+                    _mm256_loadu_si256((const void *)(qb + (i * k + c) / 2)));
+                /* the first element of a byte is its high nibble */
+                const __m512i codes = _mm512_or_si512(
+                    _mm512_srli_epi16(wd, 4), _mm512_slli_epi16(_mm512_and_si512(wd, m0f), 8));
+                r[l] = _mm512_shuffle_epi8(lut, codes);
+            }
+            tr16x16_epi32(r);
+            for (int q = 0; q < 16; q++)
+                _mm512_storeu_si512((void *)(buf + ((c - c0) / 4 + q) * 64 + 16 * jv), r[q]);
+        }
+        /* a column's NF4 blocks in this range, decoded in one run (ab divides the block) */
+        const int64_t bs = w->group_size, per = bs / ab;
+        float         am[NF4_KC / 64];
+        for (int l = 0; l < 16; l++) {
+            const int64_t i = i0 + 16 * jv + l;
+            if (i < n)
+                lq_nf4_absmax_range(w, (i * k + c0) / bs, (i * k + c1 - 1) / bs + 1, am);
+            for (int64_t b = c0 / ab; b < c1 / ab; b++)
+                sc[(b - c0 / ab) * 64 + 16 * jv + l] =
+                    i < n ? am[b / per - c0 / ab / per] * j->ts : 0.f;
+        }
+    }
+}
+
+/* Block kb of rows r0 .. r0 + M - 1 against the decoded columns [i0, i0 + 64). */
+VNNI_INLINE void nf4_vnni_tile(const nf4_job *j, const uint32_t *buf, const float *sc, int64_t c0,
+                               int64_t kb, int64_t i0, int64_t r0, const __mmask16 vm[4],
+                               const int M) {
+    const int64_t n = j->w->n, ab = j->ab, q0 = (kb * ab - c0) / 4;
+    __m512i       acc[VNNI_M][4];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < 4; jv++)
+            acc[r][jv] = _mm512_setzero_si512();
+    for (int64_t q = 0; q < ab / 4; q++) {
+        __m512i wv[4];
+        for (int jv = 0; jv < 4; jv++)
+            wv[jv] = _mm512_loadu_si512((const void *)(buf + (q0 + q) * 64 + 16 * jv));
+        for (int r = 0; r < M; r++) {
+            int32_t xv;
+            memcpy(&xv, j->xp + (r0 + r) * j->kp + kb * ab + 4 * q, 4);
+            const __m512i xb = _mm512_set1_epi32(xv);
+            for (int jv = 0; jv < 4; jv++)
+                acc[r][jv] = _mm512_dpbusd_epi32(acc[r][jv], wv[jv], xb);
+        }
+    }
+    const float *sb = sc + (kb - c0 / ab) * 64;
+    for (int r = 0; r < M; r++) {
+        const int64_t rr  = r0 + r;
+        const __m512i off = _mm512_set1_epi32(128 * j->xs[rr * j->nkb + kb]);
+        const __m512  d   = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
+        float        *yr  = j->y + rr * n + i0;
+        for (int jv = 0; jv < 4; jv++) {
+            const __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][jv], off));
+            const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(sb + 16 * jv), d);
+            __m512 yv      = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], _mm512_fmadd_ps(t, f, yv));
+        }
+    }
+}
+
+/* One thread's 64-column blocks [b0, b1), with its decode buffers. */
+VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1, uint32_t *buf,
+                                       float *sc) {
+    const int64_t n = j->w->n, k = j->w->k, m = j->m;
+    for (int64_t blk = b0; blk < b1; blk++) {
+        const int64_t i0 = blk * 64;
+        __mmask16     vm[4];
+        for (int jv = 0; jv < 4; jv++) {
+            const int64_t left = n - i0 - 16 * jv;
+            vm[jv]             = left >= 16 ? (__mmask16)0xffff
+                                 : left <= 0 ? (__mmask16)0
+                                             : (__mmask16)((1u << left) - 1u);
+        }
+        for (int64_t c0 = 0; c0 < k; c0 += NF4_KC) {
+            const int64_t c1 = c0 + NF4_KC < k ? c0 + NF4_KC : k;
+            nf4_vnni_decode(j, i0, c0, c1, buf, sc);
+            for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
+                for (int64_t kb = c0 / j->ab; kb < c1 / j->ab; kb++)
+                    switch (m - r0 < VNNI_M ? m - r0 : VNNI_M) {
+                    case 1: nf4_vnni_tile(j, buf, sc, c0, kb, i0, r0, vm, 1); break;
+                    case 2: nf4_vnni_tile(j, buf, sc, c0, kb, i0, r0, vm, 2); break;
+                    case 3: nf4_vnni_tile(j, buf, sc, c0, kb, i0, r0, vm, 3); break;
+                    default: nf4_vnni_tile(j, buf, sc, c0, kb, i0, r0, vm, 4); break;
+                    }
+        }
+    }
+}
+
+lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads) {
+    nf4_job j = {0};
+    j.w       = w;
+    j.ab      = lq_nf4_qx_block(w);
+    if (!j.ab)
+        return LQ_ERR_UNSUPPORTED;
+    int8_t tq[16];
+    j.ts = lq_nf4_qx_table(w, tq);
+    for (int c = 0; c < 16; c++)
+        j.tq[c] = (uint8_t)(tq[c] + 128);
+    j.nkb        = w->k / j.ab;
+    j.kp         = al64(w->k);
+    j.m          = m;
+    int8_t  *xp  = ws;
+    int32_t *xs  = (int32_t *)(void *)(xp + m * j.kp);
+    float   *dx  = (float *)(xs + m * j.nkb);
+    j.xp         = xp;
+    j.xs         = xs;
+    j.dx         = dx;
+    j.y          = y;
+    const int nt = lq_cpu_threads(nthreads);
+    /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales */
+    const size_t per = (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
+    char        *bufs = malloc(per * (size_t)nt);
+    if (!bufs)
+        return LQ_ERR_NOMEM;
+    const int64_t nblk = (w->n + 63) / 64;
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) {
+            int32_t tmp[256];
+            for (int64_t kb = 0; kb < j.nkb; kb++) {
+                const int64_t c0 = kb * j.ab;
+                xs[r * j.nkb + kb] = lq_qx_block(x + r * w->k + c0, j.ab, 127.f, tmp,
+                                                 &dx[r * j.nkb + kb]);
+                for (int64_t c = 0; c < j.ab; c++)
+                    xp[r * j.kp + c0 + c] = (int8_t)tmp[c];
+            }
+        }
+        char *mine = bufs + per * (size_t)th;
+        nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
+                       (float *)(void *)(mine + (size_t)NF4_KC * 64));
+    }
+    free(bufs);
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
  * AWQ: the semantics of lq_gemm_awq_qx_ref. Word (c, j) packs columns 8j + o of channel c, in
  * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
  * words is a vector whose lane l is column 8l + kAwqCol[f].

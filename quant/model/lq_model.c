@@ -120,10 +120,14 @@ size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
     if (!t || !t->ws_cpu)
         return 0;
     const int64_t mc = m < LQ_QLINEAR_INT_X_ROWS ? m : LQ_QLINEAR_INT_X_ROWS;
-    /* chunks of mc rows: every chunk runs the integer kernels if the first does (the layout
-     * decides, not the rows), and a full chunk needs the most scratch */
-    if (int_x_rows(t, &l->buf.q, mc, flags))
-        return t->ws_cpu_qx(&l->buf.q, mc);
+    /* chunks of mc rows, a full chunk needing the most scratch; a short last chunk may fall
+     * back to the float kernel (NF4 takes integer activations from 16 rows) */
+    if (int_x_rows(t, &l->buf.q, mc, flags)) {
+        const int64_t last = m % mc ? m % mc : mc;
+        const size_t  qx   = t->ws_cpu_qx(&l->buf.q, mc);
+        const size_t  fl   = int_x_rows(t, &l->buf.q, last, flags) ? 0 : t->ws_cpu(&l->buf.q, last);
+        return qx > fl ? qx : fl;
+    }
     return t->ws_cpu(&l->buf.q, m);
 }
 
