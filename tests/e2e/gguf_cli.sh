@@ -76,6 +76,8 @@ CHECKS=$((CHECKS + 1))
 awk "BEGIN { exit !($P_RTN > $P_HF && $P_RTN < 3 * $P_HF && $P_GPTQ < $P_RTN && $P_GPTQ > $P_HF \
     && $P_GB > $P_HF && $P_GB < 3 * $P_HF) }" ||
     fail "quantized ppl out of range: rtn $P_RTN, gptq $P_GPTQ, gptq built-in $P_GB vs fp16 $P_HF"
+# CI runs the suite twice on one disk: keep what this test leaves behind small
+rm -rf "$W/hf" "$W/rtn" "$W/rtn-default" "$W/rtn-128" "$W/gptq" "$W/gptq-builtin"
 
 # Gemma-3: inspect names the family; RTN straight from the .gguf writes a checkpoint whose norm
 # weights are the Hugging Face ones (llama.cpp stored 1 + w)
@@ -89,6 +91,7 @@ expect_in "$T/out" '"quantized_linears":126' "gemma-3 rtn quantizes every linear
 expect_in "$W/gemma/config.json" '"model_type": "gemma3_text"' "gemma-3 config model_type"
 CHECKS=$((CHECKS + 1))
 [ -s "$W/gemma/tokenizer.model" ] || fail "gemma-3 rtn output lacks tokenizer.model"
+rm -rf "$W/gemma"
 
 # a truncated file: its own exit code, naming the file
 head -c 1000000 "$G" >"$W/trunc.gguf"

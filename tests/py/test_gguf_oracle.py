@@ -74,7 +74,19 @@ def our_logits(model, win, tag):
     win.astype(np.int32).tofile(ip)
     subprocess.run([tf, "--logits", model, ip, str(win.shape[0]), op], check=True,
                    capture_output=True)
-    return np.fromfile(op, dtype=np.float32).reshape(win.shape[0], win.shape[1], -1)
+    lg = np.fromfile(op, dtype=np.float32).reshape(win.shape[0], win.shape[1], -1)
+    drop(ip, op)
+    return lg
+
+
+def drop(*paths):
+    """CI runs this twice on one disk (Release, then ASan): the GB-sized intermediates (tensor
+    dumps, float32 conversions, Gemma's 1 GiB of logits) go as soon as they are compared."""
+    for p in paths:
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.exists(p):
+            os.unlink(p)
 
 
 # ---- tensors vs gguf-py --------------------------------------------------------------------
@@ -96,6 +108,7 @@ for path in (smol, gemma):
            f"gguf {importlib.metadata.version('gguf')} dequantize"
            + (f"; differ: {bad[:5]}" if bad else ""))
     del ours
+    drop(out)
 
 # ---- SmolLM2 tokens vs llama.cpp (committed golden) and HF tokenizers ----------------------
 join = os.path.join(shared, "data", "wikitext2", "wikitext2_test_hf_join.txt")
@@ -121,9 +134,8 @@ except ImportError as e:
     sys.exit(1 if fail else 0)
 
 hf_dir = os.path.join(tmp, "smol-f32")
-if not os.path.exists(os.path.join(hf_dir, "config.json")):
-    subprocess.run([lq, "-q", "convert", smol, "-o", hf_dir, "--out-dtype", "float32", "--force"],
-                   check=True)
+subprocess.run([lq, "-q", "convert", smol, "-o", hf_dir, "--out-dtype", "float32", "--force"],
+               check=True)
 if ids is not None:
     tok = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
     theirs = tok.encode(open(join, encoding="utf-8").read()).ids
@@ -139,6 +151,8 @@ missing = [k for k in sd if k not in conv and k != "lm_head.weight"]  # tied
 report(not bad and not missing, f"convert --out-dtype float32: {len(conv)} tensors bit-identical "
        f"to transformers' GGUF loader" + (f"; differ {bad[:3]} missing {missing[:3]}"
                                           if bad or missing else ""))
+del conv, sd
+drop(os.path.join(hf_dir, "model.safetensors"))  # its tokenizer files serve the random models
 
 if ids is not None:
     win = np.array(ids[:512], dtype=np.int32).reshape(2, 256)
@@ -218,7 +232,8 @@ if res.returncode == 0:
            f"Gemma-3 convert --out-dtype float32: {len(conv)} tensors bit-identical to "
            f"transformers' GGUF loader" + (f"; differ {bad[:3]} missing {missing[:3]}"
                                             if bad or missing else ""))
-    del conv
+    del conv, sd
+    drop(g_dir)
     if gids is not None:
         win = np.array(gids[:1024], dtype=np.int32).reshape(2, 512)  # crosses the 512 window
         a = our_logits(gemma, win, "gemma")
@@ -379,4 +394,5 @@ else:
         diff, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
         report(diff <= 1e-4 * scale, f"{mt} logits of our forward over llama.cpp's GGUF vs "
                f"transformers on the original: max |diff| {diff:.3g} (max |logit| {scale:.3g})")
+        drop(gd, gg, gc)
 sys.exit(1 if fail else 0)
