@@ -31,20 +31,24 @@ typedef struct fcase {
     int64_t     gs;
     int         act_order, dq, n_outlier;
     float       threshold;
+    int         dense_dt; /* LQ_FMT_DENSE: lq_dense_dtype */
 } fcase;
 
 static const fcase k_fmts[] = {
-    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0},
-    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0},
+    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0, 0},
+    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0, 0},
     /* the same sorted by group once (lq_qlinear_sort), as a runtime does at load time */
-    {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 4, 128, 2, 0, 0, 0},
-    {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0},
-    {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0},
-    {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0},
-    {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0},
-    {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0},
-    {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0},
-    {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f},
+    {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 4, 128, 2, 0, 0, 0, 0},
+    {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0, 0},
+    {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0, 0},
+    {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0, 0},
+    {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0, 0},
+    {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0, 0},
+    {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0, 0},
+    {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f, 0},
+    /* dense weights as a checkpoint stores them (the "dense-f32 sgemm" rows: float32) */
+    {"dense_f16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_F16},
+    {"dense_bf16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
 };
 
 static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_err *err) {
@@ -86,6 +90,22 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
             st        = buf ? lq_qlinear_sort(&out->q, buf, sb, &out->q) : LQ_ERR_NOMEM;
         }
         return st;
+    }
+    if (c->fmt == LQ_FMT_DENSE) {
+        memset(out, 0, sizeof *out);
+        uint16_t *h = lq_qbuf_alloc(out, (size_t)(n * k) * 2);
+        if (!h)
+            return LQ_ERR_NOMEM;
+        for (int64_t e = 0; e < n * k; e++) {
+            const float v = 0.02f * lq_rng_normal(&r);
+            h[e]          = c->dense_dt == LQ_DENSE_BF16 ? lq_f32_to_bf16(v) : lq_f32_to_f16(v);
+        }
+        out->q.format      = LQ_FMT_DENSE;
+        out->q.n           = n;
+        out->q.k           = k;
+        out->q.dense       = h;
+        out->q.dense_dtype = c->dense_dt;
+        return LQ_OK;
     }
     if (c->fmt == LQ_FMT_NF4) {
         const int64_t nb    = n * k / c->gs;

@@ -40,17 +40,20 @@ typedef struct fmtcase {
     const char *name;
     lq_format   fmt;
     int         act_order;
+    int         dense_dt; /* LQ_FMT_DENSE: lq_dense_dtype (cuBLAS on fp16 W is the baseline) */
 } fmtcase;
 
 static const shape   k_shapes[] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 28672}};
-static const fmtcase k_fmts[]   = {{"gptq4_g128", LQ_FMT_GPTQ, 0},
-                                   {"gptq4_g128_actorder", LQ_FMT_GPTQ, 1},
+static const fmtcase k_fmts[]   = {{"gptq4_g128", LQ_FMT_GPTQ, 0, 0},
+                                   {"gptq4_g128_actorder", LQ_FMT_GPTQ, 1, 0},
                                    /* sorted by group once, as a runtime does at load */
-                                   {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 2},
-                                   {"awq4_g128", LQ_FMT_AWQ, 0},
-                                   {"nf4_b64_dq", LQ_FMT_NF4, 0},
-                                   {"int8", LQ_FMT_INT8, 0}};
-static const int64_t k_ms[]     = {1, 4, 16, 64, 256};
+                                   {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 2, 0},
+                                   {"awq4_g128", LQ_FMT_AWQ, 0, 0},
+                                   {"nf4_b64_dq", LQ_FMT_NF4, 0, 0},
+                                   {"int8", LQ_FMT_INT8, 0, 0},
+                                   {"dense_f16", LQ_FMT_DENSE, 0, LQ_DENSE_F16},
+                                   {"dense_bf16", LQ_FMT_DENSE, 0, LQ_DENSE_BF16}};
+static const int64_t k_ms[]     = {1, 2, 4, 8, 16, 64, 256};
 
 static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
     *s ^= *s >> 12;
@@ -145,6 +148,17 @@ static void make_host(const fmtcase *f, int64_t n, int64_t k, hostw *h) {
         q->nested_code      = nc;
         q->nested_offset    = 0.03f;
         q->nested_blocksize = 256;
+    } else if (f->fmt == LQ_FMT_DENSE) {
+        uint16_t *w = rnd_f16(n * k, -0.05f, 0.05f, &s);
+        if (f->dense_dt == LQ_DENSE_BF16) /* the same values, rounded to bf16 */
+            for (int64_t e = 0; e < n * k; e++) {
+                const float v = __half2float(*(const __half *)&w[e]);
+                uint32_t    u;
+                memcpy(&u, &v, 4);
+                w[e] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+            }
+        q->dense       = own(h, w);
+        q->dense_dtype = f->dense_dt;
     } else { /* INT8 */
         q->bits      = 8;
         q->qweight   = own(h, rnd_bytes((size_t)(n * k), &s));

@@ -1,5 +1,6 @@
-/* Unquantized linears: <module>.weight [n, k] in the model dtype (float32 in the descriptor,
- * fp16 on the device) and the bias in the model dtype. No quantization_config. */
+/* Unquantized linears: <module>.weight [n, k] in the model dtype (float32, fp16 or bf16 in the
+ * descriptor: dense_dtype; a float32 one is fp16 on the device) and the bias in the model
+ * dtype. No quantization_config. */
 #include "lq_qformat_int.h"
 
 #include <stdio.h>
@@ -9,6 +10,8 @@ static lq_status check_dense(const lq_qlinear *w, lq_err *err) {
     const char *fmt = "dense";
     LQ_TRY(lq_qcheck_dims(w, fmt, err));
     NEED(w->dense, "dense");
+    LQ_RETURN_IF(w->dense_dtype < LQ_DENSE_F32 || w->dense_dtype > LQ_DENSE_BF16, err,
+                 LQ_ERR_INVALID_ARG, "dense linear: unknown dense_dtype %d", (int)w->dense_dtype);
     return LQ_OK;
 }
 
@@ -48,8 +51,11 @@ static lq_status parse_cfg_dense(const cJSON *qc, const char *label, lq_qconfig 
 }
 
 static int arrays_dense(const lq_qlinear *w, lq_qarray *a) {
-    a[0]             = LQ_ARRAY(dense, "weight", LQ_DT_F32, 2, w->n, w->k);
-    a[0].dev_dtype   = LQ_DT_F16; /* the CUDA kernels take fp16 weights */
+    const lq_dtype t = w->dense_dtype == LQ_DENSE_F16    ? LQ_DT_F16
+                       : w->dense_dtype == LQ_DENSE_BF16 ? LQ_DT_BF16
+                                                         : LQ_DT_F32;
+    a[0]             = LQ_ARRAY(dense, "weight", t, 2, w->n, w->k);
+    a[0].dev_dtype   = t == LQ_DT_F32 ? LQ_DT_F16 : t; /* float32 goes up as fp16 */
     a[0].model_dtype = 1;
     return 1;
 }

@@ -139,9 +139,15 @@ static lq_status put_model_dtype(lq_st_writer *wr, const char *prefix, const lq_
     LQ_TRY(lq_tname(name, prefix, a->suffix, err));
     if (a->dtype == LQ_DT_F32)
         return lq_st_writer_add_f32(wr, name, dt, a->ndim, a->shape, data, err);
+    if (a->dtype == dt) /* already the model's (fp16 or bf16 dense weights) */
+        return lq_st_writer_add(wr, name, dt, a->ndim, a->shape, data, err);
     float *tmp = lq_malloc_n(numel, sizeof(float));
     LQ_RETURN_IF(!tmp, err, LQ_ERR_NOMEM, "%s: out of memory", name);
-    lq_f16_to_f32_array(data, numel, tmp);
+    if (a->dtype == LQ_DT_BF16)
+        for (int64_t i = 0; i < numel; i++)
+            tmp[i] = lq_bf16_to_f32(((const uint16_t *)data)[i]);
+    else
+        lq_f16_to_f32_array(data, numel, tmp);
     const lq_status st = lq_st_writer_add_f32(wr, name, dt, a->ndim, a->shape, tmp, err);
     free(tmp);
     return st;

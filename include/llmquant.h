@@ -147,13 +147,23 @@ LQ_API void lq_free(void *p);
  * Quantized linear layers: one descriptor, one forward per backend.
  * ------------------------------------------------------------------------------------------ */
 typedef enum lq_format {
-    LQ_FMT_DENSE = 0, /* unquantized: dense = float32 [n, k] (CPU) / fp16 [n, k] (CUDA) */
+    LQ_FMT_DENSE = 0, /* unquantized: dense [n, k] in the element type dense_dtype names */
     LQ_FMT_GPTQ  = 1, /* GPTQ v1 (AutoGPTQ): bits 2,3,4,8, groups, act-order g_idx */
     LQ_FMT_AWQ   = 2, /* AutoAWQ GEMM: 4-bit, zero point, groups, interleaved packing */
     LQ_FMT_NF4   = 3, /* bitsandbytes NF4, blockwise absmax, optional double quant */
     LQ_FMT_INT8  = 4, /* bitsandbytes LLM.int8 row-wise absmax + fp16 outlier columns */
     LQ_FMT_COUNT
 } lq_format;
+
+/* Element type of an LQ_FMT_DENSE descriptor's dense array (0.2.0). LQ_DENSE_F32 (0, what a
+ * zeroed descriptor says) is float32 on the CPU and fp16 on CUDA, as before 0.2.0; fp16 and
+ * bf16 weights run as they are stored on both, converted to float32 as they are read (exact),
+ * so a checkpoint needs half the memory of its float32 copy. */
+typedef enum lq_dense_dtype {
+    LQ_DENSE_F32  = 0,
+    LQ_DENSE_F16  = 1,
+    LQ_DENSE_BF16 = 2,
+} lq_dense_dtype;
 
 /*
  * Descriptor of one quantized Linear (W is [n, k]). Pointers are host pointers for the *_cpu
@@ -216,8 +226,9 @@ typedef struct lq_qlinear {
     float           threshold;
 
     const uint16_t *bias;  /* fp16 [n] or NULL */
-    const void     *dense; /* LQ_FMT_DENSE: float32 [n, k] on CPU, fp16 [n, k] on CUDA */
+    const void     *dense; /* LQ_FMT_DENSE: [n, k] of dense_dtype */
     const int32_t  *perm;  /* GPTQ: NULL, or the input channel of each stored row (0.2.0) */
+    int32_t         dense_dtype; /* LQ_FMT_DENSE: lq_dense_dtype (0.2.0) */
 } lq_qlinear;
 
 /* Validates dimensions and field presence of a descriptor (not the data). */
@@ -305,8 +316,8 @@ LQ_API lq_status lq_qlinear_forward_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, 
 LQ_API lq_status lq_qlinear_dequant_cuda(const lq_qlinear *w, void *out, void *stream);
 /* Copy a host descriptor's arrays into one device buffer of lq_qlinear_bytes(host) bytes (plus
  * 256 bytes of alignment slack per array: see lq_qlinear_device_bytes) and fill *dev with
- * device pointers. Asynchronous on stream. LQ_FMT_DENSE: the host dense array must be fp16
- * [n, k] (the device layout), not float32. */
+ * device pointers. Asynchronous on stream. LQ_FMT_DENSE: the host array is copied as it is, so
+ * an LQ_DENSE_F32 one must hold fp16 (the device layout of that type), not float32. */
 LQ_API size_t    lq_qlinear_device_bytes(const lq_qlinear *host);
 LQ_API lq_status lq_qlinear_upload(const lq_qlinear *host, void *dev_buf, size_t cap,
                                    lq_qlinear *dev, void *stream);

@@ -217,6 +217,15 @@ size_t    lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);
 
+/* Dense fp16 / bf16 weights converted as they are read, m <= LQ_DENSE16_AVX512_M (AVX-512;
+ * no workspace, no bias). */
+#define LQ_DENSE16_AVX512_M 64
+int       lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                                 int nthreads);
+/* h[0, cnt) (fp16, or bf16 when bf) -> float32; only where lq_cpu_avx512() */
+void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out);
+
 /* AVX-512 VNNI kernels (cpu/lq_cpu_vnni.c), picked at run time. lq_cpu_vnni: the CPU has
  * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
  * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */

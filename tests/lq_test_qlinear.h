@@ -24,50 +24,57 @@ typedef struct kcase {
     int         n_outlier; /* INT8 stored outlier columns */
     float       threshold; /* INT8 runtime threshold (random mode; exact mode uses 200) */
     int         bias;
+    int         dense_dt; /* dense: lq_dense_dtype of the descriptor (values rounded to it) */
 } kcase;
 
 /* The one case table of the kernel tests, run per backend (test_kernels: cpu; test_kernels_gpu:
  * cuda), like ggml's test-backend-ops: formats x widths x group sizes x odd shapes, and k = 4096
  * where the CUDA GEMV splits k (act-order included). */
 static const kcase k_cases[] = {
-    {"dense", LQ_FMT_DENSE, 0, 96, 160, 0, 0, 0, 0, 0, 1},
-    {"dense_oddk", LQ_FMT_DENSE, 0, 40, 77, 0, 0, 0, 0, 0, 0},
-    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq4_g32", LQ_FMT_GPTQ, 4, 96, 256, 32, 0, 0, 0, 0, 0},
-    {"gptq4_perchannel", LQ_FMT_GPTQ, 4, 64, 256, -1, 0, 0, 0, 0, 0},
-    {"gptq4_g64_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 1},
-    {"gptq4_ragged_k200_n72", LQ_FMT_GPTQ, 4, 72, 200, 128, 0, 0, 0, 0, 0},
-    {"gptq4_g20", LQ_FMT_GPTQ, 4, 32, 160, 20, 0, 0, 0, 0, 0},
-    {"gptq2_g64", LQ_FMT_GPTQ, 2, 64, 256, 64, 0, 0, 0, 0, 0},
-    {"gptq2_g32_actorder", LQ_FMT_GPTQ, 2, 48, 192, 32, 1, 0, 0, 0, 1},
-    {"gptq3_g128", LQ_FMT_GPTQ, 3, 64, 256, 128, 0, 0, 0, 0, 1},
-    {"gptq3_g32_actorder", LQ_FMT_GPTQ, 3, 32, 128, 32, 1, 0, 0, 0, 0},
-    {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0},
-    {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0},
-    {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1},
+    {"dense", LQ_FMT_DENSE, 0, 96, 160, 0, 0, 0, 0, 0, 1, 0},
+    {"dense_oddk", LQ_FMT_DENSE, 0, 40, 77, 0, 0, 0, 0, 0, 0, 0},
+    /* fp16 / bf16 storage: n not a multiple of the 4-row tiles, k tails of the 16-wide loads */
+    {"dense_f16", LQ_FMT_DENSE, 0, 96, 160, 0, 0, 0, 0, 0, 1, LQ_DENSE_F16},
+    {"dense_f16_n37_oddk", LQ_FMT_DENSE, 0, 37, 77, 0, 0, 0, 0, 0, 0, LQ_DENSE_F16},
+    {"dense_bf16", LQ_FMT_DENSE, 0, 64, 256, 0, 0, 0, 0, 0, 1, LQ_DENSE_BF16},
+    {"dense_bf16_n37_oddk", LQ_FMT_DENSE, 0, 37, 77, 0, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
+    {"dense_f16_two_tiles", LQ_FMT_DENSE, 0, 1030, 48, 0, 0, 0, 0, 0, 1, LQ_DENSE_F16},
+    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
+    {"gptq4_g32", LQ_FMT_GPTQ, 4, 96, 256, 32, 0, 0, 0, 0, 0, 0},
+    {"gptq4_perchannel", LQ_FMT_GPTQ, 4, 64, 256, -1, 0, 0, 0, 0, 0, 0},
+    {"gptq4_g64_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 1, 0},
+    {"gptq4_ragged_k200_n72", LQ_FMT_GPTQ, 4, 72, 200, 128, 0, 0, 0, 0, 0, 0},
+    {"gptq4_g20", LQ_FMT_GPTQ, 4, 32, 160, 20, 0, 0, 0, 0, 0, 0},
+    {"gptq2_g64", LQ_FMT_GPTQ, 2, 64, 256, 64, 0, 0, 0, 0, 0, 0},
+    {"gptq2_g32_actorder", LQ_FMT_GPTQ, 2, 48, 192, 32, 1, 0, 0, 0, 1, 0},
+    {"gptq3_g128", LQ_FMT_GPTQ, 3, 64, 256, 128, 0, 0, 0, 0, 1, 0},
+    {"gptq3_g32_actorder", LQ_FMT_GPTQ, 3, 32, 128, 32, 1, 0, 0, 0, 0, 0},
+    {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0, 0},
+    {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0, 0},
+    {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1, 0},
     /* act-order sorted by group at load: the plain kernels on x gathered by perm */
-    {"gptq4_g64_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 256, 64, 2, 0, 0, 0, 1},
-    {"gptq2_g32_actorder_sorted", LQ_FMT_GPTQ, 2, 48, 192, 32, 2, 0, 0, 0, 0},
-    {"gptq3_g32_actorder_sorted", LQ_FMT_GPTQ, 3, 32, 128, 32, 2, 0, 0, 0, 1},
-    {"gptq8_g32_actorder_sorted", LQ_FMT_GPTQ, 8, 40, 128, 32, 2, 0, 0, 0, 0},
-    {"gptq4_splitk_actorder_sorted", LQ_FMT_GPTQ, 4, 160, 4096, 128, 2, 0, 0, 0, 1},
-    {"gptq3_splitk", LQ_FMT_GPTQ, 3, 64, 4096, 128, 0, 0, 0, 0, 0},
-    {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1},
-    {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0},
-    {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1},
-    {"nf4_b64", LQ_FMT_NF4, 4, 64, 256, 64, 0, 0, 0, 0, 1},
-    {"nf4_b64_dq256", LQ_FMT_NF4, 4, 128, 256, 64, 0, 1, 0, 0, 0},
-    {"nf4_b64_tail", LQ_FMT_NF4, 4, 33, 62, 64, 0, 0, 0, 0, 0},
-    {"nf4_b32_oddk_dq", LQ_FMT_NF4, 4, 34, 63, 32, 0, 1, 0, 0, 1},
-    {"nf4_b4096", LQ_FMT_NF4, 4, 40, 256, 4096, 0, 1, 0, 0, 0},
-    {"nf4_b64_k4096_dq", LQ_FMT_NF4, 4, 72, 4096, 64, 0, 1, 0, 0, 1},
+    {"gptq4_g64_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 256, 64, 2, 0, 0, 0, 1, 0},
+    {"gptq2_g32_actorder_sorted", LQ_FMT_GPTQ, 2, 48, 192, 32, 2, 0, 0, 0, 0, 0},
+    {"gptq3_g32_actorder_sorted", LQ_FMT_GPTQ, 3, 32, 128, 32, 2, 0, 0, 0, 1, 0},
+    {"gptq8_g32_actorder_sorted", LQ_FMT_GPTQ, 8, 40, 128, 32, 2, 0, 0, 0, 0, 0},
+    {"gptq4_splitk_actorder_sorted", LQ_FMT_GPTQ, 4, 160, 4096, 128, 2, 0, 0, 0, 1, 0},
+    {"gptq3_splitk", LQ_FMT_GPTQ, 3, 64, 4096, 128, 0, 0, 0, 0, 0, 0},
+    {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
+    {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0, 0},
+    {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
+    {"nf4_b64", LQ_FMT_NF4, 4, 64, 256, 64, 0, 0, 0, 0, 1, 0},
+    {"nf4_b64_dq256", LQ_FMT_NF4, 4, 128, 256, 64, 0, 1, 0, 0, 0, 0},
+    {"nf4_b64_tail", LQ_FMT_NF4, 4, 33, 62, 64, 0, 0, 0, 0, 0, 0},
+    {"nf4_b32_oddk_dq", LQ_FMT_NF4, 4, 34, 63, 32, 0, 1, 0, 0, 1, 0},
+    {"nf4_b4096", LQ_FMT_NF4, 4, 40, 256, 4096, 0, 1, 0, 0, 0, 0},
+    {"nf4_b64_k4096_dq", LQ_FMT_NF4, 4, 72, 4096, 64, 0, 1, 0, 0, 1, 0},
     /* AVX-512: a column tail, a partial run of 64 channels */
-    {"nf4_b64_n37_k576_dq", LQ_FMT_NF4, 4, 37, 576, 64, 0, 1, 0, 0, 1},
-    {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1},
-    {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0},
-    {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0},
-    {"int8_runtime_thr", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 0, 2.5f, 1},
-    {"int8_stored3_thr", LQ_FMT_INT8, 8, 40, 192, 0, 0, 0, 3, 2.5f, 0},
+    {"nf4_b64_n37_k576_dq", LQ_FMT_NF4, 4, 37, 576, 64, 0, 1, 0, 0, 1, 0},
+    {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1, 0},
+    {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0, 0},
+    {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0, 0},
+    {"int8_runtime_thr", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 0, 2.5f, 1, 0},
+    {"int8_stored3_thr", LQ_FMT_INT8, 8, 40, 192, 0, 0, 0, 3, 2.5f, 0, 0},
 };
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
@@ -105,6 +112,13 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
         out->q.n      = n;
         out->q.k      = k;
         out->q.dense  = d;
+        if (c->dense_dt != LQ_DENSE_F32) {
+            uint16_t *h = lq_qbuf_alloc(out, (size_t)(n * k) * 2);
+            for (int64_t e = 0; e < n * k; e++)
+                h[e] = c->dense_dt == LQ_DENSE_BF16 ? lq_f32_to_bf16(d[e]) : lq_f32_to_f16(d[e]);
+            out->q.dense       = h;
+            out->q.dense_dtype = c->dense_dt;
+        }
         if (bias) {
             uint16_t *b = lq_qbuf_alloc(out, (size_t)n * 2);
             lq_f32_to_f16_array(bias, n, b);

@@ -28,31 +28,35 @@ typedef struct iocase {
 } iocase;
 
 static const iocase k_io[] = {
-    {{"gptq4_g32_bias", LQ_FMT_GPTQ, 4, 64, 128, 32, 0, 0, 0, 0, 1},
+    {{"gptq4_g32_bias", LQ_FMT_GPTQ, 4, 64, 128, 32, 0, 0, 0, 0, 1, 0},
      "bias:F16:[64];g_idx:I32:[128];qweight:I32:[16,64];qzeros:I32:[4,8];scales:F16:[4,64]"},
-    {{"gptq4_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 0},
+    {{"gptq4_actorder", LQ_FMT_GPTQ, 4, 64, 256, 64, 1, 0, 0, 0, 0, 0},
      "g_idx:I32:[256];qweight:I32:[32,64];qzeros:I32:[4,8];scales:F16:[4,64]"},
-    {{"gptq3_g64", LQ_FMT_GPTQ, 3, 64, 128, 64, 0, 0, 0, 0, 0},
+    {{"gptq3_g64", LQ_FMT_GPTQ, 3, 64, 128, 64, 0, 0, 0, 0, 0, 0},
      "g_idx:I32:[128];qweight:I32:[12,64];qzeros:I32:[2,6];scales:F16:[2,64]"},
-    {{"gptq2_g32", LQ_FMT_GPTQ, 2, 32, 128, 32, 0, 0, 0, 0, 0},
+    {{"gptq2_g32", LQ_FMT_GPTQ, 2, 32, 128, 32, 0, 0, 0, 0, 0, 0},
      "g_idx:I32:[128];qweight:I32:[8,32];qzeros:I32:[4,2];scales:F16:[4,32]"},
-    {{"gptq8_perchannel", LQ_FMT_GPTQ, 8, 32, 96, -1, 0, 0, 0, 0, 0},
+    {{"gptq8_perchannel", LQ_FMT_GPTQ, 8, 32, 96, -1, 0, 0, 0, 0, 0, 0},
      "g_idx:I32:[96];qweight:I32:[24,32];qzeros:I32:[1,8];scales:F16:[1,32]"},
-    {{"awq_g64_bias", LQ_FMT_AWQ, 4, 64, 128, 64, 0, 0, 0, 0, 1},
+    {{"awq_g64_bias", LQ_FMT_AWQ, 4, 64, 128, 64, 0, 0, 0, 0, 1, 0},
      "bias:F16:[64];qweight:I32:[128,8];qzeros:I32:[2,8];scales:F16:[2,64]"},
-    {{"nf4_b64", LQ_FMT_NF4, 4, 48, 128, 64, 0, 0, 0, 0, 0},
+    {{"nf4_b64", LQ_FMT_NF4, 4, 48, 128, 64, 0, 0, 0, 0, 0, 0},
      "weight:U8:[3072,1];weight.absmax:F32:[96];weight.quant_map:F32:[16];"
      "weight.quant_state.bitsandbytes__nf4:U8:*"},
-    {{"nf4_b64_dq_bias", LQ_FMT_NF4, 4, 160, 256, 64, 0, 1, 0, 0, 1},
+    {{"nf4_b64_dq_bias", LQ_FMT_NF4, 4, 160, 256, 64, 0, 1, 0, 0, 1, 0},
      "bias:F16:[160];weight:U8:[20480,1];weight.absmax:U8:[640];weight.nested_absmax:F32:[3];"
      "weight.nested_quant_map:F32:[256];weight.quant_map:F32:[16];"
      "weight.quant_state.bitsandbytes__nf4:U8:*"},
-    {{"int8_outliers_bias", LQ_FMT_INT8, 8, 48, 128, 0, 0, 0, 4, 0, 1},
+    {{"int8_outliers_bias", LQ_FMT_INT8, 8, 48, 128, 0, 0, 0, 4, 0, 1, 0},
      "SCB:F32:[48];bias:F16:[48];outlier_idx:I32:[4];outlier_weight:F16:[48,4];"
      "weight:I8:[48,128];weight_format:U8:[]"},
-    {{"int8_plain", LQ_FMT_INT8, 8, 32, 64, 0, 0, 0, 0, 0, 0},
+    {{"int8_plain", LQ_FMT_INT8, 8, 32, 64, 0, 0, 0, 0, 0, 0, 0},
      "SCB:F32:[32];weight:I8:[32,64];weight_format:U8:[]"},
-    {{"dense_bias", LQ_FMT_DENSE, 0, 32, 64, 0, 0, 0, 0, 0, 1}, "bias:F16:[32];weight:F16:[32,64]"},
+    {{"dense_bias", LQ_FMT_DENSE, 0, 32, 64, 0, 0, 0, 0, 0, 1, 0},
+     "bias:F16:[32];weight:F16:[32,64]"},
+    /* an fp16 descriptor is written as it is (the model dtype) */
+    {{"dense_f16_bias", LQ_FMT_DENSE, 0, 32, 64, 0, 0, 0, 0, 0, 1, LQ_DENSE_F16},
+     "bias:F16:[32];weight:F16:[32,64]"},
 };
 #define NIO ((int)(sizeof k_io / sizeof k_io[0]))
 
@@ -514,7 +518,9 @@ static void write_checkpoint(const char *dir, const kcase *c, uint64_t seed, int
             CHECK_OK(lq_qconfig_add_outlier_module(q, prefix, &err));
         for (int64_t e = 0; dense && e < c->n * c->k; e++)
             dense[e] = lq_round_f16(dense[e]);
-        if (dense) { /* keep the dense array alive for the comparison: own it in the qbuf */
+        if (dense && bufs[l].q.dense_dtype != LQ_DENSE_F32) { /* written as it is */
+            free(dense);
+        } else if (dense) { /* keep the dense array alive for the comparison: own it in the qbuf */
             bufs[l].mem[bufs[l].nmem++] = lq_aligned_alloc((size_t)(c->n * c->k) * 4);
             memcpy(bufs[l].mem[bufs[l].nmem - 1], dense, (size_t)(c->n * c->k) * 4);
             bufs[l].q.dense = bufs[l].mem[bufs[l].nmem - 1];
@@ -641,7 +647,7 @@ static lq_status short_scales(lq_st_writer *wr, const lq_st_tensor *t, lq_err *e
 
 /* A sorted descriptor (lq_qlinear_sort) holds the kernels' channel order: never a checkpoint. */
 static void test_sorted_not_written(void) {
-    const kcase c = {"gptq4_g32_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 128, 32, 2, 0, 0, 0, 1};
+    const kcase c = {"gptq4_g32_actorder_sorted", LQ_FMT_GPTQ, 4, 64, 128, 32, 2, 0, 0, 0, 1, 0};
     lq_qbuf     qb;
     float      *dense;
     lq_err      err = {0};

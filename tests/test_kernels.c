@@ -668,7 +668,7 @@ static int cuda_backend(void) {
 #else
 
 /* the one case also run with a 4096-row batch (cuBLAS path at scale) */
-static const kcase k_big_m = {"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1};
+static const kcase k_big_m = {"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1, 0};
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
@@ -700,9 +700,9 @@ static void run_case_cuda(lq_cuda_ctx *ctx, const kcase *c, const int64_t *ms, i
         CHECK_MSG(0, "%s: build failed (seed %llu)", c->name, (unsigned long long)seed);
         return;
     }
-    lq_qlinear hq      = qb.q; /* what gets uploaded: dense as fp16 */
+    lq_qlinear hq      = qb.q; /* what gets uploaded: dense float32 as fp16 */
     uint16_t  *dense_h = NULL;
-    if (c->fmt == LQ_FMT_DENSE) {
+    if (c->fmt == LQ_FMT_DENSE && c->dense_dt == LQ_DENSE_F32) {
         dense_h = malloc((size_t)(n * k) * 2);
         lq_f32_to_f16_array(dense, n * k, dense_h);
         lq_f16_to_f32_array(dense_h, n * k, dense); /* the reference sees the fp16 weights */

@@ -373,7 +373,21 @@ __global__ void __launch_bounds__(LQ_THREADS)
     lq_d_row_store<MT>(acc, i, n, m, (const __half *)w.bias, y);
 }
 
-template <int MT>
+/* fp16 or bf16 weights (T) as float: both convert exactly */
+__device__ __forceinline__ float lq_d_w16(__half v) {
+    return __half2float(v);
+}
+__device__ __forceinline__ float lq_d_w16(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+__device__ __forceinline__ float2 lq_d_w16x2(const void *p, __half) {
+    return __half22float2(*(const __half2 *)p);
+}
+__device__ __forceinline__ float2 lq_d_w16x2(const void *p, __nv_bfloat16) {
+    return __bfloat1622float2(*(const __nv_bfloat162 *)p);
+}
+
+template <int MT, typename T>
 __global__ void __launch_bounds__(LQ_THREADS)
     k_gemv_dense(const lq_qlinear w, const __half *__restrict__ x, int64_t m,
                  __half *__restrict__ y) {
@@ -382,27 +396,27 @@ __global__ void __launch_bounds__(LQ_THREADS)
     const int64_t n = w.n, k = w.k;
     if (i >= n)
         return;
-    const __half *d       = (const __half *)w.dense + i * k;
-    const bool    aligned = k % 8 == 0;
-    float         acc[MT];
+    const T   *d       = (const T *)w.dense + i * k;
+    const bool aligned = k % 8 == 0;
+    float      acc[MT];
 #pragma unroll
     for (int r = 0; r < MT; r++)
         acc[r] = 0.f;
     for (int64_t c = (int64_t)lane * 8; c < k; c += 32 * 8) {
         float wv[8];
         if (aligned) {
-            const uint4    v = __ldg((const uint4 *)(d + c));
-            const __half2 *h = (const __half2 *)&v;
+            const uint4     v = __ldg((const uint4 *)(d + c));
+            const uint32_t *h = (const uint32_t *)&v;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
-                const float2 f = __half22float2(h[t]);
+                const float2 f = lq_d_w16x2(h + t, T());
                 wv[2 * t]      = f.x;
                 wv[2 * t + 1]  = f.y;
             }
         } else {
 #pragma unroll
             for (int t = 0; t < 8; t++)
-                wv[t] = c + t < k ? __half2float(d[c + t]) : 0.f;
+                wv[t] = c + t < k ? lq_d_w16(d[c + t]) : 0.f;
         }
 #pragma unroll
         for (int r = 0; r < MT; r++) {
@@ -717,12 +731,6 @@ static size_t lq_cublas_ws(const lq_qlinear *w, int64_t m) {
     return (w->bias ? lq_align256((size_t)(m * w->n) * 4) : 0) + LQ_CUBLAS_WS_BYTES;
 }
 
-/* Dequantized weights first, then lq_cublas_ws's scratch. */
-static size_t lq_dequant_ws(const lq_qlinear *w, int64_t m) {
-    return m > LQ_CUDA_GEMV_MAX_M ? lq_align256((size_t)(w->n * w->k) * 2) + lq_cublas_ws(w, m)
-                                  : 0;
-}
-
 /* y from the fp16 weights the format's dequant kernel left at the start of ws. */
 static lq_status lq_cublas_dequantized(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                        int64_t m, void *y, void *ws, cudaStream_t st) {
@@ -743,7 +751,13 @@ typedef struct lq_cuda_fmt {
                  cudaStream_t st);
     /* column kernels: blocks over n and the split-k factor; NULL: a warp per output row */
     void (*grid)(const lq_qlinear *w, int64_t *col_blocks, int *splits);
+    /* the most rows the fused kernel takes (0: LQ_CUDA_GEMV_MAX_M) */
+    int gemv_max_m;
 } lq_cuda_fmt;
+
+static int64_t fmt_gemv_max(const lq_cuda_fmt *f) {
+    return f->gemv_max_m > 0 ? f->gemv_max_m : LQ_CUDA_GEMV_MAX_M;
+}
 
 static int fmt_splits(const lq_cuda_fmt *f, const lq_qlinear *w, dim3 *grid) {
     if (!f->grid) {
@@ -771,9 +785,13 @@ static size_t perm_x_ws(const lq_qlinear *w, int64_t m) {
     return w->perm ? lq_align256((size_t)(m * w->k) * 2) : 0;
 }
 
+/* above the fused rows: the fp16 weights (dequantizing formats), cuBLAS's scratch, then x
+ * gathered into a sorted descriptor's order */
 static size_t fmt_ws(const lq_cuda_fmt *f, const lq_qlinear *w, int64_t m) {
-    if (m > LQ_CUDA_GEMV_MAX_M)
-        return f->dequant ? lq_dequant_ws(w, m) + perm_x_ws(w, m) : lq_cublas_ws(w, m);
+    if (m > fmt_gemv_max(f))
+        return f->dequant
+                   ? lq_align256((size_t)(w->n * w->k) * 2) + lq_cublas_ws(w, m) + perm_x_ws(w, m)
+                   : lq_cublas_ws(w, m);
     dim3      grid;
     const int sp = fmt_splits(f, w, &grid);
     return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
@@ -782,12 +800,13 @@ static size_t fmt_ws(const lq_cuda_fmt *f, const lq_qlinear *w, int64_t m) {
 static lq_status fmt_gemm(const lq_cuda_fmt *f, lq_cuda_ctx *ctx, const lq_qlinear *w,
                           const void *x, int64_t m, void *y, void *ws, void *stream) {
     const cudaStream_t st = (cudaStream_t)stream;
-    if (m > LQ_CUDA_GEMV_MAX_M) {
+    if (m > fmt_gemv_max(f)) {
         if (!f->dequant)
             return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
                                   (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
         if (w->perm) {
-            __half *xg = (__half *)((char *)ws + lq_dequant_ws(w, m));
+            __half *xg = (__half *)((char *)ws + lq_align256((size_t)(w->n * w->k) * 2) +
+                                    lq_cublas_ws(w, m));
             k_gather_cols<<<lq_blocks(m * w->k), LQ_THREADS, 0, st>>>((const __half *)x, w->perm, m,
                                                                       w->k, xg);
             LQ_TRY(lq_cuda_launched());
@@ -822,8 +841,38 @@ static lq_status fmt_gemm(const lq_cuda_fmt *f, lq_cuda_ctx *ctx, const lq_qline
         return fmt_gemm(&(F), ctx, w, x, m, y, ws, stream);                                        \
     }
 
-/* ---- dense ---- */
+/* ---- dense: fp16 (LQ_DENSE_F32's device layout, and LQ_DENSE_F16) or bf16 ---- */
+/* 8 values a thread (16-byte loads and stores: the arrays are 256-byte aligned) */
+__global__ void k_bf16_to_f16(const __nv_bfloat16 *__restrict__ in, int64_t cnt,
+                              __half *__restrict__ out) {
+    const int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (e + 8 <= cnt) {
+        const uint4           v = __ldg((const uint4 *)(in + e));
+        const __nv_bfloat162 *b = (const __nv_bfloat162 *)&v;
+        uint4                 o;
+        __half2              *h = (__half2 *)&o;
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            h[t] = __float22half2_rn(__bfloat1622float2(b[t]));
+        *(uint4 *)(out + e) = o;
+    } else {
+        for (int64_t i = e; i < cnt; i++)
+            out[i] = __float2half_rn(__bfloat162float(in[i]));
+    }
+}
+
+static lq_status dense_bf16_dequant(const lq_qlinear *w, void *out, void *stream) {
+    const int64_t cnt = w->n * w->k;
+    if ((uintptr_t)w->dense % 16 || (uintptr_t)out % 16)
+        return LQ_ERR_INVALID_ARG;
+    k_bf16_to_f16<<<lq_blocks((cnt + 7) / 8), LQ_THREADS, 0, (cudaStream_t)stream>>>(
+        (const __nv_bfloat16 *)w->dense, cnt, (__half *)out);
+    return lq_cuda_launched();
+}
+
 extern "C" lq_status lq_dequant_dense_cuda(const lq_qlinear *w, void *out, void *stream) {
+    if (w->dense_dtype == LQ_DENSE_BF16)
+        return dense_bf16_dequant(w, out, stream);
     return cudaMemcpyAsync(out, w->dense, (size_t)(w->n * w->k) * 2, cudaMemcpyDeviceToDevice,
                            (cudaStream_t)stream) == cudaSuccess
                ? LQ_OK
@@ -832,11 +881,31 @@ extern "C" lq_status lq_dequant_dense_cuda(const lq_qlinear *w, void *out, void 
 
 static void dense_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
                        dim3 grid, cudaStream_t st) {
-    LQ_MT_SWITCH(m, k_gemv_dense<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
+    LQ_MT_SWITCH(m, k_gemv_dense<MT_, __half><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
+}
+static void dense_bf16_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y, float *part,
+                            dim3 grid, cudaStream_t st) {
+    LQ_MT_SWITCH(m, k_gemv_dense<MT_, __nv_bfloat16><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
 }
 
-static const lq_cuda_fmt dense_fmt = {NULL, dense_gemv, NULL};
-LQ_CUDA_FMT_ENTRIES(dense, dense_fmt)
+/* fp16 weights go to cuBLAS as they are from 2 rows (H200, 4096 x 4096: the warp-per-row
+ * kernel 15.7 us at 1 row against cuBLAS's 18.3; 29.4 against 19.5 at 4). bf16 ones are
+ * converted to fp16 first above 4 rows (cuBLAS takes one input type; the few bf16 values
+ * outside fp16's range overflow, as on every fp16 path here): the conversion costs ~12 us, so
+ * bf16 runs 30-37 us from 8 rows where fp16 takes 14-20 */
+static const lq_cuda_fmt  dense_fmt      = {NULL, dense_gemv, NULL, 1};
+static const lq_cuda_fmt  dense_bf16_fmt = {dense_bf16_dequant, dense_bf16_gemv, NULL, 4};
+static const lq_cuda_fmt *dense_hooks(const lq_qlinear *w) {
+    return w->dense_dtype == LQ_DENSE_BF16 ? &dense_bf16_fmt : &dense_fmt;
+}
+extern "C" size_t lq_ws_dense_cuda(const lq_qlinear *w, int64_t m) {
+    return fmt_ws(dense_hooks(w), w, m);
+}
+extern "C" lq_status lq_gemm_dense_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
+                                        int64_t m, void *y, void *ws, size_t ws_size,
+                                        void *stream) {
+    return fmt_gemm(dense_hooks(w), ctx, w, x, m, y, ws, stream);
+}
 
 /* ---- GPTQ ---- */
 static void gptq_grid(const lq_qlinear *w, int64_t *col_blocks, int *splits) {
@@ -867,7 +936,7 @@ static void gptq_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y
     }
 }
 
-static const lq_cuda_fmt gptq_fmt = {lq_dequant_gptq_cuda, gptq_gemv, gptq_grid};
+static const lq_cuda_fmt gptq_fmt = {lq_dequant_gptq_cuda, gptq_gemv, gptq_grid, 0};
 LQ_CUDA_FMT_ENTRIES(gptq, gptq_fmt)
 
 /* ---- AWQ ---- */
@@ -887,7 +956,7 @@ static void awq_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y,
     LQ_MT_SWITCH(m, k_gemv_awq<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y, part));
 }
 
-static const lq_cuda_fmt awq_fmt = {lq_dequant_awq_cuda, awq_gemv, awq_grid};
+static const lq_cuda_fmt awq_fmt = {lq_dequant_awq_cuda, awq_gemv, awq_grid, 0};
 LQ_CUDA_FMT_ENTRIES(awq, awq_fmt)
 
 /* ---- NF4 ---- */
@@ -902,7 +971,7 @@ static void nf4_gemv(const lq_qlinear *w, const __half *x, int64_t m, __half *y,
     LQ_MT_SWITCH(m, k_gemv_nf4<MT_><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
 }
 
-static const lq_cuda_fmt nf4_fmt = {lq_dequant_nf4_cuda, nf4_gemv, NULL};
+static const lq_cuda_fmt nf4_fmt = {lq_dequant_nf4_cuda, nf4_gemv, NULL, 0};
 LQ_CUDA_FMT_ENTRIES(nf4, nf4_fmt)
 
 /* ---- INT8 ---- */

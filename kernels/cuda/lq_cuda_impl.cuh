@@ -6,6 +6,7 @@
 #define LQ_CUDA_IMPL_CUH
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

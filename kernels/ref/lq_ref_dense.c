@@ -1,8 +1,16 @@
-/* Scalar oracle of the unquantized path: dense float32 [n, k]. */
+/* Scalar oracle of the unquantized path: dense [n, k] in float32, fp16 or bf16. */
 #include "lq_kernels_impl.h"
 
 static float dense_w(const lq_qlinear *w, int64_t i, int64_t c) {
-    return ((const float *)w->dense)[i * w->k + c];
+    const int64_t e = i * w->k + c;
+    switch (w->dense_dtype) {
+    case LQ_DENSE_F16:
+        return lq_f16_to_f32(((const uint16_t *)w->dense)[e]);
+    case LQ_DENSE_BF16:
+        return lq_bf16_to_f32(((const uint16_t *)w->dense)[e]);
+    default:
+        return ((const float *)w->dense)[e];
+    }
 }
 
 void lq_dequant_dense_ref(const lq_qlinear *w, float *out) {
