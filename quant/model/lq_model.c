@@ -103,7 +103,7 @@ void lq_linear_free(lq_linear *l) {
 }
 
 float *lq_linear_dense_mut(lq_linear *l) {
-    if (l->buf.q.format != LQ_FMT_DENSE)
+    if (l->buf.q.format != LQ_FMT_DENSE || l->buf.q.dense_dtype != LQ_DENSE_F32)
         return NULL;
     for (int i = 0; i < l->buf.nmem; i++)
         if (l->buf.mem[i] == l->buf.q.dense)
@@ -667,13 +667,27 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
     char      name[512];
     lq_status st = LQ_OK;
     memset(out, 0, sizeof *out);
-    if (stored_dense(m, prefix)) {
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    const lq_st_tensor *t = lq_st_find(m->st, name);
+    if (m->dense_as_stored && stored_dense(m, prefix) && t &&
+        (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16)) { /* validated at open */
+        void *w = lq_qbuf_alloc(&out->buf, (size_t)(n * k) * 2);
+        if (!w)
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for %s (%lld x %lld)", m->dir,
+                         prefix, (long long)n, (long long)k);
+        memcpy(w, t->data, (size_t)(n * k) * 2);
+        lq_st_release(m->st, t);
+        out->buf.q.format      = LQ_FMT_DENSE;
+        out->buf.q.n           = n;
+        out->buf.q.k           = k;
+        out->buf.q.dense       = w;
+        out->buf.q.dense_dtype = t->dtype == LQ_DT_F16 ? LQ_DENSE_F16 : LQ_DENSE_BF16;
+    } else if (stored_dense(m, prefix)) {
         const int64_t shape[2] = {n, k};
         float        *w        = lq_qbuf_alloc(&out->buf, (size_t)(n * k) * sizeof(float));
         if (!w)
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for %s (%lld x %lld)", m->dir,
                          prefix, (long long)n, (long long)k);
-        snprintf(name, sizeof name, "%s.weight", prefix);
         LQ_TRY_GOTO(lq_st_read_f32(m->st, name, 2, shape, w, err));
         lq_st_release(m->st, lq_st_find(m->st, name)); /* RSS holds one layer, not the file */
         out->buf.q.format = LQ_FMT_DENSE;

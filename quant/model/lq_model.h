@@ -161,6 +161,9 @@ typedef struct lq_model {
     lq_linear       lm_head;    /* tied: dense view of embed (not owned twice) */
     lq_layer       *layers;     /* [num_layers] filled by lq_model_load_all, else NULL */
     void           *qcfg; /* lq_qconfig * of a quantized checkpoint (formats/lq_qformat.h) */
+    /* set before loading layers: dense fp16 / bf16 weights stay 16-bit (a forward on the CPU
+     * kernels; calibration and the GPU path take float32) */
+    int             dense_as_stored;
     double          inv_freq[512]; /* RoPE inverse frequencies [head_dim/2], scaling applied */
 } lq_model;
 
@@ -178,7 +181,8 @@ void lq_rope_inv_freq(const lq_model_config *cfg, float *inv);
  * of a quantized checkpoint whose "<prefix>.weight" is a float tensor is loaded dense. */
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err);
 void      lq_model_free(lq_model *m);
-/* Load decoder layer i (dense float32 or quantized descriptors) into *out. */
+/* Load decoder layer i (dense float32, or as stored under dense_as_stored, or quantized
+ * descriptors) into *out. */
 lq_status lq_model_load_layer(const lq_model *m, int64_t i, lq_layer *out, lq_err *err);
 lq_status lq_model_load_all(lq_model *m, lq_err *err);
 

@@ -338,7 +338,8 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
     lq_status         gs = LQ_ERR_UNSUPPORTED;
     if (ws->lin_dev)
         gs = ws->lin_dev(ws->lin_dev_user, q, x, t, y, err);
-    else if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense && !q->bias)
+    else if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense_dtype == LQ_DENSE_F32 && q->dense &&
+             !q->bias)
         gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
     if (gs == LQ_OK) {
         if (l->bias)

@@ -528,18 +528,18 @@ static lq_status text_sink(void *user, const char *s, int64_t n, int *stop, lq_e
 }
 
 /* Float32 bytes of all decoder layers if loaded dense. */
-static double dense_layer_bytes(const lq_model_config *c) {
+static double dense_layer_bytes(const lq_model_config *c, double per_weight) {
     double per = 0;
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
         int64_t n, k;
         lq_lin_shape(c, (lq_lin_id)l, &n, &k);
-        per += lq_lin_present(c, (lq_lin_id)l) ? (double)n * (double)k * 4.0 : 0;
+        per += lq_lin_present(c, (lq_lin_id)l) ? (double)n * (double)k * per_weight : 0;
     }
     for (int64_t j = 0; j < lq_moe_count(c); j++) { /* experts: most of a MoE model */
         int64_t n, k;
         char    leaf[128];
         lq_moe_lin(c, NULL, j, leaf, sizeof leaf, &n, &k, NULL);
-        per += (double)n * (double)k * 4.0;
+        per += (double)n * (double)k * per_weight;
     }
     return per * (double)c->num_layers;
 }
@@ -588,17 +588,22 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     if (maxmem > 0)
         ex.max_act_bytes = maxmem / 4;
 
-    /* All layers resident when their float32 copies fit in half the RAM (quantized layers are
-     * mostly views into the mapping); otherwise each batch of windows streams the layers. */
-    const double t0   = lq_now();
-    const double need = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg) : 0;
+    /* All layers resident when their dense copies fit in half the RAM (quantized layers are
+     * mostly views into the mapping); otherwise each batch of windows streams the layers. On
+     * the CPU, fp16 / bf16 weights stay 16-bit (the kernels convert them as they read). */
+    const double t0    = lq_now();
+    m->dense_as_stored = gpu == NULL;
+    const int dt16 =
+        !strcmp(m->cfg.torch_dtype, "float16") || !strcmp(m->cfg.torch_dtype, "bfloat16");
+    const double per_w = m->dense_as_stored && dt16 ? 2.0 : 4.0;
+    const double need  = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg, per_w) : 0;
     const double ram  = phys_ram_bytes();
     info->resident    = m->layers != NULL || ram <= 0 || need <= ram / 2;
     if (info->resident)
         LQ_TRY(lq_model_load_all(m, err));
     else
         log_msg(cb, LQ_LOG_INFO,
-                "%s: %.1f GiB of float32 layers over half the RAM: layers are streamed per batch "
+                "%s: %.1f GiB of dense layers over half the RAM: layers are streamed per batch "
                 "of windows",
                 m->dir, need / (1 << 30));
     info->load_seconds = lq_now() - t0;
