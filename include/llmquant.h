@@ -259,8 +259,8 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
 /*
  * The same with flags (0: exactly lq_qlinear_forward_cpu). LQ_QLINEAR_INT_X lets GPTQ (bits
  * 2/4/8, and 3 where the CPU has AVX-512 VBMI; act-order once sorted by lq_qlinear_sort),
- * AWQ and NF4 (from 16 rows, whole blocks of >= 64 channels per row; its 16 code values scaled
- * to int8 too, ~1e-5 more NMSE) quantize the activations per row and block of channels
+ * AWQ and NF4 (int8 at every m, whole blocks of >= 64 channels per row; its 16 code values
+ * scaled to int8 too, ~1e-5 more NMSE) quantize the activations per row and block of channels
  * (the group, or 128/256 channels of it) and use integer dot products where the CPU has
  * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int16 for m <= 4 rows (the float
  * result within ~1e-9 NMSE, at the speed of the memory), int8 for 5 to 1024 rows (~5e-5 NMSE

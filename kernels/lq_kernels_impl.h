@@ -199,7 +199,7 @@ void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zer
                     int64_t ab, const float *x, int64_t m, float *y);
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
-/* NF4 (ref/lq_ref_nf4.c): int8, from 16 rows; the code book scaled to int8 too (tq, returning the
+/* NF4 (ref/lq_ref_nf4.c): int8 at every m; the code book scaled to int8 too (tq, returning the
  * scale max|map| / 127). */
 int     lq_nf4_qx_bits(const lq_qlinear *w, int64_t m);
 int64_t lq_nf4_qx_block(const lq_qlinear *w);
@@ -216,6 +216,8 @@ int       lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);
+/* out[b] = lq_nf4_absmax(w, b) for b in [b0, b1) (double quant: 16 blocks a vector) */
+void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1);
 
 /* Dense fp16 / bf16 weights converted as they are read, m <= LQ_DENSE16_AVX512_M (AVX-512;
  * no workspace, no bias). */

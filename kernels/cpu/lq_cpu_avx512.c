@@ -63,7 +63,7 @@ size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
 
 /* bitsandbytes' nested absmax, 16 blocks a vector: code[q] * absmax2 then + offset, two
  * roundings as the reference (the empty asm keeps the compiler from fusing them). */
-AVX512_TARGET static void nf4_absmax_all(const lq_qlinear *w, float *out, int64_t b0, int64_t b1) {
+AVX512_TARGET void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1) {
     const uint8_t *q   = w->absmax;
     const float    off = w->nested_offset;
     const int64_t  nb  = w->nested_blocksize;
@@ -253,7 +253,7 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
         {
             const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
             const int64_t b0 = al16(nb * t / T), b1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
-            nf4_absmax_all(w, am, b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
+            lq_nf4_absmax_avx512(w, am, b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
         }
     }
     const float  *absmax = am ? am : (const float *)w->absmax;
@@ -421,6 +421,9 @@ int lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m) {
 size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
     (void)w, (void)m;
     return 0;
+}
+void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1) {
+    lq_nf4_absmax_range(w, b0, b1, out + b0);
 }
 lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads) {

@@ -576,6 +576,102 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * NF4 below NF4_ROWS_M rows: the transposed decode above costs what it saves there, so the
+ * codes stay along k. A row's 64 codes of a step are 32 bytes: their high nibbles (the even
+ * channels) and low nibbles (the odd ones) side by side in one vector, vpshufb'd against the
+ * code book, meet the activations stored in that order (xp: per 64 channels, the even ones,
+ * then the odd ones) in one vpdpbusd. Each of 16 weight rows keeps its 16 lanes of partial
+ * sums over an activation block; at the block's end a 4-stage add tree turns the 16 vectors
+ * into one whose lane j is weight row j's sum, and one FMA per 16 columns applies the
+ * block's scales as the reference does. m > 1: a block's decoded codes (16 rows x ab bytes)
+ * go to an L1 buffer that every row reads.
+ * --------------------------------------------------------------------------------------- */
+#define NF4_ROWS_M 16
+
+/* lane j = sum of the lanes of a[j] (the pairing fixes that order) */
+VNNI_INLINE __m512i hsum16_epi32(const __m512i a[16]) {
+    __m512i t[8], u[4], v[2];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
+                                _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
+    for (int p = 0; p < 4; p++)
+        u[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * p], t[2 * p + 1]),
+                                _mm512_unpackhi_epi64(t[2 * p], t[2 * p + 1]));
+    for (int p = 0; p < 2; p++)
+        v[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * p], u[2 * p + 1], 0x88),
+                                _mm512_shuffle_i32x4(u[2 * p], u[2 * p + 1], 0xDD));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88),
+                            _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+}
+
+/* the unsigned codes (tq + 128) of 64 channels of a row from c (its 32 code bytes at q):
+ * the even channels, then the odd ones */
+VNNI_INLINE __m512i nf4_rows_codes(const uint8_t *q, __m512i lut) {
+    const __m256i m0f = _mm256_set1_epi8(0x0F);
+    const __m256i v   = _mm256_loadu_si256((const void *)q);
+    const __m256i hi  = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(hi), _mm256_and_si256(v, m0f), 1);
+    return _mm512_shuffle_epi8(lut, idx);
+}
+
+/* weight rows [i0, i0 + 16) of one thread; am: absmax of every NF4 block; buf: 16 x ab bytes */
+VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, uint8_t *buf) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, ab = j->ab, bs = w->group_size;
+    const uint8_t    *qrow[16];
+    int32_t           bi[16]; /* first NF4 block of each row */
+    const __m512i     lut  = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
+    const int64_t     left = n - i0;
+    const __mmask16   vm   = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    for (int l = 0; l < 16; l++) { /* rows past n repeat the last one (results dropped) */
+        const int64_t i = i0 + l < n ? i0 + l : n - 1;
+        qrow[l]         = (const uint8_t *)w->qweight + i * k / 2;
+        bi[l]           = (int32_t)(i * (k / bs));
+    }
+    const __m512i bv = _mm512_loadu_si512((const void *)bi);
+    for (int64_t kb = 0; kb < j->nkb; kb++) {
+        const int64_t c0 = kb * ab;
+        if (j->m > 1)
+            for (int l = 0; l < 16; l++)
+                for (int64_t c = 0; c < ab; c += 64)
+                    _mm512_storeu_si512((void *)(buf + l * ab + c),
+                                        nf4_rows_codes(qrow[l] + (c0 + c) / 2, lut));
+        const __m512 sv =
+            _mm512_mul_ps(/* absmax * ts, as the reference rounds it */
+                          _mm512_i32gather_ps(
+                              _mm512_add_epi32(bv, _mm512_set1_epi32((int32_t)(c0 / bs))), am, 4),
+                          _mm512_set1_ps(j->ts));
+        for (int64_t r = 0; r < j->m; r++) {
+            const int8_t *xr = j->xp + r * j->kp + c0;
+            __m512i       acc[16];
+            for (int l = 0; l < 16; l++)
+                acc[l] = _mm512_setzero_si512();
+            for (int64_t c = 0; c < ab; c += 64) {
+                const __m512i xv = _mm512_loadu_si512((const void *)(xr + c));
+                for (int l = 0; l < 16; l++) {
+                    const __m512i wq = j->m > 1
+                                           ? _mm512_loadu_si512((const void *)(buf + l * ab + c))
+                                           : nf4_rows_codes(qrow[l] + (c0 + c) / 2, lut);
+                    acc[l]           = _mm512_dpbusd_epi32(acc[l], wq, xv);
+                }
+            }
+            const __m512i tot = _mm512_sub_epi32(hsum16_epi32(acc),
+                                                 _mm512_set1_epi32(128 * j->xs[r * j->nkb + kb]));
+            const __m512  f   = _mm512_mul_ps(sv, _mm512_set1_ps(j->dx[r * j->nkb + kb]));
+            float        *yr  = j->y + r * n + i0;
+            const __m512  yv  = kb ? _mm512_maskz_loadu_ps(vm, yr) : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(yr, vm, _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), f, yv));
+        }
+    }
+}
+
+VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, const float *am,
+                                       uint8_t *buf) {
+    for (int64_t g = g0; g < g1; g++)
+        nf4_rows_group(j, g * 16, am, buf);
+}
+
 lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     nf4_job j = {0};
@@ -597,13 +693,21 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     j.xs         = xs;
     j.dx         = dx;
     j.y          = y;
-    const int nt = lq_cpu_threads(nthreads);
-    /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales */
-    const size_t per = (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
-    char        *bufs = malloc(per * (size_t)nt);
+    const int64_t nb = w->n * w->k / w->group_size;
+    const int     nt = lq_cpu_threads(nthreads);
+    /* the kernel above, k-major codes (its absmax gather takes 32-bit block indices) */
+    const int rows = m < NF4_ROWS_M && nb <= INT32_MAX;
+    /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
+     * rows: 16 x ab codes, and (double quant) every block's absmax decoded once, shared */
+    const int    dq     = rows && w->nested_blocksize > 0;
+    const size_t per    = rows ? (size_t)(16 * j.ab)
+                               : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
+    const size_t shared = dq ? (size_t)nb * sizeof(float) : 0;
+    char        *bufs   = malloc(shared + per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
-    const int64_t nblk = (w->n + 63) / 64;
+    float        *am   = dq ? (float *)(void *)bufs : (float *)(uintptr_t)w->absmax;
+    const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
@@ -614,13 +718,23 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
                 const int64_t c0 = kb * j.ab;
                 xs[r * j.nkb + kb] = lq_qx_block(x + r * w->k + c0, j.ab, 127.f, tmp,
                                                  &dx[r * j.nkb + kb]);
-                for (int64_t c = 0; c < j.ab; c++)
-                    xp[r * j.kp + c0 + c] = (int8_t)tmp[c];
+                for (int64_t c = 0; c < j.ab; c++) /* rows: even channels, then odd, per 64 */
+                    xp[r * j.kp + c0 +
+                       (rows ? (c & ~(int64_t)63) + (c & 1) * 32 + (c & 63) / 2 : c)] =
+                        (int8_t)tmp[c];
             }
         }
-        char *mine = bufs + per * (size_t)th;
-        nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
-                       (float *)(void *)(mine + (size_t)NF4_KC * 64));
+        if (dq) {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b += 4096)
+                lq_nf4_absmax_avx512(w, am, b, b + 4096 < nb ? b + 4096 : nb);
+        }
+        char *mine = bufs + shared + per * (size_t)th;
+        if (rows)
+            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, am, (uint8_t *)mine);
+        else
+            nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
+                           (float *)(void *)(mine + (size_t)NF4_KC * 64));
     }
     free(bufs);
     return LQ_OK;

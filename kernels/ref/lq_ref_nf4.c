@@ -17,7 +17,7 @@ void lq_gemm_nf4_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Integer activations (LQ_QLINEAR_INT_X), from 16 rows: int8 activations per
+ * Integer activations (LQ_QLINEAR_INT_X), at any number of rows: int8 activations per
  * block of channels inside one NF4 block, and the code book scaled to int8 as well,
  * tq = round(map * 127 / max|map|): y += ((absmax * (max|map| / 127)) * dx) * sum(tq * xq),
  * block by block, then the bias. Rows of W must hold whole NF4 blocks (k % blocksize == 0) of
@@ -32,8 +32,7 @@ int64_t lq_nf4_qx_block(const lq_qlinear *w) {
 }
 
 int lq_nf4_qx_bits(const lq_qlinear *w, int64_t m) {
-    /* below 16 rows decoding the codes for the integer products costs what they save */
-    return m >= 16 && lq_qx_bits_for(m) == 8 && lq_nf4_qx_block(w) ? 8 : 0;
+    return m >= 1 && m <= LQ_QX_X8_MAX_M && lq_nf4_qx_block(w) ? 8 : 0;
 }
 
 float lq_nf4_qx_table(const lq_qlinear *w, int8_t tq[16]) {

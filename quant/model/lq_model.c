@@ -121,7 +121,7 @@ size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
         return 0;
     const int64_t mc = m < LQ_QLINEAR_INT_X_ROWS ? m : LQ_QLINEAR_INT_X_ROWS;
     /* chunks of mc rows, a full chunk needing the most scratch; a short last chunk may fall
-     * back to the float kernel (NF4 takes integer activations from 16 rows) */
+     * back to the float kernel (where a format takes integer activations from some rows on) */
     if (int_x_rows(t, &l->buf.q, mc, flags)) {
         const int64_t last = m % mc ? m % mc : mc;
         const size_t  qx   = t->ws_cpu_qx(&l->buf.q, mc);
