@@ -10,12 +10,13 @@
 #   env: SHAPES="4096x4096 11008x4096 4096x11008" (n x k), MS=1,16,64,512, THREADS="1 2",
 #        SECS=0.3 (seconds of repeats per point), ROUNDS=2 (whole passes; each point keeps its
 #        best: a 2-core VM's neighbours slow down stretches of seconds, not single runs),
-#        PAIRS="nf4_b64:q4_K ..." (a subset of the pairs below)
+#        PAIRS="nf4_b64:q4_K ..." (a subset of the pairs below), FILTER=nf4 (only the
+#        bench_kernels_cpu formats whose name holds it: much faster with a subset of PAIRS)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 vs q3_K, GPTQ-2 vs
-# q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense (llmquant's CPU dense linears are float32: OpenBLAS
-# sgemm) vs f16. llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
+# q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense fp16 / bf16 weights vs f16 / bf16 (dense-f32: OpenBLAS
+# sgemm on float32 weights, vs f16). llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
 # call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
 # AVX-512 VNNI: int16 activations up to 4 rows, int8 above), the others keep float activations.
 set -euo pipefail
@@ -36,7 +37,8 @@ cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" 
 ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
 
 PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K gptq4_g128_actorder_sorted:q4_K awq_g128:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
-gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense-f32:f16"}
+gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense_f16:f16
+dense_bf16:bf16 dense-f32:f16"}
 types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
@@ -54,7 +56,8 @@ for shape in $SHAPES; do
         : >"$out"
         : >"$gg"
         for ((round = 0; round < ROUNDS; round++)); do
-            "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" >>"$out" 2>&1
+            "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" \
+                ${FILTER:+-f "$FILTER"} >>"$out" 2>&1
             for ty in $types; do
                 OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
             done
