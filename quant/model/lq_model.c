@@ -669,8 +669,12 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
     memset(out, 0, sizeof *out);
     snprintf(name, sizeof name, "%s.weight", prefix);
     const lq_st_tensor *t = lq_st_find(m->st, name);
+    /* 16-bit weights as the file holds them, where they need no transform on the way (a
+     * GGUF's permuted q/k rows or shifted norms go through lq_st_read_f32); shape validated at
+     * open */
     if (m->dense_as_stored && stored_dense(m, prefix) && t &&
-        (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16)) { /* validated at open */
+        (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16) && t->perm_heads == 0 &&
+        t->shift == 0.f && t->nbytes == n * k * 2) {
         void *w = lq_qbuf_alloc(&out->buf, (size_t)(n * k) * 2);
         if (!w)
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for %s (%lld x %lld)", m->dir,

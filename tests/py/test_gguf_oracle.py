@@ -15,6 +15,8 @@
     rebuild gives the same ids in Google's sentencepiece, `convert --out-dtype float32` == the
     transformers GGUF loader bit for bit (norm weights stored by llama.cpp as 1 + w), and our
     logits over the GGUF vs transformers' on two windows;
+  * a float16 GGUF of a random llama through `llmquant ppl` (16-bit weights kept, q/k rows
+    restored) against the same checkpoint in Hugging Face layout;
   * random Qwen3, Gemma 2, Gemma 3, Phi-3, Mixtral, Qwen2-MoE and Qwen3-MoE models through
     llama.cpp's own convert_hf_to_gguf.py and back through `llmquant convert`: every tensor as
     stored (Gemma norms (w + 1) - 1 in float32; Phi-3's fused attn_qkv / ffn_up; the experts
@@ -395,4 +397,39 @@ else:
         report(diff <= 1e-4 * scale, f"{mt} logits of our forward over llama.cpp's GGUF vs "
                f"transformers on the original: max |diff| {diff:.3g} (max |logit| {scale:.3g})")
         drop(gd, gg, gc)
+
+    # A float16 GGUF of a llama (llama.cpp permutes its q/k rows per rotary head) through
+    # `llmquant ppl`, which keeps 16-bit dense weights as stored on the CPU: the permuted rows
+    # must still be restored, so the perplexity is that of the same weights as a Hugging Face
+    # checkpoint (same tokenizer for both)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    ld, lg = os.path.join(tmp, "llama16-hf"), os.path.join(tmp, "llama16.gguf")
+    torch.manual_seed(2)
+    lm = LlamaForCausalLM(LlamaConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        bos_token_id=1, eos_token_id=2, tie_word_embeddings=False)).eval()
+    with torch.no_grad():
+        for n_, p_ in lm.named_parameters():
+            p_.normal_(0, 0.25) if "norm" not in n_ else p_.copy_(1 + 0.1 * torch.randn_like(p_))
+    lm.to(torch.float16).save_pretrained(ld, safe_serialization=True)
+    shutil.copy(demo, os.path.join(ld, "tokenizer.model"))
+    r = subprocess.run([sys.executable, conv_py[-1], ld, "--outtype", "f16", "--outfile", lg],
+                       capture_output=True, text=True)
+    report(r.returncode == 0, "llama.cpp convert_hf_to_gguf.py --outtype f16 on a random llama" +
+           ("" if r.returncode == 0 else ": " + r.stderr[-300:]))
+    if r.returncode == 0:
+        story = os.path.join(src, "examples", "data", "tinystories_sample.txt")
+
+        def ppl_of(model):
+            out = subprocess.run([lq, "-q", "ppl", model, "--data", story, "--ctx", "128",
+                                  "--chunks", "4", "--tokenizer", os.path.join(ld, "tokenizer.model"),
+                                  "--device", "cpu"], check=True, capture_output=True, text=True)
+            return float(out.stdout.split()[-1])
+
+        p_hf, p_gg = ppl_of(ld), ppl_of(lg)
+        report(abs(p_hf - p_gg) <= 1e-5 * p_hf,
+               f"ppl of a float16 llama GGUF (q/k rows restored, 16-bit weights kept) {p_gg:.6f} "
+               f"vs the same checkpoint in Hugging Face layout {p_hf:.6f}")
+    drop(ld, lg)
 sys.exit(1 if fail else 0)
