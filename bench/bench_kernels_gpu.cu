@@ -20,6 +20,7 @@
 #include <string.h>
 
 extern "C" {
+#include "lq_dtype.h"
 #include "lq_kernels.h"
 }
 
@@ -151,12 +152,8 @@ static void make_host(const fmtcase *f, int64_t n, int64_t k, hostw *h) {
     } else if (f->fmt == LQ_FMT_DENSE) {
         uint16_t *w = rnd_f16(n * k, -0.05f, 0.05f, &s);
         if (f->dense_dt == LQ_DENSE_BF16) /* the same values, rounded to bf16 */
-            for (int64_t e = 0; e < n * k; e++) {
-                const float v = __half2float(*(const __half *)&w[e]);
-                uint32_t    u;
-                memcpy(&u, &v, 4);
-                w[e] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-            }
+            for (int64_t e = 0; e < n * k; e++)
+                w[e] = lq_f32_to_bf16(lq_f16_to_f32(w[e]));
         q->dense       = own(h, w);
         q->dense_dtype = f->dense_dt;
     } else { /* INT8 */

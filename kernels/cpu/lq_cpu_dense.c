@@ -15,10 +15,10 @@ static int64_t tile_rows(const lq_qlinear *w) {
     return w->n < TILE_ROWS ? w->n : TILE_ROWS;
 }
 
-/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact) */
-static void dense_to_f32(const lq_qlinear *w, int64_t e0, int64_t cnt, float *out) {
+/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact); avx: lq_cpu_avx512() */
+static void dense_to_f32(const lq_qlinear *w, int64_t e0, int64_t cnt, int avx, float *out) {
     const uint16_t *h = (const uint16_t *)w->dense + e0;
-    if (lq_cpu_avx512()) {
+    if (avx) {
         lq_dense16_to_f32_avx512(h, w->dense_dtype == LQ_DENSE_BF16, cnt, out);
     } else if (w->dense_dtype == LQ_DENSE_BF16) {
         for (int64_t e = 0; e < cnt; e++) {
@@ -37,9 +37,10 @@ lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
         memcpy(out, w->dense, (size_t)numel * sizeof(float));
         return LQ_OK;
     }
+    const int avx = lq_cpu_avx512();
 #pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
     for (int64_t i = 0; i < w->n; i++)
-        dense_to_f32(w, i * w->k, w->k, out + i * w->k);
+        dense_to_f32(w, i * w->k, w->k, avx, out + i * w->k);
     return LQ_OK;
 }
 
@@ -62,12 +63,12 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
         const int64_t tr = tile_rows(w);
         if (!ws || ws_size < (size_t)(tr * k) * sizeof(float))
             return LQ_ERR_INVALID_ARG;
-        const int nt = lq_cpu_threads(nthreads);
+        const int nt = lq_cpu_threads(nthreads), avx = lq_cpu_avx512();
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
 #pragma omp parallel for schedule(static) num_threads(nt)
             for (int64_t i = 0; i < nc; i++)
-                dense_to_f32(w, (i0 + i) * k, k, (float *)ws + i * k);
+                dense_to_f32(w, (i0 + i) * k, k, avx, (float *)ws + i * k);
             lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
         }
     }

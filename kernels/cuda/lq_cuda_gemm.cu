@@ -731,6 +731,11 @@ static size_t lq_cublas_ws(const lq_qlinear *w, int64_t m) {
     return (w->bias ? lq_align256((size_t)(m * w->n) * 4) : 0) + LQ_CUBLAS_WS_BYTES;
 }
 
+/* Dequantized weights first, then lq_cublas_ws's scratch. */
+static size_t lq_dequant_ws(const lq_qlinear *w, int64_t m) {
+    return lq_align256((size_t)(w->n * w->k) * 2) + lq_cublas_ws(w, m);
+}
+
 /* y from the fp16 weights the format's dequant kernel left at the start of ws. */
 static lq_status lq_cublas_dequantized(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                        int64_t m, void *y, void *ws, cudaStream_t st) {
@@ -789,9 +794,7 @@ static size_t perm_x_ws(const lq_qlinear *w, int64_t m) {
  * gathered into a sorted descriptor's order */
 static size_t fmt_ws(const lq_cuda_fmt *f, const lq_qlinear *w, int64_t m) {
     if (m > fmt_gemv_max(f))
-        return f->dequant
-                   ? lq_align256((size_t)(w->n * w->k) * 2) + lq_cublas_ws(w, m) + perm_x_ws(w, m)
-                   : lq_cublas_ws(w, m);
+        return f->dequant ? lq_dequant_ws(w, m) + perm_x_ws(w, m) : lq_cublas_ws(w, m);
     dim3      grid;
     const int sp = fmt_splits(f, w, &grid);
     return sp > 1 ? lq_align256((size_t)(sp * m * w->n) * 4) : 0;
@@ -805,8 +808,7 @@ static lq_status fmt_gemm(const lq_cuda_fmt *f, lq_cuda_ctx *ctx, const lq_qline
             return lq_cublas_gemm(ctx, (const __half *)w->dense, (const __half *)w->bias,
                                   (const __half *)x, m, w->n, w->k, (__half *)y, ws, st);
         if (w->perm) {
-            __half *xg = (__half *)((char *)ws + lq_align256((size_t)(w->n * w->k) * 2) +
-                                    lq_cublas_ws(w, m));
+            __half *xg = (__half *)((char *)ws + lq_dequant_ws(w, m));
             k_gather_cols<<<lq_blocks(m * w->k), LQ_THREADS, 0, st>>>((const __half *)x, w->perm, m,
                                                                       w->k, xg);
             LQ_TRY(lq_cuda_launched());
