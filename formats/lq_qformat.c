@@ -80,14 +80,15 @@ LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_
     if (!out)
         return LQ_ERR_INVALID_ARG;
     LQ_TRY(lq_qlinear_check(w, NULL));
-    const size_t need = lq_qlinear_sort_bytes(w);
+    const lq_qformat *f    = lq_qformat_get((lq_format)w->format);
+    const size_t      need = f->sort ? f->sort_bytes(w) : 0;
     if (need == 0) {
         *out = *w;
         return LQ_OK;
     }
     if (!buf || cap < need || ((uintptr_t)buf & 63u))
         return LQ_ERR_INVALID_ARG;
-    return lq_qformat_get((lq_format)w->format)->sort(w, buf, out);
+    return f->sort(w, buf, out);
 }
 
 LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w) {
