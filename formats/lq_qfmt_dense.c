@@ -1,6 +1,6 @@
 /* Unquantized linears: <module>.weight [n, k] in the model dtype (float32, fp16 or bf16 in the
  * descriptor: dense_dtype; a float32 one is fp16 on the device) and the bias in the model
- * dtype. No quantization_config. */
+ * dtype. No quantization_config. Read as the file holds them (views where aligned). */
 #include "lq_qformat_int.h"
 
 #include <stdio.h>
@@ -30,8 +30,19 @@ static lq_status read_dense(const lq_st *st, const char *prefix, const lq_qconfi
     out->q.format = LQ_FMT_DENSE;
     out->q.n      = t->shape[0];
     out->q.k      = t->shape[1];
+    const int f16 = t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16;
     if (t->dtype == LQ_DT_F32 && (uintptr_t)t->data % 4 == 0) {
         out->q.dense = t->data;
+    } else if (f16 && t->perm_heads == 0 && t->shift == 0.f) { /* as stored: no transform */
+        out->q.dense_dtype = t->dtype == LQ_DT_F16 ? LQ_DENSE_F16 : LQ_DENSE_BF16;
+        if ((uintptr_t)t->data % 2 == 0) {
+            out->q.dense = t->data;
+        } else {
+            void *d = lq_qbuf_alloc(out, (size_t)t->nbytes);
+            LQ_RETURN_IF(!d, err, LQ_ERR_NOMEM, "%s: out of memory", t->name);
+            memcpy(d, t->data, (size_t)t->nbytes);
+            out->q.dense = d;
+        }
     } else {
         float *d = lq_qbuf_alloc(out, (size_t)t->numel * 4);
         LQ_RETURN_IF(!d, err, LQ_ERR_NOMEM, "%s: out of memory", t->name);

@@ -336,7 +336,8 @@ LQ_API lq_format   lq_checkpoint_format(const lq_checkpoint *ck);
 LQ_API int64_t     lq_checkpoint_num_linears(const lq_checkpoint *ck);
 /* Module name of linear i ("model.layers.0.self_attn.q_proj"), valid until close. */
 LQ_API const char *lq_checkpoint_linear_name(const lq_checkpoint *ck, int64_t i);
-/* The linear as the checkpoint stores it (act-order GPTQ unsorted: see lq_qlinear_sort). */
+/* The linear as the checkpoint stores it (act-order GPTQ unsorted: see lq_qlinear_sort; dense
+ * fp16/bf16 weights in their own type, dense_dtype, since 0.2.0; float32 before). */
 LQ_API lq_status   lq_checkpoint_get_linear(const lq_checkpoint *ck, const char *name,
                                             lq_qlinear *out, lq_err *err);
 

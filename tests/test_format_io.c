@@ -214,6 +214,10 @@ static void test_roundtrip(void) {
                                                         : "model.layers.0.mlp.down_proj.weight");
         if (c->fmt != LQ_FMT_DENSE)
             CHECK_MSG(main_t && rb.q.qweight == main_t->data, "%s: qweight is not a view", c->name);
+        else /* written in the fp16 model dtype: read as stored, in place */
+            CHECK_MSG(main_t && rb.q.dense == main_t->data && rb.q.dense_dtype == LQ_DENSE_F16,
+                      "%s: dense weights not an fp16 view (dense_dtype %d)", c->name,
+                      (int)rb.q.dense_dtype);
         if (c->fmt == LQ_FMT_NF4) { /* quant_state is json.dumps of the non-tensor state */
             const lq_st_tensor *js =
                 lq_st_find(st, "model.layers.0.mlp.down_proj.weight.quant_state.bitsandbytes__nf4");
