@@ -527,7 +527,7 @@ static lq_status text_sink(void *user, const char *s, int64_t n, int *stop, lq_e
     return LQ_OK;
 }
 
-/* Float32 bytes of all decoder layers if loaded dense. */
+/* Bytes of all decoder layers if loaded dense, per_weight bytes a weight. */
 static double dense_layer_bytes(const lq_model_config *c, double per_weight) {
     double per = 0;
     for (int l = 0; l < LQ_LIN_COUNT; l++) {
