@@ -81,6 +81,12 @@ static int ordinary(const char *p, int64_t c, int64_t len) {
     return l && r;
 }
 
+/* memcmp of two id arrays; an array that never grew is NULL, which memcmp may not be given even
+ * for zero ids (UBSan nonnull, found by fuzz_tokenizer: a Split that removes every character). */
+static int ids_same(const int32_t *a, const int32_t *b, int64_t n) {
+    return n == 0 || !memcmp(a, b, (size_t)n * sizeof *a);
+}
+
 /* Whether cutting buf at c (just after a newline) leaves the ids unchanged: first (cheap) the
  * window of win bytes either side, encoded whole, equals its two halves encoded apart; then the
  * same from the start of the buffer, a cut already made, so that the text left of c is seen with
@@ -94,7 +100,7 @@ static lq_status cut_ok(lq_tok_stream *s, int64_t c, int *ok, lq_err *err) {
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + w0, w1 - w0, cont0, &s->a, err));
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + w0, c - w0, cont0, &s->b, err));
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + c, w1 - c, 1, &s->b, err));
-    if (s->a.n != s->b.n || memcmp(s->a.v, s->b.v, (size_t)s->a.n * sizeof *s->a.v))
+    if (s->a.n != s->b.n || !ids_same(s->a.v, s->b.v, s->a.n))
         return LQ_OK;
     const int64_t bos = !s->started && s->add_bos;
     s->a.n = s->b.n = s->ids.n = s->ready = 0;
@@ -104,8 +110,11 @@ static lq_status cut_ok(lq_tok_stream *s, int64_t c, int *ok, lq_err *err) {
     LQ_TRY(lq_tok_encode_part(s->t, s->buf, c, s->started, &s->ids, err));
     LQ_TRY(lq_tok_encode_part(s->t, s->buf + c, w1 - c, 1, &s->b, err));
     const int64_t np = s->ids.n - bos;
-    *ok = s->a.n == np + s->b.n && !memcmp(s->a.v, s->ids.v + bos, (size_t)np * sizeof *s->a.v) &&
-          !memcmp(s->a.v + np, s->b.v, (size_t)s->b.n * sizeof *s->a.v);
+    /* (np == 0, b.n == 0: no offsets on arrays that may be NULL) */
+    int same = s->a.n == np + s->b.n;
+    same     = same && (np == 0 || ids_same(s->a.v, s->ids.v + bos, np));
+    same     = same && (s->b.n == 0 || ids_same(s->a.v + np, s->b.v, s->b.n));
+    *ok      = same;
     s->ready = *ok ? c : 0;
     return LQ_OK;
 }
@@ -144,14 +153,16 @@ static lq_status emit(lq_tok_stream *s, int64_t n, lq_err *err) {
         s->ids.n = 0;
         if (!s->started && s->add_bos && lq_tok_ids_push(&s->ids, s->t->bos) < 0)
             return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", s->t->path);
-        LQ_TRY(lq_tok_encode_part(s->t, s->buf, n, s->started, &s->ids, err));
+        /* finish with nothing pushed: buf was never allocated */
+        LQ_TRY(lq_tok_encode_part(s->t, s->buf ? s->buf : "", n, s->started, &s->ids, err));
     }
     s->ready   = 0;
     s->started = 1;
     s->st.parts++;
     s->st.text_bytes += n;
     s->st.ids += s->ids.n;
-    memmove(s->buf, s->buf + n, (size_t)(s->len - n));
+    if (s->len > n)
+        memmove(s->buf, s->buf + n, (size_t)(s->len - n));
     s->len -= n;
     return s->ids.n ? s->fn(s->user, s->ids.v, s->ids.n, err) : LQ_OK;
 }

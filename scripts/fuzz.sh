@@ -37,6 +37,16 @@ for t in "${targets[@]}"; do
       "build-fuzz/fuzz_$t.log" || true
   if [ $rc -ne 0 ]; then
     echo "fuzz_$t: FAILED (rc $rc), log build-fuzz/fuzz_$t.log"
+    # A UBSan report names neither ERROR nor DONE, and CI keeps only this output: show the
+    # report and the reproducer itself, so a failure seen only there can be replayed here
+    tail -n 40 "build-fuzz/fuzz_$t.log" | sed "s/^/fuzz_$t| /"
+    for a in $(grep -o "Test unit written to [^ ]*" "build-fuzz/fuzz_$t.log" | cut -d' ' -f5); do
+      if [ -f "$a" ] && [ "$(stat -c %s "$a")" -le 16384 ]; then
+        echo "fuzz_$t| reproducer $(basename "$a") (base64, decode into tests/fuzz/corpus/$t/):"
+        base64 -w 0 "$a" | sed "s/^/fuzz_$t| /"
+        echo
+      fi
+    done
     status=1
   fi
 done

@@ -70,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                 "six six six six six six six six\nseven\n\n\neight 8 88 888\n";
     stream_check(t, lines, sizeof lines - 1);
     stream_check(t, (const char *)data, size > 512 ? 512 : size);
+    stream_check(t, NULL, 0); /* finish with nothing pushed */
     lq_tok_free(t);
     return 0;
 }
