@@ -54,7 +54,7 @@ static const fmtcase k_fmts[]   = {{"gptq4_g128", LQ_FMT_GPTQ, 0, 0},
                                    {"int8", LQ_FMT_INT8, 0, 0},
                                    {"dense_f16", LQ_FMT_DENSE, 0, LQ_DENSE_F16},
                                    {"dense_bf16", LQ_FMT_DENSE, 0, LQ_DENSE_BF16}};
-static const int64_t k_ms[]     = {1, 2, 4, 8, 16, 64, 256};
+static const int64_t k_ms[]     = {1, 2, 4, 8, 16, 64, 256, 512};
 
 static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
     *s ^= *s >> 12;

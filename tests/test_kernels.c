@@ -638,7 +638,8 @@ static void cuda_api_validation(void) {
 }
 
 #ifndef LQ_HAVE_CUDA
-static int cuda_backend(void) {
+static int cuda_backend(const char *fmt) {
+    (void)fmt;
     cuda_api_validation();
     int count = -1;
     CHECK_OK(lq_cuda_device_count(&count));
@@ -668,7 +669,16 @@ static int cuda_backend(void) {
 #else
 
 /* the one case also run with a 4096-row batch (cuBLAS path at scale) */
-static const kcase k_big_m = {"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1, 0};
+/* batch sizes past k_ms where the CUDA paths change: GPTQ at 4096 rows; bf16 dense weights at
+ * the last row of the hi/lo split (256) and past it (converted to fp16) */
+static const struct {
+    kcase   c;
+    int64_t m;
+} k_big_m[] = {
+    {{"gptq4_g128_m4096", LQ_FMT_GPTQ, 4, 128, 256, 128, 1, 0, 0, 0, 1, 0}, 4096},
+    {{"dense_bf16_m256", LQ_FMT_DENSE, 0, 64, 256, 0, 0, 0, 0, 0, 1, LQ_DENSE_BF16}, 256},
+    {{"dense_bf16_m300", LQ_FMT_DENSE, 0, 64, 256, 0, 0, 0, 0, 0, 1, LQ_DENSE_BF16}, 300},
+};
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
@@ -795,7 +805,7 @@ static void run_case_cuda(lq_cuda_ctx *ctx, const kcase *c, const int64_t *ms, i
     lq_qbuf_free(&qb);
 }
 
-static int cuda_backend(void) {
+static int cuda_backend(const char *fmt) {
     int count = -1;
     CHECK_OK(lq_cuda_device_count(&count));
     CHECK(count >= 0);
@@ -835,6 +845,8 @@ static int cuda_backend(void) {
     const int nms = (int)(sizeof k_ms / sizeof k_ms[0]);
     for (int ci = 0; ci < NCASES; ci++) {
         const kcase *c = &k_cases[ci];
+        if (!want(fmt, c->name))
+            continue;
         for (int exact = 1; exact >= 0; exact--) {
             const uint64_t seed   = 1000u + (uint64_t)ci * 17u + (uint64_t)exact;
             const int      before = lq_test_failures_;
@@ -843,9 +855,13 @@ static int cuda_backend(void) {
                    lq_test_failures_ == before ? "ok" : "FAILED");
         }
     }
-    const int64_t big_m[] = {4096};
-    run_case_cuda(ctx, &k_big_m, big_m, 1, 1, 4242);
-    run_case_cuda(ctx, &k_big_m, big_m, 1, 0, 4243);
+    for (size_t i = 0; i < sizeof k_big_m / sizeof k_big_m[0]; i++)
+        for (int exact = 1; exact >= 0 && want(fmt, k_big_m[i].c.name); exact--) {
+            const int before = lq_test_failures_;
+            run_case_cuda(ctx, &k_big_m[i].c, &k_big_m[i].m, 1, exact, 4242 + 2 * i + !exact);
+            printf("  %-28s %-6s %s\n", k_big_m[i].c.name, exact ? "exact" : "random",
+                   lq_test_failures_ == before ? "ok" : "FAILED");
+        }
     lq_cuda_ctx_free(ctx);
     return lq_test_end("kernels_gpu");
 }
@@ -872,7 +888,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (o.backend && !strcmp(o.backend, "cuda"))
-        return cuda_backend();
+        return cuda_backend(o.fmt);
     if (!o.fmt) {
         test_layouts();
         test_f16_fast();

@@ -693,13 +693,13 @@ __global__ void k_bias_round(const float *__restrict__ cf, const __half *__restr
         y[e] = __float2half_rn(__fadd_rn(cf[e], __half2float(bias[e % n])));
 }
 
-static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half *bias,
-                                const __half *x, int64_t m, int64_t n, int64_t k, __half *y,
-                                void *scratch, cudaStream_t st) {
-    if (!ctx || !scratch || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+/* C [m, n] (type ct) = B [m, k] A [n, k]^T, both of type at, fp32 accumulation; bl_ws: cuBLAS's
+ * workspace (LQ_CUBLAS_WS_BYTES). */
+static lq_status lq_cublas_run(lq_cuda_ctx *ctx, cudaStream_t st, void *bl_ws, const void *a,
+                               const void *b, cudaDataType at, void *c, cudaDataType ct, int64_t m,
+                               int64_t n, int64_t k) {
+    if (!ctx || !bl_ws || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
         return LQ_ERR_INVALID_ARG;
-    float *cf    = (float *)scratch; /* [m, n] when there is a bias */
-    void  *bl_ws = (char *)scratch + (bias ? lq_align256((size_t)(m * n) * 4) : 0);
     /* the handle is shared with the conversion pipeline, which sets its own math mode; binding
      * the stream resets the workspace to cuBLAS's own pool, so ours is set after it */
     cublasStatus_t bs = lq_cuda_ctx_blas(ctx, st, LQ_CUDA_MATH_KERNELS)
@@ -709,15 +709,26 @@ static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half
         bs = cublasSetWorkspace(ctx->blas, bl_ws, LQ_CUBLAS_WS_BYTES);
     const float alpha = 1.f, beta = 0.f;
     if (bs == CUBLAS_STATUS_SUCCESS)
-        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, wh,
-                          CUDA_R_16F, (int)k, x, CUDA_R_16F, (int)k, &beta,
-                          bias ? (void *)cf : (void *)y, bias ? CUDA_R_32F : CUDA_R_16F, (int)n,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, a,
+                          at, (int)k, b, at, (int)k, &beta, c, ct, (int)n, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         snprintf(ctx->err, sizeof ctx->err, "cuBLAS: %s (%s)", cublasGetStatusName(bs),
                  cublasGetStatusString(bs));
         return LQ_ERR_CUDA;
     }
+    return LQ_OK;
+}
+
+static lq_status lq_cublas_gemm(lq_cuda_ctx *ctx, const __half *wh, const __half *bias,
+                                const __half *x, int64_t m, int64_t n, int64_t k, __half *y,
+                                void *scratch, cudaStream_t st) {
+    if (!scratch)
+        return LQ_ERR_INVALID_ARG;
+    float *cf    = (float *)scratch; /* [m, n] when there is a bias */
+    void  *bl_ws = (char *)scratch + (bias ? lq_align256((size_t)(m * n) * 4) : 0);
+    LQ_TRY(lq_cublas_run(ctx, st, bl_ws, wh, x, CUDA_R_16F, bias ? (void *)cf : (void *)y,
+                         bias ? CUDA_R_32F : CUDA_R_16F, m, n, k));
     if (bias) {
         k_bias_round<<<lq_blocks(m * n), LQ_THREADS, 0, st>>>(cf, bias, m, n, y);
         return lq_cuda_launched();
@@ -890,22 +901,78 @@ static void dense_bf16_gemv(const lq_qlinear *w, const __half *x, int64_t m, __h
     LQ_MT_SWITCH(m, k_gemv_dense<MT_, __nv_bfloat16><<<grid, LQ_THREADS, 0, st>>>(*w, x, m, y));
 }
 
+/* bf16 weights from 3 to LQ_BF16_SPLIT_M rows. cuBLAS multiplies bf16 by bf16 only, and
+ * rounding the fp16 activations to bf16 would drop 3 of their 11 bits; but x = hi + lo exactly
+ * with hi = bf16(x) and lo = bf16(x - hi), so one GEMM of W with the 2m rows [hi; lo] (exact
+ * products, fp32 accumulation) and a sum of its two halves in fp32 is W x. At these sizes the
+ * GEMM is bound by reading W, so the extra rows cost less than converting W to fp16 (~12 us at
+ * 4096 x 4096, about one GEMM of 256 rows on an H200); above, the conversion is cheaper. */
+#define LQ_BF16_SPLIT_M 256
+
+__global__ void k_split_bf16(const __half *__restrict__ x, int64_t cnt,
+                             __nv_bfloat16 *__restrict__ hilo) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < cnt) {
+        const float         v = __half2float(x[e]);
+        const __nv_bfloat16 h = __float2bfloat16_rn(v);
+        hilo[e]               = h;
+        hilo[cnt + e]         = __float2bfloat16_rn(__fsub_rn(v, __bfloat162float(h)));
+    }
+}
+
+__global__ void k_sum_halves(const float *__restrict__ c, const __half *__restrict__ bias,
+                             int64_t m, int64_t n, __half *__restrict__ y) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < m * n) {
+        float v = __fadd_rn(c[e], c[m * n + e]);
+        if (bias)
+            v = __fadd_rn(v, __half2float(bias[e % n]));
+        y[e] = __float2half_rn(v);
+    }
+}
+
+static int bf16_split(const lq_qlinear *w, int64_t m) {
+    return w->dense_dtype == LQ_DENSE_BF16 && m > 2 && m <= LQ_BF16_SPLIT_M;
+}
+
+/* [hi; lo] bf16 [2m, k], the fp32 product [2m, n], cuBLAS's workspace */
+static size_t bf16_split_ws(const lq_qlinear *w, int64_t m) {
+    return lq_align256((size_t)(2 * m * w->k) * 2) + lq_align256((size_t)(2 * m * w->n) * 4) +
+           LQ_CUBLAS_WS_BYTES;
+}
+
+static lq_status bf16_split_gemm(lq_cuda_ctx *ctx, const lq_qlinear *w, const __half *x, int64_t m,
+                                 __half *y, void *ws, cudaStream_t st) {
+    __nv_bfloat16 *hilo = (__nv_bfloat16 *)ws;
+    float         *c    = (float *)((char *)ws + lq_align256((size_t)(2 * m * w->k) * 2));
+    void          *bl   = (char *)c + lq_align256((size_t)(2 * m * w->n) * 4);
+    k_split_bf16<<<lq_blocks(m * w->k), LQ_THREADS, 0, st>>>(x, m * w->k, hilo);
+    LQ_TRY(lq_cuda_launched());
+    LQ_TRY(
+        lq_cublas_run(ctx, st, bl, w->dense, hilo, CUDA_R_16BF, c, CUDA_R_32F, 2 * m, w->n, w->k));
+    k_sum_halves<<<lq_blocks(m * w->n), LQ_THREADS, 0, st>>>(c, (const __half *)w->bias, m, w->n,
+                                                             y);
+    return lq_cuda_launched();
+}
+
 /* fp16 weights go to cuBLAS as they are from 2 rows (H200, 4096 x 4096: the warp-per-row
- * kernel 15.7 us at 1 row against cuBLAS's 18.3; 29.4 against 19.5 at 4). bf16 ones are
- * converted to fp16 first above 4 rows (cuBLAS takes one input type; the few bf16 values
- * outside fp16's range overflow, as on every fp16 path here): the conversion costs ~12 us, so
- * bf16 runs 30-37 us from 8 rows where fp16 takes 14-20 */
+ * kernel 15.7 us at 1 row against cuBLAS's 18.3; 29.4 against 19.5 at 4). bf16 ones leave it
+ * from 3 rows (at 2: 20.9 us against the split's 25.4; at 4: 32.8 against 24.6) for the split
+ * up to LQ_BF16_SPLIT_M, then conversion to fp16 (the few bf16 values outside fp16's range
+ * overflow, as on every fp16 path here; 37.2 us split vs 36.7 converted at 256 rows). */
 static const lq_cuda_fmt  dense_fmt      = {NULL, dense_gemv, NULL, 1};
-static const lq_cuda_fmt  dense_bf16_fmt = {dense_bf16_dequant, dense_bf16_gemv, NULL, 4};
+static const lq_cuda_fmt  dense_bf16_fmt = {dense_bf16_dequant, dense_bf16_gemv, NULL, 2};
 static const lq_cuda_fmt *dense_hooks(const lq_qlinear *w) {
     return w->dense_dtype == LQ_DENSE_BF16 ? &dense_bf16_fmt : &dense_fmt;
 }
 extern "C" size_t lq_ws_dense_cuda(const lq_qlinear *w, int64_t m) {
-    return fmt_ws(dense_hooks(w), w, m);
+    return bf16_split(w, m) ? bf16_split_ws(w, m) : fmt_ws(dense_hooks(w), w, m);
 }
 extern "C" lq_status lq_gemm_dense_cuda(lq_cuda_ctx *ctx, const lq_qlinear *w, const void *x,
                                         int64_t m, void *y, void *ws, size_t ws_size,
                                         void *stream) {
+    if (bf16_split(w, m))
+        return bf16_split_gemm(ctx, w, (const __half *)x, m, (__half *)y, ws, (cudaStream_t)stream);
     return fmt_gemm(dense_hooks(w), ctx, w, x, m, y, ws, stream);
 }
 
