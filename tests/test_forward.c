@@ -1078,6 +1078,47 @@ static void test_moe_mlp(void) {
     }
 }
 
+/* LQ_MODEL_OPEN_STORED16 (what ppl opens with on the CPU): the file's fp16 embeddings stay
+ * 16-bit, the tied lm_head is a view of them, the embedded rows are the float model's exactly
+ * and the logits agree to float32 summation order. */
+static void test_stored16(const lq_model *f, const char *dir) {
+    lq_model *m   = NULL;
+    lq_err    err = {0};
+    CHECK_OK(lq_model_open_flags(dir, LQ_MODEL_OPEN_STORED16, &m, &err));
+    if (!m)
+        return;
+    const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, T = 7;
+    CHECK(m->embed == NULL && m->embed16 != NULL && m->embed16_dt == LQ_DT_F16);
+    CHECK(m->lm_head.buf.q.dense == (void *)m->embed16 &&
+          m->lm_head.buf.q.dense_dtype == LQ_DENSE_F16);
+    const int32_t ids[7] = {0, 1, 2, 3, 100, 300, (int32_t)(V - 1)};
+    float        *a = malloc((size_t)(T * d) * 4), *b = malloc((size_t)(T * d) * 4);
+    float        *la = malloc((size_t)(T * V) * 4), *lb = malloc((size_t)(T * V) * 4);
+    lq_fwd_ws    *ws = NULL;
+    CHECK_OK(lq_fwd_ws_create(&m->cfg, T, T, &ws, &err));
+    if (a && b && la && lb && ws) {
+        CHECK_OK(lq_model_embed(f, ids, T, a, &err));
+        CHECK_OK(lq_model_embed(m, ids, T, b, &err));
+        CHECK(!memcmp(a, b, (size_t)(T * d) * 4));
+        CHECK_OK(lq_model_logits(f, a, T, la, ws, &err));
+        CHECK_OK(lq_model_logits(m, b, T, lb, ws, &err));
+        double worst = 0, big = 0;
+        for (int64_t i = 0; i < T * V; i++) {
+            worst = fmax(worst, fabs((double)la[i] - lb[i]));
+            big   = fmax(big, fabs((double)la[i]));
+        }
+        CHECK_MSG(worst <= 1e-5 * big, "stored16 logits differ by %.3g (largest %.3g)", worst, big);
+        int32_t bad = (int32_t)V;
+        CHECK_EQ_INT(lq_model_embed(m, &bad, 1, b, &err), LQ_ERR_INVALID_ARG);
+    }
+    lq_fwd_ws_free(ws);
+    free(a);
+    free(b);
+    free(la);
+    free(lb);
+    lq_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 6 && strcmp(argv[1], "--logits") == 0)
         return dump_logits(argc, argv);
@@ -1108,6 +1149,7 @@ int main(int argc, char **argv) {
         test_vs_llama2c(m, bin, tok, text);
         test_layer_api(m);
         test_attn_weights(m);
+        test_stored16(m, dir);
     }
     lq_model_free(m);
     test_validation(dir, tmp);

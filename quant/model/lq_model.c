@@ -816,26 +816,46 @@ static lq_status load_config_json(lq_model *m, lq_err *err) {
     return LQ_OK;
 }
 
-static lq_status alloc_base(lq_model *m, lq_err *err) {
+static lq_status alloc_base(lq_model *m, int embed16, lq_err *err) {
     const lq_model_config *c = &m->cfg;
-    m->embed                 = lq_calloc_n(c->vocab_size * c->hidden_size, sizeof(float));
-    m->final_norm            = lq_calloc_n(c->hidden_size, sizeof(float));
-    LQ_RETURN_IF(!m->embed || !m->final_norm, err, LQ_ERR_NOMEM,
+    const int64_t          e = c->vocab_size * c->hidden_size;
+    if (embed16)
+        m->embed16 = lq_malloc_n(e, sizeof(uint16_t));
+    else
+        m->embed = lq_calloc_n(e, sizeof(float));
+    m->final_norm = lq_calloc_n(c->hidden_size, sizeof(float));
+    LQ_RETURN_IF(!(m->embed || m->embed16) || !m->final_norm, err, LQ_ERR_NOMEM,
                  "%s: out of memory for embeddings (%lld x %lld)", m->dir, (long long)c->vocab_size,
                  (long long)c->hidden_size);
     return rope_init(m, err);
 }
 
-/* Tied: the lm_head is a dense view of embed (lm_head.buf owns nothing). */
+/* Tied: the lm_head is a dense view of embed or embed16 (lm_head.buf owns nothing). */
 static void tie_lm_head(lq_model *m) {
     memset(&m->lm_head, 0, sizeof m->lm_head);
     m->lm_head.buf.q.format = LQ_FMT_DENSE;
     m->lm_head.buf.q.n      = m->cfg.vocab_size;
     m->lm_head.buf.q.k      = m->cfg.hidden_size;
-    m->lm_head.buf.q.dense  = m->embed;
+    m->lm_head.buf.q.dense  = m->embed16 ? (void *)m->embed16 : (void *)m->embed;
+    if (m->embed16)
+        m->lm_head.buf.q.dense_dtype = m->embed16_dt == LQ_DT_F16 ? LQ_DENSE_F16 : LQ_DENSE_BF16;
+}
+
+/* The embeddings as the file holds them: fp16 / bf16 that need no transform (as load_linear) */
+static const lq_st_tensor *stored16_embed(const lq_model *m) {
+    const lq_st_tensor *t = lq_st_find(m->st, "model.embed_tokens.weight");
+    const int64_t       e = m->cfg.vocab_size * m->cfg.hidden_size;
+    return m->dense_as_stored && t && (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16) &&
+                   t->perm_heads == 0 && t->shift == 0.f && t->nbytes == e * 2
+               ? t
+               : NULL;
 }
 
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
+    return lq_model_open_flags(dir, 0, out, err);
+}
+
+lq_status lq_model_open_flags(const char *dir, unsigned flags, lq_model **out, lq_err *err) {
     *out = NULL;
     LQ_RETURN_IF(!dir || !*dir, err, LQ_ERR_INVALID_ARG, "lq_model_open: no directory given");
     lq_model *m = calloc(1, sizeof *m);
@@ -849,11 +869,18 @@ lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
     m->st = lq_source_st(m->src);
     LQ_TRY_GOTO(load_config_json(m, err));
     LQ_TRY_GOTO(validate(m, err));
-    LQ_TRY_GOTO(alloc_base(m, err));
+    m->dense_as_stored       = (flags & LQ_MODEL_OPEN_STORED16) != 0;
+    const lq_st_tensor *et16 = stored16_embed(m);
+    LQ_TRY_GOTO(alloc_base(m, et16 != NULL, err));
     {
         const lq_model_config *c     = &m->cfg;
         const int64_t          vd[2] = {c->vocab_size, c->hidden_size};
-        LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, vd, m->embed, err));
+        if (et16) {
+            memcpy(m->embed16, et16->data, (size_t)et16->nbytes);
+            m->embed16_dt = et16->dtype;
+        } else {
+            LQ_TRY_GOTO(lq_st_read_f32(m->st, "model.embed_tokens.weight", 2, vd, m->embed, err));
+        }
         lq_st_release(m->st, lq_st_find(m->st, "model.embed_tokens.weight"));
         LQ_TRY_GOTO(
             lq_st_read_f32(m->st, "model.norm.weight", 1, &c->hidden_size, m->final_norm, err));
@@ -885,7 +912,7 @@ lq_status lq_model_create(const lq_model_config *cfg, lq_model **out, lq_err *er
     m->cfg    = *cfg;
     m->format = LQ_FMT_DENSE;
     strcpy(m->dir, "(in memory)");
-    lq_status st = alloc_base(m, err);
+    lq_status st = alloc_base(m, 0, err);
     if (st == LQ_OK) {
         for (int64_t i = 0; i < cfg->hidden_size; i++)
             m->final_norm[i] = cfg->norm_plus_one ? 0.f : 1.f;
@@ -972,6 +999,7 @@ void lq_model_free(lq_model *m) {
     }
     lq_linear_free(&m->lm_head); /* tied: owns nothing */
     free(m->embed);
+    free(m->embed16);
     free(m->final_norm);
     if (m->qcfg) {
         lq_qconfig_free(m->qcfg);

@@ -156,7 +156,11 @@ typedef struct lq_model {
     lq_source      *src;        /* NULL for lq_model_create */
     lq_st          *st;         /* source tensors (mmap; owned by src) */
     lq_format       format;     /* LQ_FMT_DENSE for an unquantized checkpoint */
-    float          *embed;      /* [vocab, d] */
+    float          *embed;      /* [vocab, d]; NULL when embed16 holds them */
+    /* LQ_MODEL_OPEN_STORED16 and fp16 / bf16 embeddings in the file (no transform on the way):
+     * [vocab, d] as stored, embed16_dt LQ_DT_F16 or LQ_DT_BF16 */
+    uint16_t       *embed16;
+    lq_dtype        embed16_dt;
     float          *final_norm; /* [d] */
     lq_linear       lm_head;    /* tied: dense view of embed (not owned twice) */
     lq_layer       *layers;     /* [num_layers] filled by lq_model_load_all, else NULL */
@@ -180,6 +184,11 @@ void lq_rope_inv_freq(const lq_model_config *cfg, float *inv);
  * through the format reader (LQ_ERR_QFORMAT ...) and by dequantizing them (NaN/Inf). A linear
  * of a quantized checkpoint whose "<prefix>.weight" is a float tensor is loaded dense. */
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err);
+/* lq_model_open with flags: LQ_MODEL_OPEN_STORED16 sets dense_as_stored before anything loads,
+ * so that fp16 / bf16 embeddings (and a tied lm_head, a view of them) stay 16-bit too (a
+ * forward on the CPU kernels: what ppl does; the pipeline writes float embeddings). */
+#define LQ_MODEL_OPEN_STORED16 1u
+lq_status lq_model_open_flags(const char *dir, unsigned flags, lq_model **out, lq_err *err);
 void      lq_model_free(lq_model *m);
 /* Load decoder layer i (dense float32, or as stored under dense_as_stored, or quantized
  * descriptors) into *out. */

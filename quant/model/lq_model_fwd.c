@@ -860,7 +860,10 @@ lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float
         LQ_RETURN_IF(ids[i] < 0 || ids[i] >= m->cfg.vocab_size, err, LQ_ERR_INVALID_ARG,
                      "token id %d at position %lld outside the vocabulary [0, %lld)", (int)ids[i],
                      (long long)i, (long long)m->cfg.vocab_size);
-        memcpy(h + i * d, m->embed + (int64_t)ids[i] * d, (size_t)d * sizeof(float));
+        if (m->embed16) /* fp16 / bf16 -> float32 is exact */
+            lq_convert_to_f32(m->embed16_dt, m->embed16 + (int64_t)ids[i] * d, d, h + i * d);
+        else
+            memcpy(h + i * d, m->embed + (int64_t)ids[i] * d, (size_t)d * sizeof(float));
     }
     if (m->cfg.embed_scale != 1.0) { /* Gemma: times sqrt(hidden_size), rounded to float32 */
         const float sc = (float)m->cfg.embed_scale;

@@ -668,12 +668,13 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
     lq_opts          op;
     lq_opts_read(p, &op);
     LQ_TRY(lq_ppl_protocol_parse(op.protocol, &proto, err));
-    LQ_TRY_GOTO(lq_model_open(model_dir, &m, err));
+    /* every format's linears have a row on the GPU (lq_gpu_qlinear); on the CPU fp16 / bf16
+     * embeddings stay 16-bit like the layers (lq_ppl_text) */
+    LQ_TRY_GOTO(lq_device_pick(op.device, 1, cb, &gpu, err));
+    LQ_TRY_GOTO(lq_model_open_flags(model_dir, gpu ? 0u : LQ_MODEL_OPEN_STORED16, &m, err));
     const char *tp = op.tokenizer;
     LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &tok, err)
                           : lq_tok_load_source(m->src, &tok, err));
-    /* every format's linears have a row on the GPU (lq_gpu_qlinear) */
-    LQ_TRY_GOTO(lq_device_pick(op.device, 1, cb, &gpu, err));
     const double open_s = lq_now() - t0;
     LQ_TRY_GOTO(lq_ppl_text(m, tok, data_file, &op, gpu, cb, &r, &info, err));
     const double load_s = open_s + info.load_seconds;
