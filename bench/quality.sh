@@ -21,7 +21,7 @@
 # embedding / lm_head stay 16-bit on both sides (llama-quantize --token-embedding-type f16
 # --output-tensor-type f16), so the columns compare the quantized decoder linears alone.
 # GPTQModel rows: GPTQMODEL_PY=/path/to/python with gptqmodel importable (CPU; its workers are set
-# to nproc). Rows are resumable (WORK/reports); LQ_ONLY="name ..." restricts the runs.
+# to nproc). The bitsandbytes row: python3 with transformers and bitsandbytes. Rows are resumable (WORK/reports); LQ_ONLY="name ..." restricts the runs.
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -127,6 +127,21 @@ gm_row() { # name config key=value...  (GPTQModel's QuantizeConfig fields)
         "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" "out-$name"
 }
 
+bnb_row() { # name config: bitsandbytes' own NF4 (bench/quality_bnb.py), scored by llmquant ppl
+    local name=$1 cfg=$2 t0 ver
+    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    ver=$(python3 -c 'import bitsandbytes; print(bitsandbytes.__version__)' 2>/dev/null | tail -1) ||
+        return 0
+    rm -rf "out-$name"
+    t0=$(now)
+    python3 "$ROOT/bench/quality_bnb.py" "$BASE" "out-$name" >"reports/$name.log" 2>&1 || {
+        echo "$name: bitsandbytes failed, see reports/$name.log" >&2
+        return 0
+    }
+    report "$name" "bitsandbytes $ver" "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
+        "out-$name"
+}
+
 # 16 bits and 8 bits
 wanted fp16 && [ ! -s reports/fp16.json ] && report fp16 llmquant "float16 (the converted model)" 0 "$BASE"
 llama_row llama-f16 "F16" F16
@@ -137,6 +152,7 @@ llama_row llama-q8_0 "Q8_0" Q8_0
 lq_row rtn-w4-g128 "w4 g128 sym, round to nearest" rtn --group-size 128
 lq_row rtn-w4-g32-asym "w4 g32 asym, round to nearest" rtn --group-size 32 --no-sym
 lq_row nf4 "NF4 blocks of 64, double quant (bitsandbytes' bytes)" nf4
+bnb_row bnb-nf4 "NF4 blocks of 64, double quant (transformers' BitsAndBytesConfig)"
 lq_row gptq-w4-g128-act "GPTQ w4 g128 sym act-order" gptq --group-size 128 --desc-act
 lq_row gptq-w4-g32-asym-act "GPTQ w4 g32 asym act-order" gptq --group-size 32 --no-sym --desc-act
 lq_row awq-w4-g64 "AWQ w4 g64" awq --group-size 64 --awq-tokens 65536
@@ -169,6 +185,8 @@ lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq -
     --group-size 32 --no-sym --desc-act --awq-scales --awq-tokens 65536
 lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw, g32 asym act-order, weighted range search" \
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
+lq_row gptq-mixed-4.54-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Gemma-3's Q3_K_M size, 4.544 bpw, g32 asym act-order, weighted range search" \
+    gptq --target-bpw 4.544 --group-size 32 --no-sym --desc-act --mse-weighted
 # at Q3_K_S's size on Gemma-3-270M (4.125 bpw: its hidden 640 makes llama.cpp's 3-bit K-quants
 # fall back to larger types)
 lq_row gptq-mixed-4.13-g32-asym-act-mw "GPTQ 3/4/8-bit mix at 4.125 bpw, g32 asym act-order, weighted range search" \

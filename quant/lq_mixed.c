@@ -88,6 +88,10 @@ double lq_mixed_uniform_bpw(const lq_model_config *cfg, const int *plan, int bit
     return params > 0 ? (double)(fixed + b * cfg->num_layers) / (double)params : 0;
 }
 
+int64_t lq_mixed_choice_group(const lq_mixed_opts *o, int c) {
+    return o->choice_group[c] ? o->choice_group[c] : o->group_size;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Allocation: start every unit at the narrowest width, then take, while the budget allows,
  * the upgrade (to any wider width of a unit) with the largest fall in cost per added bit.
@@ -99,10 +103,11 @@ static double unit_cost(const lq_mixed_unit *u, int c, int probe_c) {
 
 lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
                             lq_mixed_result *res, lq_err *err) {
-    const int nc      = o->n_choices;
-    int       probe_c = 0;
+    const int     nc      = o->n_choices;
+    const int64_t pg      = res->probe_group ? res->probe_group : o->group_size;
+    int           probe_c = 0;
     for (int c = 0; c < nc; c++)
-        if (o->choices[c] == res->probe_bits)
+        if (o->choices[c] == res->probe_bits && lq_mixed_choice_group(o, c) == pg)
             probe_c = c;
     int64_t fixed, params;
     fixed_bits(cfg, o->plan, &fixed, &params);
@@ -113,7 +118,8 @@ lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
     LQ_RETURN_IF(!cur, err, LQ_ERR_NOMEM, "out of memory");
     double used = (double)fixed;
     for (int64_t i = 0; i < res->n_units; i++)
-        used += (double)unit_bits(cfg, o->plan, res->units[i].unit, o->choices[0], o->group_size);
+        used += (double)unit_bits(cfg, o->plan, res->units[i].unit, o->choices[0],
+                                  lq_mixed_choice_group(o, 0));
     res->min_bpw = used / (double)params;
     for (;;) {
         int64_t best_u = -1;
@@ -121,10 +127,12 @@ lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
         double  best_r = 0, best_db = 0;
         for (int64_t i = 0; i < res->n_units; i++) {
             const lq_mixed_unit *u = &res->units[i];
-            const int64_t b0 = unit_bits(cfg, o->plan, u->unit, o->choices[cur[i]], o->group_size);
+            const int64_t        b0 = unit_bits(cfg, o->plan, u->unit, o->choices[cur[i]],
+                                                lq_mixed_choice_group(o, cur[i]));
             for (int c = cur[i] + 1; c < nc; c++) {
-                const double db =
-                    (double)(unit_bits(cfg, o->plan, u->unit, o->choices[c], o->group_size) - b0);
+                const double db = (double)(unit_bits(cfg, o->plan, u->unit, o->choices[c],
+                                                     lq_mixed_choice_group(o, c)) -
+                                           b0);
                 if (db <= 0 || used + db > budget)
                     continue;
                 const double r = (unit_cost(u, cur[i], probe_c) - unit_cost(u, c, probe_c)) / db;
@@ -139,8 +147,10 @@ lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
         cur[best_u] = best_c;
         used += best_db;
     }
-    for (int64_t i = 0; i < res->n_units; i++)
-        res->units[i].bits = o->choices[cur[i]];
+    for (int64_t i = 0; i < res->n_units; i++) {
+        res->units[i].bits  = o->choices[cur[i]];
+        res->units[i].group = lq_mixed_choice_group(o, cur[i]);
+    }
     res->bpw = used / (double)params;
     free(cur);
     return LQ_OK;
@@ -166,11 +176,11 @@ typedef struct err_ctx {
     lq_err              *err;
 } err_ctx;
 
-/* Q_b(W) - W by round-to-nearest at the job's group size (the probe quantizer). */
-static lq_status rtn_delta(const float *W, int64_t n, int64_t k, int bits, const lq_mixed_opts *o,
-                           float *dw, lq_err *err) {
-    lq_qspec      s  = {bits, o->group_size, o->sym, 1, LQ_MSE_OFF};
-    const int64_t G  = lq_num_groups(k, o->group_size);
+/* Q_b(W) - W by round-to-nearest at group size g (the probe quantizer). */
+static lq_status rtn_delta(const float *W, int64_t n, int64_t k, int bits, int64_t g,
+                           const lq_mixed_opts *o, float *dw, lq_err *err) {
+    lq_qspec      s  = {bits, g, o->sym, 1, LQ_MSE_OFF};
+    const int64_t G  = lq_num_groups(k, g);
     uint8_t      *q  = lq_malloc_n(n * k, 1);
     float        *sc = lq_malloc_n(G * n, sizeof(float));
     int32_t      *z  = lq_malloc_n(G * n, sizeof(int32_t));
@@ -213,7 +223,8 @@ static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, i
         c->y_cap = c->y_rows * n;
     }
     for (int ch = 0; ch < c->o->n_choices; ch++) {
-        LQ_TRY(rtn_delta(lin->buf.q.dense, n, k, c->o->choices[ch], c->o, c->dw, c->err));
+        LQ_TRY(rtn_delta(lin->buf.q.dense, n, k, c->o->choices[ch], lq_mixed_choice_group(c->o, ch),
+                         c->o, c->dw, c->err));
         double s = 0;
         for (int64_t r0 = 0; r0 < t; r0 += c->y_rows) {
             const int64_t nr = t - r0 < c->y_rows ? t - r0 : c->y_rows;
@@ -274,10 +285,14 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
     LQ_RETURN_IF(o->n_choices < 1 || o->n_choices > LQ_MIXED_MAX_CHOICES || T <= 0, err,
                  LQ_ERR_INVALID_ARG, "mixed precision: bad options");
     /* probe width: the widest whose uniform use fits the budget */
-    out->probe_bits = o->choices[0];
+    out->probe_bits  = o->choices[0];
+    out->probe_group = lq_mixed_choice_group(o, 0);
     for (int c = 0; c < o->n_choices; c++)
-        if (lq_mixed_uniform_bpw(cfg, o->plan, o->choices[c], o->group_size) <= o->target_bpw)
-            out->probe_bits = o->choices[c];
+        if (lq_mixed_uniform_bpw(cfg, o->plan, o->choices[c], lq_mixed_choice_group(o, c)) <=
+            o->target_bpw) {
+            out->probe_bits  = o->choices[c];
+            out->probe_group = lq_mixed_choice_group(o, c);
+        }
     int64_t nu = 0;
     for (int u = 0; u < LQ_MIXED_UNITS; u++)
         nu += unit_params(cfg, o->plan, u) > 0;
@@ -306,7 +321,7 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
     for (int64_t i = 0, j = 0; i < N; i++)
         for (int u = 0; u < LQ_MIXED_UNITS; u++)
             if (unit_params(cfg, o->plan, u) > 0)
-                out->units[j++] = (lq_mixed_unit){i, u, unit_params(cfg, o->plan, u), 0, {0}, 0};
+                out->units[j++] = (lq_mixed_unit){i, u, unit_params(cfg, o->plan, u), 0, {0}, 0, 0};
     /* the float model's last hidden states: the reference distribution */
     LQ_TRY_GOTO(lq_model_embed(m, o->ids, T, h, err));
     memcpy(ref, h, (size_t)(T * d) * sizeof(float));
@@ -347,7 +362,7 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
                     break;
                 }
                 memcpy(saved[l], W, (size_t)(n * kk) * sizeof(float));
-                st = rtn_delta(saved[l], n, kk, out->probe_bits, o, W, err);
+                st = rtn_delta(saved[l], n, kk, out->probe_bits, out->probe_group, o, W, err);
                 for (int64_t e = 0; st == LQ_OK && e < n * kk; e++)
                     W[e] += saved[l][e];
             }

@@ -15,11 +15,13 @@
 #include "lq_model.h"
 
 #define LQ_MIXED_UNITS       4 /* per layer: attention input, o, MLP input, down */
-#define LQ_MIXED_MAX_CHOICES 4 /* GPTQ v1 stores 2, 3, 4 and 8 bits */
+#define LQ_MIXED_MAX_CHOICES 8 /* GPTQ v1 stores 2, 3, 4 and 8 bits, at any group size */
 
 typedef struct lq_mixed_opts {
     double         target_bpw;
-    int            choices[LQ_MIXED_MAX_CHOICES]; /* ascending */
+    /* widths and their group sizes (0: group_size), ascending in the bits they cost */
+    int            choices[LQ_MIXED_MAX_CHOICES];
+    int64_t        choice_group[LQ_MIXED_MAX_CHOICES];
     int            n_choices;
     int64_t        group_size; /* <= 0: per output channel */
     int            sym;
@@ -37,19 +39,21 @@ typedef struct lq_mixed_unit {
     int64_t params; /* weights of its linears */
     double  kl;     /* measured at the probe width */
     double  err[LQ_MIXED_MAX_CHOICES];
-    int     bits; /* chosen */
+    int     bits;  /* chosen */
+    int64_t group; /* chosen (the group size itself, never 0) */
 } lq_mixed_unit;
 
 typedef struct lq_mixed_result {
     lq_mixed_unit *units; /* [n_units], owned */
     int64_t        n_units;
     int            probe_bits;
+    int64_t        probe_group; /* 0: the options' group_size */
     double         bpw;     /* of the decoder linears as written */
     double         min_bpw; /* every unit at the narrowest choice */
     double         seconds;
 } lq_mixed_result;
 
-/* Bits as written by the format, for a linear [n, k] at `bits` and the options' group size. */
+/* Bits as written by the format, for a linear [n, k] at `bits` and group size. */
 int64_t lq_mixed_linear_bits(int64_t n, int64_t k, int bits, int64_t group_size);
 /* Bits per weight of the decoder linears of cfg with every planned linear at `bits` (and the
  * others 16-bit). */
@@ -62,7 +66,9 @@ const char *lq_mixed_unit_name(int u);
 /* Measures and allocates; ws: a forward workspace of m (any chunk size). */
 lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws,
                         lq_mixed_result *out, lq_err *err);
-/* Allocation alone, from the units' measured kl and err (tests): sets units[].bits and
+/* Choice c's group size. */
+int64_t lq_mixed_choice_group(const lq_mixed_opts *o, int c);
+/* Allocation alone, from the units' measured kl and err (tests): sets units[].bits / group and
  * out->bpw. */
 lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
                             lq_mixed_result *res, lq_err *err);

@@ -150,25 +150,52 @@ static int64_t auto_group_size(const lq_method_traits *mt, const lq_opts *o,
     return 0;
 }
 
-/* --bpw-bits "3,4,8" -> ascending distinct widths the format stores. */
+/* --bpw-bits "3,4g64,4,8" -> distinct (width, group size) choices the format stores, ascending
+ * in the bits they cost (on a 4096 x 4096 linear); a bare width takes --group-size
+ * (o->group_size, set by the caller). */
 static lq_status parse_choices(const lq_opts *o, lq_mixed_opts *mo, lq_err *err) {
-    const char *s    = o->bpw_bits;
-    unsigned    seen = 0;
-    mo->n_choices    = 0;
+    const char *s  = o->bpw_bits;
+    mo->n_choices  = 0;
+    const char *ok = "a comma-separated list of widths from 2, 3, 4, 8, each with an optional "
+                     "group size (4g64)";
     for (const char *c = s; c && *c;) {
         char *end;
-        long  b = strtol(c, &end, 10);
+        long  b = strtol(c, &end, 10), g = 0;
+        if (end != c && *end == 'g') {
+            const char *g0 = end + 1;
+            g              = strtol(g0, &end, 10);
+            if (end == g0 || g < 1 || g > 1 << 20)
+                LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": %s", s, ok);
+        }
         if (end == c || (*end && *end != ',') || !(b == 2 || b == 3 || b == 4 || b == 8))
-            LQ_FAIL(err, LQ_ERR_INVALID_ARG,
-                    "--bpw-bits \"%s\": a comma-separated list of widths from 2, 3, 4, 8", s);
-        seen |= 1u << b;
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": %s", s, ok);
+        const int64_t gg  = g ? g : mo->group_size;
+        int           dup = 0;
+        for (int i = 0; i < mo->n_choices; i++)
+            dup |= mo->choices[i] == b && lq_mixed_choice_group(mo, i) == gg;
+        if (!dup) {
+            LQ_RETURN_IF(mo->n_choices == LQ_MIXED_MAX_CHOICES, err, LQ_ERR_INVALID_ARG,
+                         "--bpw-bits \"%s\": at most %d choices", s, LQ_MIXED_MAX_CHOICES);
+            mo->choices[mo->n_choices]        = (int)b;
+            mo->choice_group[mo->n_choices++] = g;
+        }
         c = *end ? end + 1 : end;
     }
-    for (int b = 2; b <= 8; b++)
-        if (seen >> b & 1)
-            mo->choices[mo->n_choices++] = b;
+    for (int i = 1; i < mo->n_choices; i++) /* insertion sort by cost */
+        for (int j = i; j > 0; j--) {
+            const int64_t a = lq_mixed_linear_bits(4096, 4096, mo->choices[j - 1],
+                                                   lq_mixed_choice_group(mo, j - 1));
+            const int64_t b =
+                lq_mixed_linear_bits(4096, 4096, mo->choices[j], lq_mixed_choice_group(mo, j));
+            if (a <= b)
+                break;
+            const int     tb = mo->choices[j];
+            const int64_t tg = mo->choice_group[j];
+            mo->choices[j] = mo->choices[j - 1], mo->choice_group[j] = mo->choice_group[j - 1];
+            mo->choices[j - 1] = tb, mo->choice_group[j - 1] = tg;
+        }
     if (mo->n_choices < 2)
-        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": give at least two widths", s);
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--bpw-bits \"%s\": give at least two choices", s);
     return LQ_OK;
 }
 
@@ -186,9 +213,23 @@ static lq_status check_target(const lq_opts *o, const lq_model_config *cfg, cons
                 model, cfg->model_type);
     lq_mixed_opts mo;
     memset(&mo, 0, sizeof mo);
+    mo.group_size = o->group_size;
     LQ_TRY(parse_choices(o, &mo, err));
+    for (int c = 0; c < mo.n_choices; c++) /* an explicit group must divide every k */
+        for (int l = 0; l < LQ_LIN_COUNT && mo.choice_group[c]; l++) {
+            int64_t n, k;
+            if (!plan[l] || !lq_lin_present(cfg, (lq_lin_id)l))
+                continue;
+            lq_lin_shape(cfg, (lq_lin_id)l, &n, &k);
+            if (k % mo.choice_group[c])
+                LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                        "%s: --bpw-bits %dg%lld: group size %lld does not divide %s's %lld "
+                        "input features",
+                        model, mo.choices[c], (long long)mo.choice_group[c],
+                        (long long)mo.choice_group[c], lq_lin_name((lq_lin_id)l), (long long)k);
+        }
     const double  t  = o->target_bpw;
-    const int64_t g  = o->group_size;
+    const int64_t g  = lq_mixed_choice_group(&mo, 0);
     const double  lo = lq_mixed_uniform_bpw(cfg, plan, mo.choices[0], g);
     if (t < lo)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG,
@@ -270,6 +311,7 @@ typedef struct run {
     uint8_t        *moe_fallback;
     cJSON          *check;    /* ppl check results */
     int8_t         *lin_bits; /* --target-bpw: [layer * LQ_LIN_COUNT + lin], 0: --bits */
+    int64_t        *lin_group; /* and the group sizes, 0: --group-size */
     int64_t         nslots;   /* per layer (lq_slot_count), and the job's arrays: */
     lq_qbuf        *slot_out;
     int            *slot_quantized;
@@ -442,8 +484,10 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
         if (j->moe_all)
             memset(j->moe_fallback, 1, (size_t)c->num_experts);
     }
-    for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++)
-        j->bits[l] = r->lin_bits[i * LQ_LIN_COUNT + l];
+    for (int l = 0; r->lin_bits && l < LQ_LIN_COUNT; l++) {
+        j->bits[l]  = r->lin_bits[i * LQ_LIN_COUNT + l];
+        j->group[l] = r->lin_group[i * LQ_LIN_COUNT + l];
+    }
     j->model        = r->m;
     j->o            = &r->o;
     j->layer        = i;
@@ -754,9 +798,9 @@ static lq_status plan_mixed(run *r) {
     const lq_model_config *c = &r->m->cfg;
     lq_mixed_opts          o;
     memset(&o, 0, sizeof o);
+    o.group_size = r->o.group_size;
     LQ_TRY(parse_choices(&r->o, &o, r->err));
     o.target_bpw = r->o.target_bpw;
-    o.group_size = r->o.group_size;
     o.sym        = r->o.sym;
     o.plan       = r->plan;
     o.ids        = r->win.ids;
@@ -767,33 +811,53 @@ static lq_status plan_mixed(run *r) {
     o.user       = r;
     r->t_mixed0  = lq_now();
     LQ_TRY(lq_mixed_plan(r->m, &o, r->ws, &r->mixed, r->err));
-    if (!(r->lin_bits = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1)))
+    r->lin_bits  = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1);
+    r->lin_group = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), sizeof *r->lin_group);
+    if (!r->lin_bits || !r->lin_group)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
-    int64_t held[9] = {0};
+    /* weights held by each choice, and each unit's choice */
+    int64_t held[LQ_MIXED_MAX_CHOICES] = {0}, all = 0;
+    int    *uc = calloc((size_t)(r->mixed.n_units > 0 ? r->mixed.n_units : 1), sizeof *uc);
+    if (!uc)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < r->mixed.n_units; i++) {
         const lq_mixed_unit *u = &r->mixed.units[i];
-        held[u->bits] += u->params;
+        for (int ci = 0; ci < o.n_choices; ci++)
+            if (o.choices[ci] == u->bits && lq_mixed_choice_group(&o, ci) == u->group)
+                uc[i] = ci;
+        held[uc[i]] += u->params;
+        all += u->params;
         for (int l = 0; l < LQ_LIN_COUNT; l++)
-            if (lq_mixed_unit_lins(u->unit) >> l & 1)
-                r->lin_bits[u->layer * LQ_LIN_COUNT + l] = (int8_t)u->bits;
+            if (lq_mixed_unit_lins(u->unit) >> l & 1) {
+                r->lin_bits[u->layer * LQ_LIN_COUNT + l]  = (int8_t)u->bits;
+                r->lin_group[u->layer * LQ_LIN_COUNT + l] = u->group;
+            }
     }
-    int base = o.choices[0];
-    for (int b = 2; b <= 8; b++)
-        base = held[b] > held[base] ? b : base;
-    r->qcfg.bits      = base;
-    char summary[256] = "";
-    for (int ci = 0; ci < o.n_choices; ci++) {
-        const int b = o.choices[ci];
-        snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "%s%d bits %.1f%%",
-                 ci ? ", " : "", b,
-                 100.0 * (double)held[b] / (double)(held[2] + held[3] + held[4] + held[8]));
-        for (int u = 0; u < LQ_MIXED_UNITS && b != base; u++) {
+    int base = 0;
+    for (int ci = 1; ci < o.n_choices; ci++)
+        base = held[ci] > held[base] ? ci : base;
+    r->qcfg.bits       = o.choices[base];
+    r->qcfg.group_size = lq_mixed_choice_group(&o, base);
+    int explicit_g     = 0;
+    for (int ci = 0; ci < o.n_choices; ci++)
+        explicit_g |= o.choice_group[ci] != 0;
+    char      summary[384] = "";
+    lq_status st           = LQ_OK;
+    for (int ci = 0; ci < o.n_choices && st == LQ_OK; ci++) {
+        const int     b      = o.choices[ci];
+        const int64_t g      = lq_mixed_choice_group(&o, ci);
+        char          gs[32] = "";
+        if (explicit_g)
+            snprintf(gs, sizeof gs, " g%lld", (long long)g);
+        snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "%s%d bits%s %.1f%%",
+                 ci ? ", " : "", b, gs, all ? 100.0 * (double)held[ci] / (double)all : 0.0);
+        for (int u = 0; u < LQ_MIXED_UNITS && ci != base && st == LQ_OK; u++) {
             char pat[4096];
             int  n   = snprintf(pat, sizeof pat, "model\\.layers\\.(");
             int  any = 0;
             for (int64_t i = 0; i < r->mixed.n_units && n < (int)sizeof pat - 64; i++) {
                 const lq_mixed_unit *mu = &r->mixed.units[i];
-                if (mu->unit == u && mu->bits == b)
+                if (mu->unit == u && uc[i] == ci)
                     n += snprintf(pat + n, sizeof pat - (size_t)n, "%s%lld", any++ ? "|" : "",
                                   (long long)mu->layer);
             }
@@ -808,12 +872,18 @@ static lq_status plan_mixed(run *r) {
                         n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c",
                                       *nm);
                 }
-            if (n >= (int)sizeof pat - 8)
-                LQ_FAIL(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
+            if (n >= (int)sizeof pat - 8) {
+                st = lq_fail(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
+                break;
+            }
             snprintf(pat + n, sizeof pat - (size_t)n, ")$");
-            LQ_TRY(lq_qconfig_add_rule(&r->qcfg, pat, 0, b, 0, -1, -1, "--target-bpw", r->err));
+            /* the group size only where it differs from the base's (bits alone, as before) */
+            st = lq_qconfig_add_rule(&r->qcfg, pat, 0, b, g != r->qcfg.group_size ? g : 0, -1, -1,
+                                     "--target-bpw", r->err);
         }
     }
+    free(uc);
+    LQ_TRY(st);
     if (r->cb && r->cb->log) {
         char msg[512];
         snprintf(msg, sizeof msg,
@@ -962,6 +1032,7 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
         cJSON_AddNumberToObject(mx, "bpw", r->mixed.bpw);
         cJSON_AddNumberToObject(mx, "min_bpw", r->mixed.min_bpw);
         cJSON_AddNumberToObject(mx, "probe_bits", r->mixed.probe_bits);
+        cJSON_AddNumberToObject(mx, "probe_group_size", (double)r->mixed.probe_group);
         cJSON_AddNumberToObject(mx, "seconds", r->mixed.seconds);
         cJSON *us = cJSON_AddArrayToObject(mx, "units");
         for (int64_t i = 0; i < r->mixed.n_units; i++) {
@@ -970,6 +1041,7 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
             cJSON_AddNumberToObject(o, "layer", (double)u->layer);
             cJSON_AddStringToObject(o, "unit", lq_mixed_unit_name(u->unit));
             cJSON_AddNumberToObject(o, "bits", u->bits);
+            cJSON_AddNumberToObject(o, "group_size", (double)u->group);
             cJSON_AddNumberToObject(o, "kl", u->kl);
             cJSON_AddItemToArray(us, o);
         }
@@ -1060,6 +1132,7 @@ static void run_free(run *r) {
     lq_qconfig_free(&r->qcfg);
     lq_mixed_result_free(&r->mixed);
     free(r->lin_bits);
+    free(r->lin_group);
     free(r->slot_out);
     free(r->slot_quantized);
     free(r->slot_loss);

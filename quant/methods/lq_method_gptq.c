@@ -178,11 +178,12 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
             continue;
         lq_xstats  *src = &c.st[source_of(j, l, c.wv)];
         lq_qlinear *w   = &lq_qjob_linear(j, l)->buf.q;
-        int64_t     n = w->n, k = w->k, G = lq_num_groups(k, o->q.group_size);
-        char        name[160];
+        o->q.bits       = l < LQ_LIN_COUNT && j->bits[l] > 0 ? j->bits[l] : ps->bits;
+        o->q.group_size = l < LQ_LIN_COUNT && j->group[l] != 0 ? j->group[l] : j->o->group_size;
+        int64_t n = w->n, k = w->k, G = lq_num_groups(k, o->q.group_size);
+        char    name[160];
         lq_qjob_module(j, l, name, sizeof name);
         o->name     = name;
-        o->q.bits   = l < LQ_LIN_COUNT && j->bits[l] > 0 ? j->bits[l] : ps->bits;
         float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));
         float   *sc = malloc((size_t)(G * n) * sizeof(float));

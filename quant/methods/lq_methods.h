@@ -26,6 +26,7 @@ typedef struct lq_qjob {
     struct lq_gpu *gpu;                 /* device to use, NULL = CPU (lq_gpu.h) */
     int            plan[LQ_SLOT_KINDS]; /* the kinds of linear the format can store (driver) */
     int            bits[LQ_LIN_COUNT];  /* --target-bpw: each linear's width (0: option bits) */
+    int64_t          group[LQ_LIN_COUNT]; /* and its group size (0: the option's) */
     /* per slot (lq_model.h: the layer's linears, experts included), nslots of each */
     int64_t  nslots;
     lq_qbuf *out; /* packed results (format of the method) */

@@ -143,8 +143,22 @@ expect_in "$W/mixed/config.json" '"dynamic"' "--target-bpw config.json"
 expect_in "$W/mixed/quantize_config.json" '"+:model\\.layers\\.(' "--target-bpw quantize_config.json"
 CHECKS=$((CHECKS + 1))
 fcmp "$PPL_mixed <= $PPL_gptq4 * 1.01" || fail "--target-bpw 13.2 ppl $PPL_mixed > 4-bit $PPL_gptq4"
+# group sizes among the choices: below uniform 4-bit g32 (13.04) without 3 bits, g64 where g32
+# does not pay; each unit's group written as a "dynamic" override where it is not the base's
+quant mixedg gptq --target-bpw 13.03 --group-size 32 --bpw-bits 4g64,4,8 "${CALIB[@]}"
+bpw=$(grep -o '"mixed_precision":{[^}]*' "$W/q_mixedg.json" | grep -o '"bpw":[0-9.e+-]*' | cut -d: -f2)
+CHECKS=$((CHECKS + 1))
+fcmp "$bpw > 12.9 && $bpw <= 13.03" || fail "--bpw-bits 4g64,4,8 --target-bpw 13.03: $bpw bpw"
+expect_in "$W/q_mixedg.json" '"group_size":64' "--bpw-bits 4g64: a unit at g64"
+expect_in "$W/q_mixedg.json" '"group_size":32' "--bpw-bits 4g64: a unit at g32"
+CHECKS=$((CHECKS + 1))
+[ "$(grep -c '"group_size"' "$W/mixedg/config.json")" -ge 2 ] ||
+    fail "--bpw-bits 4g64: no group size override in config.json"
+CHECKS=$((CHECKS + 1))
+fcmp "$PPL_mixedg <= $PPL_gptq4 * 1.02" || fail "--bpw-bits 4g64,4,8 ppl $PPL_mixedg > 4-bit $PPL_gptq4"
 for bad in "--target-bpw 5|is below 12.7" "--target-bpw 13.2 --bits 4|exclude each other" \
-    "--target-bpw 13.2 --bpw-bits 4,5|--bpw-bits" "--target-bpw 13.2 --bpw-bits 4|at least two"; do
+    "--target-bpw 13.2 --bpw-bits 4,5|--bpw-bits" "--target-bpw 13.2 --bpw-bits 4|at least two" \
+    "--target-bpw 13.2 --bpw-bits 4g48,8|does not divide" "--target-bpw 13.2 --bpw-bits 4g,8|group size"; do
     # shellcheck disable=SC2086
     run "$B" gptq "$M" -o "$W/bad_bpw" -q ${bad%%|*} "${CALIB[@]}"
     expect_error 2 "${bad#*|}" "gptq ${bad%%|*}"
