@@ -135,10 +135,14 @@ done
 # --- mixed precision under a bits-per-weight budget -------------------------------------------
 # stories260K's 172-wide MLP stays 16-bit, so its decoder is 12.82 bits per weight with every
 # attention linear at 3 bits and 13.04 at 4: 13.2 buys some 8-bit units over uniform 4-bit.
+mixed_bpw() { # name lo hi: the report's bits per weight in (lo, hi]
+    local bpw
+    bpw=$(grep -o '"mixed_precision":{[^}]*' "$W/q_$1.json" | grep -o '"bpw":[0-9.e+-]*' | cut -d: -f2)
+    CHECKS=$((CHECKS + 1))
+    fcmp "$bpw > $2 && $bpw <= $3" || fail "$1: $bpw bits per weight outside ($2, $3]"
+}
 quant mixed gptq --target-bpw 13.2 --group-size 32 "${CALIB[@]}"
-bpw=$(grep -o '"mixed_precision":{[^}]*' "$W/q_mixed.json" | grep -o '"bpw":[0-9.e+-]*' | cut -d: -f2)
-CHECKS=$((CHECKS + 1))
-fcmp "$bpw > 12.8 && $bpw <= 13.2" || fail "--target-bpw 13.2: $bpw bits per weight"
+mixed_bpw mixed 12.8 13.2
 expect_in "$W/mixed/config.json" '"dynamic"' "--target-bpw config.json"
 expect_in "$W/mixed/quantize_config.json" '"+:model\\.layers\\.(' "--target-bpw quantize_config.json"
 CHECKS=$((CHECKS + 1))
@@ -146,9 +150,7 @@ fcmp "$PPL_mixed <= $PPL_gptq4 * 1.01" || fail "--target-bpw 13.2 ppl $PPL_mixed
 # group sizes among the choices: below uniform 4-bit g32 (13.04) without 3 bits, g64 where g32
 # does not pay; each unit's group written as a "dynamic" override where it is not the base's
 quant mixedg gptq --target-bpw 13.03 --group-size 32 --bpw-bits 4g64,4,8 "${CALIB[@]}"
-bpw=$(grep -o '"mixed_precision":{[^}]*' "$W/q_mixedg.json" | grep -o '"bpw":[0-9.e+-]*' | cut -d: -f2)
-CHECKS=$((CHECKS + 1))
-fcmp "$bpw > 12.9 && $bpw <= 13.03" || fail "--bpw-bits 4g64,4,8 --target-bpw 13.03: $bpw bpw"
+mixed_bpw mixedg 12.9 13.03
 expect_in "$W/q_mixedg.json" '"group_size":64' "--bpw-bits 4g64: a unit at g64"
 expect_in "$W/q_mixedg.json" '"group_size":32' "--bpw-bits 4g64: a unit at g32"
 CHECKS=$((CHECKS + 1))
