@@ -151,7 +151,7 @@ llama_row llama-q8_0 "Q8_0" Q8_0
 # 4 bits
 lq_row rtn-w4-g128 "w4 g128 sym, round to nearest" rtn --group-size 128
 lq_row rtn-w4-g32-asym "w4 g32 asym, round to nearest" rtn --group-size 32 --no-sym
-lq_row nf4 "NF4 blocks of 64, double quant (bitsandbytes' bytes)" nf4
+lq_row nf4 "NF4 blocks of 64, double quant (bitsandbytes' layout)" nf4
 bnb_row bnb-nf4 "NF4 blocks of 64, double quant (transformers' BitsAndBytesConfig)"
 lq_row gptq-w4-g128-act "GPTQ w4 g128 sym act-order" gptq --group-size 128 --desc-act
 lq_row gptq-w4-g32-asym-act "GPTQ w4 g32 asym act-order" gptq --group-size 32 --no-sym --desc-act
@@ -187,6 +187,17 @@ lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-mixed-4.54-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Gemma-3's Q3_K_M size, 4.544 bpw, g32 asym act-order, weighted range search" \
     gptq --target-bpw 4.544 --group-size 32 --no-sym --desc-act --mse-weighted
+# the same sizes with group sizes among the choices: 4-bit at g64 / g128 where g32 does not pay,
+# instead of 3-bit linears; 8-bit at g128 where g32's scales cost more than they give
+lq_row gptq-mixedg-4.63-asym-act-mw "GPTQ mix of 3, 4 g64/g32 and 8 bits at Q3_K_M's 4.634 bpw (\`--bpw-bits 3,4g64,4,8\`), asym act-order, weighted range search" \
+    gptq --target-bpw 4.634 --bpw-bits 3,4g64,4,8 --group-size 32 --no-sym --desc-act \
+    --mse-weighted
+lq_row gptq-mixedg-4.54-asym-act-mw "GPTQ mix of 3, 4 g128/g64/g32 and 8 bits at Gemma-3's Q3_K_M size, 4.544 bpw (\`--bpw-bits 3,4g128,4g64,4,8\`), asym act-order, weighted range search" \
+    gptq --target-bpw 4.544 --bpw-bits 3,4g128,4g64,4,8 --group-size 32 --no-sym --desc-act \
+    --mse-weighted
+lq_row gptq-mixedg-5.53-asym-act-mw "GPTQ mix of 3, 4 and 8 g64/g32 bits at Q4_K_M's 5.534 bpw (\`--bpw-bits 3,4,8g64,8\`), asym act-order, weighted range search" \
+    gptq --target-bpw 5.534 --bpw-bits 3,4,8g64,8 --group-size 32 --no-sym --desc-act \
+    --mse-weighted
 # at Q3_K_S's size on Gemma-3-270M (4.125 bpw: its hidden 640 makes llama.cpp's 3-bit K-quants
 # fall back to larger types)
 lq_row gptq-mixed-4.13-g32-asym-act-mw "GPTQ 3/4/8-bit mix at 4.125 bpw, g32 asym act-order, weighted range search" \
