@@ -198,6 +198,11 @@ lq_row gptq-mixedg-4.54-asym-act-mw "GPTQ mix of 3, 4 g128/g64/g32 and 8 bits at
 lq_row gptq-mixedg-5.53-asym-act-mw "GPTQ mix of 3, 4 and 8 g64/g32 bits at Q4_K_M's 5.534 bpw (\`--bpw-bits 3,4,8g64,8\`), asym act-order, weighted range search" \
     gptq --target-bpw 5.534 --bpw-bits 3,4,8g64,8 --group-size 32 --no-sym --desc-act \
     --mse-weighted
+lq_row gptq-mixedg4-4.63-asym-act-mw "GPTQ mix of 4 g64/g32 and 8 bits at Q3_K_M's 4.634 bpw (\`--bpw-bits 4g64,4,8\`), asym act-order, weighted range search" \
+    gptq --target-bpw 4.634 --bpw-bits 4g64,4,8 --group-size 32 --no-sym --desc-act --mse-weighted
+lq_row gptq-mixedg4-4.54-asym-act-mw "GPTQ mix of 4 g128/g64/g32 and 8 bits at Gemma-3's Q3_K_M size, 4.544 bpw (\`--bpw-bits 4g128,4g64,4,8\`), asym act-order, weighted range search" \
+    gptq --target-bpw 4.544 --bpw-bits 4g128,4g64,4,8 --group-size 32 --no-sym --desc-act \
+    --mse-weighted
 # at Q3_K_S's size on Gemma-3-270M (4.125 bpw: its hidden 640 makes llama.cpp's 3-bit K-quants
 # fall back to larger types)
 lq_row gptq-mixed-4.13-g32-asym-act-mw "GPTQ 3/4/8-bit mix at 4.125 bpw, g32 asym act-order, weighted range search" \
