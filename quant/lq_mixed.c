@@ -148,8 +148,9 @@ lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
         used += best_db;
     }
     for (int64_t i = 0; i < res->n_units; i++) {
-        res->units[i].bits  = o->choices[cur[i]];
-        res->units[i].group = lq_mixed_choice_group(o, cur[i]);
+        res->units[i].choice = cur[i];
+        res->units[i].bits   = o->choices[cur[i]];
+        res->units[i].group  = lq_mixed_choice_group(o, cur[i]);
     }
     res->bpw = used / (double)params;
     free(cur);
@@ -321,7 +322,8 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
     for (int64_t i = 0, j = 0; i < N; i++)
         for (int u = 0; u < LQ_MIXED_UNITS; u++)
             if (unit_params(cfg, o->plan, u) > 0)
-                out->units[j++] = (lq_mixed_unit){i, u, unit_params(cfg, o->plan, u), 0, {0}, 0, 0};
+                out->units[j++] =
+                    (lq_mixed_unit){i, u, unit_params(cfg, o->plan, u), 0, {0}, 0, 0, 0};
     /* the float model's last hidden states: the reference distribution */
     LQ_TRY_GOTO(lq_model_embed(m, o->ids, T, h, err));
     memcpy(ref, h, (size_t)(T * d) * sizeof(float));

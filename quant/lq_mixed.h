@@ -39,8 +39,9 @@ typedef struct lq_mixed_unit {
     int64_t params; /* weights of its linears */
     double  kl;     /* measured at the probe width */
     double  err[LQ_MIXED_MAX_CHOICES];
-    int     bits;  /* chosen */
-    int64_t group; /* chosen (the group size itself, never 0) */
+    int     choice; /* chosen: index into the options' choices */
+    int     bits;   /* its width */
+    int64_t group;  /* and group size (the size itself, never 0) */
 } lq_mixed_unit;
 
 typedef struct lq_mixed_result {
@@ -68,8 +69,8 @@ lq_status lq_mixed_plan(const lq_model *m, const lq_mixed_opts *o, lq_fwd_ws *ws
                         lq_mixed_result *out, lq_err *err);
 /* Choice c's group size. */
 int64_t lq_mixed_choice_group(const lq_mixed_opts *o, int c);
-/* Allocation alone, from the units' measured kl and err (tests): sets units[].bits / group and
- * out->bpw. */
+/* Allocation alone, from the units' measured kl and err (tests): sets units[].choice / bits /
+ * group and out->bpw. */
 lq_status lq_mixed_allocate(const lq_model_config *cfg, const lq_mixed_opts *o,
                             lq_mixed_result *res, lq_err *err);
 void      lq_mixed_result_free(lq_mixed_result *r);

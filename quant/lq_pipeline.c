@@ -815,17 +815,10 @@ static lq_status plan_mixed(run *r) {
     r->lin_group = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), sizeof *r->lin_group);
     if (!r->lin_bits || !r->lin_group)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
-    /* weights held by each choice, and each unit's choice */
-    int64_t held[LQ_MIXED_MAX_CHOICES] = {0}, all = 0;
-    int    *uc = calloc((size_t)(r->mixed.n_units > 0 ? r->mixed.n_units : 1), sizeof *uc);
-    if (!uc)
-        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
+    int64_t held[LQ_MIXED_MAX_CHOICES] = {0}, all = 0; /* weights held by each choice */
     for (int64_t i = 0; i < r->mixed.n_units; i++) {
         const lq_mixed_unit *u = &r->mixed.units[i];
-        for (int ci = 0; ci < o.n_choices; ci++)
-            if (o.choices[ci] == u->bits && lq_mixed_choice_group(&o, ci) == u->group)
-                uc[i] = ci;
-        held[uc[i]] += u->params;
+        held[u->choice] += u->params;
         all += u->params;
         for (int l = 0; l < LQ_LIN_COUNT; l++)
             if (lq_mixed_unit_lins(u->unit) >> l & 1) {
@@ -841,9 +834,8 @@ static lq_status plan_mixed(run *r) {
     int explicit_g     = 0;
     for (int ci = 0; ci < o.n_choices; ci++)
         explicit_g |= o.choice_group[ci] != 0;
-    char      summary[384] = "";
-    lq_status st           = LQ_OK;
-    for (int ci = 0; ci < o.n_choices && st == LQ_OK; ci++) {
+    char summary[384] = "";
+    for (int ci = 0; ci < o.n_choices; ci++) {
         const int     b      = o.choices[ci];
         const int64_t g      = lq_mixed_choice_group(&o, ci);
         char          gs[32] = "";
@@ -851,13 +843,13 @@ static lq_status plan_mixed(run *r) {
             snprintf(gs, sizeof gs, " g%lld", (long long)g);
         snprintf(summary + strlen(summary), sizeof summary - strlen(summary), "%s%d bits%s %.1f%%",
                  ci ? ", " : "", b, gs, all ? 100.0 * (double)held[ci] / (double)all : 0.0);
-        for (int u = 0; u < LQ_MIXED_UNITS && ci != base && st == LQ_OK; u++) {
+        for (int u = 0; u < LQ_MIXED_UNITS && ci != base; u++) {
             char pat[4096];
             int  n   = snprintf(pat, sizeof pat, "model\\.layers\\.(");
             int  any = 0;
             for (int64_t i = 0; i < r->mixed.n_units && n < (int)sizeof pat - 64; i++) {
                 const lq_mixed_unit *mu = &r->mixed.units[i];
-                if (mu->unit == u && uc[i] == ci)
+                if (mu->unit == u && mu->choice == ci)
                     n += snprintf(pat + n, sizeof pat - (size_t)n, "%s%lld", any++ ? "|" : "",
                                   (long long)mu->layer);
             }
@@ -872,18 +864,14 @@ static lq_status plan_mixed(run *r) {
                         n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c",
                                       *nm);
                 }
-            if (n >= (int)sizeof pat - 8) {
-                st = lq_fail(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
-                break;
-            }
+            if (n >= (int)sizeof pat - 8)
+                LQ_FAIL(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
             snprintf(pat + n, sizeof pat - (size_t)n, ")$");
             /* the group size only where it differs from the base's (bits alone, as before) */
-            st = lq_qconfig_add_rule(&r->qcfg, pat, 0, b, g != r->qcfg.group_size ? g : 0, -1, -1,
-                                     "--target-bpw", r->err);
+            LQ_TRY(lq_qconfig_add_rule(&r->qcfg, pat, 0, b, g != r->qcfg.group_size ? g : 0, -1, -1,
+                                       "--target-bpw", r->err));
         }
     }
-    free(uc);
-    LQ_TRY(st);
     if (r->cb && r->cb->log) {
         char msg[512];
         snprintf(msg, sizeof msg,

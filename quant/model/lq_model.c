@@ -662,6 +662,14 @@ static lq_status read_vec(const lq_model *m, const char *name, int64_t n, float 
     return st;
 }
 
+/* Under dense_as_stored, whether t's numel values can be used as the file holds them: fp16 / bf16
+ * that need no transform on the way (a GGUF's permuted q/k rows or shifted norms go through
+ * lq_st_read_f32). Shapes are validated at open. */
+static int stored16(const lq_model *m, const lq_st_tensor *t, int64_t numel) {
+    return m->dense_as_stored && t && (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16) &&
+           t->perm_heads == 0 && t->shift == 0.f && t->nbytes == numel * 2;
+}
+
 static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k, int bias,
                              lq_linear *out, lq_err *err) {
     char      name[512];
@@ -669,12 +677,7 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
     memset(out, 0, sizeof *out);
     snprintf(name, sizeof name, "%s.weight", prefix);
     const lq_st_tensor *t = lq_st_find(m->st, name);
-    /* 16-bit weights as the file holds them, where they need no transform on the way (a
-     * GGUF's permuted q/k rows or shifted norms go through lq_st_read_f32); shape validated at
-     * open */
-    if (m->dense_as_stored && stored_dense(m, prefix) && t &&
-        (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16) && t->perm_heads == 0 &&
-        t->shift == 0.f && t->nbytes == n * k * 2) {
+    if (stored_dense(m, prefix) && stored16(m, t, n * k)) {
         void *w = lq_qbuf_alloc(&out->buf, (size_t)(n * k) * 2);
         if (!w)
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory for %s (%lld x %lld)", m->dir,
@@ -841,16 +844,6 @@ static void tie_lm_head(lq_model *m) {
         m->lm_head.buf.q.dense_dtype = m->embed16_dt == LQ_DT_F16 ? LQ_DENSE_F16 : LQ_DENSE_BF16;
 }
 
-/* The embeddings as the file holds them: fp16 / bf16 that need no transform (as load_linear) */
-static const lq_st_tensor *stored16_embed(const lq_model *m) {
-    const lq_st_tensor *t = lq_st_find(m->st, "model.embed_tokens.weight");
-    const int64_t       e = m->cfg.vocab_size * m->cfg.hidden_size;
-    return m->dense_as_stored && t && (t->dtype == LQ_DT_F16 || t->dtype == LQ_DT_BF16) &&
-                   t->perm_heads == 0 && t->shift == 0.f && t->nbytes == e * 2
-               ? t
-               : NULL;
-}
-
 lq_status lq_model_open(const char *dir, lq_model **out, lq_err *err) {
     return lq_model_open_flags(dir, 0, out, err);
 }
@@ -870,7 +863,9 @@ lq_status lq_model_open_flags(const char *dir, unsigned flags, lq_model **out, l
     LQ_TRY_GOTO(load_config_json(m, err));
     LQ_TRY_GOTO(validate(m, err));
     m->dense_as_stored       = (flags & LQ_MODEL_OPEN_STORED16) != 0;
-    const lq_st_tensor *et16 = stored16_embed(m);
+    const lq_st_tensor *et16 = lq_st_find(m->st, "model.embed_tokens.weight");
+    if (!stored16(m, et16, m->cfg.vocab_size * m->cfg.hidden_size))
+        et16 = NULL;
     LQ_TRY_GOTO(alloc_base(m, et16 != NULL, err));
     {
         const lq_model_config *c     = &m->cfg;
