@@ -5,7 +5,8 @@
  * time per forward (best of repeats), effective GB/s of the weight bytes the format stores,
  * the ratio to OpenBLAS sgemm on the same weights as dense float32, and the fraction of a
  * STREAM-like copy bandwidth measured in the same run (the roofline of a weight-streaming GEMV).
- * act-order: "_actorder" as the checkpoint stores it, "_actorder_sorted" after lq_qlinear_sort.
+ * act-order: "_actorder" as the checkpoint stores it, "_actorder_sorted" after lq_qlinear_sort;
+ * "awq_g128_sorted": AWQ after lq_qlinear_sort (GPTQ's layout).
  * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
  * those kernels.
  *
@@ -43,6 +44,8 @@ static const fcase k_fmts[] = {
     {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0, 0},
     {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0, 0},
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0, 0},
+    /* the same repacked once into GPTQ's layout (lq_qlinear_sort), as a runtime does at load */
+    {"awq_g128_sorted", LQ_FMT_AWQ, 4, 128, 2, 0, 0, 0, 0},
     {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0, 0},
     {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0, 0},
     {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f, 0},
@@ -321,7 +324,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             const double            wbytes = (double)lq_qlinear_bytes(&qb.q);
-            const lq_format_traits *tr     = lq_format_traits_get(c->fmt);
+            const lq_format_traits *tr     = lq_format_traits_get((lq_format)qb.q.format);
             /* float activations, then (where this CPU has them) the integer-activation kernels
              * of LQ_QLINEAR_INT_X as a row "<format>+ix" */
             for (int ix = 0; ix < 2; ix++)

@@ -36,7 +36,7 @@ cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" 
     -o "$WORK/ggml_mulmat" -L"$bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$bin"
 ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
 
-PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K gptq4_g128_actorder_sorted:q4_K awq_g128:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
+PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K gptq4_g128_actorder_sorted:q4_K awq_g128:q4_K awq_g128_sorted:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
 gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense_f16:f16
 dense_bf16:bf16 dense-f32:f16"}
 types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)

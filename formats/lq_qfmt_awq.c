@@ -13,6 +13,7 @@ static lq_status check_awq(const lq_qlinear *w, lq_err *err) {
     RULE(w->group_size >= 1 && w->k % w->group_size == 0, "group_size = %lld must divide k",
          (long long)w->group_size);
     RULE(w->n % 8 == 0, "AWQ packs 8 output channels per word: n %% 8 != 0");
+    RULE(!w->perm, "perm is set, but AWQ has no input-channel order (only GPTQ sorts them)");
     NEED(w->qweight, "qweight");
     NEED(w->qzeros, "qzeros");
     NEED(w->scales, "scales");
@@ -116,6 +117,74 @@ static int arrays_awq(const lq_qlinear *w, lq_qarray *a) {
     return 3;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * lq_qlinear_sort: the same matrix in GPTQ v1's layout (the fast kernels' layout: a word holds 8
+ * input channels of one column), so kernels stop unpacking AWQ's words across channel rows on
+ * every call. buf = qweight [k/8, n] | qzeros [G, n/8] (zero - 1) | g_idx [k], 64-byte
+ * aligned; the scales ([G, n] in both) stay w's. Exact: v1's decoding ((z - 1 + 1) & 15) gives
+ * back every zero in 0..15.
+ * --------------------------------------------------------------------------------------- */
+static size_t al64(size_t v) {
+    return (v + 63) & ~(size_t)63;
+}
+
+static size_t sort_bytes_awq(const lq_qlinear *w) {
+    const size_t G = (size_t)(w->k / w->group_size);
+    if (w->k % 8 || w->group_size % 8) /* GPTQ's words (and its integer kernels' blocks) hold
+                                        * whole runs of 8 channels */
+        return 0;
+    return al64((size_t)(w->k / 8 * w->n) * 4) + al64(G * (size_t)(w->n / 8) * 4) +
+           al64((size_t)w->k * 4);
+}
+
+/* r[t] = word j of channel rows 8 wr + t; afterwards r[f] = field f of those rows as nibbles
+ * 0..7 (an 8 x 8 nibble transpose in three swap stages) */
+static void transpose_nibbles(uint32_t r[8]) {
+    static const uint32_t mask[3] = {0x0F0F0F0Fu, 0x00FF00FFu, 0x0000FFFFu};
+    for (int s = 0, st = 1; st < 8; s++, st *= 2) {
+        const unsigned sh = 4u << s;
+        for (int t = 0; t < 8; t++) {
+            if (t & st)
+                continue;
+            const uint32_t d = ((r[t] >> sh) ^ r[t + st]) & mask[s];
+            r[t + st] ^= d;
+            r[t] ^= d << sh;
+        }
+    }
+}
+
+static lq_status sort_awq(const lq_qlinear *w, void *buf, lq_qlinear *out) {
+    const int64_t   n = w->n, k = w->k, nw = n / 8, G = k / w->group_size;
+    const uint32_t *qw = w->qweight, *qz = w->qzeros;
+    uint32_t       *og = buf;
+    uint32_t       *zg = (uint32_t *)((char *)buf + al64((size_t)(k / 8 * n) * 4));
+    int32_t        *gi = (int32_t *)((char *)zg + al64((size_t)(G * nw) * 4));
+    for (int64_t wr = 0; wr < k / 8; wr++)
+        for (int64_t j = 0; j < nw; j++) {
+            uint32_t r[8];
+            for (int t = 0; t < 8; t++)
+                r[t] = qw[(8 * wr + t) * nw + j];
+            transpose_nibbles(r);
+            for (int o = 0; o < 8; o++)
+                og[wr * n + 8 * j + o] = r[lq_awq_field_of(o)];
+        }
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t j = 0; j < nw; j++) {
+            uint32_t zw = 0;
+            for (int o = 0; o < 8; o++)
+                zw |= ((lq_awq_get((const int32_t *)qz + g * nw, 8 * j + o) - 1u) & 15u) << (4 * o);
+            zg[g * nw + j] = zw;
+        }
+    for (int64_t c = 0; c < k; c++)
+        gi[c] = (int32_t)(c / w->group_size);
+    *out         = *w;
+    out->format  = LQ_FMT_GPTQ;
+    out->qweight = og;
+    out->qzeros  = zg;
+    out->g_idx   = gi;
+    return LQ_OK;
+}
+
 static void default_awq(lq_qconfig *c) {
     c->bits       = 4;
     c->group_size = 128;
@@ -136,4 +205,6 @@ const lq_qformat lq_qfmt_awq = {
     .qconfig_default = default_awq,
     .write_hf_config = write_cfg_awq,
     .parse_hf_config = parse_cfg_awq,
+    .sort_bytes      = sort_bytes_awq,
+    .sort            = sort_awq,
 };

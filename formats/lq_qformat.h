@@ -213,9 +213,10 @@ typedef struct lq_qformat {
     lq_status (*write_hf_config)(const struct lq_qconfig *cfg, cJSON *qc, lq_err *err);
     lq_status (*parse_hf_config)(const cJSON *qc, const char *label, struct lq_qconfig *cfg,
                                  lq_err *err);
-    /* lq_qlinear_sort of a valid descriptor (NULL: the layout has no input-channel order to
-     * sort, and perm must stay NULL): the bytes it writes (0: in order already), and the
-     * writing into buf of cap >= those bytes */
+    /* lq_qlinear_sort of a valid descriptor, the kernels' layout (NULL: the stored layout is
+     * theirs, and perm must stay NULL): the bytes it writes (0: nothing to do), and the
+     * writing into buf of cap >= those bytes. Only GPTQ has an input-channel order (perm); a
+     * format whose sort changes the layout refuses perm in its check. */
     size_t (*sort_bytes)(const lq_qlinear *w);
     lq_status (*sort)(const lq_qlinear *w, void *buf, lq_qlinear *out);
 } lq_qformat;

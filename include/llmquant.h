@@ -30,9 +30,9 @@
 
 #define LQ_VERSION_MAJOR  0
 #define LQ_VERSION_MINOR  2
-#define LQ_VERSION_PATCH  0
+#define LQ_VERSION_PATCH  1
 #define LQ_VERSION_NUMBER (LQ_VERSION_MAJOR * 10000 + LQ_VERSION_MINOR * 100 + LQ_VERSION_PATCH)
-#define LQ_VERSION_STRING "0.2.0"
+#define LQ_VERSION_STRING "0.2.1"
 
 #if defined(_WIN32)
 #define LQ_API
@@ -237,14 +237,17 @@ LQ_API lq_status lq_qlinear_check(const lq_qlinear *w, lq_err *err);
 /* Bytes of each array the descriptor references, for copying it elsewhere. */
 LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w);
 
-/* Act-order GPTQ (g_idx not c / group_size) runs on the generic kernels, which look up a group
- * per weight. Sorting its input channels by group once, at load time (as exllama does), gives
- * the plain layout the fast kernels take: lq_qlinear_sort writes into buf qweight and g_idx in
- * that order plus perm (and composes an existing perm), and fills *out; the other arrays stay
- * w's. The kernels then gather x by perm. lq_qlinear_sort_bytes: the bytes buf (64-byte
- * aligned) needs, 0 when g_idx is already in order (then lq_qlinear_sort sets *out = *w). A
- * sorted descriptor is for the kernels and uploads: checkpoints are written from the
- * checkpoint's own order. */
+/* The layout the fast kernels take, made once at load time (as exllama and vLLM do).
+ * Act-order GPTQ (g_idx not c / group_size) runs on the generic kernels, which look up a group
+ * per weight: lq_qlinear_sort writes into buf qweight and g_idx sorted by group plus perm (and
+ * composes an existing perm), and fills *out; the other arrays stay w's. The kernels then
+ * gather x by perm. AWQ (0.2.1): its words hold 8 columns of one input channel, so the kernels
+ * would unpack them across channel rows on every call; lq_qlinear_sort writes the same matrix
+ * in GPTQ v1's layout (qweight, qzeros, g_idx in buf; the scales stay w's) and *out becomes an
+ * LQ_FMT_GPTQ descriptor (exact: the same weights bit for bit). lq_qlinear_sort_bytes: the
+ * bytes buf (64-byte aligned) needs, 0 when there is nothing to do (then lq_qlinear_sort sets
+ * *out = *w). A sorted descriptor is for the kernels and uploads: checkpoints are written from
+ * the checkpoint's own arrays. */
 LQ_API size_t    lq_qlinear_sort_bytes(const lq_qlinear *w);
 LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_qlinear *out);
 

@@ -19,7 +19,8 @@ typedef struct kcase {
     lq_format   fmt;
     int         bits;
     int64_t     n, k, gs;  /* gs: GPTQ/AWQ group (<= 0: per-channel), NF4 blocksize */
-    int         act_order; /* GPTQ: permuted g_idx; 2: then sorted by group (lq_qlinear_sort) */
+    int         act_order; /* GPTQ: permuted g_idx; 2: then sorted by group (lq_qlinear_sort);
+                            * AWQ 2: repacked by lq_qlinear_sort into GPTQ's layout */
     int         dq;        /* NF4 double quant (nested block 256) */
     int         n_outlier; /* INT8 stored outlier columns */
     float       threshold; /* INT8 runtime threshold (random mode; exact mode uses 200) */
@@ -62,6 +63,10 @@ static const kcase k_cases[] = {
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0, 0},
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
+    {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
+    /* repacked into GPTQ's layout at load (lq_qlinear_sort): GPTQ's kernels from then on */
+    {"awq_g32_n72_sorted", LQ_FMT_AWQ, 4, 72, 256, 32, 2, 0, 0, 0, 1, 0},
+    {"awq_splitk_sorted", LQ_FMT_AWQ, 4, 136, 4096, 128, 2, 0, 0, 0, 0, 0},
     {"nf4_b64", LQ_FMT_NF4, 4, 64, 256, 64, 0, 0, 0, 0, 1, 0},
     {"nf4_b64_dq256", LQ_FMT_NF4, 4, 128, 256, 64, 0, 1, 0, 0, 0, 0},
     {"nf4_b64_tail", LQ_FMT_NF4, 4, 33, 62, 64, 0, 0, 0, 0, 0, 0},
@@ -155,17 +160,15 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
                 gi[perm[p]] = (int32_t)(p / gs); /* g_idx[c] = position of c in perm // g */
             free(perm);
         }
-        if (c->fmt == LQ_FMT_GPTQ) {
-            st = lq_pack_gptq(b, n, k, c->gs, q, z, s, gi, bias, out, &err);
-            const size_t sb = st == LQ_OK && c->act_order == 2 ? lq_qlinear_sort_bytes(&out->q) : 0;
-            if (sb) { /* what a runtime does at load time */
-                void *sbuf = lq_qbuf_alloc(out, sb);
-                st         = sbuf ? lq_qlinear_sort(&out->q, sbuf, sb, &out->q) : LQ_ERR_NOMEM;
-            } else if (st == LQ_OK && c->act_order == 2) {
-                st = LQ_ERR_INVALID_ARG; /* an act-order case always has something to sort */
-            }
-        } else
-            st = lq_pack_awq(n, k, gs, q, z, s, bias, out, &err);
+        st = c->fmt == LQ_FMT_GPTQ ? lq_pack_gptq(b, n, k, c->gs, q, z, s, gi, bias, out, &err)
+                                   : lq_pack_awq(n, k, gs, q, z, s, bias, out, &err);
+        const size_t sb = st == LQ_OK && c->act_order == 2 ? lq_qlinear_sort_bytes(&out->q) : 0;
+        if (sb) { /* what a runtime does at load time */
+            void *sbuf = lq_qbuf_alloc(out, sb);
+            st         = sbuf ? lq_qlinear_sort(&out->q, sbuf, sb, &out->q) : LQ_ERR_NOMEM;
+        } else if (st == LQ_OK && c->act_order == 2) {
+            st = LQ_ERR_INVALID_ARG; /* a sorted case always has something to sort */
+        }
         free(q);
         free(z);
         free(s);

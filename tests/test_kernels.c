@@ -70,16 +70,17 @@ static int want(const char *filter, const char *name) {
 /* ---------------------------------------------------------------------------------------- */
 static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact, uint64_t seed,
                      const opts *o) {
-    const lq_format_traits *t = lq_format_traits_get(c->fmt);
-    lq_qbuf                 qb;
-    float                  *dense = NULL;
+    lq_qbuf qb;
+    float  *dense = NULL;
     if (build(c, n, k, exact, seed, &qb, &dense) != LQ_OK) {
         CHECK_MSG(0, "%s: build failed (seed %llu)", c->name, (unsigned long long)seed);
         return;
     }
-    const lq_qlinear *w   = &qb.q;
-    lq_err            err = {0};
-    CHECK_MSG(lq_qformat_get(c->fmt)->check(w, &err) == LQ_OK, "%s: check: %s", c->name, err.msg);
+    const lq_qlinear       *w   = &qb.q; /* a sorted AWQ case is a GPTQ descriptor */
+    const lq_format_traits *t   = lq_format_traits_get((lq_format)w->format);
+    lq_err                  err = {0};
+    CHECK_MSG(lq_qformat_get((lq_format)w->format)->check(w, &err) == LQ_OK, "%s: check: %s",
+              c->name, err.msg);
     CHECK_MSG(lq_qlinear_check(w, &err) == LQ_OK, "%s: lq_qlinear_check: %s", c->name, err.msg);
 
     float *x    = malloc((size_t)(m * k) * sizeof(float));
@@ -530,6 +531,71 @@ static void test_sort(void) {
         free(dense);
         lq_qbuf_free(&qb);
     }
+    /* AWQ: repacked into GPTQ's layout, the same matrix bit for bit, the same integer-activation
+     * results bit for bit (the same blocks) */
+    for (int ci = 0; ci < NCASES; ci++) {
+        const kcase *c = &k_cases[ci];
+        if (c->fmt != LQ_FMT_AWQ || c->act_order)
+            continue;
+        lq_qbuf qb;
+        float  *dense;
+        CHECK_OK(build(c, c->n, c->k, 0, 7300 + (uint64_t)ci, &qb, &dense));
+        const lq_qlinear *w = &qb.q;
+        const int64_t     n = w->n, k = w->k;
+        const size_t      sb = lq_qlinear_sort_bytes(w);
+        CHECK_MSG(sb > 0, "%s: AWQ not repacked", c->name);
+        void      *buf = lq_aligned_alloc(sb);
+        lq_qlinear s, s2;
+        CHECK_OK(lq_qlinear_sort(w, buf, sb, &s));
+        CHECK_EQ_INT(s.format, LQ_FMT_GPTQ);
+        CHECK_OK(lq_qlinear_check(&s, NULL));
+        CHECK_EQ_INT(lq_qlinear_sort_bytes(&s), 0);
+        CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
+        CHECK_MSG(s2.qweight == s.qweight && s2.format == LQ_FMT_GPTQ, "%s: resort moved", c->name);
+        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4); /* + g_idx */
+        float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
+        lq_format_traits_get(LQ_FMT_AWQ)->dequant_ref(w, a);
+        lq_format_traits_get(LQ_FMT_GPTQ)->dequant_ref(&s, b);
+        CHECK_MSG(!memcmp(a, b, (size_t)(n * k) * 4), "%s: repacked dequant_ref differs at %lld",
+                  c->name, (long long)first_diff(a, b, n * k));
+        CHECK_OK(lq_qlinear_dequant_cpu(&s, b, 0));
+        CHECK_MSG(!memcmp(a, b, (size_t)(n * k) * 4), "%s: repacked dequant_cpu differs at %lld",
+                  c->name, (long long)first_diff(a, b, n * k));
+        static const int64_t ms[] = {1, 2, 3, 4, 5, 8, 37};
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+            const int64_t m = ms[mi];
+            float        *x = malloc((size_t)(m * k) * 4), *y0 = malloc((size_t)(m * n) * 4),
+                  *y1 = malloc((size_t)(m * n) * 4);
+            make_x(c, w, m, 0, 13 + (uint64_t)mi, x);
+            for (unsigned fl = 0; fl <= LQ_QLINEAR_INT_X; fl++) {
+                const size_t w0 = lq_qlinear_workspace_cpu_ex(w, m, fl),
+                             w1 = lq_qlinear_workspace_cpu_ex(&s, m, fl);
+                void *ws        = lq_aligned_alloc(w0 > w1 ? w0 : w1);
+                CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, y0, ws, w0, 0, fl));
+                CHECK_OK(lq_qlinear_forward_cpu_ex(&s, x, m, y1, ws, w1, 0, fl));
+                if (fl && lq_format_traits_get(LQ_FMT_AWQ)->quantizes_x_cpu &&
+                    lq_format_traits_get(LQ_FMT_AWQ)->quantizes_x_cpu(w, m))
+                    CHECK_MSG(!memcmp(y0, y1, (size_t)(m * n) * 4),
+                              "%s m=%lld: repacked int-x forward differs at %lld", c->name,
+                              (long long)m, (long long)first_diff(y0, y1, m * n));
+                const double e = nmse(y1, y0, m * n);
+                CHECK_MSG(e < 1e-10, "%s m=%lld flags %u: repacked forward NMSE %.3g", c->name,
+                          (long long)m, fl, e);
+                lq_aligned_free(ws);
+            }
+            free(x);
+            free(y0);
+            free(y1);
+        }
+        lq_qlinear bad = *w; /* AWQ has no input order */
+        bad.perm       = s.g_idx;
+        CHECK_EQ_INT(lq_qlinear_check(&bad, NULL), LQ_ERR_INVALID_ARG);
+        free(a);
+        free(b);
+        lq_aligned_free(buf);
+        free(dense);
+        lq_qbuf_free(&qb);
+    }
     /* a plain layout has nothing to sort and is returned as it is */
     lq_qbuf qb;
     float  *dense;
@@ -701,15 +767,15 @@ static int64_t first_diff_f16(const uint16_t *got, const float *ref, int64_t cnt
 
 static void run_case_cuda(lq_cuda_ctx *ctx, const kcase *c, const int64_t *ms, int nms, int exact,
                           uint64_t seed) {
-    const lq_format_traits *t = lq_format_traits_get(c->fmt);
-    const int64_t           n = c->n, k = c->k;
-    const char             *mode = exact ? "exact" : "random";
-    lq_qbuf                 qb;
-    float                  *dense = NULL;
+    const int64_t n = c->n, k = c->k;
+    const char   *mode = exact ? "exact" : "random";
+    lq_qbuf       qb;
+    float        *dense = NULL;
     if (build(c, n, k, exact, seed, &qb, &dense) != LQ_OK) {
         CHECK_MSG(0, "%s: build failed (seed %llu)", c->name, (unsigned long long)seed);
         return;
     }
+    const lq_format_traits *t       = lq_format_traits_get((lq_format)qb.q.format);
     lq_qlinear hq      = qb.q; /* what gets uploaded: dense float32 as fp16 */
     uint16_t  *dense_h = NULL;
     if (c->fmt == LQ_FMT_DENSE && c->dense_dt == LQ_DENSE_F32) {

@@ -704,19 +704,18 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
     } else {
         LQ_TRY_GOTO(lq_qlinear_read(m->st, prefix, m->qcfg, n, k, &out->buf, err));
         out->buf.q.bias = NULL; /* the float32 copy below replaces the reader's fp16 one */
-        /* act-order GPTQ: input channels sorted by group once here, so every forward runs the
-         * plain layout's kernels */
+        /* the kernels' layout, made once here (act-order GPTQ sorted by group, AWQ in GPTQ's
+         * layout), so every forward runs the fast kernels */
         const size_t sb = lq_qlinear_sort_bytes(&out->buf.q);
         if (sb) {
             void      *sbuf = lq_qbuf_alloc(&out->buf, sb);
             lq_qlinear sorted;
             if (!sbuf)
-                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory sorting %s by group", m->dir,
-                             prefix);
+                LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory repacking %s for the kernels",
+                             m->dir, prefix);
             st = lq_qlinear_sort(&out->buf.q, sbuf, sb, &sorted);
             if (st != LQ_OK)
-                LQ_FAIL_GOTO(err, st, "%s: cannot sort the input channels of %s by group", m->dir,
-                             prefix);
+                LQ_FAIL_GOTO(err, st, "%s: cannot repack %s for the kernels", m->dir, prefix);
             out->buf.q = sorted;
         }
     }
