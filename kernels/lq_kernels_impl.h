@@ -228,6 +228,21 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32; only where lq_cpu_avx512() */
 void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out);
 
+/* The integer kernels' activations of one row (cpu/lq_cpu_common.c): xp [k * xbits/8 bytes],
+ * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
+void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr, uint8_t *xp,
+                    float *xsf, float *dx);
+
+/* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
+ * lq_cpu_avx2i: the CPU has AVX2, FMA and F16C and LQ_CPU_KERNELS is not "portable".
+ * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and n % 8
+ * == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
+int       lq_cpu_avx2i(void);
+int       lq_gptq_avx2_ok(const lq_qlinear *w);
+size_t    lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits);
+lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads);
+
 /* AVX-512 VNNI kernels (cpu/lq_cpu_vnni.c), picked at run time. lq_cpu_vnni: the CPU has
  * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
  * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */

@@ -353,10 +353,20 @@ LQ_CLONES static void gptq_fused_generic(const lq_qlinear *w, const float *x, in
         memcpy(y + r * n + i0, out[r], (size_t)nc * sizeof(float));
 }
 
-/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c): their width at m rows, 0 where the
- * CPU or the layout has none. Worked out once per call: it scans g_idx. */
+/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c; else AVX2, cpu/lq_cpu_avx2.c): their
+ * width at m rows, 0 where the CPU or the layout has none. Worked out once per call: it scans
+ * g_idx. */
+static int gptq_vnni(const lq_qlinear *w) {
+    return w->bits == 3 ? lq_cpu_vbmi() : lq_cpu_vnni();
+}
+
 static int gptq_qx(const lq_qlinear *w, int64_t m) {
-    return (w->bits == 3 ? lq_cpu_vbmi() : lq_cpu_vnni()) ? lq_gptq_qx_bits(w, m) : 0;
+    const int ok = gptq_vnni(w) || (lq_gptq_avx2_ok(w) && lq_cpu_avx2i());
+    return ok ? lq_gptq_qx_bits(w, m) : 0;
+}
+
+static size_t ws_qx_kernel(const lq_qlinear *w, int64_t m, int xb) {
+    return gptq_vnni(w) ? lq_ws_gptq_vnni(w, m, xb) : lq_ws_gptq_avx2(w, m, xb);
 }
 
 int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
@@ -365,7 +375,7 @@ int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
 
 size_t lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m) {
     const int xb = gptq_qx(w, m);
-    return xb ? perm_ws(w, m) + lq_ws_gptq_vnni(w, m, xb) : 0;
+    return xb ? perm_ws(w, m) + ws_qx_kernel(w, m, xb) : 0;
 }
 
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -378,9 +388,10 @@ lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, fl
         LQ_TRY(perm_gather(w, &x, m, &ws, &ws_size, &plain, nthreads));
         w = &plain;
     }
-    if (!ws || ws_size < lq_ws_gptq_vnni(w, m, xb))
+    if (!ws || ws_size < ws_qx_kernel(w, m, xb))
         return LQ_ERR_INVALID_ARG;
-    LQ_TRY(lq_gemm_gptq_vnni(w, x, m, y, ws, xb, nthreads));
+    LQ_TRY(gptq_vnni(w) ? lq_gemm_gptq_vnni(w, x, m, y, ws, xb, nthreads)
+                        : lq_gemm_gptq_avx2(w, x, m, y, ws, xb, nthreads));
     lq_add_bias_f16(w->bias, m, w->n, y);
     return LQ_OK;
 }

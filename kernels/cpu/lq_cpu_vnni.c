@@ -75,43 +75,6 @@ typedef struct vnni_job {
     int64_t         ldq, qcol0;
 } vnni_job;
 
-/* Row r of x quantized per block into xp (the slice order above), its block sums and scales. */
-VNNI_TARGET static void gptq_vnni_quant_row(const vnni_job *j, const float *xr, uint8_t *xp,
-                                            float *xsf, float *dx) {
-    const int64_t k = j->w->k, ab = j->ab;
-    const int     b = j->w->bits, vpw = 32 / b, x16 = j->xbits == 16;
-    int32_t       tmp[256];
-    for (int64_t kb = 0; kb < j->nkb; kb++) {
-        const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-        xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, x16 ? 32767.f : 127.f, tmp, &dx[kb]);
-        if (b == 3) { /* channel order (int8); per 8 channels the even 4, the odd 4 (int16) */
-            for (int64_t c = c0; c < c1; c++) {
-                const int64_t o = c - c0, t = o & 7;
-                if (x16)
-                    ((int16_t *)(void *)xp)[c - t + (t & 1) * 4 + t / 2] = (int16_t)tmp[o];
-                else
-                    ((int8_t *)xp)[c] = (int8_t)tmp[o];
-            }
-            continue;
-        }
-        for (int64_t c = c0; c < c1; c += vpw) {
-            const int32_t *t = tmp + (c - c0);
-            if (x16) { /* slice s: channels s, s + 16/b as two int16 */
-                int16_t *o = (int16_t *)(void *)(xp + 2 * c);
-                for (int s = 0; s < 16 / b; s++) {
-                    o[2 * s]     = (int16_t)t[s];
-                    o[2 * s + 1] = (int16_t)t[s + 16 / b];
-                }
-            } else { /* slice s: channels u * (8/b) + s, u = 0..3, as int8 */
-                int8_t *o = (int8_t *)(xp + c);
-                for (int s = 0; s < 8 / b; s++)
-                    for (int u = 0; u < 4; u++)
-                        o[4 * s + u] = (int8_t)t[u * (8 / b) + s];
-            }
-        }
-    }
-}
-
 /* The zero points of 16 columns starting at col (a multiple of 16) of group g, as float. */
 VNNI_INLINE __m512 gptq_vnni_zeros(const lq_qlinear *w, int64_t g, int64_t col, int nc) {
     const int       b   = w->bits;
@@ -407,7 +370,8 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
-            gptq_vnni_quant_row(&j, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
+            lq_gptq_qx_row(w, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
+                           dx + r * j.nkb);
         /* column vectors split evenly, in whole blocks where possible */
         const int64_t nblk = (nvec + VNNI_NV - 1) / VNNI_NV;
         const int64_t b0 = nblk * th / tn, b1 = nblk * (th + 1) / tn;

@@ -1,0 +1,295 @@
+/* x86-64 AVX2 integer-activation kernels, for CPUs without AVX-512 VNNI (AMD Zen 1-3, Intel
+ * before Ice Lake): GPTQ bits 2/4/8 with the semantics of lq_gemm_gptq_qx_ref, bit for bit,
+ * as lq_cpu_vnni.c has them with AVX-512. Chosen at run time (lq_cpu_avx2i); elsewhere the
+ * float kernels run.
+ *
+ * The activations are laid out as for the VNNI kernels (lq_gptq_qx_row): a qweight word
+ * shifted by s * b and masked per 16 bits holds int16 slice s (channels s and s + 16/b), masked
+ * per byte it holds int8 slice s (channels u * (8/b) + s, u = 0..3), so one 32-bit broadcast of
+ * x against 8 columns of masked words is one multiply:
+ *   int16 (m <= 4): vpmaddwd, 2 products a lane, exact.
+ *   int8: vpmaddubsw (u8 codes x s8 activations, pairs summed in int16) then vpmaddwd against
+ *         ones: exact as long as no int16 sum saturates. With b <= 4 a pair is at most
+ *         2 * 15 * 127 = 3810, so a word row's 8/b slices are summed in int16 before widening
+ *         (at most 7620). 8-bit codes would saturate: they go in as two nibbles, each product
+ *         widened on its own (the high one against 16s).
+ * Loop order and the contiguous copy of a column block's words from 16 rows: as the VNNI
+ * kernels (see there). */
+#include "lq_kernels_impl.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define AVX2_INLINE static inline __attribute__((always_inline)) AVX2_TARGET
+#define AVX2_M      4   /* activation rows per chunk */
+#define AVX2_NV_MAX 4   /* 8-column vectors per tile */
+#define AVX2_PF     128 /* prefetch distance along a word row, in words (m <= 2) */
+#define AVX2_COPY_M 16  /* from this many rows a column block's words are copied contiguous */
+
+int lq_cpu_avx2i(void) {
+    const char *e = getenv("LQ_CPU_KERNELS");
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c") && !(e && !strcmp(e, "portable"));
+}
+
+int lq_gptq_avx2_ok(const lq_qlinear *w) {
+    return (w->bits == 2 || w->bits == 4 || w->bits == 8) && w->n % 8 == 0;
+}
+
+static int64_t al64(int64_t v) {
+    return (v + 63) & ~(int64_t)63;
+}
+
+size_t lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits) {
+    const int64_t ab = lq_gptq_qx_block(w, xbits);
+    if (!ab)
+        return 0;
+    const int64_t nkb = (w->k + ab - 1) / ab;
+    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4);
+}
+
+typedef struct avx2_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, kp, m; /* kp: bytes per row of xp */
+    const uint8_t    *xp;             /* [m, kp] */
+    const float      *xsf, *dx;       /* [m, nkb] */
+    float            *y;
+    const uint32_t   *qw; /* qweight (ldq = n, qcol0 = 0) or a column block copied contiguous */
+    int64_t           ldq, qcol0;
+} avx2_job;
+
+/* The zero points of columns col .. col + 7 of group g (v1 stores zero - 1), as float. */
+AVX2_INLINE __m256 avx2_zeros(const lq_qlinear *w, int64_t g, int64_t col) {
+    const int       b  = w->bits;
+    const uint32_t *qz = (const uint32_t *)w->qzeros + g * (w->n * b / 32);
+    int32_t         wd[8], sh[8];
+    for (int l = 0; l < 8; l++) { /* b in {2, 4, 8}: no field straddles two words */
+        const int64_t bit = (col + l) * b;
+        wd[l]             = (int32_t)qz[bit >> 5];
+        sh[l]             = (int32_t)(bit & 31);
+    }
+    const __m256i mask = _mm256_set1_epi32((1 << b) - 1);
+    const __m256i v    = _mm256_and_si256(_mm256_srlv_epi32(_mm256_loadu_si256((const void *)wd),
+                                                            _mm256_loadu_si256((const void *)sh)),
+                                          mask);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_add_epi32(v, _mm256_set1_epi32(1)), mask));
+}
+
+/* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product, r < M, jv < NV: t = fma(-z, sum(xq),
+ * acc), y = fma(t, s * dx, y) as the reference; the first block (kb == 0) assigns. */
+AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int b,
+                           const int X16, const int M, const int NV) {
+    const lq_qlinear *w = j->w;
+    const int64_t     k = w->k, n = w->n, ab = j->ab;
+    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
+    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+    const uint32_t   *qw   = j->qw - j->qcol0;
+    const int64_t     ldq  = j->ldq;
+    const __m256i     ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
+    const __m256i     bmask = X16      ? _mm256_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
+                              : b == 8 ? _mm256_set1_epi8(0x0F)
+                                       : _mm256_set1_epi8((char)((1 << b) - 1));
+    __m256i           acc[AVX2_M][AVX2_NV_MAX];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = _mm256_setzero_si256();
+    for (int64_t wr = c0 / vpw; wr < c1 / vpw; wr++) {
+        const uint32_t *row = qw + wr * ldq + i0;
+        if (M <= 2)
+            for (int jv = 0; jv < NV; jv += 2)
+                _mm_prefetch((const char *)(row + AVX2_PF + 8 * jv), _MM_HINT_T0);
+        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
+        __m256i        xb[AVX2_M][32 / 4]; /* a word row's slices, broadcast */
+        for (int r = 0; r < M; r++)
+            for (int s = 0; s < P; s++) {
+                int32_t xv;
+                memcpy(&xv, xw + (r0 + r) * j->kp + s * 4, 4);
+                xb[r][s] = _mm256_set1_epi32(xv);
+            }
+        for (int jv = 0; jv < NV; jv++) {
+            const __m256i wv = _mm256_loadu_si256((const void *)(row + 8 * jv));
+            if (X16) {
+                for (int s = 0; s < P; s++) {
+                    const __m256i q = _mm256_and_si256(_mm256_srli_epi32(wv, (int)(s * b)), bmask);
+                    for (int r = 0; r < M; r++)
+                        acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_madd_epi16(q, xb[r][s]));
+                }
+            } else if (b == 8) { /* P = 1: the codes as two nibbles */
+                const __m256i lo = _mm256_and_si256(wv, bmask);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(wv, 4), bmask);
+                for (int r = 0; r < M; r++) {
+                    const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xb[r][0]), ones);
+                    const __m256i ph =
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb[r][0]), sixteens);
+                    acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_add_epi32(pl, ph));
+                }
+            } else {
+                __m256i q[32 / 4];
+                for (int s = 0; s < P; s++)
+                    q[s] = _mm256_and_si256(_mm256_srli_epi32(wv, (int)(s * b)), bmask);
+                for (int r = 0; r < M; r++) {
+                    __m256i p = _mm256_maddubs_epi16(q[0], xb[r][0]);
+                    for (int s = 1; s < P; s++)
+                        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(q[s], xb[r][s]));
+                    acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+    }
+    const int64_t g = c0 / w->group_size;
+    for (int jv = 0; jv < NV; jv++) {
+        const int64_t col = i0 + 8 * jv;
+        const __m256  sc  = _mm256_cvtph_ps(
+              _mm_loadu_si128((const void *)((const uint16_t *)w->scales + g * n + col)));
+        const __m256 zf = avx2_zeros(w, g, col);
+        for (int r = 0; r < M; r++) {
+            const int64_t rr = r0 + r;
+            const __m256  xs = _mm256_set1_ps(j->xsf[rr * j->nkb + kb]);
+            const __m256  d  = _mm256_set1_ps(j->dx[rr * j->nkb + kb]);
+            float        *yp = j->y + rr * n + col;
+            const __m256  t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(acc[r][jv]));
+            const __m256  yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc, d), yv));
+        }
+    }
+}
+
+#define AVX2_NV(M) ((M) == 1 ? 4 : 2) /* vectors per tile for M rows (M * NV accumulators) */
+
+/* tile of rows r0 .. r0 + mm - 1 (mm <= AVX2_M) at vector v, nv vectors: the range's whole
+ * tile (AVX2_NV of its row count), or one */
+AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t mm,
+                             int64_t nv, const int b, const int X16) {
+#define AVX2_CASE(MM)                                                                              \
+    case MM:                                                                                       \
+        if (nv == 1)                                                                               \
+            avx2_tile(j, kb, v * 8, r0, b, X16, MM, 1);                                            \
+        else if (MM == 1 && nv == AVX2_NV(1))                                                      \
+            avx2_tile(j, kb, v * 8, r0, b, X16, MM, AVX2_NV(1));                                   \
+        else                                                                                       \
+            avx2_tile(j, kb, v * 8, r0, b, X16, MM, AVX2_NV(AVX2_M));                              \
+        break;
+    switch (mm) {
+        AVX2_CASE(1)
+        AVX2_CASE(2)
+        AVX2_CASE(3)
+    default:
+        AVX2_CASE(4)
+    }
+#undef AVX2_CASE
+}
+
+/* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
+AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b, const int X16) {
+    const int64_t m = j->m;
+    if (m <= AVX2_M) {
+        const int64_t nv = AVX2_NV(m);
+        for (int64_t kb = 0; kb < j->nkb; kb++) {
+            int64_t v = v0;
+            for (; v + nv <= v1; v += nv)
+                avx2_tile_m(j, kb, v, 0, m, nv, b, X16);
+            for (; v < v1; v++)
+                avx2_tile_m(j, kb, v, 0, m, 1, b, X16);
+        }
+        return;
+    }
+    const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32;
+    uint32_t     *blk = m >= AVX2_COPY_M ? malloc((size_t)(rows * 8 * nv) * 4) : NULL;
+    for (int64_t v = v0; v < v1; v += nv) {
+        const int one = v + nv > v1;
+        avx2_job  jb  = *j;
+        if (blk && !one) {
+            for (int64_t wr = 0; wr < rows; wr++)
+                memcpy(blk + wr * 8 * nv, j->qw + wr * j->ldq + v * 8, (size_t)(8 * nv) * 4);
+            jb.qw    = blk;
+            jb.ldq   = 8 * nv;
+            jb.qcol0 = v * 8;
+        }
+        for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++)
+            for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                for (int64_t kb = 0; kb < j->nkb; kb++)
+                    avx2_tile_m(&jb, kb, vv, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, one ? 1 : nv, b,
+                                X16);
+    }
+    free(blk);
+}
+
+typedef void (*avx2_fn)(const avx2_job *j, int64_t v0, int64_t v1);
+#define AVX2_INST(B, X16)                                                                          \
+    AVX2_TARGET static void gptq_avx2_b##B##_x##X16(const avx2_job *j, int64_t v0, int64_t v1) {   \
+        avx2_range(j, v0, v1, B, X16);                                                             \
+    }
+AVX2_INST(2, 0)
+AVX2_INST(4, 0)
+AVX2_INST(8, 0)
+AVX2_INST(2, 1)
+AVX2_INST(4, 1)
+AVX2_INST(8, 1)
+static const avx2_fn k_gptq_avx2[2][3] = {
+    /* [int16][bits 2, 4, 8] */
+    {gptq_avx2_b2_x0, gptq_avx2_b4_x0, gptq_avx2_b8_x0},
+    {gptq_avx2_b2_x1, gptq_avx2_b4_x1, gptq_avx2_b8_x1},
+};
+
+lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads) {
+    avx2_job j = {0};
+    j.w        = w;
+    j.ab       = lq_gptq_qx_block(w, xbits);
+    if (!j.ab || (xbits != 8 && xbits != 16) || !lq_gptq_avx2_ok(w))
+        return LQ_ERR_UNSUPPORTED;
+    j.nkb        = (w->k + j.ab - 1) / j.ab;
+    j.kp         = al64(w->k * (xbits / 8));
+    j.m          = m;
+    uint8_t *xp  = ws;
+    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
+    j.xp               = xp;
+    j.xsf              = xsf;
+    j.dx               = dx;
+    j.y                = y;
+    j.qw               = (const uint32_t *)w->qweight;
+    j.ldq              = w->n;
+    const int     nt   = lq_cpu_threads(nthreads);
+    const int64_t nvec = w->n / 8, nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
+    const avx2_fn fn = k_gptq_avx2[xbits == 16][w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2];
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++)
+            lq_gptq_qx_row(w, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
+                           dx + r * j.nkb);
+        /* whole tiles per thread (the last may be short) */
+        const int64_t ntile = (nvec + nv - 1) / nv, t0 = ntile * th / tn,
+                      t1 = ntile * (th + 1) / tn;
+        const int64_t v1 = t1 * nv < nvec ? t1 * nv : nvec;
+        if (t0 * nv < v1)
+            fn(&j, t0 * nv, v1);
+    }
+    return LQ_OK;
+}
+
+#else /* not x86-64 GCC/clang: the float kernels run */
+int lq_cpu_avx2i(void) {
+    return 0;
+}
+int lq_gptq_avx2_ok(const lq_qlinear *w) {
+    (void)w;
+    return 0;
+}
+size_t lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits) {
+    (void)w, (void)m, (void)xbits;
+    return 0;
+}
+lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int xbits, int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)xbits, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+#endif
