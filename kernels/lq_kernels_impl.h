@@ -238,6 +238,13 @@ void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr,
  * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and n % 8
  * == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
 int       lq_cpu_avx2i(void);
+/* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, m <= LQ_DENSE16_AVX2_M; the
+ * conversion of the sgemm path's tiles (only where lq_cpu_avx2i()). */
+#define LQ_DENSE16_AVX2_M 64
+int       lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                               int nthreads);
+void      lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out);
 int       lq_gptq_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,

@@ -275,6 +275,134 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     return LQ_OK;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Dense fp16 / bf16 weights, m <= LQ_DENSE16_AVX2_M rows (lq_cpu_avx512.c's kernel, 8 wide):
+ * W rows converted as they are read (vcvtph2ps; bf16 is the top half of a float32), tiles of 4
+ * W rows x 2 x rows (8 accumulators along k, summed at the end); k's tail scalar. Above that,
+ * and for the tiles of the sgemm path, lq_dense16_to_f32_avx2 converts.
+ * --------------------------------------------------------------------------------------- */
+int lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m) {
+    return m >= 1 && m <= LQ_DENSE16_AVX2_M &&
+           (w->dense_dtype == LQ_DENSE_F16 || w->dense_dtype == LQ_DENSE_BF16) && lq_cpu_avx2i();
+}
+
+AVX2_INLINE __m256 d16_cvt8(const uint16_t *h, int bf) {
+    const __m128i v = _mm_loadu_si128((const void *)h);
+    return bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16))
+              : _mm256_cvtph_ps(v);
+}
+
+AVX2_INLINE float d16_one(uint16_t h, int bf) {
+    if (bf) {
+        const uint32_t u = (uint32_t)h << 16;
+        float          f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    return _cvtsh_ss(h);
+}
+
+AVX2_INLINE float hsum8(__m256 v) {
+    const __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
+}
+
+/* y[r, i0 + j] (+)= the sum over channels [c0, c1), r < mr (<= MR), j < nr (<= NR); a short
+ * tile repeats its last row and drops it; add: accumulate (every k range after the first) */
+AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t i0, int nr, int mr,
+                           int bf, float *y, int64_t ldy, int64_t c0, int64_t c1, int add,
+                           const int NR, const int MR) {
+    const uint16_t *wr[4];
+    const float    *xr[4];
+    for (int j = 0; j < NR; j++)
+        wr[j] = W + (i0 + (j < nr ? j : nr - 1)) * k;
+    for (int r = 0; r < MR; r++)
+        xr[r] = x + (r < mr ? r : mr - 1) * k;
+    __m256 acc[4][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++)
+            acc[r][j] = _mm256_setzero_ps();
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256 wv[4];
+        for (int j = 0; j < NR; j++)
+            wv[j] = d16_cvt8(wr[j] + c, bf);
+        for (int r = 0; r < MR; r++) {
+            if (r >= mr)
+                break;
+            const __m256 xv = _mm256_loadu_ps(xr[r] + c);
+            for (int j = 0; j < NR; j++)
+                acc[r][j] = _mm256_fmadd_ps(xv, wv[j], acc[r][j]);
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) {
+            float v = hsum8(acc[r][j]);
+            for (int64_t t = c; t < c1; t++)
+                v += xr[r][t] * d16_one(wr[j][t], bf);
+            y[r * ldy + i0 + j] = add ? y[r * ldy + i0 + j] + v : v;
+        }
+}
+
+/* W rows [a, b) against every row of x over k ranges whose activations (m rows) fit in half
+ * an L2 (as the AVX-512 kernel): tiles of 4 W rows x 2 x rows up to 2 rows (memory-bound:
+ * more rows of W in flight), else 3 x 4 (12 accumulators: fewer conversions per product) */
+AVX2_INLINE void d16_cols8(const lq_qlinear *w, const float *x, int64_t m, float *y, int64_t a,
+                           int64_t b, const int bf) {
+    const uint16_t *W = w->dense;
+    const int64_t   k = w->k, n = w->n;
+    const int64_t   kr = ((int64_t)131072 / m) & ~(int64_t)7;
+    const int64_t   kb = kr > 256 ? kr : 256;
+    const int       NR = m <= 2 ? 4 : 3, MR = m <= 2 ? 2 : 4;
+    for (int64_t c0 = 0; c0 < k; c0 += kb) {
+        const int64_t c1 = c0 + kb < k ? c0 + kb : k;
+        for (int64_t i = a; i < b; i += NR) {
+            const int nr = b - i < NR ? (int)(b - i) : NR;
+            for (int64_t r = 0; r < m; r += MR) {
+                const int mr = m - r < MR ? (int)(m - r) : MR;
+                if (m <= 2)
+                    d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, c0, c1, c0 > 0, 4, 2);
+                else
+                    d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, c0, c1, c0 > 0, 3, 4);
+            }
+        }
+    }
+}
+AVX2_TARGET static void d16_cols8_f16(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                                      int64_t a, int64_t b) {
+    d16_cols8(w, x, m, y, a, b, 0);
+}
+AVX2_TARGET static void d16_cols8_bf16(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                                       int64_t a, int64_t b) {
+    d16_cols8(w, x, m, y, a, b, 1);
+}
+
+lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                               int nthreads) {
+    if (!lq_dense16_avx2_ok(w, m))
+        return LQ_ERR_INVALID_ARG;
+    const int     bf   = w->dense_dtype == LQ_DENSE_BF16;
+    const int64_t nblk = (w->n + 11) / 12; /* whole tiles of both shapes per thread */
+#pragma omp parallel num_threads(nthreads)
+    {
+        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int64_t a = nblk * t / T * 12, b0 = nblk * (t + 1) / T * 12,
+                      b = b0 < w->n ? b0 : w->n;
+        if (a < b)
+            (bf ? d16_cols8_bf16 : d16_cols8_f16)(w, x, m, y, a, b);
+    }
+    return LQ_OK;
+}
+
+AVX2_TARGET void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) {
+    int64_t e = 0;
+    for (; e + 8 <= cnt; e += 8)
+        _mm256_storeu_ps(out + e, d16_cvt8(h + e, bf));
+    for (; e < cnt; e++)
+        out[e] = d16_one(h[e], bf);
+}
+
 #else /* not x86-64 GCC/clang: the float kernels run */
 int lq_cpu_avx2i(void) {
     return 0;
@@ -291,5 +419,17 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
                             int xbits, int nthreads) {
     (void)w, (void)x, (void)m, (void)y, (void)ws, (void)xbits, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
+}
+int lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                               int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) {
+    (void)h, (void)bf, (void)cnt, (void)out;
 }
 #endif

@@ -1,7 +1,7 @@
 /* Unquantized linears. float32: OpenBLAS sgemm on the weights as they are. fp16 / bf16: the
- * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows (converting as it reads: half the bytes of
- * float32 where the rows are memory-bound); otherwise tiles of TILE_ROWS weight rows converted
- * to float32 in the workspace, each multiplied with sgemm. The tiles are 4x the quantized
+ * AVX-512 kernel (else the AVX2 one) up to LQ_DENSE16_AVX512_M rows (converting as it reads: half
+ * the bytes of float32 where the rows are memory-bound); otherwise tiles of TILE_ROWS weight rows
+ * converted to float32 in the workspace, each multiplied with sgemm. The tiles are 4x the quantized
  * formats' because sgemm packs x again on every call: with 256-row tiles 4096 x 4096 at m =
  * 512 ran 15-20% slower than sgemm on float32 weights, with 1024 within 1-4%. */
 #include "lq_kernels_impl.h"
@@ -15,11 +15,18 @@ static int64_t tile_rows(const lq_qlinear *w) {
     return w->n < TILE_ROWS ? w->n : TILE_ROWS;
 }
 
-/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact); avx: lq_cpu_avx512() */
+/* which conversion dense_to_f32 uses: 2 AVX-512, 1 AVX2 + F16C, 0 portable */
+static int cvt_kind(void) {
+    return lq_cpu_avx512() ? 2 : lq_cpu_avx2i() ? 1 : 0;
+}
+
+/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact); avx: cvt_kind() */
 static void dense_to_f32(const lq_qlinear *w, int64_t e0, int64_t cnt, int avx, float *out) {
     const uint16_t *h = (const uint16_t *)w->dense + e0;
-    if (avx) {
+    if (avx == 2) {
         lq_dense16_to_f32_avx512(h, w->dense_dtype == LQ_DENSE_BF16, cnt, out);
+    } else if (avx == 1) {
+        lq_dense16_to_f32_avx2(h, w->dense_dtype == LQ_DENSE_BF16, cnt, out);
     } else if (w->dense_dtype == LQ_DENSE_BF16) {
         for (int64_t e = 0; e < cnt; e++) {
             const uint32_t u = (uint32_t)h[e] << 16;
@@ -37,7 +44,7 @@ lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
         memcpy(out, w->dense, (size_t)numel * sizeof(float));
         return LQ_OK;
     }
-    const int avx = lq_cpu_avx512();
+    const int avx = cvt_kind();
 #pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
     for (int64_t i = 0; i < w->n; i++)
         dense_to_f32(w, i * w->k, w->k, avx, out + i * w->k);
@@ -45,7 +52,7 @@ lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
 }
 
 size_t lq_ws_dense_cpu(const lq_qlinear *w, int64_t m) {
-    if (w->dense_dtype == LQ_DENSE_F32 || lq_dense16_avx512_ok(w, m))
+    if (w->dense_dtype == LQ_DENSE_F32 || lq_dense16_avx512_ok(w, m) || lq_dense16_avx2_ok(w, m))
         return 0;
     return (size_t)(tile_rows(w) * w->k) * sizeof(float);
 }
@@ -59,11 +66,13 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
         lq_sgemm_tile(x, m, k, w->dense, n, 0, y, n, 0.f);
     } else if (lq_dense16_avx512_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx512(w, x, m, y, lq_cpu_threads(nthreads)));
+    } else if (lq_dense16_avx2_ok(w, m)) {
+        LQ_TRY(lq_gemm_dense16_avx2(w, x, m, y, lq_cpu_threads(nthreads)));
     } else {
         const int64_t tr = tile_rows(w);
         if (!ws || ws_size < (size_t)(tr * k) * sizeof(float))
             return LQ_ERR_INVALID_ARG;
-        const int nt = lq_cpu_threads(nthreads), avx = lq_cpu_avx512();
+        const int nt = lq_cpu_threads(nthreads), avx = cvt_kind();
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
 #pragma omp parallel for schedule(static) num_threads(nt)
