@@ -245,6 +245,9 @@ int       lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                int nthreads);
 void      lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out);
+/* LLM.int8's integer sums as lq_int8_dots_vnni, no workspace (only where lq_cpu_avx2i()). */
+lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, int nthreads);
 int       lq_gptq_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,

@@ -403,6 +403,80 @@ AVX2_TARGET void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, 
         out[e] = d16_one(h[e], bf);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * LLM.int8's integer part, acc[r, i] = sum_c qx[r, c] * cb[i, c] exactly (as
+ * lq_int8_dots_vnni). vpmaddubsw needs one unsigned operand: |qx| against cb carrying qx's
+ * sign (vpsignb), so every pair is at most 2 * 127 * 127 and never saturates; vpmaddwd against
+ * ones widens. Tiles of 4 cb rows x up to 2 activation rows; k's tail scalar.
+ * --------------------------------------------------------------------------------------- */
+AVX2_INLINE int32_t hsum8i(__m256i v) {
+    const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i b = _mm_add_epi32(a, _mm_shuffle_epi32(a, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 0xB1)));
+}
+
+AVX2_INLINE void i8_tile(const int8_t *cb, int64_t k, const int8_t *qx, int64_t n, int64_t i0,
+                         int nr, int64_t r0, const int MR, int32_t *acc) {
+    const int8_t *wr[4], *xr[2];
+    for (int j = 0; j < 4; j++)
+        wr[j] = cb + (i0 + (j < nr ? j : nr - 1)) * k;
+    for (int r = 0; r < MR; r++)
+        xr[r] = qx + (r0 + r) * k;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i       a[2][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < 4; j++)
+            a[r][j] = _mm256_setzero_si256();
+    int64_t c = 0;
+    for (; c + 32 <= k; c += 32) {
+        __m256i wv[4];
+        for (int j = 0; j < 4; j++)
+            wv[j] = _mm256_loadu_si256((const void *)(wr[j] + c));
+        for (int r = 0; r < MR; r++) {
+            const __m256i xv = _mm256_loadu_si256((const void *)(xr[r] + c));
+            const __m256i ax = _mm256_abs_epi8(xv);
+            for (int j = 0; j < 4; j++) {
+                const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[j], xv));
+                a[r][j]         = _mm256_add_epi32(a[r][j], _mm256_madd_epi16(p, ones));
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < nr; j++) {
+            int32_t v = hsum8i(a[r][j]);
+            for (int64_t t = c; t < k; t++)
+                v += (int32_t)xr[r][t] * (int32_t)wr[j][t];
+            acc[(r0 + r) * n + i0 + j] = v;
+        }
+}
+
+AVX2_TARGET static void i8_range(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx,
+                                 int64_t m, int64_t i0, int64_t i1, int32_t *acc) {
+    for (int64_t i = i0; i < i1; i += 4) {
+        const int nr = i1 - i < 4 ? (int)(i1 - i) : 4;
+        int64_t   r  = 0;
+        for (; r + 2 <= m; r += 2)
+            i8_tile(cb, k, qx, n, i, nr, r, 2, acc);
+        if (r < m)
+            i8_tile(cb, k, qx, n, i, nr, r, 1, acc);
+    }
+}
+
+lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, int nthreads) {
+    if (!lq_cpu_avx2i())
+        return LQ_ERR_UNSUPPORTED;
+    const int64_t nb = (n + 3) / 4;
+#pragma omp parallel num_threads(lq_cpu_threads(nthreads))
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        const int64_t i0 = nb * th / tn * 4, i1 = nb * (th + 1) / tn * 4;
+        if (i0 < n)
+            i8_range(cb, n, k, qx, m, i0, i1 < n ? i1 : n, acc);
+    }
+    return LQ_OK;
+}
+
 #else /* not x86-64 GCC/clang: the float kernels run */
 int lq_cpu_avx2i(void) {
     return 0;
@@ -431,5 +505,10 @@ lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, f
 }
 void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) {
     (void)h, (void)bf, (void)cnt, (void)out;
+}
+lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
+                            int32_t *acc, int nthreads) {
+    (void)cb, (void)n, (void)k, (void)qx, (void)m, (void)acc, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
 }
 #endif

@@ -4,7 +4,7 @@
  * int8), finds each row's absmax and quantizes the activations once.
  * Small m: per output row, int8 x int8 -> int32 dot products (vectorized integer sums, exact),
  * then the fp columns; with AVX-512 VNNI (up to INT8_VNNI_MAX_M rows) the same exact sums by
- * vpdpbusd (cpu/lq_cpu_vnni.c).
+ * vpdpbusd (cpu/lq_cpu_vnni.c), else with AVX2 by vpmaddubsw (cpu/lq_cpu_avx2.c).
  * Large m: int8 values are exact in float32, so the int32 product is an sgemm of the quantized
  * activations with CB tiles converted to float (exact while |acc| < 2^24, i.e. unless k is huge
  * and every product near 127^2; otherwise relative error 2^-24, far below the activation
@@ -20,8 +20,13 @@
  * (bench_kernels_cpu, 4096 x 4096) */
 #define INT8_VNNI_MAX_M 64
 
+/* the integer sums' kernel: 2 AVX-512 VNNI, 1 AVX2, 0 the dot products of int8_small_out */
+static int int8_dots_kind(void) {
+    return lq_cpu_vnni() ? 2 : lq_cpu_avx2i() ? 1 : 0;
+}
+
 static int int8_small(int64_t m) {
-    return m <= LQ_FUSED_M || (m <= INT8_VNNI_MAX_M && lq_cpu_vnni());
+    return m <= LQ_FUSED_M || (m <= INT8_VNNI_MAX_M && int8_dots_kind());
 }
 
 static size_t al64(size_t b) {
@@ -31,9 +36,10 @@ static size_t al64(size_t b) {
 /* Small-m workspace after the head: codes [m, k]; with VNNI their unsigned copy and the sums
  * [m, n]; then (all: with_fp) the gathered fp activations, [m, k] at most. */
 static size_t int8_small_ws(const lq_qlinear *w, int64_t m, int with_fp) {
-    size_t b = al64((size_t)(m * w->k));
-    if (lq_cpu_vnni())
-        b += al64(lq_ws_int8_vnni(w->n, w->k, m)) + al64((size_t)(m * w->n) * 4);
+    size_t    b    = al64((size_t)(m * w->k));
+    const int kind = int8_dots_kind();
+    if (kind)
+        b += (kind == 2 ? al64(lq_ws_int8_vnni(w->n, w->k, m)) : 0) + al64((size_t)(m * w->n) * 4);
     return b + (with_fp ? (size_t)(m * ((w->k + 7) & ~7)) * sizeof(float) : 0);
 }
 
@@ -186,11 +192,13 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         int8_t *qx = s.rest;
         for (int64_t r = 0; r < m; r++)
             quant_row(x + r * k, k, s.col, s.rowmax[r], qx + r * k);
-        int32_t *acc = NULL; /* VNNI: all the integer sums first */
-        if (lq_cpu_vnni()) {
+        int32_t  *acc  = NULL; /* VNNI / AVX2: all the integer sums first */
+        const int kind = int8_dots_kind();
+        if (kind) {
             uint8_t *vws = (uint8_t *)s.rest + al64((size_t)(m * k));
-            acc          = (int32_t *)(void *)(vws + al64(lq_ws_int8_vnni(n, k, m)));
-            LQ_TRY(lq_int8_dots_vnni(cb, n, k, qx, m, acc, vws, nthreads));
+            acc = (int32_t *)(void *)(vws + (kind == 2 ? al64(lq_ws_int8_vnni(n, k, m)) : 0));
+            LQ_TRY(kind == 2 ? lq_int8_dots_vnni(cb, n, k, qx, m, acc, vws, nthreads)
+                             : lq_int8_dots_avx2(cb, n, k, qx, m, acc, nthreads));
         }
         /* fp columns in the reference's order (runtime, then stored): activations [m, nfp],
          * rows zero-padded to a multiple of 8 */
