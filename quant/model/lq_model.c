@@ -670,6 +670,21 @@ static int stored16(const lq_model *m, const lq_st_tensor *t, int64_t numel) {
            t->perm_heads == 0 && t->shift == 0.f && t->nbytes == numel * 2;
 }
 
+/* The stored arrays a repacked descriptor no longer reads (lq_qlinear_sort): their pages of the
+ * mapping leave RSS (read once by the repacking, never again). */
+static void release_replaced(const lq_model *m, const char *prefix, const lq_qlinear *stored,
+                             const lq_qlinear *repacked) {
+    lq_qarray a[LQ_QARRAY_MAX + 2];
+    const int na = lq_qlinear_arrays(stored, a);
+    char      name[512];
+    for (int i = 0; i < na; i++) {
+        if (a[i].constant || lq_qarray_data(&a[i], stored) == lq_qarray_data(&a[i], repacked))
+            continue;
+        snprintf(name, sizeof name, "%s.%s", prefix, a[i].suffix);
+        lq_st_release(m->st, lq_st_find(m->st, name));
+    }
+}
+
 static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, int64_t k, int bias,
                              lq_linear *out, lq_err *err) {
     char      name[512];
@@ -716,6 +731,7 @@ static lq_status load_linear(const lq_model *m, const char *prefix, int64_t n, i
             st = lq_qlinear_sort(&out->buf.q, sbuf, sb, &sorted);
             if (st != LQ_OK)
                 LQ_FAIL_GOTO(err, st, "%s: cannot repack %s for the kernels", m->dir, prefix);
+            release_replaced(m, prefix, &out->buf.q, &sorted);
             out->buf.q = sorted;
         }
     }
