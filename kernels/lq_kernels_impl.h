@@ -245,6 +245,12 @@ int       lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                int nthreads);
 void      lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out);
+/* NF4 on integer activations (lq_gemm_nf4_qx_ref's semantics) where lq_nf4_avx2_ok (n % 8
+ * == 0, a qx block) and lq_cpu_avx2i(). */
+int       lq_nf4_avx2_ok(const lq_qlinear *w);
+size_t    lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads);
 /* LLM.int8's integer sums as lq_int8_dots_vnni, no workspace (only where lq_cpu_avx2i()). */
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, int nthreads);

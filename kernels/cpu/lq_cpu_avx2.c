@@ -477,6 +477,146 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
     return LQ_OK;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * NF4 on integer activations: the semantics of lq_gemm_nf4_qx_ref (int8 activations per block
+ * of ab channels, the code book scaled to int8 tq), bit for bit. A column's codes lie along k:
+ * 32 code bytes are 64 channels, their high nibbles the even channels, the low ones the odd, so
+ * the activations are stored split the same way (per 64 channels: 32 even, then 32 odd) and
+ * vpshufb against tq decodes a nibble vector straight into lanes that meet its activations.
+ * Products by the sign trick (|tq| against x carrying tq's sign: pairs of at most 2 x 127 x
+ * 127), widened by vpmaddwd; a block's integer sum is exact in any order. Per tile of 8 columns
+ * and block, each column's codes are decoded once for a chunk of rows, its lane sums stored,
+ * and 8 columns' sums reduced by one hadd tree, so the float epilogue (t = acc, y = fma(t,
+ * absmax * ts * dx, y) block by block) runs 8 columns wide.
+ * --------------------------------------------------------------------------------------- */
+int lq_nf4_avx2_ok(const lq_qlinear *w) {
+    return w->n % 8 == 0 && lq_nf4_qx_block(w) > 0;
+}
+
+size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
+    const int64_t ab = lq_nf4_qx_block(w);
+    return ab ? (size_t)(m * al64(w->k) + m * (w->k / ab) * 4) : 0;
+}
+
+typedef struct nf4x_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, m, kp;
+    const int8_t     *xp; /* [m, kp]: per 64 channels the 32 even, then the 32 odd */
+    const float      *dx; /* [m, nkb] */
+    float             ts;
+    __m128i           lut; /* tq */
+    float            *y;
+} nf4x_job;
+
+/* 8 vectors of 8 int32 lanes -> one vector of their 8 sums, in order */
+AVX2_INLINE __m256i hsum8x8(const __m256i v[8]) {
+    const __m256i a =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* Columns [i0, i0 + 8), block kb, every row: the block's codes decoded once (per 64 channels
+ * and column: tq of the high and low nibbles and their magnitudes, 4 KiB at most), then per row
+ * 8 accumulators in registers, reduced by one hadd tree. */
+AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, ab = j->ab, c0 = kb * ab, nsc = ab / 64;
+    const uint8_t    *qb   = w->qweight;
+    const __m256i     lut  = _mm256_broadcastsi128_si256(j->lut);
+    const __m256i     m0f  = _mm256_set1_epi8(0x0F);
+    const __m256i     ones = _mm256_set1_epi16(1);
+    __m256i           dec[256 / 64][8][4];
+    for (int64_t sc = 0; sc < nsc; sc++)
+        for (int jc = 0; jc < 8; jc++) {
+            const __m256i b =
+                _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2));
+            const __m256i th =
+                _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
+            const __m256i tl = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
+            dec[sc][jc][0]   = th;
+            dec[sc][jc][1]   = tl;
+            dec[sc][jc][2]   = _mm256_abs_epi8(th);
+            dec[sc][jc][3]   = _mm256_abs_epi8(tl);
+        }
+    float s[8];
+    for (int jc = 0; jc < 8; jc++)
+        s[jc] = lq_nf4_absmax(w, ((i0 + jc) * k + c0) / w->group_size) * j->ts;
+    const __m256 sv = _mm256_loadu_ps(s);
+    for (int64_t r = 0; r < j->m; r++) {
+        __m256i acc[8];
+        for (int jc = 0; jc < 8; jc++)
+            acc[jc] = _mm256_setzero_si256();
+        for (int64_t sc = 0; sc < nsc; sc++) {
+            const int8_t *xr = j->xp + r * j->kp + c0 + 64 * sc;
+            const __m256i xe = _mm256_loadu_si256((const void *)xr);
+            const __m256i xo = _mm256_loadu_si256((const void *)(xr + 32));
+            for (int jc = 0; jc < 8; jc++) {
+                const __m256i ph =
+                    _mm256_maddubs_epi16(dec[sc][jc][2], _mm256_sign_epi8(xe, dec[sc][jc][0]));
+                const __m256i pl =
+                    _mm256_maddubs_epi16(dec[sc][jc][3], _mm256_sign_epi8(xo, dec[sc][jc][1]));
+                acc[jc] = _mm256_add_epi32(acc[jc], _mm256_add_epi32(_mm256_madd_epi16(ph, ones),
+                                                                     _mm256_madd_epi16(pl, ones)));
+            }
+        }
+        const __m256 t  = _mm256_cvtepi32_ps(hsum8x8(acc));
+        const __m256 d  = _mm256_mul_ps(sv, _mm256_set1_ps(j->dx[r * j->nkb + kb]));
+        float       *yp = j->y + r * n + i0;
+        const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+        _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, d, yv));
+    }
+}
+
+AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t kb = 0; kb < j->nkb; kb++)
+            nf4x_tile(j, 8 * t, kb);
+}
+
+lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads) {
+    if (!lq_nf4_avx2_ok(w) || !lq_nf4_qx_bits(w, m))
+        return LQ_ERR_UNSUPPORTED;
+    nf4x_job j = {0};
+    int8_t   tq[16];
+    j.w             = w;
+    j.ab            = lq_nf4_qx_block(w);
+    j.nkb           = w->k / j.ab;
+    j.m             = m;
+    j.ts            = lq_nf4_qx_table(w, tq);
+    j.lut           = _mm_loadu_si128((const void *)tq);
+    j.y             = y;
+    const int64_t k = w->k, kp = al64(k);
+    int8_t       *xp    = ws;
+    float        *dx    = (float *)(void *)((uint8_t *)ws + m * kp);
+    j.xp                = xp;
+    j.dx                = dx;
+    j.kp                = kp;
+    const int64_t ntile = w->n / 8;
+#pragma omp parallel num_threads(lq_cpu_threads(nthreads))
+    {
+        int32_t q[256];
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++) {
+            int8_t *o = xp + r * kp;
+            for (int64_t kb = 0; kb < j.nkb; kb++) {
+                const int64_t c0 = kb * j.ab;
+                lq_qx_block(x + r * k + c0, j.ab, 127.f, q, &dx[r * j.nkb + kb]);
+                for (int64_t c = c0; c < c0 + j.ab; c++) { /* per 64: even, then odd */
+                    const int64_t u = c - c0, base = c - (c & 63), e = c & 63;
+                    o[base + (e & 1) * 32 + e / 2] = (int8_t)q[u];
+                }
+            }
+        }
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        nf4x_range(&j, ntile * th / tn, ntile * (th + 1) / tn);
+    }
+    return LQ_OK;
+}
+
 #else /* not x86-64 GCC/clang: the float kernels run */
 int lq_cpu_avx2i(void) {
     return 0;
@@ -509,6 +649,19 @@ void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) 
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, int nthreads) {
     (void)cb, (void)n, (void)k, (void)qx, (void)m, (void)acc, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+int lq_nf4_avx2_ok(const lq_qlinear *w) {
+    (void)w;
+    return 0;
+}
+size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
 }
 #endif

@@ -253,22 +253,30 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     return LQ_OK;
 }
 
-/* Integer activations (cpu/lq_cpu_vnni.c): the semantics of lq_gemm_nf4_qx_ref. */
+/* Integer activations (cpu/lq_cpu_vnni.c; else AVX2, cpu/lq_cpu_avx2.c): the semantics of
+ * lq_gemm_nf4_qx_ref. */
+static int nf4_qx_kind(const lq_qlinear *w) {
+    return lq_cpu_vnni() ? 2 : lq_nf4_avx2_ok(w) && lq_cpu_avx2i() ? 1 : 0;
+}
+
 int lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return lq_cpu_vnni() && lq_nf4_qx_bits(w, m);
+    return nf4_qx_kind(w) && lq_nf4_qx_bits(w, m);
 }
 
 size_t lq_ws_nf4_cpu_qx(const lq_qlinear *w, int64_t m) {
-    return lq_nf4_cpu_quantizes_x(w, m) ? lq_ws_nf4_vnni(w, m) : 0;
+    if (!lq_nf4_cpu_quantizes_x(w, m))
+        return 0;
+    return nf4_qx_kind(w) == 2 ? lq_ws_nf4_vnni(w, m) : lq_ws_nf4_avx2(w, m);
 }
 
 lq_status lq_gemm_nf4_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads) {
     if (!lq_nf4_cpu_quantizes_x(w, m))
         return LQ_ERR_UNSUPPORTED;
-    if (!ws || ws_size < lq_ws_nf4_vnni(w, m))
+    if (!ws || ws_size < lq_ws_nf4_cpu_qx(w, m))
         return LQ_ERR_INVALID_ARG;
-    LQ_TRY(lq_gemm_nf4_vnni(w, x, m, y, ws, nthreads));
+    LQ_TRY(nf4_qx_kind(w) == 2 ? lq_gemm_nf4_vnni(w, x, m, y, ws, nthreads)
+                               : lq_gemm_nf4_avx2(w, x, m, y, ws, nthreads));
     lq_add_bias_f16(w->bias, m, w->n, y);
     return LQ_OK;
 }
