@@ -62,7 +62,8 @@ int main(void) {
     const char       *e = getenv("LQ_CPU_KERNELS");
     if (e && !strcmp(e, "portable"))
         CHECK(v == &lq_vec_ops_ref);
-    printf("vector functions: %s\n", v == &lq_vec_ops_ref ? "scalar references" : "AVX-512");
+    printf("vector functions: %s\n",
+           v == &lq_vec_ops_ref ? "scalar references" : "AVX-512 or AVX2");
     for (int64_t n = 1; n <= 70; n++)
         for (int64_t lo = 0; lo < n; lo += 1 + n / 5)
             for (int64_t hi = lo; hi < n; hi += 1 + n / 4)
