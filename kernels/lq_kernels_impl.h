@@ -232,6 +232,8 @@ void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out
  * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
 void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr, uint8_t *xp,
                     float *xsf, float *dx);
+/* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits). */
+size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
 
 /* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
  * lq_cpu_avx2i: the CPU has AVX2, FMA and F16C and LQ_CPU_KERNELS is not "portable".

@@ -47,11 +47,7 @@ static int64_t al64(int64_t v) {
 }
 
 size_t lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_gptq_qx_block(w, xbits);
-    if (!ab)
-        return 0;
-    const int64_t nkb = (w->k + ab - 1) / ab;
-    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4);
+    return lq_gptq_qx_ws(w, m, xbits);
 }
 
 typedef struct avx2_job {

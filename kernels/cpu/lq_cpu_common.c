@@ -80,6 +80,16 @@ void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, 
         }
 }
 
+/* Their workspace: xp [m, k * xbits/8 rounded up to 64 bytes] | block sums [m, nkb] | block
+ * scales [m, nkb] (0: no such semantics for w). */
+size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits) {
+    const int64_t ab = lq_gptq_qx_block(w, xbits);
+    if (!ab)
+        return 0;
+    const int64_t nkb = (w->k + ab - 1) / ab, kp = (w->k * (xbits / 8) + 63) & ~(int64_t)63;
+    return (size_t)(m * kp + 2 * m * nkb * 4);
+}
+
 /* The integer kernels' activation layout (lq_cpu_vnni.c, lq_cpu_avx2.c): xr quantized per
  * block of ab channels (lq_qx_block) into xp, its block sums (exact as float) and scales. A
  * qweight word holds 32/b channels of a column; for b != 3, int16 slice s of a word's channels

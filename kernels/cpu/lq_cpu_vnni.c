@@ -57,8 +57,7 @@ static size_t gptq_vnni_ws(int64_t k, int64_t ab, int64_t m, int xbits) {
 }
 
 size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_gptq_qx_block(w, xbits);
-    return ab ? gptq_vnni_ws(w->k, ab, m, xbits) : 0;
+    return lq_gptq_qx_ws(w, m, xbits);
 }
 
 typedef struct vnni_job {
