@@ -236,7 +236,7 @@ void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr,
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
 
 /* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
- * lq_cpu_avx2i: the CPU has AVX2, FMA and F16C and LQ_CPU_KERNELS is not "portable".
+ * lq_cpu_avx2i: the CPU has AVX2 and FMA (so F16C) and LQ_CPU_KERNELS is not "portable".
  * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and n % 8
  * == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
 int       lq_cpu_avx2i(void);
