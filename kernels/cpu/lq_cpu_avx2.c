@@ -483,8 +483,8 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
  * vpshufb against tq decodes a nibble vector straight into lanes that meet its activations.
  * Products by the sign trick (|tq| against x carrying tq's sign: pairs of at most 2 x 127 x
  * 127), widened by vpmaddwd; a block's integer sum is exact in any order. Per tile of 8 columns
- * and block, each column's codes are decoded once for a chunk of rows, its lane sums stored,
- * and 8 columns' sums reduced by one hadd tree, so the float epilogue (t = acc, y = fma(t,
+ * and block, the codes are decoded once for every row, each row's 8 column sums stay in
+ * registers and are reduced by one hadd tree, so the float epilogue (t = acc, y = fma(t,
  * absmax * ts * dx, y) block by block) runs 8 columns wide.
  * --------------------------------------------------------------------------------------- */
 int lq_nf4_avx2_ok(const lq_qlinear *w) {
