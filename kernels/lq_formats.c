@@ -101,8 +101,21 @@ float lq_nf4_absmax(const lq_qlinear *w, int64_t block) {
 }
 
 void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out) {
-    for (int64_t b = b0; b < b1; b++)
-        out[b - b0] = lq_nf4_absmax(w, b);
+    if (w->nested_blocksize <= 0) {
+        memcpy(out, (const float *)w->absmax + b0, (size_t)(b1 - b0) * sizeof(float));
+        return;
+    }
+    /* lq_nf4_absmax's arithmetic, one division per nested block rather than per block */
+    const uint8_t *qa = w->absmax;
+    const int64_t  nb = w->nested_blocksize;
+    for (int64_t b = b0; b < b1;) {
+        const int64_t nest = b / nb, end = (nest + 1) * nb < b1 ? (nest + 1) * nb : b1;
+        const float   na = w->nested_absmax[nest];
+        for (; b < end; b++) {
+            const float a = w->nested_code[qa[b]] * na;
+            out[b - b0]   = a + w->nested_offset;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------------------

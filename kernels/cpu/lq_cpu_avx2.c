@@ -516,17 +516,62 @@ AVX2_INLINE __m256i hsum8x8(const __m256i v[8]) {
                             _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* Columns [i0, i0 + 8), block kb, every row: the block's codes decoded once (per 64 channels
- * and column: tq of the high and low nibbles and their magnitudes, 4 KiB at most), then per row
- * 8 accumulators in registers, reduced by one hadd tree. */
-AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb) {
+/* One column's codes for 64 channels against one row's even / odd activations: the int32
+ * partial sums of the 64 products (the sign trick; see above). */
+AVX2_INLINE __m256i nf4x_dot64(__m256i lut, __m256i b, __m256i xe, __m256i xo) {
+    const __m256i m0f  = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i th   = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
+    const __m256i tl   = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
+    const __m256i ph   = _mm256_maddubs_epi16(_mm256_abs_epi8(th), _mm256_sign_epi8(xe, th));
+    const __m256i pl   = _mm256_maddubs_epi16(_mm256_abs_epi8(tl), _mm256_sign_epi8(xo, tl));
+    return _mm256_add_epi32(_mm256_madd_epi16(ph, ones), _mm256_madd_epi16(pl, ones));
+}
+
+/* y[r, i0 .. i0 + 8) += (the 8 column sums of acc) * sv * dx of row r, block kb */
+AVX2_INLINE void nf4x_out(const nf4x_job *j, const __m256i acc[8], __m256 sv, int64_t r, int64_t i0,
+                          int64_t kb) {
+    const __m256 t  = _mm256_cvtepi32_ps(hsum8x8(acc));
+    const __m256 d  = _mm256_mul_ps(sv, _mm256_set1_ps(j->dx[r * j->nkb + kb]));
+    float       *yp = j->y + r * j->w->n + i0;
+    const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+    _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, d, yv));
+}
+
+#define NF4X_FUSED_M 1 /* up to this many rows the codes are decoded per row, in registers */
+
+/* Columns [i0, i0 + 8), block kb, every row; sv: the 8 columns' absmax * ts. Up to
+ * NF4X_FUSED_M rows: each column's codes are decoded where they are multiplied. More rows: the
+ * block's codes are decoded once (per 64 channels and column: tq of the high and low nibbles and
+ * their magnitudes, 4 KiB at most), then per row 8 accumulators in registers, reduced by one hadd
+ * tree. */
+AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv) {
     const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, ab = j->ab, c0 = kb * ab, nsc = ab / 64;
-    const uint8_t    *qb   = w->qweight;
-    const __m256i     lut  = _mm256_broadcastsi128_si256(j->lut);
-    const __m256i     m0f  = _mm256_set1_epi8(0x0F);
-    const __m256i     ones = _mm256_set1_epi16(1);
-    __m256i           dec[256 / 64][8][4];
+    const int64_t     k = w->k, ab = j->ab, c0 = kb * ab, nsc = ab / 64;
+    const uint8_t    *qb  = w->qweight;
+    const __m256i     lut = _mm256_broadcastsi128_si256(j->lut);
+    if (j->m <= NF4X_FUSED_M) {
+        for (int64_t r = 0; r < j->m; r++) {
+            __m256i acc[8];
+            for (int jc = 0; jc < 8; jc++)
+                acc[jc] = _mm256_setzero_si256();
+            for (int64_t sc = 0; sc < nsc; sc++) {
+                const int8_t *xr = j->xp + r * j->kp + c0 + 64 * sc;
+                const __m256i xe = _mm256_loadu_si256((const void *)xr);
+                const __m256i xo = _mm256_loadu_si256((const void *)(xr + 32));
+                for (int jc = 0; jc < 8; jc++) {
+                    const __m256i b =
+                        _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2));
+                    acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot64(lut, b, xe, xo));
+                }
+            }
+            nf4x_out(j, acc, sv, r, i0, kb);
+        }
+        return;
+    }
+    const __m256i m0f  = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i       dec[256 / 64][8][4];
     for (int64_t sc = 0; sc < nsc; sc++)
         for (int jc = 0; jc < 8; jc++) {
             const __m256i b =
@@ -539,10 +584,6 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb) {
             dec[sc][jc][2]   = _mm256_abs_epi8(th);
             dec[sc][jc][3]   = _mm256_abs_epi8(tl);
         }
-    float s[8];
-    for (int jc = 0; jc < 8; jc++)
-        s[jc] = lq_nf4_absmax(w, ((i0 + jc) * k + c0) / w->group_size) * j->ts;
-    const __m256 sv = _mm256_loadu_ps(s);
     for (int64_t r = 0; r < j->m; r++) {
         __m256i acc[8];
         for (int jc = 0; jc < 8; jc++)
@@ -560,18 +601,32 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb) {
                                                                      _mm256_madd_epi16(pl, ones)));
             }
         }
-        const __m256 t  = _mm256_cvtepi32_ps(hsum8x8(acc));
-        const __m256 d  = _mm256_mul_ps(sv, _mm256_set1_ps(j->dx[r * j->nkb + kb]));
-        float       *yp = j->y + r * n + i0;
-        const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
-        _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, d, yv));
+        nf4x_out(j, acc, sv, r, i0, kb);
     }
 }
 
+#define NF4X_KB 32 /* blocks whose scales are decoded in one run per column */
+
+/* Tiles [t0, t1). The block scales (double quant: two roundings each) are decoded a run of
+ * NF4X_KB blocks per column at a time, not one call per column and block: that call cost as
+ * much as the products at one row. A group spans bs / ab blocks (both powers of two). */
 AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
+    const lq_qlinear *w  = j->w;
+    const int64_t     gk = w->k / w->group_size;
+    const int         sh = __builtin_ctzll((unsigned long long)(w->group_size / j->ab));
+    float             am[NF4X_KB], sc[NF4X_KB][8];
     for (int64_t t = t0; t < t1; t++)
-        for (int64_t kb = 0; kb < j->nkb; kb++)
-            nf4x_tile(j, 8 * t, kb);
+        for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += NF4X_KB) {
+            const int64_t kb1 = kb0 + NF4X_KB < j->nkb ? kb0 + NF4X_KB : j->nkb;
+            for (int jc = 0; jc < 8; jc++) {
+                const int64_t g0 = (8 * t + jc) * gk + (kb0 >> sh);
+                lq_nf4_absmax_range(w, g0, (8 * t + jc) * gk + ((kb1 - 1) >> sh) + 1, am);
+                for (int64_t kb = kb0; kb < kb1; kb++)
+                    sc[kb - kb0][jc] = am[(kb >> sh) - (kb0 >> sh)] * j->ts;
+            }
+            for (int64_t kb = kb0; kb < kb1; kb++)
+                nf4x_tile(j, 8 * t, kb, _mm256_loadu_ps(sc[kb - kb0]));
+        }
 }
 
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
