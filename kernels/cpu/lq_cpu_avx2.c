@@ -11,8 +11,12 @@
  *   int8: vpmaddubsw (u8 codes x s8 activations, pairs summed in int16) then vpmaddwd against
  *         ones: exact as long as no int16 sum saturates. With b <= 4 a pair is at most
  *         2 * 15 * 127 = 3810, so a word row's 8/b slices are summed in int16 before widening
- *         (at most 7620). 8-bit codes would saturate: they go in as two nibbles, each product
- *         widened on its own (the high one against 16s).
+ *         (at most 7620). 8-bit codes would saturate (2 * 255 * 127): the sum is of (code -
+ *         128) x instead, by the sign trick (|code - 128| against x carrying its sign: pairs of
+ *         at most 2 * 128 * 127), and the epilogue's zero point is z - 128. That is bit for
+ *         bit the reference: the block sum of x is an integer held exactly in float, so
+ *         fma(-(z - 128), sum(x), sum((c - 128) x)) has the exact value of fma(-z, sum(x),
+ *         sum(c x)), both sums exact in float (|.| < 2^24: int8 blocks are at most 256).
  * Loop order and the contiguous copy of a column block's words from 16 rows: as the VNNI
  * kernels (see there). */
 #include "lq_kernels_impl.h"
@@ -89,10 +93,12 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
     const uint32_t   *qw   = j->qw - j->qcol0;
     const int64_t     ldq  = j->ldq;
-    const __m256i     ones = _mm256_set1_epi16(1), sixteens = _mm256_set1_epi16(16);
+    const __m256i     ones  = _mm256_set1_epi16(1);
     const __m256i     bmask = X16      ? _mm256_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
-                              : b == 8 ? _mm256_set1_epi8(0x0F)
+                              : b == 8 ? _mm256_set1_epi8((char)0x80) /* the sign bits */
                                        : _mm256_set1_epi8((char)((1 << b) - 1));
+    /* int8 8-bit sums are of (code - 128) x: the epilogue's zero point carries the 128 back */
+    const float       zshift = !X16 && b == 8 ? 128.f : 0.f;
     __m256i           acc[AVX2_M][AVX2_NV_MAX];
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < NV; jv++)
@@ -118,15 +124,14 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
                     for (int r = 0; r < M; r++)
                         acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_madd_epi16(q, xb[r][s]));
                 }
-            } else if (b == 8) { /* P = 1: the codes as two nibbles */
-                const __m256i lo = _mm256_and_si256(wv, bmask);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(wv, 4), bmask);
-                for (int r = 0; r < M; r++) {
-                    const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xb[r][0]), ones);
-                    const __m256i ph =
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb[r][0]), sixteens);
-                    acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_add_epi32(pl, ph));
-                }
+            } else if (b == 8) { /* P = 1: code - 128 by the sign trick */
+                const __m256i sv = _mm256_xor_si256(wv, bmask);
+                const __m256i av = _mm256_abs_epi8(sv);
+                for (int r = 0; r < M; r++)
+                    acc[r][jv] = _mm256_add_epi32(
+                        acc[r][jv],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(xb[r][0], sv)),
+                                          ones));
             } else {
                 __m256i q[32 / 4];
                 for (int s = 0; s < P; s++)
@@ -145,7 +150,7 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
         const int64_t col = i0 + 8 * jv;
         const __m256  sc  = _mm256_cvtph_ps(
               _mm_loadu_si128((const void *)((const uint16_t *)w->scales + g * n + col)));
-        const __m256 zf = avx2_zeros(w, g, col);
+        const __m256 zf = _mm256_sub_ps(avx2_zeros(w, g, col), _mm256_set1_ps(zshift));
         for (int r = 0; r < M; r++) {
             const int64_t rr = r0 + r;
             const __m256  xs = _mm256_set1_ps(j->xsf[rr * j->nkb + kb]);
