@@ -113,6 +113,44 @@ static lq_status read_gptq(const lq_st *st, const char *prefix, const lq_qconfig
     return lq_rd_finish(&r, "qweight");
 }
 
+/* The linears left in float, as one "-:" rule: GPTQModel and vLLM skip a module by a negative
+ * "dynamic" match (neither reads modules_in_block_to_quantize, transformers' key, which is
+ * written too): without it they look for qweight in every linear and refuse the checkpoint.
+ * vLLM matches its fused modules by their own names, so a fused group whose members are all
+ * skipped adds that name. */
+static lq_status skip_rule(const lq_qconfig *c, char *key, size_t cap, lq_err *err) {
+    static const struct {
+        const char *fused, *parts[3];
+    } k_fused[] = {
+        {"self_attn.qkv_proj", {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}},
+        {"mlp.gate_up_proj", {"mlp.gate_proj", "mlp.up_proj", NULL}},
+    };
+    const char *names[LQ_QCFG_MAX_SKIP + 2];
+    int         nn = 0;
+    for (int i = 0; i < c->n_skip; i++)
+        names[nn++] = c->skip[i];
+    for (size_t f = 0; f < sizeof k_fused / sizeof k_fused[0]; f++) {
+        int all = 1;
+        for (int p = 0; p < 3 && k_fused[f].parts[p]; p++) {
+            int found = 0;
+            for (int i = 0; i < c->n_skip; i++)
+                found |= !strcmp(c->skip[i], k_fused[f].parts[p]);
+            all &= found;
+        }
+        if (all)
+            names[nn++] = k_fused[f].fused;
+    }
+    size_t n = (size_t)snprintf(key, cap, "-:.*\\.(");
+    for (int i = 0; i < nn; i++) {
+        n += (size_t)snprintf(key + n, n < cap ? cap - n : 0, "%s", i ? "|" : "");
+        for (const char *q = names[i]; *q && n < cap; q++) /* a name's dots are literal */
+            n += (size_t)snprintf(key + n, cap - n, *q == '.' ? "\\." : "%c", *q);
+    }
+    n += (size_t)snprintf(key + n, n < cap ? cap - n : 0, ")$");
+    LQ_RETURN_IF(n >= cap, err, LQ_ERR_INTERNAL, "gptq: the skipped modules' rule is too long");
+    return LQ_OK;
+}
+
 /* AutoGPTQ BaseQuantizeConfig.to_dict (+ checkpoint_format of later AutoGPTQ/GPTQModel). */
 static lq_status write_cfg_gptq(const lq_qconfig *c, cJSON *qc, lq_err *err) {
     ADD(qc, "bits", cJSON_CreateNumber(c->bits));
@@ -126,9 +164,14 @@ static lq_status write_cfg_gptq(const lq_qconfig *c, cJSON *qc, lq_err *err) {
     ADD(qc, "model_file_base_name", lq_qc_str_or_null(c->model_file_base_name));
     ADD(qc, "quant_method", cJSON_CreateString("gptq"));
     ADD(qc, "checkpoint_format", cJSON_CreateString("gptq"));
-    if (c->n_dynamic > 0) { /* GPTQModel / vLLM per-module overrides */
+    if (c->n_dynamic > 0 || c->n_skip > 0) { /* GPTQModel / vLLM per-module overrides */
         cJSON *dyn = cJSON_CreateObject();
         ADD(qc, "dynamic", dyn);
+        if (c->n_skip > 0) {
+            char key[4096];
+            LQ_TRY(skip_rule(c, key, sizeof key, err));
+            ADD(dyn, key, cJSON_CreateObject());
+        }
         for (int64_t i = 0; i < c->n_dynamic; i++) {
             const lq_qrule *r = &c->dynamic[i];
             char            key[4096];

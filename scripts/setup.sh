@@ -3,7 +3,8 @@
 #   Debian/Ubuntu packages (apt-get, non-interactive; sudo only when not root).
 #   Python packages for the optional oracle tests, if pip exists (failures tolerated: those
 #   tests print SKIP): numpy, safetensors, sentencepiece, protobuf, tokenizers, transformers,
-#   torch, accelerate, gguf, bitsandbytes. LQ_SETUP_PIP=0 skips them (the product needs none).
+#   torch, accelerate, gguf, bitsandbytes, autoawq and auto-gptq (no deps), gptqmodel.
+#   LQ_SETUP_PIP=0 skips them (the product needs none).
 set -euo pipefail
 
 DEB_PKGS=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev liblapacke-dev libzstd-dev zstd
@@ -66,4 +67,10 @@ if [ "${LQ_SETUP_PIP:-1}" != 0 ] && command -v python3 >/dev/null 2>&1 &&
             BUILD_CUDA_EXT=0 python3 -m pip install --quiet --no-deps "${pair##*:}" ||
             echo "setup: pip install ${pair##*:} failed; test_format_compat will SKIP it" >&2
     done
+    # GPTQModel, which loads the mixed-precision GPTQ checkpoints ("dynamic" rules) in
+    # tests/py/test_gptqmodel_load.py on its CPU torch kernel; with its dependencies (about a
+    # minute on a fresh machine), no CUDA extension built.
+    python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('gptqmodel') is None)" ||
+        BUILD_CUDA_EXT=0 python3 -m pip install --quiet gptqmodel==7.7.0 ||
+        echo "setup: pip install gptqmodel==7.7.0 failed; test_gptqmodel_load will SKIP" >&2
 fi
