@@ -176,10 +176,12 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
 }
 
 /* GPTQ (bits 2/3/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
- * activations. lq_qx_bits_for(m): 16 (int16 activations, m <= LQ_QX_X16_MAX_M: memory-bound
- * rows, where the wider codes cost nothing and the result is the float one within ~1e-9 NMSE),
- * 8 (int8, up to LQ_QX_X8_MAX_M rows: llama.cpp's Q8 activations, in smaller blocks) or 0
- * (float kernels). The *_qx_bits of a format: that, or 0 where its layout has no such kernel;
+ * activations. lq_qx_bits_for(m): 16 (int16 activations, m <= LQ_QX_X16_MAX_M on a CPU with
+ * AVX-512 VNNI: memory-bound rows, where the wider codes cost nothing and the result is the
+ * float one within ~1e-9 NMSE), 8 (int8, up to LQ_QX_X8_MAX_M rows, and every row elsewhere:
+ * llama.cpp's Q8 activations, in smaller blocks) or 0 (float kernels). So the semantics at a
+ * few rows depend on the CPU, both within tol_nmse_qx of the float result. The *_qx_bits of a
+ * format: that, or 0 where its layout has no such kernel;
  * *_qx_block: channels per activation block (the group when small enough, else a divisor of
  * it; int16 blocks <= 128 keep the int32 sums from overflowing). ref/ defines the semantics;
  * the CPU picks it only with AVX-512 VNNI. */

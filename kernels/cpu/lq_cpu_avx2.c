@@ -7,7 +7,8 @@
  * shifted by s * b and masked per 16 bits holds int16 slice s (channels s and s + 16/b), masked
  * per byte it holds int8 slice s (channels u * (8/b) + s, u = 0..3), so one 32-bit broadcast of
  * x against 8 columns of masked words is one multiply:
- *   int16 (m <= 4): vpmaddwd, 2 products a lane, exact.
+ *   int16 (m <= 4 where the semantics ask for it: only on a CPU with AVX-512 VNNI, for the
+ *         descriptors its own kernel does not take): vpmaddwd, 2 products a lane, exact.
  *   int8: vpmaddubsw (u8 codes x s8 activations, pairs summed in int16) then vpmaddwd against
  *         ones: exact as long as no int16 sum saturates. With b <= 4 a pair is at most
  *         2 * 15 * 127 = 3810, so a word row's 8/b slices are summed in int16 before widening
