@@ -183,6 +183,8 @@ lq_row gptq-w3-g32-asym-act-mw "GPTQ w3 g32 asym act-order, weighted range searc
     --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-awq-w3-g32-asym-act "AWQ scales + GPTQ w3 g32 asym act-order" gptq --bits 3 \
     --group-size 32 --no-sym --desc-act --awq-scales --awq-tokens 65536
+gm_row gptqmodel-w3-g32-asym-act "GPTQ w3 g32 asym act-order" bits=3 group_size=32 sym=False \
+    desc_act=True
 lq_row gptq-mixed-4.63-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Q3_K_M's 4.634 bpw, g32 asym act-order, weighted range search" \
     gptq --target-bpw 4.634 --group-size 32 --no-sym --desc-act --mse-weighted
 lq_row gptq-mixed-4.54-g32-asym-act-mw "GPTQ 3/4/8-bit mix at Gemma-3's Q3_K_M size, 4.544 bpw, g32 asym act-order, weighted range search" \
