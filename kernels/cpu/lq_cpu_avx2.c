@@ -522,15 +522,22 @@ AVX2_INLINE __m256i hsum8x8(const __m256i v[8]) {
                             _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* One column's codes for 64 channels against one row's even / odd activations: the int32
- * partial sums of the 64 products (the sign trick; see above). */
-AVX2_INLINE __m256i nf4x_dot64(__m256i lut, __m256i b, __m256i xe, __m256i xo) {
-    const __m256i m0f  = _mm256_set1_epi8(0x0F);
+/* 32 code bytes (64 channels of one column) -> d: tq of the high and low nibbles, and their
+ * magnitudes */
+AVX2_INLINE void nf4x_dec(__m256i lut, __m256i b, __m256i d[4]) {
+    const __m256i m0f = _mm256_set1_epi8(0x0F);
+    d[0]              = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
+    d[1]              = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
+    d[2]              = _mm256_abs_epi8(d[0]);
+    d[3]              = _mm256_abs_epi8(d[1]);
+}
+
+/* Decoded codes against one row's even / odd activations: the int32 partial sums of the 64
+ * products (the sign trick; see above). */
+AVX2_INLINE __m256i nf4x_dot(const __m256i d[4], __m256i xe, __m256i xo) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i th   = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
-    const __m256i tl   = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
-    const __m256i ph   = _mm256_maddubs_epi16(_mm256_abs_epi8(th), _mm256_sign_epi8(xe, th));
-    const __m256i pl   = _mm256_maddubs_epi16(_mm256_abs_epi8(tl), _mm256_sign_epi8(xo, tl));
+    const __m256i ph   = _mm256_maddubs_epi16(d[2], _mm256_sign_epi8(xe, d[0]));
+    const __m256i pl   = _mm256_maddubs_epi16(d[3], _mm256_sign_epi8(xo, d[1]));
     return _mm256_add_epi32(_mm256_madd_epi16(ph, ones), _mm256_madd_epi16(pl, ones));
 }
 
@@ -551,45 +558,11 @@ AVX2_INLINE void nf4x_out(const nf4x_job *j, const __m256i acc[8], __m256 sv, in
  * block's codes are decoded once (per 64 channels and column: tq of the high and low nibbles and
  * their magnitudes, 4 KiB at most), then per row 8 accumulators in registers, reduced by one hadd
  * tree. */
-AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv) {
-    const lq_qlinear *w = j->w;
-    const int64_t     k = w->k, ab = j->ab, c0 = kb * ab, nsc = ab / 64;
-    const uint8_t    *qb  = w->qweight;
-    const __m256i     lut = _mm256_broadcastsi128_si256(j->lut);
-    if (j->m <= NF4X_FUSED_M) {
-        for (int64_t r = 0; r < j->m; r++) {
-            __m256i acc[8];
-            for (int jc = 0; jc < 8; jc++)
-                acc[jc] = _mm256_setzero_si256();
-            for (int64_t sc = 0; sc < nsc; sc++) {
-                const int8_t *xr = j->xp + r * j->kp + c0 + 64 * sc;
-                const __m256i xe = _mm256_loadu_si256((const void *)xr);
-                const __m256i xo = _mm256_loadu_si256((const void *)(xr + 32));
-                for (int jc = 0; jc < 8; jc++) {
-                    const __m256i b =
-                        _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2));
-                    acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot64(lut, b, xe, xo));
-                }
-            }
-            nf4x_out(j, acc, sv, r, i0, kb);
-        }
-        return;
-    }
-    const __m256i m0f  = _mm256_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i       dec[256 / 64][8][4];
-    for (int64_t sc = 0; sc < nsc; sc++)
-        for (int jc = 0; jc < 8; jc++) {
-            const __m256i b =
-                _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2));
-            const __m256i th =
-                _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
-            const __m256i tl = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
-            dec[sc][jc][0]   = th;
-            dec[sc][jc][1]   = tl;
-            dec[sc][jc][2]   = _mm256_abs_epi8(th);
-            dec[sc][jc][3]   = _mm256_abs_epi8(tl);
-        }
+AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
+                           __m256i (*dec)[8][4], const int fused) {
+    const int64_t  k = j->w->k, c0 = kb * j->ab, nsc = j->ab / 64;
+    const uint8_t *qb  = j->w->qweight;
+    const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
     for (int64_t r = 0; r < j->m; r++) {
         __m256i acc[8];
         for (int jc = 0; jc < 8; jc++)
@@ -599,16 +572,34 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv)
             const __m256i xe = _mm256_loadu_si256((const void *)xr);
             const __m256i xo = _mm256_loadu_si256((const void *)(xr + 32));
             for (int jc = 0; jc < 8; jc++) {
-                const __m256i ph =
-                    _mm256_maddubs_epi16(dec[sc][jc][2], _mm256_sign_epi8(xe, dec[sc][jc][0]));
-                const __m256i pl =
-                    _mm256_maddubs_epi16(dec[sc][jc][3], _mm256_sign_epi8(xo, dec[sc][jc][1]));
-                acc[jc] = _mm256_add_epi32(acc[jc], _mm256_add_epi32(_mm256_madd_epi16(ph, ones),
-                                                                     _mm256_madd_epi16(pl, ones)));
+                __m256i d1[4];
+                if (fused)
+                    nf4x_dec(
+                        lut,
+                        _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2)),
+                        d1);
+                acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot(fused ? d1 : dec[sc][jc], xe, xo));
             }
         }
         nf4x_out(j, acc, sv, r, i0, kb);
     }
+}
+
+AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv) {
+    if (j->m <= NF4X_FUSED_M) {
+        nf4x_rows(j, i0, kb, sv, NULL, 1);
+        return;
+    }
+    const int64_t  k = j->w->k, c0 = kb * j->ab, nsc = j->ab / 64;
+    const uint8_t *qb  = j->w->qweight;
+    const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
+    __m256i        dec[256 / 64][8][4];
+    for (int64_t sc = 0; sc < nsc; sc++)
+        for (int jc = 0; jc < 8; jc++)
+            nf4x_dec(lut,
+                     _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2)),
+                     dec[sc][jc]);
+    nf4x_rows(j, i0, kb, sv, dec, 0);
 }
 
 #define NF4X_KB 32 /* blocks whose scales are decoded in one run per column */
