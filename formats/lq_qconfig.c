@@ -42,6 +42,19 @@ void lq_qconfig_free(lq_qconfig *c) {
     c->n_dynamic = 0;
 }
 
+size_t lq_qrule_append_name(char *buf, size_t cap, size_t n, const char *s) {
+    for (; *s; s++) {
+        const size_t len = *s == '.' ? 2 : 1;
+        if (n + len >= cap)
+            return cap;
+        if (len == 2)
+            buf[n++] = '\\';
+        buf[n++] = *s;
+        buf[n]   = '\0';
+    }
+    return n;
+}
+
 lq_status lq_qconfig_add_rule(lq_qconfig *c, const char *pattern, int negative, int bits,
                               int64_t group_size, int sym, int desc_act, const char *label,
                               lq_err *err) {

@@ -142,11 +142,10 @@ static lq_status skip_rule(const lq_qconfig *c, char *key, size_t cap, lq_err *e
     }
     size_t n = (size_t)snprintf(key, cap, "-:.*\\.(");
     for (int i = 0; i < nn; i++) {
-        n += (size_t)snprintf(key + n, n < cap ? cap - n : 0, "%s", i ? "|" : "");
-        for (const char *q = names[i]; *q && n < cap; q++) /* a name's dots are literal */
-            n += (size_t)snprintf(key + n, cap - n, *q == '.' ? "\\." : "%c", *q);
+        n = lq_qrule_append_name(key, cap, n, i ? "|" : "");
+        n = lq_qrule_append_name(key, cap, n, names[i]);
     }
-    n += (size_t)snprintf(key + n, n < cap ? cap - n : 0, ")$");
+    n = lq_qrule_append_name(key, cap, n, ")$");
     LQ_RETURN_IF(n >= cap, err, LQ_ERR_INTERNAL, "gptq: the skipped modules' rule is too long");
     return LQ_OK;
 }

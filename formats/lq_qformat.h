@@ -111,6 +111,10 @@ lq_status lq_qconfig_add_block_module(lq_qconfig *c, const char *leaf, lq_err *e
 lq_status lq_qconfig_add_rule(lq_qconfig *c, const char *pattern, int negative, int bits,
                               int64_t group_size, int sym, int desc_act, const char *label,
                               lq_err *err);
+/* Append module name s to buf (length n, capacity cap) as a regular expression matching it
+ * literally (its dots escaped). Returns the new length; cap when s did not fit (buf then holds
+ * what did, terminated). */
+size_t lq_qrule_append_name(char *buf, size_t cap, size_t n, const char *s);
 /* The config module `module` was written with: *eff = c with the first matching "dynamic"
  * rule applied, and no rules of its own (it shares nothing c owns: never free it); *excluded
  * = 1 when a "-:" rule matched. */

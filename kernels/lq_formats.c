@@ -91,13 +91,18 @@ void lq_dynamic_map_8bit(float out[256]) {
     memcpy(out, k_dynamic_map, sizeof k_dynamic_map);
 }
 
+/* A double-quantized block scale: two separate float roundings, like
+ * dequantize_blockwise(...) + offset in bitsandbytes. */
+static inline float nf4_dq_absmax(const lq_qlinear *w, uint8_t code, float nested_absmax) {
+    const float a = w->nested_code[code] * nested_absmax;
+    return a + w->nested_offset;
+}
+
 float lq_nf4_absmax(const lq_qlinear *w, int64_t block) {
     if (w->nested_blocksize <= 0)
         return ((const float *)w->absmax)[block];
-    const uint8_t qa = ((const uint8_t *)w->absmax)[block];
-    /* Two separate float roundings, like dequantize_blockwise(...) + offset in bitsandbytes. */
-    const float a = w->nested_code[qa] * w->nested_absmax[block / w->nested_blocksize];
-    return a + w->nested_offset;
+    return nf4_dq_absmax(w, ((const uint8_t *)w->absmax)[block],
+                         w->nested_absmax[block / w->nested_blocksize]);
 }
 
 void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out) {
@@ -105,16 +110,13 @@ void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out
         memcpy(out, (const float *)w->absmax + b0, (size_t)(b1 - b0) * sizeof(float));
         return;
     }
-    /* lq_nf4_absmax's arithmetic, one division per nested block rather than per block */
+    /* one division per nested block rather than per block */
     const uint8_t *qa = w->absmax;
     const int64_t  nb = w->nested_blocksize;
     for (int64_t b = b0; b < b1;) {
         const int64_t nest = b / nb, end = (nest + 1) * nb < b1 ? (nest + 1) * nb : b1;
-        const float   na = w->nested_absmax[nest];
-        for (; b < end; b++) {
-            const float a = w->nested_code[qa[b]] * na;
-            out[b - b0]   = a + w->nested_offset;
-        }
+        for (; b < end; b++)
+            out[b - b0] = nf4_dq_absmax(w, qa[b], w->nested_absmax[nest]);
     }
 }
 

@@ -858,11 +858,9 @@ static lq_status plan_mixed(run *r) {
             n += snprintf(pat + n, sizeof pat - (size_t)n, ")\\.(");
             for (int l = 0, k = 0; l < LQ_LIN_COUNT; l++)
                 if (lq_mixed_unit_lins(u) >> l & 1) {
-                    const char *nm = lq_lin_name((lq_lin_id)l);
-                    n += snprintf(pat + n, sizeof pat - (size_t)n, "%s", k++ ? "|" : "");
-                    for (; *nm && n < (int)sizeof pat - 8; nm++)
-                        n += snprintf(pat + n, sizeof pat - (size_t)n, *nm == '.' ? "\\." : "%c",
-                                      *nm);
+                    n = (int)lq_qrule_append_name(pat, sizeof pat, (size_t)n, k++ ? "|" : "");
+                    n = (int)lq_qrule_append_name(pat, sizeof pat, (size_t)n,
+                                                  lq_lin_name((lq_lin_id)l));
                 }
             if (n >= (int)sizeof pat - 8)
                 LQ_FAIL(r->err, LQ_ERR_INTERNAL, "--target-bpw: too many layers for one rule");
