@@ -268,9 +268,10 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int16 for m <= 4 rows (the float
  * result within ~1e-9 NMSE, at the speed of the memory), int8 for 5 to 1024 rows (~5e-5 NMSE
  * on gaussian rows, more with outlier channels: see docs/kernels.md). On CPUs with AVX2 but
- * not VNNI (0.2.1), GPTQ 2/4/8-bit (AWQ once lq_qlinear_sort has put it in GPTQ's layout) has
- * the same semantics, bit for bit. Elsewhere the float kernels run. The workspace size depends
- * on the flags.
+ * not VNNI (0.2.1), GPTQ 2/3/4/8-bit (AWQ once lq_qlinear_sort has put it in GPTQ's layout)
+ * has the same semantics, bit for bit, with int8 activations at every m (3-bit on a VNNI CPU
+ * without VBMI, int16 at <= 4 rows, takes the float kernels). Elsewhere the float kernels run.
+ * The workspace size depends on the flags.
  */
 #define LQ_QLINEAR_INT_X 1u
 #define LQ_QLINEAR_INT_X_ROWS 1024 /* the most rows the integer-activation kernels take */

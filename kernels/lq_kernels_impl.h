@@ -239,8 +239,8 @@ size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
 
 /* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
  * lq_cpu_avx2i: the CPU has AVX2 and FMA (so F16C) and LQ_CPU_KERNELS is not "portable".
- * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and n % 8
- * == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
+ * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and 3 on
+ * int8 activations, n % 8 == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
 int       lq_cpu_avx2i(void);
 /* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, m <= LQ_DENSE16_AVX2_M; the
  * conversion of the sgemm path's tiles (only where lq_cpu_avx2i()). */
@@ -258,7 +258,7 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 /* LLM.int8's integer sums as lq_int8_dots_vnni, no workspace (only where lq_cpu_avx2i()). */
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, int nthreads);
-int       lq_gptq_avx2_ok(const lq_qlinear *w);
+int       lq_gptq_avx2_ok(const lq_qlinear *w, int xbits);
 size_t    lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int xbits, int nthreads);

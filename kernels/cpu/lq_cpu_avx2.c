@@ -1,5 +1,6 @@
 /* x86-64 AVX2 integer-activation kernels, for CPUs without AVX-512 VNNI (AMD Zen 1-3, Intel
- * before Ice Lake): GPTQ bits 2/4/8 with the semantics of lq_gemm_gptq_qx_ref, bit for bit,
+ * before Ice Lake): GPTQ bits 2/4/8 (and 3 on int8 activations: avx2_tile3) with the semantics
+ * of lq_gemm_gptq_qx_ref, bit for bit,
  * as lq_cpu_vnni.c has them with AVX-512. Chosen at run time (lq_cpu_avx2i); elsewhere the
  * float kernels run.
  *
@@ -35,6 +36,9 @@
 #define AVX2_NV_MAX 4   /* 8-column vectors per tile */
 #define AVX2_PF     128 /* prefetch distance along a word row, in words (m <= 2) */
 #define AVX2_COPY_M 16  /* from this many rows a column block's words are copied contiguous */
+/* from this many rows 3-bit codes are decoded once per call (avx2_3to4); below, per tile
+ * (4096 x 4096, 1 thread, 8 rows: 3.9 ms per tile, 5.4 ms once) */
+#define AVX2_X3_M 16
 
 int lq_cpu_avx2i(void) {
     const char *e = getenv("LQ_CPU_KERNELS");
@@ -45,8 +49,10 @@ int lq_cpu_avx2i(void) {
            !(e && !strcmp(e, "portable"));
 }
 
-int lq_gptq_avx2_ok(const lq_qlinear *w) {
-    return (w->bits == 2 || w->bits == 4 || w->bits == 8) && w->n % 8 == 0;
+int lq_gptq_avx2_ok(const lq_qlinear *w, int xbits) {
+    const int b = w->bits;
+    return (b == 2 || b == 4 || b == 8 || (b == 3 && xbits == 8)) && w->n % 8 == 0 &&
+           (xbits == 8 || xbits == 16);
 }
 
 static int64_t al64(int64_t v) {
@@ -65,31 +71,62 @@ typedef struct avx2_job {
     float            *y;
     const uint32_t   *qw; /* qweight (ldq = n, qcol0 = 0) or a column block copied contiguous */
     int64_t           ldq, qcol0;
+    uint8_t           ctl3[8][32]; /* 3-bit: per 4 channels, vpshufb and vpmullw operands */
+    int16_t           mul3[8][16];
+    uint32_t         *x3buf; /* 3-bit from AVX2_X3_M rows: this thread's 4-bit words */
 } avx2_job;
 
 /* The zero points of columns col .. col + 7 of group g (v1 stores zero - 1), as float. */
 AVX2_INLINE __m256 avx2_zeros(const lq_qlinear *w, int64_t g, int64_t col) {
     const int       b  = w->bits;
     const uint32_t *qz = (const uint32_t *)w->qzeros + g * (w->n * b / 32);
-    int32_t         wd[8], sh[8];
-    for (int l = 0; l < 8; l++) { /* b in {2, 4, 8}: no field straddles two words */
+    int32_t         wd[8], sh[8], nx[8], nsh[8];
+    for (int l = 0; l < 8; l++) { /* 3-bit: a field may take its high bits from the next word */
         const int64_t bit = (col + l) * b;
         wd[l]             = (int32_t)qz[bit >> 5];
         sh[l]             = (int32_t)(bit & 31);
+        nx[l]             = sh[l] + b > 32 ? (int32_t)qz[(bit >> 5) + 1] : 0;
+        nsh[l]            = 32 - sh[l]; /* vpsllvd by 32 gives 0 */
     }
     const __m256i mask = _mm256_set1_epi32((1 << b) - 1);
-    const __m256i v    = _mm256_and_si256(_mm256_srlv_epi32(_mm256_loadu_si256((const void *)wd),
-                                                            _mm256_loadu_si256((const void *)sh)),
-                                          mask);
+    const __m256i v =
+        _mm256_and_si256(_mm256_or_si256(_mm256_srlv_epi32(_mm256_loadu_si256((const void *)wd),
+                                                           _mm256_loadu_si256((const void *)sh)),
+                                         _mm256_sllv_epi32(_mm256_loadu_si256((const void *)nx),
+                                                           _mm256_loadu_si256((const void *)nsh))),
+                         mask);
     return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_add_epi32(v, _mm256_set1_epi32(1)), mask));
 }
 
-/* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product, r < M, jv < NV: t = fma(-z, sum(xq),
- * acc), y = fma(t, s * dx, y) as the reference; the first block (kb == 0) assigns. */
+/* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product from its integer sums acc, r < M,
+ * jv < NV: t = fma(-z, sum(xq), acc), y = fma(t, s * dx, y) as the reference; the first block
+ * (kb == 0) assigns. zshift: what the sums left out of each code (8-bit int8: 128). */
+AVX2_INLINE void avx2_flush(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int M,
+                            const int NV, __m256i acc[AVX2_M][AVX2_NV_MAX], float zshift) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, g = kb * j->ab / w->group_size;
+    for (int jv = 0; jv < NV; jv++) {
+        const int64_t col = i0 + 8 * jv;
+        const __m256  sc  = _mm256_cvtph_ps(
+              _mm_loadu_si128((const void *)((const uint16_t *)w->scales + g * n + col)));
+        const __m256 zf = _mm256_sub_ps(avx2_zeros(w, g, col), _mm256_set1_ps(zshift));
+        for (int r = 0; r < M; r++) {
+            const int64_t rr = r0 + r;
+            const __m256  xs = _mm256_set1_ps(j->xsf[rr * j->nkb + kb]);
+            const __m256  d  = _mm256_set1_ps(j->dx[rr * j->nkb + kb]);
+            float        *yp = j->y + rr * n + col;
+            const __m256  t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(acc[r][jv]));
+            const __m256  yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc, d), yv));
+        }
+    }
+}
+
+/* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product, r < M, jv < NV (avx2_flush). */
 AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int b,
                            const int X16, const int M, const int NV) {
     const lq_qlinear *w = j->w;
-    const int64_t     k = w->k, n = w->n, ab = j->ab;
+    const int64_t     k = w->k, ab = j->ab;
     const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
     const uint32_t   *qw   = j->qw - j->qcol0;
@@ -146,22 +183,111 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
             }
         }
     }
-    const int64_t g = c0 / w->group_size;
-    for (int jv = 0; jv < NV; jv++) {
-        const int64_t col = i0 + 8 * jv;
-        const __m256  sc  = _mm256_cvtph_ps(
-              _mm_loadu_si128((const void *)((const uint16_t *)w->scales + g * n + col)));
-        const __m256 zf = _mm256_sub_ps(avx2_zeros(w, g, col), _mm256_set1_ps(zshift));
-        for (int r = 0; r < M; r++) {
-            const int64_t rr = r0 + r;
-            const __m256  xs = _mm256_set1_ps(j->xsf[rr * j->nkb + kb]);
-            const __m256  d  = _mm256_set1_ps(j->dx[rr * j->nkb + kb]);
-            float        *yp = j->y + rr * n + col;
-            const __m256  t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(acc[r][jv]));
-            const __m256  yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
-            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc, d), yv));
+    avx2_flush(j, kb, i0, r0, M, NV, acc, zshift);
+}
+
+/* 3-bit: a unit of 32 channels is 3 word rows, 96 bits a column, channel i at bit 3i. No shift
+ * and byte mask picks more than two of its fields at once, so they are decoded in 16-bit lanes:
+ * the views of words 0|1 and 1|2 (one qword a column, as the VBMI kernel's; unpacklo gives
+ * columns 0, 1, 4, 5, unpackhi 2, 3, 6, 7) hold channels 0-15 and 16-31 whole. Per 4 channels
+ * a vpshufb puts each one's byte pair into a 16-bit lane (4 lanes a column), vpmullw moves its
+ * field to bits 13-15 and a shift brings it down (AVX2 has no per-lane 16-bit shift), and
+ * vpackuswb of the two halves gives each column's dword its 4 codes in channel order: the int8
+ * activation layout of 3-bit, one broadcast dword per 4 channels. Products as the 2/4-bit
+ * int8 path: a unit's 8 pairs sum in int16 (at most 8 * 2 * 7 * 127 = 14224). */
+/* a 3-bit unit of 8 columns at p: the views of words 0|1 and 1|2, each as the columns' low
+ * (unpacklo) and high (unpackhi) halves */
+AVX2_INLINE void avx2_views3(const uint32_t *p, int64_t ldq, __m256i view[2][2]) {
+    const __m256i a  = _mm256_loadu_si256((const void *)p);
+    const __m256i bw = _mm256_loadu_si256((const void *)(p + ldq));
+    const __m256i cw = _mm256_loadu_si256((const void *)(p + 2 * ldq));
+    view[0][0]       = _mm256_unpacklo_epi32(a, bw);
+    view[0][1]       = _mm256_unpackhi_epi32(a, bw);
+    view[1][0]       = _mm256_unpacklo_epi32(bw, cw);
+    view[1][1]       = _mm256_unpackhi_epi32(bw, cw);
+}
+
+/* the codes of channels 4t .. 4t + 3 of the unit, a byte each, a dword per column in order */
+AVX2_INLINE __m256i avx2_dec3(const avx2_job *j, __m256i view[2][2], int t) {
+    const __m256i ctl = _mm256_loadu_si256((const void *)j->ctl3[t]);
+    const __m256i mul = _mm256_loadu_si256((const void *)j->mul3[t]);
+    const __m256i lo =
+        _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(view[t >> 2][0], ctl), mul), 13);
+    const __m256i hi =
+        _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(view[t >> 2][1], ctl), mul), 13);
+    return _mm256_packus_epi16(lo, hi);
+}
+
+AVX2_INLINE void avx2_tile3(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int M,
+                            const int NV) {
+    const int64_t   k = j->w->k, c0 = kb * j->ab, c1 = c0 + j->ab < k ? c0 + j->ab : k;
+    const uint32_t *qw   = j->qw - j->qcol0;
+    const int64_t   ldq  = j->ldq;
+    const __m256i   ones = _mm256_set1_epi16(1);
+    __m256i         acc[AVX2_M][AVX2_NV_MAX];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[r][jv] = _mm256_setzero_si256();
+    for (int jv = 0; jv < NV; jv++) /* one vector at a time: M * 2 accumulators live */
+        for (int64_t u = c0 / 32; u < c1 / 32; u++) {
+            const uint32_t *p = qw + 3 * u * ldq + i0 + 8 * jv;
+            if (M <= 2 && jv % 2 == 0)
+                for (int t = 0; t < 3; t++)
+                    _mm_prefetch((const char *)(p + t * ldq + AVX2_PF), _MM_HINT_T0);
+            __m256i view[2][2], s[AVX2_M];
+            avx2_views3(p, ldq, view);
+            for (int t = 0; t < 8; t++) {
+                const __m256i q = avx2_dec3(j, view, t);
+                for (int r = 0; r < M; r++) {
+                    int32_t xv;
+                    memcpy(&xv, j->xp + (r0 + r) * j->kp + u * 32 + 4 * t, 4);
+                    const __m256i pr = _mm256_maddubs_epi16(q, _mm256_set1_epi32(xv));
+                    s[r]             = t ? _mm256_add_epi16(s[r], pr) : pr;
+                }
+            }
+            for (int r = 0; r < M; r++)
+                acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_madd_epi16(s[r], ones));
         }
-    }
+    avx2_flush(j, kb, i0, r0, M, NV, acc, 0.f);
+}
+
+/* From AVX2_X3_M rows the 3-bit codes of a column block are decoded once, into GPTQ's 4-bit
+ * words (channel c of a word at nibble c): dst [k / 8, 8 nvv] for vectors [v, v + nvv), which
+ * the 4-bit tile then runs on (x in the 4-bit layout; the zero points stay the 3-bit ones).
+ * Per 8 channels: each code byte pair as c + 16 c' (vpmaddubsw), the odd half's shifted into
+ * the high bytes, and the bytes of each dword put in order. */
+AVX2_INLINE void avx2_3to4(const avx2_job *j, int64_t v, int64_t nvv, uint32_t *dst) {
+    const __m256i k16 = _mm256_set1_epi16(0x1001);
+    const __m256i ord = _mm256_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15, 0, 2,
+                                         1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    const int64_t ldq = j->ldq;
+    for (int64_t u = 0; u < j->w->k / 32; u++)
+        for (int64_t jv = 0; jv < nvv; jv++) {
+            __m256i view[2][2];
+            avx2_views3(j->qw - j->qcol0 + 3 * u * ldq + 8 * (v + jv), ldq, view);
+            for (int t = 0; t < 4; t++) {
+                const __m256i e = _mm256_maddubs_epi16(avx2_dec3(j, view, 2 * t), k16);
+                const __m256i o = _mm256_maddubs_epi16(avx2_dec3(j, view, 2 * t + 1), k16);
+                const __m256i wv =
+                    _mm256_shuffle_epi8(_mm256_or_si256(e, _mm256_slli_epi16(o, 8)), ord);
+                _mm256_storeu_si256((void *)(dst + (4 * u + t) * 8 * nvv + 8 * jv), wv);
+            }
+        }
+}
+
+/* avx2_tile3's operands for channels 4t .. 4t + 3 (view t / 4, at bit 3 c - 32 (t / 4) of a
+ * column's qword): per 16-bit lane the byte pair holding the field, and 2^(13 - its offset in
+ * that pair); 0x80 zeroes a byte past the qword (only channel 31's, whose field is in byte 7) */
+static void avx2_tile3_ops(avx2_job *j) {
+    for (int t = 0; t < 8; t++)
+        for (int l = 0; l < 8; l++) { /* lane l of a 128-bit half: qword l / 4, channel l % 4 */
+            const int p = 3 * (4 * t + l % 4) - 32 * (t / 4), q = p / 8, base = 8 * (l / 4);
+            for (int h = 0; h < 2; h++) {
+                j->ctl3[t][16 * h + 2 * l]     = (uint8_t)(base + q);
+                j->ctl3[t][16 * h + 2 * l + 1] = (uint8_t)(q + 1 < 8 ? base + q + 1 : 0x80);
+                j->mul3[t][8 * h + l]          = (int16_t)(1 << (13 - (p - 8 * q)));
+            }
+        }
 }
 
 #define AVX2_NV(M) ((M) == 1 ? 4 : 2) /* vectors per tile for M rows (M * NV accumulators) */
@@ -170,14 +296,21 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
  * tile (AVX2_NV of its row count), or one */
 AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t mm,
                              int64_t nv, const int b, const int X16) {
+#define AVX2_TILE(MM, NVV)                                                                         \
+    do {                                                                                           \
+        if (b == 3)                                                                                \
+            avx2_tile3(j, kb, v * 8, r0, MM, NVV);                                                 \
+        else                                                                                       \
+            avx2_tile(j, kb, v * 8, r0, b, X16, MM, NVV);                                          \
+    } while (0)
 #define AVX2_CASE(MM)                                                                              \
     case MM:                                                                                       \
         if (nv == 1)                                                                               \
-            avx2_tile(j, kb, v * 8, r0, b, X16, MM, 1);                                            \
+            AVX2_TILE(MM, 1);                                                                      \
         else if (MM == 1 && nv == AVX2_NV(1))                                                      \
-            avx2_tile(j, kb, v * 8, r0, b, X16, MM, AVX2_NV(1));                                   \
+            AVX2_TILE(MM, AVX2_NV(1));                                                             \
         else                                                                                       \
-            avx2_tile(j, kb, v * 8, r0, b, X16, MM, AVX2_NV(AVX2_M));                              \
+            AVX2_TILE(MM, AVX2_NV(AVX2_M));                                                        \
         break;
     switch (mm) {
         AVX2_CASE(1)
@@ -187,12 +320,14 @@ AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r
         AVX2_CASE(4)
     }
 #undef AVX2_CASE
+#undef AVX2_TILE
 }
 
 /* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
 AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b, const int X16) {
     const int64_t m = j->m;
-    if (m <= AVX2_M) {
+    const int     x3 = b == 3 && m >= AVX2_X3_M; /* see avx2_3to4 */
+    if (m <= AVX2_M && !x3) {
         const int64_t nv = AVX2_NV(m);
         for (int64_t kb = 0; kb < j->nkb; kb++) {
             int64_t v = v0;
@@ -204,24 +339,33 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
         return;
     }
     const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32;
-    uint32_t     *blk = m >= AVX2_COPY_M ? malloc((size_t)(rows * 8 * nv) * 4) : NULL;
+    uint32_t *blk = x3 ? j->x3buf : m >= AVX2_COPY_M ? malloc((size_t)(rows * 8 * nv) * 4) : NULL;
     for (int64_t v = v0; v < v1; v += nv) {
         const int one = v + nv > v1;
         avx2_job  jb  = *j;
-        if (blk && !one) {
-            for (int64_t wr = 0; wr < rows; wr++)
-                memcpy(blk + wr * 8 * nv, j->qw + wr * j->ldq + v * 8, (size_t)(8 * nv) * 4);
+        if (x3 || (blk && !one)) {
+            const int64_t nc = one ? v1 - v : nv;
+            if (x3)
+                avx2_3to4(j, v, nc, blk);
+            else
+                for (int64_t wr = 0; wr < rows; wr++)
+                    memcpy(blk + wr * 8 * nc, j->qw + wr * j->ldq + v * 8, (size_t)(8 * nc) * 4);
             jb.qw    = blk;
-            jb.ldq   = 8 * nv;
+            jb.ldq   = 8 * nc;
             jb.qcol0 = v * 8;
         }
         for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++)
             for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                for (int64_t kb = 0; kb < j->nkb; kb++)
-                    avx2_tile_m(&jb, kb, vv, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, one ? 1 : nv, b,
-                                X16);
+                for (int64_t kb = 0; kb < j->nkb; kb++) {
+                    const int64_t mm = m - r0 < AVX2_M ? m - r0 : AVX2_M;
+                    if (x3)
+                        avx2_tile_m(&jb, kb, vv, r0, mm, one ? 1 : nv, 4, 0);
+                    else
+                        avx2_tile_m(&jb, kb, vv, r0, mm, one ? 1 : nv, b, X16);
+                }
     }
-    free(blk);
+    if (!x3)
+        free(blk);
 }
 
 typedef void (*avx2_fn)(const avx2_job *j, int64_t v0, int64_t v1);
@@ -230,15 +374,16 @@ typedef void (*avx2_fn)(const avx2_job *j, int64_t v0, int64_t v1);
         avx2_range(j, v0, v1, B, X16);                                                             \
     }
 AVX2_INST(2, 0)
+AVX2_INST(3, 0)
 AVX2_INST(4, 0)
 AVX2_INST(8, 0)
 AVX2_INST(2, 1)
 AVX2_INST(4, 1)
 AVX2_INST(8, 1)
-static const avx2_fn k_gptq_avx2[2][3] = {
-    /* [int16][bits 2, 4, 8] */
-    {gptq_avx2_b2_x0, gptq_avx2_b4_x0, gptq_avx2_b8_x0},
-    {gptq_avx2_b2_x1, gptq_avx2_b4_x1, gptq_avx2_b8_x1},
+static const avx2_fn k_gptq_avx2[2][4] = {
+    /* [int16][bits 2, 3, 4, 8]; 3-bit takes int8 only */
+    {gptq_avx2_b2_x0, gptq_avx2_b3_x0, gptq_avx2_b4_x0, gptq_avx2_b8_x0},
+    {gptq_avx2_b2_x1, NULL, gptq_avx2_b4_x1, gptq_avx2_b8_x1},
 };
 
 lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -246,7 +391,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     avx2_job j = {0};
     j.w        = w;
     j.ab       = lq_gptq_qx_block(w, xbits);
-    if (!j.ab || (xbits != 8 && xbits != 16) || !lq_gptq_avx2_ok(w))
+    if (!j.ab || !lq_gptq_avx2_ok(w, xbits))
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
     j.kp         = al64(w->k * (xbits / 8));
@@ -261,21 +406,35 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     j.ldq              = w->n;
     const int     nt   = lq_cpu_threads(nthreads);
     const int64_t nvec = w->n / 8, nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
-    const avx2_fn fn = k_gptq_avx2[xbits == 16][w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2];
+    const avx2_fn fn = k_gptq_avx2[xbits == 16][w->bits == 8 ? 3 : w->bits - 2];
+    /* 3-bit from AVX2_X3_M rows: the 4-bit tiles' activation layout, a buffer per thread */
+    lq_qlinear    w4    = *w;
+    const int64_t x3    = w->bits == 3 && m >= AVX2_X3_M ? w->k * AVX2_NV(AVX2_M) : 0;
+    uint32_t     *x3buf = NULL;
+    if (w->bits == 3)
+        avx2_tile3_ops(&j);
+    if (x3) {
+        w4.bits = 4;
+        if (!(x3buf = malloc((size_t)(x3 * nt) * 4)))
+            return LQ_ERR_NOMEM;
+    }
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
-            lq_gptq_qx_row(w, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
+            lq_gptq_qx_row(&w4, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
                            dx + r * j.nkb);
         /* whole tiles per thread (the last may be short) */
         const int64_t ntile = (nvec + nv - 1) / nv, t0 = ntile * th / tn,
                       t1 = ntile * (th + 1) / tn;
         const int64_t v1 = t1 * nv < nvec ? t1 * nv : nvec;
+        avx2_job      jt = j;
+        jt.x3buf         = x3buf ? x3buf + th * x3 : NULL;
         if (t0 * nv < v1)
-            fn(&j, t0 * nv, v1);
+            fn(&jt, t0 * nv, v1);
     }
+    free(x3buf);
     return LQ_OK;
 }
 
@@ -671,8 +830,8 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 int lq_cpu_avx2i(void) {
     return 0;
 }
-int lq_gptq_avx2_ok(const lq_qlinear *w) {
-    (void)w;
+int lq_gptq_avx2_ok(const lq_qlinear *w, int xbits) {
+    (void)w, (void)xbits;
     return 0;
 }
 size_t lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits) {

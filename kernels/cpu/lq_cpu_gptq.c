@@ -361,8 +361,8 @@ static int gptq_vnni(const lq_qlinear *w) {
 }
 
 static int gptq_qx(const lq_qlinear *w, int64_t m) {
-    const int ok = gptq_vnni(w) || (lq_gptq_avx2_ok(w) && lq_cpu_avx2i());
-    return ok ? lq_gptq_qx_bits(w, m) : 0;
+    const int xb = lq_gptq_qx_bits(w, m);
+    return xb && (gptq_vnni(w) || (lq_gptq_avx2_ok(w, xb) && lq_cpu_avx2i())) ? xb : 0;
 }
 
 static size_t ws_qx_kernel(const lq_qlinear *w, int64_t m, int xb) {
