@@ -646,9 +646,10 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
  * 32 code bytes are 64 channels, their high nibbles the even channels, the low ones the odd, so
  * the activations are stored split the same way (per 64 channels: 32 even, then 32 odd) and
  * vpshufb against tq decodes a nibble vector straight into lanes that meet its activations.
- * Products by the sign trick (|tq| against x carrying tq's sign: pairs of at most 2 x 127 x
- * 127), widened by vpmaddwd; a block's integer sum is exact in any order. Per tile of 8 columns
- * and block, the codes are decoded once for every row, each row's 8 column sums stay in
+ * Products by the sign trick (|x|, stored beside x, against tq carrying x's sign: pairs of at
+ * most 2 x 127 x 127; |tq| against x carrying tq's sign would take one more instruction per
+ * 32 codes), widened by vpmaddwd; a block's integer sum is exact in any order. Per tile of 8
+ * columns and block, the codes are decoded once for every row, each row's 8 column sums stay in
  * registers and are reduced by one hadd tree, so the float epilogue (t = acc, y = fma(t,
  * absmax * ts * dx, y) block by block) runs 8 columns wide.
  * --------------------------------------------------------------------------------------- */
@@ -658,13 +659,13 @@ int lq_nf4_avx2_ok(const lq_qlinear *w) {
 
 size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
     const int64_t ab = lq_nf4_qx_block(w);
-    return ab ? (size_t)(m * al64(w->k) + m * (w->k / ab) * 4) : 0;
+    return ab ? (size_t)(2 * m * al64(w->k) + m * (w->k / ab) * 4) : 0;
 }
 
 typedef struct nf4x_job {
     const lq_qlinear *w;
     int64_t           ab, nkb, m, kp;
-    const int8_t     *xp; /* [m, kp]: per 64 channels the 32 even, then the 32 odd */
+    const int8_t     *xp; /* [2 m, kp]: per 64 channels the 32 even, then the 32 odd; then |x| */
     const float      *dx; /* [m, nkb] */
     float             ts;
     __m128i           lut; /* tq */
@@ -681,22 +682,19 @@ AVX2_INLINE __m256i hsum8x8(const __m256i v[8]) {
                             _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* 32 code bytes (64 channels of one column) -> d: tq of the high and low nibbles, and their
- * magnitudes */
-AVX2_INLINE void nf4x_dec(__m256i lut, __m256i b, __m256i d[4]) {
+/* 32 code bytes (64 channels of one column) -> d: tq of the high and low nibbles */
+AVX2_INLINE void nf4x_dec(__m256i lut, __m256i b, __m256i d[2]) {
     const __m256i m0f = _mm256_set1_epi8(0x0F);
     d[0]              = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f));
     d[1]              = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
-    d[2]              = _mm256_abs_epi8(d[0]);
-    d[3]              = _mm256_abs_epi8(d[1]);
 }
 
-/* Decoded codes against one row's even / odd activations: the int32 partial sums of the 64
- * products (the sign trick; see above). */
-AVX2_INLINE __m256i nf4x_dot(const __m256i d[4], __m256i xe, __m256i xo) {
+/* Decoded codes against one row's even / odd activations x[0..1] and their magnitudes
+ * x[2..3]: the int32 partial sums of the 64 products (the sign trick; see above). */
+AVX2_INLINE __m256i nf4x_dot(const __m256i d[2], const __m256i x[4]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i ph   = _mm256_maddubs_epi16(d[2], _mm256_sign_epi8(xe, d[0]));
-    const __m256i pl   = _mm256_maddubs_epi16(d[3], _mm256_sign_epi8(xo, d[1]));
+    const __m256i ph   = _mm256_maddubs_epi16(x[2], _mm256_sign_epi8(d[0], x[0]));
+    const __m256i pl   = _mm256_maddubs_epi16(x[3], _mm256_sign_epi8(d[1], x[1]));
     return _mm256_add_epi32(_mm256_madd_epi16(ph, ones), _mm256_madd_epi16(pl, ones));
 }
 
@@ -714,11 +712,10 @@ AVX2_INLINE void nf4x_out(const nf4x_job *j, const __m256i acc[8], __m256 sv, in
 
 /* Columns [i0, i0 + 8), block kb, every row; sv: the 8 columns' absmax * ts. Up to
  * NF4X_FUSED_M rows: each column's codes are decoded where they are multiplied. More rows: the
- * block's codes are decoded once (per 64 channels and column: tq of the high and low nibbles and
- * their magnitudes, 4 KiB at most), then per row 8 accumulators in registers, reduced by one hadd
- * tree. */
+ * block's codes are decoded once (per 64 channels and column: tq of the high and low nibbles, 2
+ * KiB at most), then per row 8 accumulators in registers, reduced by one hadd tree. */
 AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
-                           __m256i (*dec)[8][4], const int fused) {
+                           __m256i (*dec)[8][2], const int fused) {
     const int64_t  k = j->w->k, c0 = kb * j->ab, nsc = j->ab / 64;
     const uint8_t *qb  = j->w->qweight;
     const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
@@ -727,17 +724,19 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
         for (int jc = 0; jc < 8; jc++)
             acc[jc] = _mm256_setzero_si256();
         for (int64_t sc = 0; sc < nsc; sc++) {
-            const int8_t *xr = j->xp + r * j->kp + c0 + 64 * sc;
-            const __m256i xe = _mm256_loadu_si256((const void *)xr);
-            const __m256i xo = _mm256_loadu_si256((const void *)(xr + 32));
+            const int8_t *xr    = j->xp + r * j->kp + c0 + 64 * sc;
+            const int8_t *ar    = xr + j->m * j->kp;
+            const __m256i xv[4] = {
+                _mm256_loadu_si256((const void *)xr), _mm256_loadu_si256((const void *)(xr + 32)),
+                _mm256_loadu_si256((const void *)ar), _mm256_loadu_si256((const void *)(ar + 32))};
             for (int jc = 0; jc < 8; jc++) {
-                __m256i d1[4];
+                __m256i d1[2];
                 if (fused)
                     nf4x_dec(
                         lut,
                         _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2)),
                         d1);
-                acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot(fused ? d1 : dec[sc][jc], xe, xo));
+                acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot(fused ? d1 : dec[sc][jc], xv));
             }
         }
         nf4x_out(j, acc, sv, r, i0, kb);
@@ -752,7 +751,7 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv)
     const int64_t  k = j->w->k, c0 = kb * j->ab, nsc = j->ab / 64;
     const uint8_t *qb  = j->w->qweight;
     const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
-    __m256i        dec[256 / 64][8][4];
+    __m256i        dec[256 / 64][8][2];
     for (int64_t sc = 0; sc < nsc; sc++)
         for (int jc = 0; jc < 8; jc++)
             nf4x_dec(lut,
@@ -799,8 +798,8 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     j.lut           = _mm_loadu_si128((const void *)tq);
     j.y             = y;
     const int64_t k = w->k, kp = al64(k);
-    int8_t       *xp    = ws;
-    float        *dx    = (float *)(void *)((uint8_t *)ws + m * kp);
+    int8_t       *xp    = ws; /* x, then |x| */
+    float        *dx    = (float *)(void *)((uint8_t *)ws + 2 * m * kp);
     j.xp                = xp;
     j.dx                = dx;
     j.kp                = kp;
@@ -810,13 +809,14 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
         int32_t q[256];
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++) {
-            int8_t *o = xp + r * kp;
+            int8_t *o = xp + r * kp, *oa = o + m * kp;
             for (int64_t kb = 0; kb < j.nkb; kb++) {
                 const int64_t c0 = kb * j.ab;
                 lq_qx_block(x + r * k + c0, j.ab, 127.f, q, &dx[r * j.nkb + kb]);
                 for (int64_t c = c0; c < c0 + j.ab; c++) { /* per 64: even, then odd */
                     const int64_t u = c - c0, base = c - (c & 63), e = c & 63;
-                    o[base + (e & 1) * 32 + e / 2] = (int8_t)q[u];
+                    o[base + (e & 1) * 32 + e / 2]  = (int8_t)q[u];
+                    oa[base + (e & 1) * 32 + e / 2] = (int8_t)abs(q[u]);
                 }
             }
         }
