@@ -13,6 +13,7 @@
 # search scores the candidates on the first --awq-tokens 4096 of them), against a forward over
 # those tokens;
 # GPTQ_DEFAULTS=1 GPTQ at its own (128 x 2048; the forward once, not best of REPS=3).
+# SMALL=0 leaves out the rows at NSAMPLES x SEQLEN (only the default-calibration ones).
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3 N=${4:-4} S=${5:-2048}
 mkdir -p "$WORK"
@@ -26,10 +27,6 @@ fwd_of() { # nsamples seqlen: seconds of one forward of the layers over nsamples
     [ -n "$f" ] || { echo "bench_forward gave no layer time" >&2; exit 1; }
     echo "$f"
 }
-fwd=$(fwd_of "$N" "$S")
-echo
-echo "one forward over the $N x $S calibration tokens (layers): $fwd s"
-echo
 echo "| conversion | calibration | wall s | forward-pass equivalents | peak RSS MiB |"
 echo "|---|---|---:|---:|---:|"
 row() { # name n s fwd method args...
@@ -46,11 +43,17 @@ print(f"| {sys.argv[3]} | {sys.argv[4]} | {r['seconds']:.1f} | {r['seconds'] / f
 PY
 }
 # group sizes: each method's default (128, or 64 / 32 where 128 does not divide the widths)
-row "gptq w4" "$N" "$S" "$fwd" gptq
-row "gptq w4 --no-stage-cache" "$N" "$S" "$fwd" gptq --no-stage-cache
-row "gptq w4 --no-v-attn-weights" "$N" "$S" "$fwd" gptq --no-v-attn-weights
-row "int8" "$N" "$S" "$fwd" int8
-row "awq w4 --awq-tokens $((N * S)) (full search)" "$N" "$S" "$fwd" awq --awq-tokens $((N * S))
+if [ "${SMALL:-1}" != 0 ]; then
+    fwd=$(fwd_of "$N" "$S")
+    echo
+    echo "one forward over the $N x $S calibration tokens (layers): $fwd s"
+    echo
+    row "gptq w4" "$N" "$S" "$fwd" gptq
+    row "gptq w4 --no-stage-cache" "$N" "$S" "$fwd" gptq --no-stage-cache
+    row "gptq w4 --no-v-attn-weights" "$N" "$S" "$fwd" gptq --no-v-attn-weights
+    row "int8" "$N" "$S" "$fwd" int8
+    row "awq w4 --awq-tokens $((N * S)) (full search)" "$N" "$S" "$fwd" awq --awq-tokens $((N * S))
+fi
 if [ "${GPTQ_DEFAULTS:-0}" = 1 ]; then # GPTQ at its own default calibration: ~15 min here
     fwd3=$(REPS=1 fwd_of 128 2048)
     echo

@@ -186,15 +186,6 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
     avx2_flush(j, kb, i0, r0, M, NV, acc, zshift);
 }
 
-/* 3-bit: a unit of 32 channels is 3 word rows, 96 bits a column, channel i at bit 3i. No shift
- * and byte mask picks more than two of its fields at once, so they are decoded in 16-bit lanes:
- * the views of words 0|1 and 1|2 (one qword a column, as the VBMI kernel's; unpacklo gives
- * columns 0, 1, 4, 5, unpackhi 2, 3, 6, 7) hold channels 0-15 and 16-31 whole. Per 4 channels
- * a vpshufb puts each one's byte pair into a 16-bit lane (4 lanes a column), vpmullw moves its
- * field to bits 13-15 and a shift brings it down (AVX2 has no per-lane 16-bit shift), and
- * vpackuswb of the two halves gives each column's dword its 4 codes in channel order: the int8
- * activation layout of 3-bit, one broadcast dword per 4 channels. Products as the 2/4-bit
- * int8 path: a unit's 8 pairs sum in int16 (at most 8 * 2 * 7 * 127 = 14224). */
 /* a 3-bit unit of 8 columns at p: the views of words 0|1 and 1|2, each as the columns' low
  * (unpacklo) and high (unpackhi) halves */
 AVX2_INLINE void avx2_views3(const uint32_t *p, int64_t ldq, __m256i view[2][2]) {
@@ -218,6 +209,15 @@ AVX2_INLINE __m256i avx2_dec3(const avx2_job *j, __m256i view[2][2], int t) {
     return _mm256_packus_epi16(lo, hi);
 }
 
+/* 3-bit: a unit of 32 channels is 3 word rows, 96 bits a column, channel i at bit 3i. No shift
+ * and byte mask picks more than two of its fields at once, so they are decoded in 16-bit lanes:
+ * the views of words 0|1 and 1|2 (one qword a column, as the VBMI kernel's; unpacklo gives
+ * columns 0, 1, 4, 5, unpackhi 2, 3, 6, 7) hold channels 0-15 and 16-31 whole. Per 4 channels
+ * a vpshufb puts each one's byte pair into a 16-bit lane (4 lanes a column), vpmullw moves its
+ * field to bits 13-15 and a shift brings it down (AVX2 has no per-lane 16-bit shift), and
+ * vpackuswb of the two halves gives each column's dword its 4 codes in channel order: the int8
+ * activation layout of 3-bit, one broadcast dword per 4 channels. Products as the 2/4-bit
+ * int8 path: a unit's 8 pairs sum in int16 (at most 8 * 2 * 7 * 127 = 14224). */
 AVX2_INLINE void avx2_tile3(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int M,
                             const int NV) {
     const int64_t   k = j->w->k, c0 = kb * j->ab, c1 = c0 + j->ab < k ? c0 + j->ab : k;
@@ -413,8 +413,9 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     if (w->bits == 3)
         avx2_tile3_ops(&j);
     if (x3) {
+        int64_t bytes;
         w4.bits = 4;
-        if (!(x3buf = malloc((size_t)(x3 * nt) * 4)))
+        if (!lq_mul_i64(x3, (int64_t)nt * 4, &bytes) || !(x3buf = malloc((size_t)bytes)))
             return LQ_ERR_NOMEM;
     }
 #pragma omp parallel num_threads(nt)
