@@ -361,8 +361,11 @@ static int gptq_vnni(const lq_qlinear *w) {
 }
 
 static int gptq_qx(const lq_qlinear *w, int64_t m) {
-    const int xb = lq_gptq_qx_bits(w, m);
-    return xb && (gptq_vnni(w) || (lq_gptq_avx2_ok(w, xb) && lq_cpu_avx2i())) ? xb : 0;
+    const int vnni = gptq_vnni(w);
+    if (!vnni && !lq_cpu_avx2i())
+        return 0;
+    const int xb = lq_gptq_qx_bits(w, m); /* the AVX2 kernels take 3-bit on int8 only */
+    return xb && (vnni || lq_gptq_avx2_ok(w, xb)) ? xb : 0;
 }
 
 static size_t ws_qx_kernel(const lq_qlinear *w, int64_t m, int xb) {
