@@ -242,9 +242,11 @@ size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
  * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and 3 on
  * int8 activations, n % 8 == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
 int       lq_cpu_avx2i(void);
-/* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, m <= LQ_DENSE16_AVX2_M; the
- * conversion of the sgemm path's tiles (only where lq_cpu_avx2i()). */
-#define LQ_DENSE16_AVX2_M 64
+/* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, m <= LQ_DENSE16_AVX2_M (fp16) or
+ * LQ_DENSE16_AVX2_M_BF16 (bf16; its conversion costs two operations, so sgemm on converted tiles
+ * overtakes it sooner); the conversion of the sgemm path's tiles (only where lq_cpu_avx2i()). */
+#define LQ_DENSE16_AVX2_M      256
+#define LQ_DENSE16_AVX2_M_BF16 64
 int       lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                int nthreads);

@@ -1,9 +1,10 @@
 /* Unquantized linears. float32: OpenBLAS sgemm on the weights as they are. fp16 / bf16: the
- * AVX-512 kernel (else the AVX2 one) up to LQ_DENSE16_AVX512_M rows (converting as it reads: half
- * the bytes of float32 where the rows are memory-bound); otherwise tiles of TILE_ROWS weight rows
- * converted to float32 in the workspace, each multiplied with sgemm. The tiles are 4x the quantized
- * formats' because sgemm packs x again on every call: with 256-row tiles 4096 x 4096 at m =
- * 512 ran 15-20% slower than sgemm on float32 weights, with 1024 within 1-4%. */
+ * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows, else the AVX2 one up to LQ_DENSE16_AVX2_M(_BF16)
+ * (converting as they read: half the bytes of float32 where the rows are memory-bound); otherwise
+ * tiles of TILE_ROWS weight rows converted to float32 in the workspace, each multiplied with sgemm.
+ * The tiles are 4x the quantized formats' because sgemm packs x again on every call: with 256-row
+ * tiles 4096 x 4096 at m = 512 ran 15-20% slower than sgemm on float32 weights, with 1024 within
+ * 1-4%. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
