@@ -378,10 +378,12 @@ int main(void) {
         CHECK_EQ_INT(sc, 1804);
         CHECK_OK(public_ppl(dir, text_path, tokp, "gptq", "128", &nll2, &sc, &ppl2, &err));
         CHECK_EQ_INT(sc, 14 * 127);
-        CHECK_NEAR(nll2, nll128, 1e-9);
+        /* lq_perplexity keeps fp16 weights as stored (the converting kernels, up to their row
+         * bounds), the model above has them as float32 (sgemm): float rounding apart */
+        CHECK_NEAR(nll2, nll128, 1e-6);
         CHECK_OK(public_ppl(dir, text_path, tokp, "llamacpp", NULL, &nll2, &sc, &ppl2, &err));
         CHECK_EQ_INT(sc, 3 * 255);
-        CHECK_NEAR(nll2, nll_lcpp, 1e-9);
+        CHECK_NEAR(nll2, nll_lcpp, 1e-6);
         CHECK_EQ_INT(public_ppl(dir, text_path, tokp, "llamacpp", "1000", &nll2, &sc, &ppl2, &err),
                      LQ_ERR_INVALID_ARG);
         char tiny[4200];
