@@ -732,8 +732,10 @@ AVX2_INLINE void nf4x_out(const nf4x_job *j, const __m256i acc[8], __m256 sv, in
 AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
                            __m256i (*dec)[8][2], const int fused) {
     const int64_t  k = j->w->k, c0 = kb * j->ab, nsc = j->ab / 64;
-    const uint8_t *qb  = j->w->qweight;
     const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
+    const uint8_t *qc[8]; /* each column's codes of this block (k and c0 are even) */
+    for (int jc = 0; jc < 8; jc++)
+        qc[jc] = (const uint8_t *)j->w->qweight + (i0 + jc) * (k / 2) + c0 / 2;
     for (int64_t r = 0; r < j->m; r++) {
         __m256i acc[8];
         for (int jc = 0; jc < 8; jc++)
@@ -747,10 +749,7 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
             for (int jc = 0; jc < 8; jc++) {
                 __m256i d1[2];
                 if (fused)
-                    nf4x_dec(
-                        lut,
-                        _mm256_loadu_si256((const void *)(qb + ((i0 + jc) * k + c0 + 64 * sc) / 2)),
-                        d1);
+                    nf4x_dec(lut, _mm256_loadu_si256((const void *)(qc[jc] + 32 * sc)), d1);
                 acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot(fused ? d1 : dec[sc][jc], xv));
             }
         }
@@ -784,18 +783,23 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
     const lq_qlinear *w  = j->w;
     const int64_t     gk = w->k / w->group_size;
     const int         sh = __builtin_ctzll((unsigned long long)(w->group_size / j->ab));
-    float             am[NF4X_KB], sc[NF4X_KB][8];
+    const __m256      ts = _mm256_set1_ps(j->ts);
+    float             am[8][NF4X_KB];
     for (int64_t t = t0; t < t1; t++)
         for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += NF4X_KB) {
             const int64_t kb1 = kb0 + NF4X_KB < j->nkb ? kb0 + NF4X_KB : j->nkb;
             for (int jc = 0; jc < 8; jc++) {
                 const int64_t g0 = (8 * t + jc) * gk + (kb0 >> sh);
-                lq_nf4_absmax_range(w, g0, (8 * t + jc) * gk + ((kb1 - 1) >> sh) + 1, am);
-                for (int64_t kb = kb0; kb < kb1; kb++)
-                    sc[kb - kb0][jc] = am[(kb >> sh) - (kb0 >> sh)] * j->ts;
+                lq_nf4_absmax_range(w, g0, (8 * t + jc) * gk + ((kb1 - 1) >> sh) + 1, am[jc]);
             }
-            for (int64_t kb = kb0; kb < kb1; kb++)
-                nf4x_tile(j, 8 * t, kb, _mm256_loadu_ps(sc[kb - kb0]));
+            /* the 8 columns' scales gathered from scalars: storing them transposed and loading
+             * a vector stalled on store forwarding (14% of the time at one row) */
+            for (int64_t kb = kb0; kb < kb1; kb++) {
+                const int64_t g = (kb >> sh) - (kb0 >> sh);
+                const __m256  a = _mm256_setr_ps(am[0][g], am[1][g], am[2][g], am[3][g], am[4][g],
+                                                 am[5][g], am[6][g], am[7][g]);
+                nf4x_tile(j, 8 * t, kb, _mm256_mul_ps(a, ts));
+            }
         }
 }
 
