@@ -76,25 +76,27 @@ typedef struct avx2_job {
     uint32_t         *x3buf; /* 3-bit from AVX2_X3_M rows: this thread's 4-bit words */
 } avx2_job;
 
-/* The zero points of columns col .. col + 7 of group g (v1 stores zero - 1), as float. */
+/* The zero points of columns col .. col + 7 (col % 8 == 0) of group g (v1 stores zero - 1), as
+ * float. The 8 fields are 8 b contiguous bits: 8-bit ones 8 bytes, else at most 32 bits read
+ * across a word boundary (3-bit) into one scalar and split by variable shifts. Built in
+ * registers: scalars stored to arrays and loaded as vectors stalled on store forwarding. */
 AVX2_INLINE __m256 avx2_zeros(const lq_qlinear *w, int64_t g, int64_t col) {
-    const int       b  = w->bits;
-    const uint32_t *qz = (const uint32_t *)w->qzeros + g * (w->n * b / 32);
-    int32_t         wd[8], sh[8], nx[8], nsh[8];
-    for (int l = 0; l < 8; l++) { /* 3-bit: a field may take its high bits from the next word */
-        const int64_t bit = (col + l) * b;
-        wd[l]             = (int32_t)qz[bit >> 5];
-        sh[l]             = (int32_t)(bit & 31);
-        nx[l]             = sh[l] + b > 32 ? (int32_t)qz[(bit >> 5) + 1] : 0;
-        nsh[l]            = 32 - sh[l]; /* vpsllvd by 32 gives 0 */
+    const int       b    = w->bits;
+    const uint32_t *qz   = (const uint32_t *)w->qzeros + g * (w->n * b / 32);
+    const __m256i   mask = _mm256_set1_epi32((1 << b) - 1);
+    __m256i         v;
+    if (b == 8) {
+        v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)(qz + col / 4)));
+    } else {
+        const int64_t bit = col * b;
+        const int     sh  = (int)(bit & 31);
+        uint64_t      u   = qz[bit >> 5];
+        if (sh + 8 * b > 32)
+            u |= (uint64_t)qz[(bit >> 5) + 1] << 32;
+        const __m256i f = _mm256_setr_epi32(0, b, 2 * b, 3 * b, 4 * b, 5 * b, 6 * b, 7 * b);
+        v = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(uint32_t)(u >> sh)), f),
+                             mask);
     }
-    const __m256i mask = _mm256_set1_epi32((1 << b) - 1);
-    const __m256i v =
-        _mm256_and_si256(_mm256_or_si256(_mm256_srlv_epi32(_mm256_loadu_si256((const void *)wd),
-                                                           _mm256_loadu_si256((const void *)sh)),
-                                         _mm256_sllv_epi32(_mm256_loadu_si256((const void *)nx),
-                                                           _mm256_loadu_si256((const void *)nsh))),
-                         mask);
     return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_add_epi32(v, _mm256_set1_epi32(1)), mask));
 }
 
