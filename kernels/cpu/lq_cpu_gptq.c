@@ -194,20 +194,24 @@ gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t
             }
         }
     }
-    /* scale and scale * zero of the block's columns (v1 zero - 1, masked) */
-    float s[NBW_MAX], zs[NBW_MAX];
-    for (int j = 0; j < 8 * NV; j++) {
-        const int64_t  col = i0 + j;
-        const uint32_t zf  = qz[g * zw + col * b / 32] >> ((col * b) & 31);
-        s[j]               = lq_f16_to_f32_fast(sc[g * n + col]);
-        zs[j]              = s[j] * (float)((zf + 1u) & ((1u << b) - 1u));
+    /* scale and scale * zero of the block's columns (v1 zero - 1, masked), built as vectors:
+     * scalars stored to an array and loaded as a vector stall on store forwarding */
+    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
+    for (int jv = 0; jv < NV; jv++) {
+        const int64_t c = i0 + 8 * jv;
+#define LQ_S(j) lq_f16_to_f32_fast(sc[g * n + c + (j)])
+#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
+        s[jv] = (lq_v8f){LQ_S(0), LQ_S(1), LQ_S(2), LQ_S(3), LQ_S(4), LQ_S(5), LQ_S(6), LQ_S(7)};
+        const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
+#undef LQ_S
+#undef LQ_Z
+        zs[jv] = s[jv] * lq_v8u_to_f((zf + 1u) & mask);
     }
     for (int r = 0; r < M; r++) {
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
         for (int jv = 0; jv < NV; jv++) {
-            const lq_v8f part =
-                lq_v8f_load(s + 8 * jv) * acc[r][jv] - lq_v8f_load(zs + 8 * jv) * xs;
+            const lq_v8f part = s[jv] * acc[r][jv] - zs[jv] * xs;
             lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
         }
     }
