@@ -378,12 +378,25 @@ int main(void) {
         CHECK_EQ_INT(sc, 1804);
         CHECK_OK(public_ppl(dir, text_path, tokp, "gptq", "128", &nll2, &sc, &ppl2, &err));
         CHECK_EQ_INT(sc, 14 * 127);
-        /* lq_perplexity keeps fp16 weights as stored (the converting kernels, up to their row
-         * bounds), the model above has them as float32 (sgemm): float rounding apart */
+        /* lq_perplexity opens the model with fp16 weights as stored (the converting kernels,
+         * up to their row bounds): the same numbers as lq_ppl_tokens on a model opened so, and
+         * within float rounding of the float32-weight model above (sgemm) */
+        lq_model *m16 = NULL;
+        CHECK_OK(lq_model_open_flags(dir, LQ_MODEL_OPEN_STORED16, &m16, &err));
+        if (m16)
+            CHECK_OK(lq_model_load_all(m16, &err));
+        lq_ppl_result r16 = {0};
+        o                 = (lq_ppl_opts){.protocol = LQ_PPL_GPTQ, .ctx = 128};
+        CHECK_OK(m16 ? lq_ppl_tokens(m16, stream, nstream, &o, &r16, &err) : LQ_ERR_IO);
+        CHECK_NEAR(nll2, r16.nll, 1e-9);
         CHECK_NEAR(nll2, nll128, 1e-6);
         CHECK_OK(public_ppl(dir, text_path, tokp, "llamacpp", NULL, &nll2, &sc, &ppl2, &err));
         CHECK_EQ_INT(sc, 3 * 255);
+        o = (lq_ppl_opts){.protocol = LQ_PPL_LLAMACPP, .bos = 1};
+        CHECK_OK(m16 ? lq_ppl_tokens(m16, stream, nstream, &o, &r16, &err) : LQ_ERR_IO);
+        CHECK_NEAR(nll2, r16.nll, 1e-9);
         CHECK_NEAR(nll2, nll_lcpp, 1e-6);
+        lq_model_free(m16);
         CHECK_EQ_INT(public_ppl(dir, text_path, tokp, "llamacpp", "1000", &nll2, &sc, &ppl2, &err),
                      LQ_ERR_INVALID_ARG);
         char tiny[4200];
