@@ -150,6 +150,13 @@ static inline float lq_f16_to_f32_fast(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* 8 consecutive fp16 values as a vector, built in registers: 8 scalars stored to an array and
+ * loaded as one vector stall on store forwarding (the kernels' per-group scales) */
+LQ_VINL lq_v8f lq_v8f_from_f16(const uint16_t *h) {
+    return (lq_v8f){lq_f16_to_f32_fast(h[0]), lq_f16_to_f32_fast(h[1]), lq_f16_to_f32_fast(h[2]),
+                    lq_f16_to_f32_fast(h[3]), lq_f16_to_f32_fast(h[4]), lq_f16_to_f32_fast(h[5]),
+                    lq_f16_to_f32_fast(h[6]), lq_f16_to_f32_fast(h[7])};
+}
 
 /* ---------------------------------------------------------------------------------------
  * Integer activations (the VNNI kernels): a block of len values quantized symmetrically to

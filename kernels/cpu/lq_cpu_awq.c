@@ -90,12 +90,7 @@ static inline __attribute__((always_inline)) void awq_group_block(const lq_qline
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
         for (int jv = 0; jv < NV; jv++) {
-            /* built as a vector: an array of scalars loaded as one stalls on store forwarding */
-            const uint16_t *sh16 = (const uint16_t *)w->scales + g * n + i0 + 8 * jv;
-            const lq_v8f    s    = {lq_f16_to_f32_fast(sh16[0]), lq_f16_to_f32_fast(sh16[1]),
-                                    lq_f16_to_f32_fast(sh16[2]), lq_f16_to_f32_fast(sh16[3]),
-                                    lq_f16_to_f32_fast(sh16[4]), lq_f16_to_f32_fast(sh16[5]),
-                                    lq_f16_to_f32_fast(sh16[6]), lq_f16_to_f32_fast(sh16[7])};
+            const lq_v8f s    = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + i0 + 8 * jv);
             const lq_v8f z    = lq_v8u_to_f((lq_v8u_splat(zrow[jv]) >> sh) & mask);
             const lq_v8f part = s * acc[r][jv] - (s * z) * xs;
             lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);

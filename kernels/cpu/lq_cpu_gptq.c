@@ -194,16 +194,14 @@ gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t
             }
         }
     }
-    /* scale and scale * zero of the block's columns (v1 zero - 1, masked), built as vectors:
-     * scalars stored to an array and loaded as a vector stall on store forwarding */
+    /* scale and scale * zero of the block's columns (v1 zero - 1, masked), built as vectors
+     * (see lq_v8f_from_f16) */
     lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
     for (int jv = 0; jv < NV; jv++) {
         const int64_t c = i0 + 8 * jv;
-#define LQ_S(j) lq_f16_to_f32_fast(sc[g * n + c + (j)])
 #define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
-        s[jv] = (lq_v8f){LQ_S(0), LQ_S(1), LQ_S(2), LQ_S(3), LQ_S(4), LQ_S(5), LQ_S(6), LQ_S(7)};
+        s[jv]           = lq_v8f_from_f16(sc + g * n + c);
         const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
-#undef LQ_S
 #undef LQ_Z
         zs[jv] = s[jv] * lq_v8u_to_f((zf + 1u) & mask);
     }
