@@ -331,6 +331,12 @@ AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r
 #undef AVX2_TILE
 }
 
+/* the tile of row chunk r0 (of m rows) */
+AVX2_INLINE void avx2_tile_b(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t m,
+                             int64_t nv, const int b, const int X16) {
+    avx2_tile_m(j, kb, v, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, nv, b, X16);
+}
+
 /* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
 AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b, const int X16) {
     const int64_t m = j->m;
@@ -351,7 +357,8 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
     for (int64_t v = v0; v < v1; v += nv) {
         const int one = v + nv > v1;
         avx2_job  jb  = *j;
-        if (x3 || (blk && !one)) {
+        const int cp  = x3 || (blk && !one);
+        if (cp) {
             const int64_t nc = one ? v1 - v : nv;
             if (x3)
                 avx2_3to4(j, v, nc, blk);
@@ -362,15 +369,21 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
             jb.ldq   = 8 * nc;
             jb.qcol0 = v * 8;
         }
-        for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++)
-            for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                for (int64_t kb = 0; kb < j->nkb; kb++) {
-                    const int64_t mm = m - r0 < AVX2_M ? m - r0 : AVX2_M;
-                    if (x3)
-                        avx2_tile_m(&jb, kb, vv, r0, mm, one ? 1 : nv, 4, 0);
-                    else
-                        avx2_tile_m(&jb, kb, vv, r0, mm, one ? 1 : nv, b, X16);
-                }
+        /* a copied block (3-bit: decoded to 4-bit words): row chunks outer, each streaming
+         * its activations in order. Words read in place: blocks outer, so a block's words stay
+         * in L1 for every chunk (4096 x 11008, 1 thread, 8 rows: 4-bit 8.6 -> 6.9 ms, 8-bit
+         * 14.4 -> 11.1); copied blocks were 2-5% slower that way at 16 and 64 rows. */
+        for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++) {
+            const int64_t nvv = one ? 1 : nv;
+            if (cp)
+                for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                    for (int64_t kb = 0; kb < j->nkb; kb++)
+                        avx2_tile_b(&jb, kb, vv, r0, m, nvv, b == 3 ? 4 : b, X16);
+            else
+                for (int64_t kb = 0; kb < j->nkb; kb++)
+                    for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                        avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, X16);
+        }
     }
     if (!x3)
         free(blk);
