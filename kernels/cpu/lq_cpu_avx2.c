@@ -377,8 +377,12 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
             const int64_t nvv = one ? 1 : nv;
             if (cp)
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    for (int64_t kb = 0; kb < j->nkb; kb++)
-                        avx2_tile_b(&jb, kb, vv, r0, m, nvv, b == 3 ? 4 : b, X16);
+                    for (int64_t kb = 0; kb < j->nkb; kb++) {
+                        if (x3)
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4, 0);
+                        else
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, X16);
+                    }
             else
                 for (int64_t kb = 0; kb < j->nkb; kb++)
                     for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
