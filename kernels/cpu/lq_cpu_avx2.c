@@ -713,14 +713,19 @@ typedef struct nf4x_job {
     float            *y;
 } nf4x_job;
 
+/* the last step of hsum8x8: hadd(hadd(v0, v1), hadd(v2, v3)) and the same of v4..v7 */
+AVX2_INLINE __m256i hsum8x8_fold(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 /* 8 vectors of 8 int32 lanes -> one vector of their 8 sums, in order */
 AVX2_INLINE __m256i hsum8x8(const __m256i v[8]) {
     const __m256i a =
         _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     const __m256i b =
         _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
+    return hsum8x8_fold(a, b);
 }
 
 /* 32 code bytes (64 channels of one column) -> d: tq of the high and low nibbles */
@@ -739,14 +744,34 @@ AVX2_INLINE __m256i nf4x_dot(const __m256i d[2], const __m256i x[4]) {
     return _mm256_add_epi32(_mm256_madd_epi16(ph, ones), _mm256_madd_epi16(pl, ones));
 }
 
-/* y[r, i0 .. i0 + 8) += (the 8 column sums of acc) * sv * dx of row r, block kb */
-AVX2_INLINE void nf4x_out(const nf4x_job *j, const __m256i acc[8], __m256 sv, int64_t r, int64_t i0,
+/* y[r, i0 .. i0 + 8) += (t: the 8 column sums) * sv * dx of row r, block kb */
+AVX2_INLINE void nf4x_out(const nf4x_job *j, __m256i sum, __m256 sv, int64_t r, int64_t i0,
                           int64_t kb) {
-    const __m256 t  = _mm256_cvtepi32_ps(hsum8x8(acc));
+    const __m256 t  = _mm256_cvtepi32_ps(sum);
     const __m256 d  = _mm256_mul_ps(sv, _mm256_set1_ps(j->dx[r * j->nkb + kb]));
     float       *yp = j->y + r * j->w->n + i0;
     const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
     _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, d, yv));
+}
+
+/* One row, a block of 64 channels (nsc == 1, bitsandbytes' default block size): the column sums
+ * are folded pair by pair as they come, so no more than two of them are live (8 accumulators
+ * beside x, |x| and the constants spilled). The codes are decoded here (qc) or were (dec). */
+AVX2_INLINE __m256i nf4x_row64(__m256i lut, const uint8_t *qc[8], __m256i (*dec)[2],
+                               const __m256i xv[4]) {
+    __m256i h[4], a[2];
+    for (int p = 0; p < 4; p++) {
+        __m256i d[2][2];
+        for (int e = 0; e < 2; e++)
+            if (qc)
+                nf4x_dec(lut, _mm256_loadu_si256((const void *)qc[2 * p + e]), d[e]);
+            else
+                d[e][0] = dec[2 * p + e][0], d[e][1] = dec[2 * p + e][1];
+        h[p] = _mm256_hadd_epi32(nf4x_dot(d[0], xv), nf4x_dot(d[1], xv));
+        if (p & 1)
+            a[p / 2] = _mm256_hadd_epi32(h[p - 1], h[p]);
+    }
+    return hsum8x8_fold(a[0], a[1]);
 }
 
 #define NF4X_FUSED_M 1 /* up to this many rows the codes are decoded per row, in registers */
@@ -763,6 +788,15 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
     for (int jc = 0; jc < 8; jc++)
         qc[jc] = (const uint8_t *)j->w->qweight + (i0 + jc) * (k / 2) + c0 / 2;
     for (int64_t r = 0; r < j->m; r++) {
+        if (!fused && nsc == 1) {
+            const int8_t *xr    = j->xp + r * j->kp + c0;
+            const int8_t *ar    = xr + j->m * j->kp;
+            const __m256i xv[4] = {
+                _mm256_loadu_si256((const void *)xr), _mm256_loadu_si256((const void *)(xr + 32)),
+                _mm256_loadu_si256((const void *)ar), _mm256_loadu_si256((const void *)(ar + 32))};
+            nf4x_out(j, nf4x_row64(lut, NULL, dec[0], xv), sv, r, i0, kb);
+            continue;
+        }
         __m256i acc[8];
         for (int jc = 0; jc < 8; jc++)
             acc[jc] = _mm256_setzero_si256();
@@ -779,7 +813,7 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
                 acc[jc] = _mm256_add_epi32(acc[jc], nf4x_dot(fused ? d1 : dec[sc][jc], xv));
             }
         }
-        nf4x_out(j, acc, sv, r, i0, kb);
+        nf4x_out(j, hsum8x8(acc), sv, r, i0, kb);
     }
 }
 
@@ -802,30 +836,104 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv)
 
 #define NF4X_KB 32 /* blocks whose scales are decoded in one run per column */
 
-/* Tiles [t0, t1). The block scales (double quant: two roundings each) are decoded a run of
- * NF4X_KB blocks per column at a time, not one call per column and block: that call cost as
- * much as the products at one row. A group spans bs / ab blocks (both powers of two). */
+/* Column-major scales of blocks [b, b + 8) of one column as a vector: the float32 absmax, or
+ * the double quant's two roundings lane by lane, as lq_nf4_absmax (nested_code[q] *
+ * nested_absmax, then + nested_offset; intrinsics are not contracted into an fma). */
+AVX2_INLINE __m256 nf4x_am8(const lq_qlinear *w, int64_t b) {
+    if (w->nested_blocksize <= 0)
+        return _mm256_loadu_ps((const float *)w->absmax + b);
+    /* bitsandbytes nests 256 blocks: shifts, not two 64-bit divisions per call (10% at m = 1) */
+    const int64_t  nb = w->nested_blocksize;
+    const int      p2 = (nb & (nb - 1)) == 0, sh = __builtin_ctzll((unsigned long long)nb);
+    const int64_t  n0 = p2 ? b >> sh : b / nb;
+    const uint8_t *q  = (const uint8_t *)w->absmax + b;
+    const float   *cd = w->nested_code; /* scalar loads: vgatherdps was 10% slower on Zen 3 */
+    const float   *na = w->nested_absmax;
+    const __m256   a  = b + 7 < (n0 + 1) * nb
+                            ? _mm256_set1_ps(na[n0])
+                            : _mm256_setr_ps(na[b / nb], na[(b + 1) / nb], na[(b + 2) / nb],
+                                             na[(b + 3) / nb], na[(b + 4) / nb], na[(b + 5) / nb],
+                                             na[(b + 6) / nb], na[(b + 7) / nb]);
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_setr_ps(cd[q[0]], cd[q[1]], cd[q[2]], cd[q[3]],
+                                                      cd[q[4]], cd[q[5]], cd[q[6]], cd[q[7]]),
+                                       a),
+                         _mm256_set1_ps(w->nested_offset));
+}
+
+/* r[c][l] -> r[l][c] for 8 x 8 floats */
+AVX2_INLINE void transpose8_ps(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i]     = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 2; h++) {
+            u[4 * i + 2 * h]     = _mm256_shuffle_ps(t[4 * i + h], t[4 * i + 2 + h], 0x44);
+            u[4 * i + 2 * h + 1] = _mm256_shuffle_ps(t[4 * i + h], t[4 * i + 2 + h], 0xEE);
+        }
+    for (int i = 0; i < 4; i++) {
+        r[i]     = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+    }
+}
+
+/* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time, 8 groups
+ * of the 8 columns at once (one vector per column, transposed to one per group), not one call
+ * per column and block: that call cost as much as the products at one row, and gathering the
+ * 8 columns' scalars into a vector cost another 10%. Runs shorter than 8 groups (k / group_size
+ * not a multiple of 8) take their last groups one scalar at a time. A group spans bs / ab
+ * blocks (both powers of two). */
 AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
     const lq_qlinear *w  = j->w;
     const int64_t     gk = w->k / w->group_size;
     const int         sh = __builtin_ctzll((unsigned long long)(w->group_size / j->ab));
     const __m256      ts = _mm256_set1_ps(j->ts);
-    float             am[8][NF4X_KB];
+    __m256            sv[NF4X_KB];
     for (int64_t t = t0; t < t1; t++)
         for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += NF4X_KB) {
             const int64_t kb1 = kb0 + NF4X_KB < j->nkb ? kb0 + NF4X_KB : j->nkb;
-            for (int jc = 0; jc < 8; jc++) {
-                const int64_t g0 = (8 * t + jc) * gk + (kb0 >> sh);
-                lq_nf4_absmax_range(w, g0, (8 * t + jc) * gk + ((kb1 - 1) >> sh) + 1, am[jc]);
+            const int64_t g0 = kb0 >> sh, ng = ((kb1 - 1) >> sh) + 1 - g0;
+            const int64_t b0 = 8 * t * gk + g0; /* column 8 t's first block of the run */
+            int64_t       g  = 0;
+            for (; g + 8 <= ng; g += 8) {
+                __m256 r[8];
+                for (int jc = 0; jc < 8; jc++)
+                    r[jc] = nf4x_am8(w, b0 + jc * gk + g);
+                transpose8_ps(r);
+                for (int l = 0; l < 8; l++)
+                    sv[g + l] = _mm256_mul_ps(r[l], ts);
             }
-            /* the 8 columns' scales gathered from scalars: storing them transposed and loading
-             * a vector stalled on store forwarding (14% of the time at one row) */
-            for (int64_t kb = kb0; kb < kb1; kb++) {
-                const int64_t g = (kb >> sh) - (kb0 >> sh);
-                const __m256  a = _mm256_setr_ps(am[0][g], am[1][g], am[2][g], am[3][g], am[4][g],
-                                                 am[5][g], am[6][g], am[7][g]);
-                nf4x_tile(j, 8 * t, kb, _mm256_mul_ps(a, ts));
+            for (; g < ng; g++) {
+                float a[8];
+                for (int jc = 0; jc < 8; jc++)
+                    a[jc] = lq_nf4_absmax(w, b0 + jc * gk + g);
+                sv[g] = _mm256_mul_ps(
+                    _mm256_setr_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), ts);
             }
+            /* nf4x_out's arithmetic with y in a register: its store and reload at every block
+             * cost 30% of the time at one row */
+            if (j->m == 1 && j->ab == 64) {
+                const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
+                const uint8_t *qc[8];
+                float         *yp = j->y + 8 * t;
+                __m256         yv = kb0 ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+                for (int64_t kb = kb0; kb < kb1; kb++) {
+                    const int8_t *xr = j->xp + 64 * kb, *ar = xr + j->kp;
+                    const __m256i xv[4] = {_mm256_loadu_si256((const void *)xr),
+                                           _mm256_loadu_si256((const void *)(xr + 32)),
+                                           _mm256_loadu_si256((const void *)ar),
+                                           _mm256_loadu_si256((const void *)(ar + 32))};
+                    for (int jc = 0; jc < 8; jc++)
+                        qc[jc] = (const uint8_t *)w->qweight + (8 * t + jc) * (w->k / 2) + 32 * kb;
+                    const __m256 d = _mm256_mul_ps(sv[(kb >> sh) - g0], _mm256_set1_ps(j->dx[kb]));
+                    yv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(nf4x_row64(lut, qc, NULL, xv)), d, yv);
+                }
+                _mm256_storeu_ps(yp, yv);
+                continue;
+            }
+            for (int64_t kb = kb0; kb < kb1; kb++)
+                nf4x_tile(j, 8 * t, kb, sv[(kb >> sh) - g0]);
         }
 }
 
