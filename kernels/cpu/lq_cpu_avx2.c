@@ -38,6 +38,13 @@
  * rows of 4-bit ones, and a long distance then evicts lines from L1 before they are read
  * (4096 x 11008, 1 thread, one row: 4.2 ms at 128 words, 3.4-3.7 at 32) */
 #define AVX2_PF(b) ((b) == 8 ? 32 : 128)
+/* Below AVX2_KC_M rows a copied column block holds AVX2_KC_ROWS word rows (whole blocks) at a
+ * time, all of a thread's tiles taking their turn before the next rows: 16 rows, 1 thread,
+ * 4096 x 4096: 8-bit 7.3-7.8 -> 5.7-6.0 ms, 4-bit 4.7 -> 4.1; 4096 x 11008: 8-bit 22 -> 16, 4-bit
+ * 13.3-14.5 -> 10.9-11.2. From 32 rows the whole of k is copied at once: chunks were 3-8%
+ * slower on 11008 x 4096 there (and 4-15% faster on 4096 x 11008). */
+#define AVX2_KC_ROWS 64
+#define AVX2_KC_M 32
 #define AVX2_COPY_M 16  /* from this many rows a column block's words are copied contiguous */
 /* from this many rows 3-bit codes are decoded once per call (avx2_3to4); below, per tile
  * (4096 x 4096, 1 thread, 8 rows: 3.9 ms per tile, 5.4 ms once) */
@@ -339,54 +346,62 @@ AVX2_INLINE void avx2_tile_b(const avx2_job *j, int64_t kb, int64_t v, int64_t r
 
 /* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
 AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b, const int X16) {
-    const int64_t m = j->m;
+    const int64_t m  = j->m;
     const int     x3 = b == 3 && m >= AVX2_X3_M; /* see avx2_3to4 */
-    if (m <= AVX2_M && !x3) {
-        const int64_t nv = AVX2_NV(m);
+    /* Words read in place: blocks outer, every tile of the thread inside, row chunks
+     * innermost, so a block's words stay in L1 for every chunk and a block's word rows in the
+     * TLB for every tile (tiles outer streamed each tile down all of k: 4096 x 11008, 1 thread,
+     * 8 rows: 8-bit 11.7-11.9 -> 8.8-9.0 ms, 4-bit 7.1-7.2 -> 6.1-6.2). */
+    if (m < AVX2_COPY_M && !x3) {
+        const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
         for (int64_t kb = 0; kb < j->nkb; kb++) {
             int64_t v = v0;
             for (; v + nv <= v1; v += nv)
-                avx2_tile_m(j, kb, v, 0, m, nv, b, X16);
+                for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                    avx2_tile_b(j, kb, v, r0, m, nv, b, X16);
             for (; v < v1; v++)
-                avx2_tile_m(j, kb, v, 0, m, 1, b, X16);
+                for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                    avx2_tile_b(j, kb, v, r0, m, 1, b, X16);
         }
         return;
     }
-    const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32;
-    uint32_t *blk = x3 ? j->x3buf : m >= AVX2_COPY_M ? malloc((size_t)(rows * 8 * nv) * 4) : NULL;
-    for (int64_t v = v0; v < v1; v += nv) {
-        const int one = v + nv > v1;
-        avx2_job  jb  = *j;
-        const int cp  = x3 || (blk && !one);
-        if (cp) {
-            const int64_t nc = one ? v1 - v : nv;
-            if (x3)
-                avx2_3to4(j, v, nc, blk);
-            else
-                for (int64_t wr = 0; wr < rows; wr++)
-                    memcpy(blk + wr * 8 * nc, j->qw + wr * j->ldq + v * 8, (size_t)(8 * nc) * 4);
-            jb.qw    = blk;
-            jb.ldq   = 8 * nc;
-            jb.qcol0 = v * 8;
-        }
-        /* a copied block (3-bit: decoded to 4-bit words): row chunks outer, each streaming
-         * its activations in order. Words read in place: blocks outer, so a block's words stay
-         * in L1 for every chunk (4096 x 11008, 1 thread, 8 rows: 4-bit 8.6 -> 6.9 ms, 8-bit
-         * 14.4 -> 11.1); copied blocks were 2-5% slower that way at 16 and 64 rows. */
-        for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++) {
-            const int64_t nvv = one ? 1 : nv;
-            if (cp)
+    const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32, rpb = j->ab * b / 32;
+    const int64_t kc = x3 || m >= AVX2_KC_M ? j->nkb : AVX2_KC_ROWS > rpb ? AVX2_KC_ROWS / rpb : 1;
+    const int64_t crows = kc * rpb < rows ? kc * rpb : rows;
+    uint32_t     *blk   = x3 ? j->x3buf : malloc((size_t)(crows * 8 * nv) * 4);
+    for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += kc) {
+        const int64_t kb1 = kb0 + kc < j->nkb ? kb0 + kc : j->nkb;
+        const int64_t wr0 = kb0 * rpb, wr1 = kb1 * rpb < rows ? kb1 * rpb : rows;
+        for (int64_t v = v0; v < v1; v += nv) {
+            const int one = v + nv > v1;
+            avx2_job  jb  = *j;
+            const int cp  = x3 || (blk && !one);
+            if (cp) {
+                const int64_t nc = one ? v1 - v : nv;
+                if (x3)
+                    avx2_3to4(j, v, nc, blk);
+                else
+                    for (int64_t wr = wr0; wr < wr1; wr++)
+                        memcpy(blk + (wr - wr0) * 8 * nc, j->qw + wr * j->ldq + v * 8,
+                               (size_t)(8 * nc) * 4);
+                jb.qw    = blk;
+                jb.ldq   = 8 * nc;
+                jb.qcol0 = v * 8 + (x3 ? 0 : wr0 * jb.ldq); /* word row wr0 at blk */
+            }
+            /* row chunks outer on a copied block, each streaming its activations in order;
+             * blocks outer were 2-5% slower at 16 and 64 rows */
+            for (int64_t vv = v; vv < (one ? v1 : v + 1); vv++) {
+                const int64_t nvv = one ? 1 : nv;
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    for (int64_t kb = 0; kb < j->nkb; kb++) {
+                    for (int64_t kb = kb0; kb < kb1; kb++) {
                         if (x3)
                             avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4, 0);
-                        else
+                        else if (cp)
                             avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, X16);
+                        else
+                            avx2_tile_b(j, kb, vv, r0, m, nvv, b, X16);
                     }
-            else
-                for (int64_t kb = 0; kb < j->nkb; kb++)
-                    for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                        avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, X16);
+            }
         }
     }
     if (!x3)
