@@ -315,12 +315,13 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
  * Large-m path shared by the dequantizing formats: dequantize tiles of LQ_TILE_ROWS output
  * columns into the caller's workspace and multiply with OpenBLAS sgemm.
  *
- * The tile dequantization runs on the calling thread only. OpenBLAS (pthreads build) and
- * libgomp keep separate thread pools that both spin after their work; alternating an OpenMP
- * region with each sgemm made the two pools fight for the cores and ran 10-30x slower on a
- * 2-core machine (unless OMP_WAIT_POLICY=PASSIVE). Dequantizing a tile costs ~5-20% of its
- * sgemm for m >= 16, and sgemm keeps every core busy.
+ * The tile dequantization runs on lq_blas_tile_threads threads: all of them where OpenBLAS is
+ * its OpenMP build (its threads are libgomp's, the pool the dequantization ran on), one with
+ * the pthreads build: that and libgomp keep separate thread pools that both spin after their
+ * work, and alternating an OpenMP region with each sgemm made them fight for the cores (10-30x
+ * slower on a 2-core machine unless OMP_WAIT_POLICY=PASSIVE).
  * --------------------------------------------------------------------------------------- */
+int lq_blas_tile_threads(int nthreads);
 #define LQ_TILE_ROWS 256
 static inline int64_t lq_tile_rows(const lq_qlinear *w) {
     return w->n < LQ_TILE_ROWS ? w->n : LQ_TILE_ROWS;
@@ -344,7 +345,7 @@ lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G
 /* y[m, n] = x @ W^T by LQ_TILE_ROWS-column tiles of W^T dequantized into ws ([tr * k] tile,
  * then [G, tr] scales and zeros) and sgemm. */
 lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
-                           int64_t m, float *y, float *ws);
+                           int64_t m, float *y, float *ws, int nthreads);
 /* xsum[r * G + g] = sum of x[r, c] over group g's channels (the last group may be short). */
 void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum);
 

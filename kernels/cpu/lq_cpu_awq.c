@@ -203,7 +203,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
                 awq_tail(w, x + rc * k, mc, i0, y + rc * n, f + m * G);
         }
     } else {
-        LQ_TRY(lq_gemm_kn_tiled(w, &k_awq_kn, G, x, m, y, f));
+        LQ_TRY(lq_gemm_kn_tiled(w, &k_awq_kn, G, x, m, y, f, nthreads));
     }
     lq_add_bias_f16(w->bias, m, n, y);
     return LQ_OK;

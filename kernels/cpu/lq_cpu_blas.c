@@ -4,7 +4,7 @@
  * OpenBLAS 0.3.21 runs its SSE3 "Prescott" sgemm, 3x slower than its AVX-512 one; on Zen 4 it
  * runs the AVX2 kernels. The choice can only be changed before the library loads (the
  * OPENBLAS_CORETYPE environment variable), so this only names the better one. */
-#include "llmquant.h"
+#include "lq_kernels_impl.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -43,6 +43,10 @@ const char *lq_blas_better_coretype(void) {
     return NULL;
 }
 #endif
+
+int lq_blas_tile_threads(int nthreads) {
+    return openblas_get_parallel() == 2 ? lq_cpu_threads(nthreads) : 1; /* 2: OpenMP */
+}
 
 const char *lq_blas_coretype(void) {
     const char *core = openblas_get_corename();

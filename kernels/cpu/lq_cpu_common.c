@@ -54,16 +54,21 @@ lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G
 }
 
 lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
-                           int64_t m, float *y, float *ws) {
-    const int64_t n = w->n, k = w->k, tr = lq_tile_rows(w);
+                           int64_t m, float *y, float *ws, int nthreads) {
+    enum { CB = 256 }; /* input channels per piece of a tile's dequantization */
+    const int64_t n = w->n, k = w->k, tr = lq_tile_rows(w), ncb = (k + CB - 1) / CB;
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
-    float *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
+    float    *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
+    const int nt   = lq_blas_tile_threads(nthreads); /* see LQ_TILE_ROWS */
     for (int64_t i0 = 0; i0 < n; i0 += tr) {
         const int64_t nc = i0 + tr < n ? tr : n - i0;
-        /* serial on purpose: see LQ_TILE_ROWS */
         ops->params(w, 0, G, i0, nc, tr, sc, zs);
-        ops->kn(w, 0, k, i0, nc, sc, zs, tr, tile, nc);
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t cb = 0; cb < ncb; cb++) {
+            const int64_t c0 = cb * CB, c1 = c0 + CB < k ? c0 + CB : k;
+            ops->kn(w, c0, c1, i0, nc, sc, zs, tr, tile + c0 * nc, nc);
+        }
         lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
     }
     return LQ_OK;

@@ -431,7 +431,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
     if (path == PATH_TILED) {
-        LQ_TRY(lq_gemm_kn_tiled(w, &k_gptq_kn, G, x, m, y, f));
+        LQ_TRY(lq_gemm_kn_tiled(w, &k_gptq_kn, G, x, m, y, f, nthreads));
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         lq_group_sums(x, m, k, w->group_size, G, xsum);

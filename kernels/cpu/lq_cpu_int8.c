@@ -215,10 +215,11 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;
         const int64_t tr = lq_tile_rows(w), mrmax = m < MR ? m : MR;
+        const int     tt = lq_blas_tile_threads(nthreads);
         float        *xq = s.rest, *xf = xq + mrmax * k, *tile = xf + mrmax * k;
         for (int64_t r0 = 0; r0 < m; r0 += MR) {
             const int64_t mr = r0 + MR < m ? MR : m - r0;
-            for (int64_t r = 0; r < mr; r++) { /* serial on purpose: see LQ_TILE_ROWS */
+            for (int64_t r = 0; r < mr; r++) { /* one thread: a few rows */
                 const float *xr  = x + (r0 + r) * k;
                 const float  rm  = s.rowmax[r0 + r];
                 const float  inv = rm > 0.f ? 127.f / rm : 0.f;
@@ -230,6 +231,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             for (int64_t i0 = 0; i0 < n; i0 += tr) {
                 const int64_t nc = i0 + tr < n ? tr : n - i0;
                 float        *yt = y + r0 * n + i0;
+#pragma omp parallel for schedule(static) num_threads(tt) /* tt: see LQ_TILE_ROWS */
                 for (int64_t e = 0; e < nc * k; e++)
                     tile[e] = (float)cb[i0 * k + e];
                 lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f);

@@ -245,7 +245,7 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
         const int64_t tr = lq_tile_rows(w);
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
-            nf4_rows(w, i0, i0 + nc, ws, 1); /* serial on purpose: see LQ_TILE_ROWS */
+            nf4_rows(w, i0, i0 + nc, ws, lq_blas_tile_threads(nthreads)); /* LQ_TILE_ROWS */
             lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
         }
     }
