@@ -857,12 +857,9 @@ AVX2_INLINE void nf4x_tile(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv)
 AVX2_INLINE __m256 nf4x_am8(const lq_qlinear *w, int64_t b) {
     if (w->nested_blocksize <= 0)
         return _mm256_loadu_ps((const float *)w->absmax + b);
-    /* bitsandbytes nests 256 blocks: shifts, not two 64-bit divisions per call (10% at m = 1) */
-    const int64_t  nb = w->nested_blocksize;
-    const int      p2 = (nb & (nb - 1)) == 0, sh = __builtin_ctzll((unsigned long long)nb);
-    const int64_t  n0 = p2 ? b >> sh : b / nb;
+    const int64_t  nb = w->nested_blocksize, n0 = b / nb;
     const uint8_t *q  = (const uint8_t *)w->absmax + b;
-    const float   *cd = w->nested_code; /* scalar loads: vgatherdps was 10% slower on Zen 3 */
+    const float   *cd = w->nested_code; /* scalar loads: vgatherdps took 9% longer on Zen 3 */
     const float   *na = w->nested_absmax;
     const __m256   a  = b + 7 < (n0 + 1) * nb
                             ? _mm256_set1_ps(na[n0])
@@ -927,7 +924,7 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
                     _mm256_setr_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), ts);
             }
             /* nf4x_out's arithmetic with y in a register: its store and reload at every block
-             * cost 30% of the time at one row */
+             * cost a fifth of the time at one row (4096 x 4096, 1 thread: 0.70 -> 0.56 ms) */
             if (j->m == 1 && j->ab == 64) {
                 const __m256i  lut = _mm256_broadcastsi128_si256(j->lut);
                 const uint8_t *qc[8];
