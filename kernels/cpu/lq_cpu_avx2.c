@@ -41,8 +41,8 @@
 /* Below AVX2_KC_M rows a copied column block holds AVX2_KC_ROWS word rows (whole blocks) at a
  * time, all of a thread's tiles taking their turn before the next rows: 16 rows, 1 thread,
  * 4096 x 4096: 8-bit 7.3-7.8 -> 5.7-6.0 ms, 4-bit 4.7 -> 4.1; 4096 x 11008: 8-bit 22 -> 16, 4-bit
- * 13.3-14.5 -> 10.9-11.2. From 32 rows the whole of k is copied at once: chunks were 3-8%
- * slower on 11008 x 4096 there (and 4-15% faster on 4096 x 11008). */
+ * 13.3-14.5 -> 10.9-11.2. From 32 rows the whole of k is copied at once: at 32-64 rows chunks
+ * took 1-8% longer on 11008 x 4096, and on 4096 x 11008 ranged from 1% slower to 17% faster. */
 #define AVX2_KC_ROWS 64
 #define AVX2_KC_M 32
 #define AVX2_COPY_M 16  /* from this many rows a column block's words are copied contiguous */
