@@ -750,6 +750,15 @@ AVX2_INLINE void nf4x_dec(__m256i lut, __m256i b, __m256i d[2]) {
     d[1]              = _mm256_shuffle_epi8(lut, _mm256_and_si256(b, m0f));
 }
 
+/* Row r's 64 activations from channel c (c % 64 == 0): even, odd, and their magnitudes */
+AVX2_INLINE void nf4x_xv(const nf4x_job *j, int64_t r, int64_t c, __m256i xv[4]) {
+    const int8_t *xr = j->xp + r * j->kp + c, *ar = xr + j->m * j->kp;
+    xv[0]            = _mm256_loadu_si256((const void *)xr);
+    xv[1]            = _mm256_loadu_si256((const void *)(xr + 32));
+    xv[2]            = _mm256_loadu_si256((const void *)ar);
+    xv[3]            = _mm256_loadu_si256((const void *)(ar + 32));
+}
+
 /* Decoded codes against one row's even / odd activations x[0..1] and their magnitudes
  * x[2..3]: the int32 partial sums of the 64 products (the sign trick; see above). */
 AVX2_INLINE __m256i nf4x_dot(const __m256i d[2], const __m256i x[4]) {
@@ -804,11 +813,8 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
         qc[jc] = (const uint8_t *)j->w->qweight + (i0 + jc) * (k / 2) + c0 / 2;
     for (int64_t r = 0; r < j->m; r++) {
         if (!fused && nsc == 1) {
-            const int8_t *xr    = j->xp + r * j->kp + c0;
-            const int8_t *ar    = xr + j->m * j->kp;
-            const __m256i xv[4] = {
-                _mm256_loadu_si256((const void *)xr), _mm256_loadu_si256((const void *)(xr + 32)),
-                _mm256_loadu_si256((const void *)ar), _mm256_loadu_si256((const void *)(ar + 32))};
+            __m256i xv[4];
+            nf4x_xv(j, r, c0, xv);
             nf4x_out(j, nf4x_row64(lut, NULL, dec[0], xv), sv, r, i0, kb);
             continue;
         }
@@ -816,11 +822,8 @@ AVX2_INLINE void nf4x_rows(const nf4x_job *j, int64_t i0, int64_t kb, __m256 sv,
         for (int jc = 0; jc < 8; jc++)
             acc[jc] = _mm256_setzero_si256();
         for (int64_t sc = 0; sc < nsc; sc++) {
-            const int8_t *xr    = j->xp + r * j->kp + c0 + 64 * sc;
-            const int8_t *ar    = xr + j->m * j->kp;
-            const __m256i xv[4] = {
-                _mm256_loadu_si256((const void *)xr), _mm256_loadu_si256((const void *)(xr + 32)),
-                _mm256_loadu_si256((const void *)ar), _mm256_loadu_si256((const void *)(ar + 32))};
+            __m256i xv[4];
+            nf4x_xv(j, r, c0 + 64 * sc, xv);
             for (int jc = 0; jc < 8; jc++) {
                 __m256i d1[2];
                 if (fused)
@@ -931,11 +934,8 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
                 float         *yp = j->y + 8 * t;
                 __m256         yv = kb0 ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
                 for (int64_t kb = kb0; kb < kb1; kb++) {
-                    const int8_t *xr = j->xp + 64 * kb, *ar = xr + j->kp;
-                    const __m256i xv[4] = {_mm256_loadu_si256((const void *)xr),
-                                           _mm256_loadu_si256((const void *)(xr + 32)),
-                                           _mm256_loadu_si256((const void *)ar),
-                                           _mm256_loadu_si256((const void *)(ar + 32))};
+                    __m256i xv[4];
+                    nf4x_xv(j, 0, 64 * kb, xv);
                     for (int jc = 0; jc < 8; jc++)
                         qc[jc] = (const uint8_t *)w->qweight + (8 * t + jc) * (w->k / 2) + 32 * kb;
                     const __m256 d = _mm256_mul_ps(sv[(kb >> sh) - g0], _mm256_set1_ps(j->dx[kb]));

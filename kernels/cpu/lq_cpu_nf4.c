@@ -243,9 +243,10 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;
         const int64_t tr = lq_tile_rows(w);
+        const int     tt = lq_blas_tile_threads(nthreads); /* see LQ_TILE_ROWS */
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
-            nf4_rows(w, i0, i0 + nc, ws, lq_blas_tile_threads(nthreads)); /* LQ_TILE_ROWS */
+            nf4_rows(w, i0, i0 + nc, ws, tt);
             lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
         }
     }
