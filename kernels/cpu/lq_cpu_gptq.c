@@ -5,15 +5,17 @@
  * (contiguous words, one uniform shift per input channel).
  *
  * Small m with the common layout (b in {2,4,8}, g_idx[c] == c / group_size, groups made of
- * whole words; m <= 16): per group acc = sum_c x[c] * q[c], then
+ * whole words; m <= 16 with AVX-512, 48 without): per group acc = sum_c x[c] * q[c], then
  * y += s * acc - (s * z) * sum_c x[c]; one multiply-add per weight, scales/zeros decoded once
- * per group. Any other layout (act-order g_idx, 3-bit; m <= 8) dequantizes each weight with
+ * per group; up to 4 rows the weights are decoded in registers, from 5 into an L1 buffer that
+ * every row reads. Any other layout (act-order g_idx, 3-bit; m <= 8) dequantizes each weight with
  * scale and scale*zero precomputed as float [G, n] in the workspace. Register-blocked
  * instances per m (see gptq_group_block), software prefetch along the word rows.
  * Large m: tiles of W^T ([k, nt], the natural order of qweight) dequantized into the workspace,
  * then sgemm. */
 #include "lq_kernels_impl.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@
 
 enum gptq_path { PATH_TILED = 0, PATH_FUSED_GROUPS = 1, PATH_FUSED_GENERIC = 2 };
 
+#define GPTQ_BUF_MAX_M 48 /* the most rows of the grouped kernel (its buffered form) */
+
 static int gptq_monotone(const lq_qlinear *w) {
     for (int64_t c = 0; c < w->k; c++)
         if (w->g_idx[c] != (int32_t)(c / w->group_size))
@@ -36,11 +40,15 @@ static int gptq_monotone(const lq_qlinear *w) {
 }
 
 static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
-    /* crossovers measured with bench_kernels_cpu (4096 x 4096, CPU time): the grouped kernel
-     * beats dequantize + sgemm up to m = 16, about ties at 32; the generic one up to m = 8 */
+    /* crossovers measured with bench_kernels_cpu (4096 x 4096): the grouped kernel beats
+     * dequantize + sgemm up to m = 16 with AVX-512 (CPU time, before its decoded-buffer form);
+     * on AVX2 alone, where sgemm is as wide as it, the buffered form up to m = 48 (1 / 2
+     * threads: 14.8 / 7.7 ms against 17.3 / 10.2 at 32, 21.4 / 11.3 against 22.9 / 12.5 at 48,
+     * a tie at 64); the generic one up to m = 8 */
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
-        return m <= 2 * LQ_FUSED_M ? PATH_FUSED_GROUPS : PATH_TILED;
+        return m <= (lq_cpu_avx512() ? 2 * LQ_FUSED_M : GPTQ_BUF_MAX_M) ? PATH_FUSED_GROUPS
+                                                                        : PATH_TILED;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
 }
 
@@ -155,27 +163,40 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * registers (M * NBW = 64 floats at most: 8 AVX2 registers).
  * --------------------------------------------------------------------------------------- */
 #define NBW_MAX       32
+
+/* Vectors of 8 columns per block for M rows: M * NV <= 8 accumulator registers; which M take
+ * prescaled activations. */
+#define GPTQ_NV(M)  ((M) <= 2 ? 4 : (M) <= 4 ? 2 : 1)
+#define GPTQ_PRE(M, B) ((M) <= 4 && (B) != 2)
+
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
-/* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). */
+/* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). With PRE, xp
+ * is x with channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
+ * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
+ * a weight costs an AND and a conversion (the top field: a logical shift, no mask) instead of a
+ * shift, an AND and a conversion. That pays where the decoding is most of the work (M <= 4);
+ * from 5 rows the seven masks would take registers from the accumulators. Without PRE xp is x.
+ * P accumulator sets take alternate fields so that M * NV * P >= 8 chains hide the
+ * multiply-add latency. */
 static inline __attribute__((always_inline)) void
-gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t g, int64_t i0,
-                 float *y, const int b, const int M, const int NV) {
-    const int       vpw  = 32 / b;
-    const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
+gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t g, int64_t i0,
+                 float *y, const int b, const int M, const int NV, const int P, const int PRE) {
+    const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
     const int64_t   zw = n * b / 32;
     const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
     const uint16_t *sc = w->scales;
-    lq_v8f          acc[LQ_FUSED_M][NBW_MAX / 8];
-    for (int r = 0; r < M; r++)
-        for (int jv = 0; jv < NV; jv++)
-            acc[r][jv] = lq_v8f_splat(0.f);
+    lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < M; r++)
+            for (int jv = 0; jv < NV; jv++)
+                acc[p][r][jv] = lq_v8f_splat(0.f);
     const int64_t wr0 = g * gs / vpw;
     const int64_t wr1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / vpw;
     for (int64_t wr = wr0; wr < wr1; wr++) {
         const uint32_t *row = qw + wr * n + i0;
-        const float    *xc  = x + wr * vpw;
+        const float    *xc  = xp + wr * vpw;
         lq_v8u          wv[NBW_MAX / 8];
         /* the blocks after this one read the next bytes of the same rows: one stream per row
          * of the group is more than the hardware prefetcher follows */
@@ -184,19 +205,24 @@ gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t
         for (int jv = 0; jv < NV; jv++)
             wv[jv] = lq_v8u_load(row + 8 * jv);
         for (int v = 0; v < vpw; v++) {
-            lq_v8f q[NBW_MAX / 8];
+            const uint32_t fmask = (1u << b) - 1u;
+            const lq_v8u   fm    = lq_v8u_splat(PRE ? fmask << (b * v) : fmask);
+            lq_v8f         q[NBW_MAX / 8];
             for (int jv = 0; jv < NV; jv++)
-                q[jv] = lq_v8u_to_f((wv[jv] >> (uint32_t)(b * v)) & mask);
+                q[jv] = lq_v8u_to_f(!PRE           ? (wv[jv] >> (uint32_t)(b * v)) & fm
+                                    : v + 1 == vpw ? wv[jv] >> (uint32_t)(32 - b)
+                                                   : wv[jv] & fm);
             for (int r = 0; r < M; r++) {
                 const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
                 for (int jv = 0; jv < NV; jv++)
-                    acc[r][jv] += xb * q[jv];
+                    acc[v % P][r][jv] += xb * q[jv];
             }
         }
     }
     /* scale and scale * zero of the block's columns (v1 zero - 1, masked), built as vectors
      * (see lq_v8f_from_f16) */
-    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
+    const lq_v8u mask = lq_v8u_splat((1u << b) - 1u);
+    lq_v8f       s[NBW_MAX / 8], zs[NBW_MAX / 8];
     for (int jv = 0; jv < NV; jv++) {
         const int64_t c = i0 + 8 * jv;
 #define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
@@ -209,7 +235,8 @@ gptq_group_block(const lq_qlinear *w, const float *x, const float *xsum, int64_t
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
         for (int jv = 0; jv < NV; jv++) {
-            const lq_v8f part = s[jv] * acc[r][jv] - zs[jv] * xs;
+            const lq_v8f a    = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
+            const lq_v8f part = s[jv] * a - zs[jv] * xs;
             lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
         }
     }
@@ -224,11 +251,23 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
     const int64_t G = lq_gptq_groups(w);
     for (int64_t g = 0; g < G; g++)
         for (int64_t bi = blk0; bi < blk1; bi++)
-            gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV);
+            gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV, M * NV <= 4 && b != 2 ? 2 : 1,
+                             GPTQ_PRE(M, b));
 }
 
-/* Vectors of 8 columns per block for M rows: M * NV <= 8 accumulator registers. */
-#define GPTQ_NV(M) ((M) == 1 ? 4 : (M) <= 4 ? 2 : 1)
+/* xp[i] = x[i] * 2^-(b * f) for channels in field f of their word, except the top field (f =
+ * 32 / b - 1), which gptq_group_block shifts down. Scaling by a power of two is exact unless x
+ * is below 2^(b * f - 126) (subnormal), far under any activation. */
+static void gptq_prescale(int b, const float *x, int64_t m, int64_t k, int transpose, float *xp) {
+    const int vpw = 32 / b;
+    float     f[16];
+    for (int v = 0; v < vpw; v++)
+        f[v] = v + 1 < vpw ? ldexpf(1.f, -b * v) : 1.f;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < k; c++)
+            xp[transpose ? c * m + r : r * k + c] = x[r * k + c] * f[c % vpw];
+}
+
 static int gptq_nbw(int64_t m) {
     return 8 * GPTQ_NV(m);
 }
@@ -255,6 +294,117 @@ GPTQ_INST_B(8)
     }
 static const gptq_fused_fn k_gptq_fused[3][LQ_FUSED_M] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+
+/* From GPTQ_BUF_M rows the grouped kernel decodes each weight once into an L1 buffer of
+ * GB_KC channels x GB_NC columns and runs every row over it (a small GEMM of register blocks of
+ * up to 6 rows x 16 columns), instead of decoding it again for each chunk of rows. */
+#define GPTQ_BUF_M 5
+#define GB_KC      128 /* channels decoded at a time: 128 x 16 floats, 8 KiB */
+#define GB_NC      16
+#define GB_MR      6
+
+/* part[r][0..16) (+)= sum over the kc decoded channels of x[r][c] * buf[c][0..16), MR rows;
+ * xc is channel-major (xc[c * m + r]): a channel's rows share a cache line, where rows of k
+ * floats apart fall into the same few L1 sets once k is a multiple of 1024. */
+static inline __attribute__((always_inline)) void gptq_buf_rows(const float *xc, int64_t m,
+                                                                const float *buf, int64_t kc,
+                                                                float *part, int first,
+                                                                const int MR) {
+    lq_v8f acc[GB_MR][2];
+    for (int r = 0; r < MR; r++)
+        for (int h = 0; h < 2; h++)
+            acc[r][h] = first ? lq_v8f_splat(0.f) : lq_v8f_load(part + r * GB_NC + 8 * h);
+    for (int64_t c = 0; c < kc; c++) {
+        const lq_v8f q0 = lq_v8f_load(buf + c * GB_NC), q1 = lq_v8f_load(buf + c * GB_NC + 8);
+        for (int r = 0; r < MR; r++) {
+            const lq_v8f xb = lq_v8f_splat(xc[c * m + r]);
+            acc[r][0] += xb * q0;
+            acc[r][1] += xb * q1;
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int h = 0; h < 2; h++)
+            lq_v8f_store(part + r * GB_NC + 8 * h, acc[r][h]);
+}
+
+/* Group g of columns [i0, i0 + 16) for all m rows of xp (prescaled, see gptq_prescale, and
+ * channel-major). */
+static inline __attribute__((always_inline)) void
+gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m, int64_t g,
+               int64_t i0, float *y, float *buf, float *part, const int b) {
+    const int       vpw = 32 / b;
+    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
+    const int64_t   zw = n * b / 32;
+    const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
+    const int64_t   c0 = g * gs, c1 = c0 + gs < k ? c0 + gs : k;
+    for (int64_t cc = c0; cc < c1; cc += GB_KC) {
+        const int64_t ce = cc + GB_KC < c1 ? cc + GB_KC : c1;
+        for (int64_t wr = cc / vpw; wr < ce / vpw; wr++) {
+            const uint32_t *row = qw + wr * n + i0;
+            __builtin_prefetch(row + GPTQ_PF_WORDS);
+            const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
+            float       *o     = buf + (wr * vpw - cc) * GB_NC;
+            for (int v = 0; v < vpw; v++)
+                for (int h = 0; h < 2; h++)
+                    lq_v8f_store(o + v * GB_NC + 8 * h,
+                                 lq_v8u_to_f(v + 1 == vpw
+                                                 ? wv[h] >> (uint32_t)(32 - b)
+                                                 : wv[h] & lq_v8u_splat(((1u << b) - 1u) << (b * v))));
+        }
+        /* rows in ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the
+         * multiply-add latency (8 rows: 6 + 2 took 12% longer than 4 + 4) */
+        const int64_t nrb = (m + GB_MR - 1) / GB_MR;
+        for (int64_t rb = 0; rb < nrb; rb++) {
+            const int64_t r0 = m * rb / nrb, rn = m * (rb + 1) / nrb - r0;
+            const float  *xr = xp + cc * m + r0;
+            float        *pr = part + r0 * GB_NC;
+            switch (rn) {
+#define LQ_ROWS(R)                                                                                 \
+    case R:                                                                                        \
+        gptq_buf_rows(xr, m, buf, ce - cc, pr, cc == c0, R);                                       \
+        break;
+                LQ_ROWS(1) LQ_ROWS(2) LQ_ROWS(3) LQ_ROWS(4) LQ_ROWS(5) LQ_ROWS(6)
+#undef LQ_ROWS
+            default:
+                break;
+            }
+        }
+    }
+    const lq_v8u mask = lq_v8u_splat((1u << b) - 1u);
+    lq_v8f       s[2], zs[2];
+    for (int h = 0; h < 2; h++) {
+        const int64_t c = i0 + 8 * h;
+#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
+        s[h]            = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + c);
+        const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
+#undef LQ_Z
+        zs[h] = s[h] * lq_v8u_to_f((zf + 1u) & mask);
+    }
+    for (int64_t r = 0; r < m; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int h = 0; h < 2; h++) {
+            const lq_v8f part_ = s[h] * lq_v8f_load(part + r * GB_NC + 8 * h) - zs[h] * xs;
+            lq_v8f_store(yr + 8 * h, g ? lq_v8f_load(yr + 8 * h) + part_ : part_);
+        }
+    }
+}
+
+typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m,
+                            int64_t blk0, int64_t blk1, float *y);
+#define GPTQ_BUF_INST(B)                                                                           \
+    LQ_CLONES static void gptq_buf_b##B(const lq_qlinear *w, const float *xp, const float *xsum,   \
+                                        int64_t m, int64_t blk0, int64_t blk1, float *y) {         \
+        float buf[GB_KC * GB_NC] __attribute__((aligned(32)));                                     \
+        float part[GPTQ_BUF_MAX_M * GB_NC] __attribute__((aligned(32)));                           \
+        for (int64_t g = 0; g < lq_gptq_groups(w); g++)                                            \
+            for (int64_t bi = blk0; bi < blk1; bi++)                                               \
+                gptq_buf_block(w, xp, xsum, m, g, bi * GB_NC, y, buf, part, B);                    \
+    }
+GPTQ_BUF_INST(2)
+GPTQ_BUF_INST(4)
+GPTQ_BUF_INST(8)
+static const gptq_buf_fn k_gptq_buf[3] = {gptq_buf_b2, gptq_buf_b4, gptq_buf_b8};
 
 /* Any layout (act-order g_idx, 3-bit, groups not made of whole words): input channels
  * [c0, c1) of the columns [i0, i0 + 8 * NV), each weight dequantized as s[g] * q - (s*z)[g]
@@ -404,8 +554,8 @@ lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, fl
 static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     const int64_t G = lq_gptq_groups(w);
     switch (gptq_path_for(w, m)) {
-    case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns */
-        return (size_t)(m * G + 2 * G * NB) * sizeof(float);
+    case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + scaled x */
+        return (size_t)(m * G + 2 * G * NB + m * w->k) * sizeof(float);
     case PATH_FUSED_GENERIC:
         return (size_t)(2 * G * w->n) * sizeof(float);
     default: /* tile [k, nt] + its scales and scale*zero [G, nt] */
@@ -435,22 +585,25 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         lq_group_sums(x, m, k, w->group_size, G, xsum);
+        float *xp = xsum + m * G + 2 * G * NB;
+        gptq_prescale(w->bits, x, m, k, m >= GPTQ_BUF_M, xp);
         const int bi = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* rows in chunks of 8 */
-                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
-                const int64_t nblk = n / gptq_nbw(mc);
-                k_gptq_fused[bi][mc - 1](w, x + rc * k, xsum + rc * G, nblk * th / tn,
-                                         nblk * (th + 1) / tn, y + rc * n);
-            }
+            if (m >= GPTQ_BUF_M) {
+                const int64_t nblk = n / GB_NC;
+                k_gptq_buf[bi](w, xp, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
+            } else
+                k_gptq_fused[bi][m - 1](w, (GPTQ_PRE(m, w->bits) ? xp : x), xsum, n / gptq_nbw(m) * th / tn,
+                                        n / gptq_nbw(m) * (th + 1) / tn, y);
         }
         /* the n % nbw last columns: the generic kernel, NB at a time */
-        float *sc = xsum + m * G;
+        float        *sc  = xsum + m * G;
+        const int64_t nbw = m >= GPTQ_BUF_M ? GB_NC : gptq_nbw(m);
         for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
             const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
-            for (int64_t i0 = n / gptq_nbw(mc) * gptq_nbw(mc); i0 < n; i0 += NB) {
+            for (int64_t i0 = n / nbw * nbw; i0 < n; i0 += NB) {
                 const int64_t nc = n - i0 < NB ? n - i0 : NB;
                 gptq_params(w, 0, G, i0, nc, NB, sc, sc + G * NB);
                 gptq_fused_generic(w, x + rc * k, mc, sc, sc + G * NB, NB, i0, nc, y + rc * n);
