@@ -132,6 +132,59 @@ LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
  * dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
 
+/* Buffered small-m GEMM of the fused kernels (GPTQ / AWQ from 5 rows): a block of LQ_BUF_KC
+ * channels x LQ_BUF_NC columns of weights decoded once into an L1 buffer buf[c][LQ_BUF_NC],
+ * then every row run over it in register blocks of up to LQ_BUF_MR rows x 16 columns. */
+#define LQ_BUF_KC 128 /* 128 x 16 floats: 8 KiB */
+#define LQ_BUF_NC 16
+#define LQ_BUF_MR 6
+
+/* part[r][0..16) (+)= sum over the kc decoded channels of x[r][c] * buf[c][0..16), MR rows;
+ * xc is channel-major (xc[c * m + r]): a channel's rows share a cache line, where rows of k
+ * floats apart fall into the same few L1 sets once k is a multiple of 1024. */
+LQ_VINL void lq_buf_rows_mr(const float *xc, int64_t m, const float *buf, int64_t kc,
+                            float *part, int first, const int MR) {
+    lq_v8f acc[LQ_BUF_MR][2];
+    for (int r = 0; r < MR; r++)
+        for (int h = 0; h < 2; h++)
+            acc[r][h] = first ? lq_v8f_splat(0.f) : lq_v8f_load(part + r * LQ_BUF_NC + 8 * h);
+    for (int64_t c = 0; c < kc; c++) {
+        const lq_v8f q0 = lq_v8f_load(buf + c * LQ_BUF_NC);
+        const lq_v8f q1 = lq_v8f_load(buf + c * LQ_BUF_NC + 8);
+        for (int r = 0; r < MR; r++) {
+            const lq_v8f xb = lq_v8f_splat(xc[c * m + r]);
+            acc[r][0] += xb * q0;
+            acc[r][1] += xb * q1;
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int h = 0; h < 2; h++)
+            lq_v8f_store(part + r * LQ_BUF_NC + 8 * h, acc[r][h]);
+}
+
+/* part[r][0..16) (+)= x[r] . buf for all m rows (xc channel-major, as lq_buf_rows_mr), in
+ * ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the multiply-add latency
+ * (8 rows: 6 + 2 took 12% longer than 4 + 4). */
+LQ_VINL void lq_buf_rows(const float *xc, int64_t m, const float *buf, int64_t kc, float *part,
+                         int first) {
+    const int64_t nrb = (m + LQ_BUF_MR - 1) / LQ_BUF_MR;
+    for (int64_t rb = 0; rb < nrb; rb++) {
+        const int64_t r0 = m * rb / nrb, rn = m * (rb + 1) / nrb - r0;
+        const float  *xr = xc + r0;
+        float        *pr = part + r0 * LQ_BUF_NC;
+        switch (rn) {
+#define LQ_ROWS(R)                                                                                 \
+    case R:                                                                                        \
+        lq_buf_rows_mr(xr, m, buf, kc, pr, first, R);                                              \
+        break;
+            LQ_ROWS(1) LQ_ROWS(2) LQ_ROWS(3) LQ_ROWS(4) LQ_ROWS(5) LQ_ROWS(6)
+#undef LQ_ROWS
+        default:
+            break;
+        }
+    }
+}
+
 /* fp16 -> fp32 without branches (vectorizes; exact for every input, same bits as
  * lq_f16_to_f32): normals by rebiasing, subnormals as em * 2^-24, Inf/NaN by exponent fill. */
 static inline float lq_f16_to_f32_fast(uint16_t h) {

@@ -4,7 +4,8 @@
  * [0,2,4,6,1,3,5,7] interleave. Decoding a word with the per-column shift vector
  * 4 * field_of(col) = {0,16,4,20,8,24,12,28} yields its 8 codes already in column order, so the
  * kernels vectorize across output columns exactly like GPTQ's.
- * Small m: per group acc = sum_c x[c] * q[c], y += s * acc - (s * z) * sum_c x[c].
+ * Small m (up to 16 rows with AVX-512, 48 without): per group acc = sum_c x[c] * q[c],
+ * y += s * acc - (s * z) * sum_c x[c]; from 5 rows through a decoded L1 buffer (lq_buf_rows).
  * Large m: W^T tiles ([k, nt]) dequantized into the workspace, then sgemm. */
 #include "lq_kernels_impl.h"
 
@@ -127,6 +128,54 @@ static const awq_fused_fn k_awq_fused[LQ_FUSED_M] = {awq_fused_m1, awq_fused_m2,
                                                      awq_fused_m7, awq_fused_m8};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
+/* From AWQ_BUF_M rows: a group's 16-column block decoded once into an L1 buffer, every row run
+ * over it (lq_buf_rows; xt is x channel-major), instead of decoding it again for each chunk of
+ * 8 rows. */
+#define AWQ_BUF_M     5
+#define AWQ_BUF_MAX_M 48 /* without AVX-512 (see lq_gemm_awq_cpu) */
+static inline __attribute__((always_inline)) void awq_buf_block(const lq_qlinear *w,
+                                                                const float *xt, const float *xsum,
+                                                                int64_t m, int64_t g, int64_t i0,
+                                                                float *y, float *buf, float *part) {
+    const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs, words = n / 8;
+    const lq_v8u  sh   = {0, 16, 4, 20, 8, 24, 12, 28};
+    const lq_v8u  mask = lq_v8u_splat(15u);
+    for (int64_t cc = g * gs; cc < (g + 1) * gs; cc += LQ_BUF_KC) {
+        const int64_t ce = cc + LQ_BUF_KC < (g + 1) * gs ? cc + LQ_BUF_KC : (g + 1) * gs;
+        for (int64_t c = cc; c < ce; c++) {
+            const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
+            __builtin_prefetch(row + 16);
+            for (int h = 0; h < 2; h++)
+                lq_v8f_store(buf + (c - cc) * LQ_BUF_NC + 8 * h,
+                             lq_v8u_to_f((lq_v8u_splat(row[h]) >> sh) & mask));
+        }
+        lq_buf_rows(xt + cc * m, m, buf, ce - cc, part, cc == g * gs);
+    }
+    const uint32_t *zrow = (const uint32_t *)w->qzeros + g * words + i0 / 8;
+    lq_v8f          s[2], zs[2];
+    for (int h = 0; h < 2; h++) {
+        s[h]  = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + i0 + 8 * h);
+        zs[h] = s[h] * lq_v8u_to_f((lq_v8u_splat(zrow[h]) >> sh) & mask);
+    }
+    for (int64_t r = 0; r < m; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int h = 0; h < 2; h++) {
+            const lq_v8f p = s[h] * lq_v8f_load(part + r * LQ_BUF_NC + 8 * h) - zs[h] * xs;
+            lq_v8f_store(yr + 8 * h, g ? lq_v8f_load(yr + 8 * h) + p : p);
+        }
+    }
+}
+
+LQ_CLONES static void awq_buf(const lq_qlinear *w, const float *xt, const float *xsum, int64_t m,
+                              int64_t blk0, int64_t blk1, float *y) {
+    float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));
+    float part[AWQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));
+    for (int64_t g = 0; g < w->k / w->group_size; g++)
+        for (int64_t bi = blk0; bi < blk1; bi++)
+            awq_buf_block(w, xt, xsum, m, g, bi * LQ_BUF_NC, y, buf, part);
+}
+
 /* The n % (8 * NV) last columns, 8 at a time: dequantize them once, then dot. */
 static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0, float *y,
                      float *buf /* [k * 8 + 2 * G * 8] */) {
@@ -170,10 +219,16 @@ lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, flo
     return LQ_OK;
 }
 
+/* Rows of the fused kernels: up to 16 with AVX-512 (sgemm twice as wide as they are), up to
+ * AWQ_BUF_MAX_M without (the buffered form against dequantize + sgemm, as GPTQ's). */
+static int64_t awq_fused_max_m(void) {
+    return lq_cpu_avx512() ? 2 * LQ_FUSED_M : AWQ_BUF_MAX_M;
+}
+
 size_t lq_ws_awq_cpu(const lq_qlinear *w, int64_t m) {
     const int64_t G = w->k / w->group_size;
-    if (m <= 2 * LQ_FUSED_M) /* x sums [m, G] + an 8-column tail buffer */
-        return (size_t)(m * G + w->k * 8 + 2 * G * 8) * sizeof(float);
+    if (m <= awq_fused_max_m()) /* x sums [m, G] + an 8-column tail buffer + x channel-major */
+        return (size_t)(m * G + w->k * 8 + 2 * G * 8 + m * w->k) * sizeof(float);
     return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
 }
 
@@ -184,22 +239,26 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs;
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
-    if (m <= 2 * LQ_FUSED_M) { /* as GPTQ's grouped kernel: fused up to 16 rows */
-        float *xsum = f;
+    if (m <= awq_fused_max_m()) { /* as GPTQ's grouped kernel */
+        float *xsum = f, *xt = f + m * G + k * 8 + 2 * G * 8;
         lq_group_sums(x, m, k, gs, G, xsum);
+        if (m >= AWQ_BUF_M)
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++)
+                    xt[c * m + r] = x[r * k + c];
+        const int64_t nbw = m >= AWQ_BUF_M ? LQ_BUF_NC : 8 * AWQ_NV(m);
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-            for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* rows in chunks of 8 */
-                const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
-                const int64_t nblk = n / (8 * AWQ_NV(mc));
-                k_awq_fused[mc - 1](w, x + rc * k, xsum + rc * G, nblk * th / tn,
-                                    nblk * (th + 1) / tn, y + rc * n);
-            }
+            const int64_t nblk = n / nbw;
+            if (m >= AWQ_BUF_M)
+                awq_buf(w, xt, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
+            else
+                k_awq_fused[m - 1](w, x, xsum, nblk * th / tn, nblk * (th + 1) / tn, y);
         }
         for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
             const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
-            for (int64_t i0 = n / (8 * AWQ_NV(mc)) * (8 * AWQ_NV(mc)); i0 < n; i0 += 8)
+            for (int64_t i0 = n / nbw * nbw; i0 < n; i0 += 8)
                 awq_tail(w, x + rc * k, mc, i0, y + rc * n, f + m * G);
         }
     } else {

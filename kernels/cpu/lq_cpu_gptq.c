@@ -296,36 +296,9 @@ static const gptq_fused_fn k_gptq_fused[3][LQ_FUSED_M] = {GPTQ_ROW(2), GPTQ_ROW(
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
 /* From GPTQ_BUF_M rows the grouped kernel decodes each weight once into an L1 buffer of
- * GB_KC channels x GB_NC columns and runs every row over it (a small GEMM of register blocks of
- * up to 6 rows x 16 columns), instead of decoding it again for each chunk of rows. */
+ * LQ_BUF_KC channels x LQ_BUF_NC columns and runs every row over it (lq_buf_rows), instead of
+ * decoding it again for each chunk of rows. */
 #define GPTQ_BUF_M 5
-#define GB_KC      128 /* channels decoded at a time: 128 x 16 floats, 8 KiB */
-#define GB_NC      16
-#define GB_MR      6
-
-/* part[r][0..16) (+)= sum over the kc decoded channels of x[r][c] * buf[c][0..16), MR rows;
- * xc is channel-major (xc[c * m + r]): a channel's rows share a cache line, where rows of k
- * floats apart fall into the same few L1 sets once k is a multiple of 1024. */
-static inline __attribute__((always_inline)) void gptq_buf_rows(const float *xc, int64_t m,
-                                                                const float *buf, int64_t kc,
-                                                                float *part, int first,
-                                                                const int MR) {
-    lq_v8f acc[GB_MR][2];
-    for (int r = 0; r < MR; r++)
-        for (int h = 0; h < 2; h++)
-            acc[r][h] = first ? lq_v8f_splat(0.f) : lq_v8f_load(part + r * GB_NC + 8 * h);
-    for (int64_t c = 0; c < kc; c++) {
-        const lq_v8f q0 = lq_v8f_load(buf + c * GB_NC), q1 = lq_v8f_load(buf + c * GB_NC + 8);
-        for (int r = 0; r < MR; r++) {
-            const lq_v8f xb = lq_v8f_splat(xc[c * m + r]);
-            acc[r][0] += xb * q0;
-            acc[r][1] += xb * q1;
-        }
-    }
-    for (int r = 0; r < MR; r++)
-        for (int h = 0; h < 2; h++)
-            lq_v8f_store(part + r * GB_NC + 8 * h, acc[r][h]);
-}
 
 /* Group g of columns [i0, i0 + 16) for all m rows of xp (prescaled, see gptq_prescale, and
  * channel-major). */
@@ -337,38 +310,21 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
     const int64_t   zw = n * b / 32;
     const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
     const int64_t   c0 = g * gs, c1 = c0 + gs < k ? c0 + gs : k;
-    for (int64_t cc = c0; cc < c1; cc += GB_KC) {
-        const int64_t ce = cc + GB_KC < c1 ? cc + GB_KC : c1;
+    for (int64_t cc = c0; cc < c1; cc += LQ_BUF_KC) {
+        const int64_t ce = cc + LQ_BUF_KC < c1 ? cc + LQ_BUF_KC : c1;
         for (int64_t wr = cc / vpw; wr < ce / vpw; wr++) {
             const uint32_t *row = qw + wr * n + i0;
             __builtin_prefetch(row + GPTQ_PF_WORDS);
             const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
-            float       *o     = buf + (wr * vpw - cc) * GB_NC;
+            float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
             for (int v = 0; v < vpw; v++)
                 for (int h = 0; h < 2; h++)
-                    lq_v8f_store(o + v * GB_NC + 8 * h,
+                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h,
                                  lq_v8u_to_f(v + 1 == vpw
                                                  ? wv[h] >> (uint32_t)(32 - b)
                                                  : wv[h] & lq_v8u_splat(((1u << b) - 1u) << (b * v))));
         }
-        /* rows in ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the
-         * multiply-add latency (8 rows: 6 + 2 took 12% longer than 4 + 4) */
-        const int64_t nrb = (m + GB_MR - 1) / GB_MR;
-        for (int64_t rb = 0; rb < nrb; rb++) {
-            const int64_t r0 = m * rb / nrb, rn = m * (rb + 1) / nrb - r0;
-            const float  *xr = xp + cc * m + r0;
-            float        *pr = part + r0 * GB_NC;
-            switch (rn) {
-#define LQ_ROWS(R)                                                                                 \
-    case R:                                                                                        \
-        gptq_buf_rows(xr, m, buf, ce - cc, pr, cc == c0, R);                                       \
-        break;
-                LQ_ROWS(1) LQ_ROWS(2) LQ_ROWS(3) LQ_ROWS(4) LQ_ROWS(5) LQ_ROWS(6)
-#undef LQ_ROWS
-            default:
-                break;
-            }
-        }
+        lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
     }
     const lq_v8u mask = lq_v8u_splat((1u << b) - 1u);
     lq_v8f       s[2], zs[2];
@@ -384,7 +340,7 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
         for (int h = 0; h < 2; h++) {
-            const lq_v8f part_ = s[h] * lq_v8f_load(part + r * GB_NC + 8 * h) - zs[h] * xs;
+            const lq_v8f part_ = s[h] * lq_v8f_load(part + r * LQ_BUF_NC + 8 * h) - zs[h] * xs;
             lq_v8f_store(yr + 8 * h, g ? lq_v8f_load(yr + 8 * h) + part_ : part_);
         }
     }
@@ -395,11 +351,11 @@ typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *x
 #define GPTQ_BUF_INST(B)                                                                           \
     LQ_CLONES static void gptq_buf_b##B(const lq_qlinear *w, const float *xp, const float *xsum,   \
                                         int64_t m, int64_t blk0, int64_t blk1, float *y) {         \
-        float buf[GB_KC * GB_NC] __attribute__((aligned(32)));                                     \
-        float part[GPTQ_BUF_MAX_M * GB_NC] __attribute__((aligned(32)));                           \
+        float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));                                     \
+        float part[GPTQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));                           \
         for (int64_t g = 0; g < lq_gptq_groups(w); g++)                                            \
             for (int64_t bi = blk0; bi < blk1; bi++)                                               \
-                gptq_buf_block(w, xp, xsum, m, g, bi * GB_NC, y, buf, part, B);                    \
+                gptq_buf_block(w, xp, xsum, m, g, bi * LQ_BUF_NC, y, buf, part, B);                    \
     }
 GPTQ_BUF_INST(2)
 GPTQ_BUF_INST(4)
@@ -592,7 +548,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
             if (m >= GPTQ_BUF_M) {
-                const int64_t nblk = n / GB_NC;
+                const int64_t nblk = n / LQ_BUF_NC;
                 k_gptq_buf[bi](w, xp, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
             } else
                 k_gptq_fused[bi][m - 1](w, (GPTQ_PRE(m, w->bits) ? xp : x), xsum, n / gptq_nbw(m) * th / tn,
@@ -600,7 +556,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         }
         /* the n % nbw last columns: the generic kernel, NB at a time */
         float        *sc  = xsum + m * G;
-        const int64_t nbw = m >= GPTQ_BUF_M ? GB_NC : gptq_nbw(m);
+        const int64_t nbw = m >= GPTQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
         for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
             const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
             for (int64_t i0 = n / nbw * nbw; i0 < n; i0 += NB) {
