@@ -317,6 +317,11 @@ int       lq_nf4_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
+/* NF4 on float activations, m <= LQ_FUSED_M, where lq_nf4f_avx2_ok (blocks of a multiple of 16
+ * that divide k) and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref within rounding. */
+int       lq_nf4f_avx2_ok(const lq_qlinear *w);
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                            int nthreads);
 /* LLM.int8's integer sums as lq_int8_dots_vnni, no workspace (only where lq_cpu_avx2i()). */
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, int nthreads);

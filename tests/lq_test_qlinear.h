@@ -82,6 +82,7 @@ static const kcase k_cases[] = {
      * across a nested block; 512-channel blocks (2 of its 256-channel activation blocks each) */
     {"nf4_b64_n40_k576_dq", LQ_FMT_NF4, 4, 40, 576, 64, 0, 1, 0, 0, 0, 0},
     {"nf4_b512_k4096_dq", LQ_FMT_NF4, 4, 24, 4096, 512, 0, 1, 0, 0, 1, 0},
+    {"nf4_b32_k4096", LQ_FMT_NF4, 4, 24, 4096, 32, 0, 0, 0, 0, 0, 0}, /* 128 blocks a row */
     {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1, 0},
     {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0, 0},
     {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0, 0},

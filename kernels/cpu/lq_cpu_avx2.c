@@ -991,6 +991,103 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     return LQ_OK;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * NF4 on float activations, up to LQ_FUSED_M rows (lq_gemm_nf4_cpu's small-m path where
+ * lq_nf4f_avx2_ok): 8 codes from one 32-bit broadcast, looked up in the 16-entry code book by
+ * two vpermps (which read only an index's low 3 bits, so the codes need no mask) and a
+ * vblendvps on the code's bit 3 shifted into the sign; a block's dot product is scaled by its
+ * absmax once, not each weight. 6 vector operations per 8 weights where the portable kernel
+ * (mask, two compares for the blend, a multiply by absmax) takes 10.
+ * --------------------------------------------------------------------------------------- */
+int lq_nf4f_avx2_ok(const lq_qlinear *w) {
+    const int64_t bs = w->group_size;
+    return bs > 0 && bs % 16 == 0 && w->k % bs == 0;
+}
+
+AVX2_INLINE void nf4f_rows(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y,
+                           const int M) {
+    const int64_t  n = w->n, k = w->k, bs = w->group_size, nb = k / bs;
+    const uint8_t *qb  = w->qweight;
+    const __m256   lo  = _mm256_loadu_ps(w->quant_map), hi = _mm256_loadu_ps(w->quant_map + 8);
+    const __m256i  shr = _mm256_setr_epi32(4, 0, 12, 8, 20, 16, 28, 24); /* high nibble first */
+    const __m256i  shl = _mm256_setr_epi32(24, 28, 16, 20, 8, 12, 0, 4); /* bit 3 -> bit 31 */
+    float          am[64];
+    for (int64_t i = i0; i < i1; i++) {
+        __m256 yv[LQ_FUSED_M];
+        for (int r = 0; r < M; r++)
+            yv[r] = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += 64) {
+            const int64_t b1 = b0 + 64 < nb ? b0 + 64 : nb;
+            lq_nf4_absmax_range(w, i * nb + b0, i * nb + b1, am);
+            for (int64_t b = b0; b < b1; b++) {
+                const uint8_t *q = qb + (i * k + b * bs) / 2;
+                const float   *xb = x + b * bs;
+                /* two accumulator sets hide the multiply-add latency up to 4 rows; above, one
+                 * (16 accumulators besides the code book and shifts would spill) */
+                const int      P = M <= 4 ? 2 : 1;
+                __m256         acc[LQ_FUSED_M][2];
+                for (int r = 0; r < M; r++)
+                    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+                _mm_prefetch((const char *)q + 512, _MM_HINT_T0);
+                for (int64_t t = 0; t < bs; t += 16) {
+                    __m256 wv[2];
+                    for (int h = 0; h < 2; h++) {
+                        int32_t u;
+                        memcpy(&u, q + t / 2 + 4 * h, 4);
+                        const __m256i uv = _mm256_set1_epi32(u);
+                        const __m256i ix = _mm256_srlv_epi32(uv, shr);
+                        wv[h]            = _mm256_blendv_ps(
+                            _mm256_permutevar8x32_ps(lo, ix), _mm256_permutevar8x32_ps(hi, ix),
+                            _mm256_castsi256_ps(_mm256_sllv_epi32(uv, shl)));
+                    }
+                    for (int r = 0; r < M; r++)
+                        for (int h = 0; h < 2; h++)
+                            acc[r][h % P] = _mm256_fmadd_ps(
+                                _mm256_loadu_ps(xb + r * k + t + 8 * h), wv[h], acc[r][h % P]);
+                }
+                const __m256 a = _mm256_set1_ps(am[b - b0]);
+                for (int r = 0; r < M; r++)
+                    yv[r] = _mm256_fmadd_ps(P == 2 ? _mm256_add_ps(acc[r][0], acc[r][1])
+                                                   : acc[r][0],
+                                            a, yv[r]);
+            }
+        }
+        for (int r = 0; r < M; r++)
+            y[r * n + i] = hsum8(yv[r]);
+    }
+}
+
+#define NF4F_INST(M)                                                                               \
+    AVX2_TARGET static void nf4f_m##M(const lq_qlinear *w, const float *x, int64_t i0,             \
+                                      int64_t i1, float *y) {                                      \
+        nf4f_rows(w, x, i0, i1, y, M);                                                             \
+    }
+NF4F_INST(1)
+NF4F_INST(2)
+NF4F_INST(3)
+NF4F_INST(4)
+NF4F_INST(5)
+NF4F_INST(6)
+NF4F_INST(7)
+NF4F_INST(8)
+typedef void (*nf4f_fn)(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y);
+static const nf4f_fn k_nf4f[LQ_FUSED_M] = {nf4f_m1, nf4f_m2, nf4f_m3, nf4f_m4,
+                                           nf4f_m5, nf4f_m6, nf4f_m7, nf4f_m8};
+_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                            int nthreads) {
+    if (m < 1 || m > LQ_FUSED_M || !lq_nf4f_avx2_ok(w))
+        return LQ_ERR_UNSUPPORTED;
+    const nf4f_fn fn = k_nf4f[m - 1];
+#pragma omp parallel num_threads(nthreads)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        fn(w, x, w->n * th / tn, w->n * (th + 1) / tn, y);
+    }
+    return LQ_OK;
+}
+
 #else /* not x86-64 GCC/clang: the float kernels run */
 int lq_cpu_avx2i(void) {
     return 0;
@@ -1036,6 +1133,15 @@ size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+int lq_nf4f_avx2_ok(const lq_qlinear *w) {
+    (void)w;
+    return 0;
+}
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                            int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
 }
 #endif

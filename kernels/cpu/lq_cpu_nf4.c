@@ -5,7 +5,8 @@
  * (built per call from the descriptor's quant_map, 2 KiB, L1-resident) instead of two nibble
  * lookups; the block's absmax is applied by a vector multiply over each run of the row that
  * lies in one block. w = quant_map[code] * absmax is the same float product as the reference.
- * Small m: decode a chunk of a row into L1 and dot it with the m activation rows.
+ * Small m: decode a chunk of a row into L1 and dot it with the m activation rows (with AVX2,
+ * cpu/lq_cpu_avx2.c: lq_gemm_nf4f_avx2 looks the codes up by vpermps instead).
  * Large m: rows of W dequantized into a workspace tile, then sgemm. */
 #include "lq_kernels_impl.h"
 
@@ -210,6 +211,8 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int     nt = lq_cpu_threads(nthreads);
     if (lq_nf4_avx512_ok(w, m) && ws && ws_size >= lq_ws_nf4_avx512(w, m) && lq_cpu_avx512()) {
         LQ_TRY(lq_gemm_nf4_avx512(w, x, m, y, ws, ws_size, nt));
+    } else if (m <= LQ_FUSED_M && lq_nf4f_avx2_ok(w) && lq_cpu_avx2i()) {
+        LQ_TRY(lq_gemm_nf4f_avx2(w, x, m, y, nt));
     } else if (m <= LQ_FUSED_M && k % 8 == 0) {
         const nf4_fast_fn fn = k_nf4_fast[m - 1];
 #pragma omp parallel num_threads(nt)
