@@ -162,6 +162,21 @@ LQ_VINL void lq_buf_rows_mr(const float *xc, int64_t m, const float *buf, int64_
             lq_v8f_store(part + r * LQ_BUF_NC + 8 * h, acc[r][h]);
 }
 
+/* y[r][0..16) (+= when add) s * part[r] - zs * xsum[r * G], r < m: a group's scale and zero-point
+ * term applied to its 16 columns' sums. */
+LQ_VINL void lq_buf_epilogue(const float *part, int64_t m, const float *xsum, int64_t G,
+                             const lq_v8f s[2], const lq_v8f zs[2], int add, float *y,
+                             int64_t ldy) {
+    for (int64_t r = 0; r < m; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G]);
+        float       *yr = y + r * ldy;
+        for (int h = 0; h < 2; h++) {
+            const lq_v8f p = s[h] * lq_v8f_load(part + r * LQ_BUF_NC + 8 * h) - zs[h] * xs;
+            lq_v8f_store(yr + 8 * h, add ? lq_v8f_load(yr + 8 * h) + p : p);
+        }
+    }
+}
+
 /* part[r][0..16) (+)= x[r] . buf for all m rows (xc channel-major, as lq_buf_rows_mr), in
  * ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the multiply-add latency
  * (8 rows: 6 + 2 took 12% longer than 4 + 4). */

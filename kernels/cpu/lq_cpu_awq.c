@@ -158,14 +158,7 @@ static inline __attribute__((always_inline)) void awq_buf_block(const lq_qlinear
         s[h]  = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + i0 + 8 * h);
         zs[h] = s[h] * lq_v8u_to_f((lq_v8u_splat(zrow[h]) >> sh) & mask);
     }
-    for (int64_t r = 0; r < m; r++) {
-        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
-        float       *yr = y + r * n + i0;
-        for (int h = 0; h < 2; h++) {
-            const lq_v8f p = s[h] * lq_v8f_load(part + r * LQ_BUF_NC + 8 * h) - zs[h] * xs;
-            lq_v8f_store(yr + 8 * h, g ? lq_v8f_load(yr + 8 * h) + p : p);
-        }
-    }
+    lq_buf_epilogue(part, m, xsum + g, G, s, zs, g != 0, y + i0, n);
 }
 
 LQ_CLONES static void awq_buf(const lq_qlinear *w, const float *xt, const float *xsum, int64_t m,

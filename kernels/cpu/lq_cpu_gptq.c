@@ -171,6 +171,20 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
 
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
+/* Scale and scale * zero (v1: zero - 1, masked) of group g, columns [c, c + 8), as vectors (see
+ * lq_v8f_from_f16). */
+static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, int64_t g,
+                                                           int64_t c, const int b, lq_v8f *s,
+                                                           lq_v8f *zs) {
+    const int64_t   n = w->n, zw = n * b / 32;
+    const uint32_t *qz = (const uint32_t *)w->qzeros;
+#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
+    *s              = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + c);
+    const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
+#undef LQ_Z
+    *zs = *s * lq_v8u_to_f((zf + 1u) & lq_v8u_splat((1u << b) - 1u));
+}
+
 /* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). With PRE, xp
  * is x with channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
  * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
@@ -184,9 +198,7 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
                  float *y, const int b, const int M, const int NV, const int P, const int PRE) {
     const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
-    const int64_t   zw = n * b / 32;
-    const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
-    const uint16_t *sc = w->scales;
+    const uint32_t *qw = (const uint32_t *)w->qweight;
     lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
     for (int p = 0; p < P; p++)
         for (int r = 0; r < M; r++)
@@ -219,18 +231,9 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
             }
         }
     }
-    /* scale and scale * zero of the block's columns (v1 zero - 1, masked), built as vectors
-     * (see lq_v8f_from_f16) */
-    const lq_v8u mask = lq_v8u_splat((1u << b) - 1u);
-    lq_v8f       s[NBW_MAX / 8], zs[NBW_MAX / 8];
-    for (int jv = 0; jv < NV; jv++) {
-        const int64_t c = i0 + 8 * jv;
-#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
-        s[jv]           = lq_v8f_from_f16(sc + g * n + c);
-        const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
-#undef LQ_Z
-        zs[jv] = s[jv] * lq_v8u_to_f((zf + 1u) & mask);
-    }
+    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
+    for (int jv = 0; jv < NV; jv++)
+        gptq_sz8(w, g, i0 + 8 * jv, b, &s[jv], &zs[jv]);
     for (int r = 0; r < M; r++) {
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
@@ -307,8 +310,7 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
                int64_t i0, float *y, float *buf, float *part, const int b) {
     const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
-    const int64_t   zw = n * b / 32;
-    const uint32_t *qw = (const uint32_t *)w->qweight, *qz = (const uint32_t *)w->qzeros;
+    const uint32_t *qw = (const uint32_t *)w->qweight;
     const int64_t   c0 = g * gs, c1 = c0 + gs < k ? c0 + gs : k;
     for (int64_t cc = c0; cc < c1; cc += LQ_BUF_KC) {
         const int64_t ce = cc + LQ_BUF_KC < c1 ? cc + LQ_BUF_KC : c1;
@@ -326,24 +328,10 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
         }
         lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
     }
-    const lq_v8u mask = lq_v8u_splat((1u << b) - 1u);
-    lq_v8f       s[2], zs[2];
-    for (int h = 0; h < 2; h++) {
-        const int64_t c = i0 + 8 * h;
-#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
-        s[h]            = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + c);
-        const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
-#undef LQ_Z
-        zs[h] = s[h] * lq_v8u_to_f((zf + 1u) & mask);
-    }
-    for (int64_t r = 0; r < m; r++) {
-        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
-        float       *yr = y + r * n + i0;
-        for (int h = 0; h < 2; h++) {
-            const lq_v8f part_ = s[h] * lq_v8f_load(part + r * LQ_BUF_NC + 8 * h) - zs[h] * xs;
-            lq_v8f_store(yr + 8 * h, g ? lq_v8f_load(yr + 8 * h) + part_ : part_);
-        }
-    }
+    lq_v8f s[2], zs[2];
+    for (int h = 0; h < 2; h++)
+        gptq_sz8(w, g, i0 + 8 * h, b, &s[h], &zs[h]);
+    lq_buf_epilogue(part, m, xsum + g, G, s, zs, g != 0, y + i0, n);
 }
 
 typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m,
