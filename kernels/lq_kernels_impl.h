@@ -128,20 +128,22 @@ LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
 }
 
 /* Fused (unpack-and-dot) kernels have register-blocked instances for m <= LQ_FUSED_M rows (the
- * GPTQ/AWQ grouped ones run up to 2 * LQ_FUSED_M in chunks of LQ_FUSED_M); larger m
- * dequantizes tiles + sgemm. */
+ * GPTQ/AWQ grouped ones below LQ_BUF_M, then their buffered form up to 16 rows with AVX-512 and
+ * LQ_BUF_MAX_M without); larger m dequantizes tiles + sgemm. */
 #define LQ_FUSED_M 8
 
 /* Buffered small-m GEMM of the fused kernels (GPTQ / AWQ from 5 rows): a block of LQ_BUF_KC
  * channels x LQ_BUF_NC columns of weights decoded once into an L1 buffer buf[c][LQ_BUF_NC],
  * then every row run over it in register blocks of up to LQ_BUF_MR rows x 16 columns. */
-#define LQ_BUF_KC 128 /* 128 x 16 floats: 8 KiB */
-#define LQ_BUF_NC 16
-#define LQ_BUF_MR 6
+#define LQ_BUF_KC    128 /* 128 x 16 floats: 8 KiB */
+#define LQ_BUF_NC    16
+#define LQ_BUF_MR    6
+#define LQ_BUF_M     5  /* from this many rows (below: decoded in registers for each row chunk) */
+#define LQ_BUF_MAX_M 48 /* up to this many without AVX-512 (see lq_cpu_gptq.c: gptq_path_for) */
 
 /* part[r][0..16) (+)= sum over the kc decoded channels of x[r][c] * buf[c][0..16), MR rows;
- * xc is channel-major (xc[c * m + r]): a channel's rows share a cache line, where rows of k
- * floats apart fall into the same few L1 sets once k is a multiple of 1024. */
+ * xc is channel-major (xc[c * m + r]), so a channel's rows share a cache line (rows k floats
+ * apart share L1 sets once k is a multiple of 1024; 2-4% less time at 8-16 rows on Zen 3). */
 LQ_VINL void lq_buf_rows_mr(const float *xc, int64_t m, const float *buf, int64_t kc,
                             float *part, int first, const int MR) {
     lq_v8f acc[LQ_BUF_MR][2];
@@ -421,6 +423,11 @@ lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G,
                            int64_t m, float *y, float *ws, int nthreads);
 /* xsum[r * G + g] = sum of x[r, c] over group g's channels (the last group may be short). */
 void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum);
+/* The most rows of the GPTQ/AWQ grouped kernels: 16 with AVX-512 (CPU time, before the buffered
+ * form: sgemm there is twice as wide as they are), LQ_BUF_MAX_M without (4096 x 4096, 1 / 2
+ * threads: 14.8 / 7.7 ms against dequantize + sgemm's 17.3 / 10.2 at 32, 21.4 / 11.3 against
+ * 22.9 / 12.5 at 48, a tie at 64). */
+int64_t lq_grouped_max_m(void);
 
 /* False when a dimension exceeds the 32-bit BLAS interface. */
 int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k);

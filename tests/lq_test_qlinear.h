@@ -66,7 +66,8 @@ static const kcase k_cases[] = {
     {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0, 0},
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
-    {"awq_g256_n48", LQ_FMT_AWQ, 4, 48, 512, 256, 0, 0, 0, 0, 0, 0}, /* groups of two decoded runs */
+    /* a group of two decoded runs (the buffered kernel) */
+    {"awq_g256_n48", LQ_FMT_AWQ, 4, 48, 512, 256, 0, 0, 0, 0, 0, 0},
     /* repacked into GPTQ's layout at load (lq_qlinear_sort): GPTQ's kernels from then on */
     {"awq_g32_n72_sorted", LQ_FMT_AWQ, 4, 72, 256, 32, 2, 0, 0, 0, 1, 0},
     {"awq_splitk_sorted", LQ_FMT_AWQ, 4, 136, 4096, 128, 2, 0, 0, 0, 0, 0},

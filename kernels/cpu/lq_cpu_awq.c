@@ -63,7 +63,7 @@ lq_status lq_dequant_awq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * M x NV accumulators in registers; see lq_cpu_gptq.c for the loop order. */
 #define AWQ_NV_MAX 8
 /* 8 words at 2 rows too, though 16 accumulators spill: 4096 x 4096, 1 thread: 2.75 -> 2.40 ms */
-#define AWQ_NV(M)  ((M) <= 2 ? 8 : (M) <= 4 ? 2 : 1)
+#define AWQ_NV(M)  ((M) <= 2 ? 8 : 2) /* M < LQ_BUF_M */
 static inline __attribute__((always_inline)) void awq_group_block(const lq_qlinear *w,
                                                                   const float *x, const float *xsum,
                                                                   int64_t g, int64_t i0, float *y,
@@ -120,20 +120,13 @@ AWQ_INST(1)
 AWQ_INST(2)
 AWQ_INST(3)
 AWQ_INST(4)
-AWQ_INST(5)
-AWQ_INST(6)
-AWQ_INST(7)
-AWQ_INST(8)
-static const awq_fused_fn k_awq_fused[LQ_FUSED_M] = {awq_fused_m1, awq_fused_m2, awq_fused_m3,
-                                                     awq_fused_m4, awq_fused_m5, awq_fused_m6,
-                                                     awq_fused_m7, awq_fused_m8};
-_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+static const awq_fused_fn k_awq_fused[LQ_BUF_M - 1] = {awq_fused_m1, awq_fused_m2, awq_fused_m3,
+                                                       awq_fused_m4};
+_Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
 
-/* From AWQ_BUF_M rows: a group's 16-column block decoded once into an L1 buffer, every row run
+/* From LQ_BUF_M rows: a group's 16-column block decoded once into an L1 buffer, every row run
  * over it (lq_buf_rows; xt is x channel-major), instead of decoding it again for each chunk of
  * 8 rows. */
-#define AWQ_BUF_M     5
-#define AWQ_BUF_MAX_M 48 /* without AVX-512 (see lq_gemm_awq_cpu) */
 static inline __attribute__((always_inline)) void awq_buf_block(const lq_qlinear *w,
                                                                 const float *xt, const float *xsum,
                                                                 int64_t m, int64_t g, int64_t i0,
@@ -164,7 +157,7 @@ static inline __attribute__((always_inline)) void awq_buf_block(const lq_qlinear
 LQ_CLONES static void awq_buf(const lq_qlinear *w, const float *xt, const float *xsum, int64_t m,
                               int64_t blk0, int64_t blk1, float *y) {
     float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));
-    float part[AWQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));
+    float part[LQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));
     for (int64_t g = 0; g < w->k / w->group_size; g++)
         for (int64_t bi = blk0; bi < blk1; bi++)
             awq_buf_block(w, xt, xsum, m, g, bi * LQ_BUF_NC, y, buf, part);
@@ -213,15 +206,9 @@ lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, flo
     return LQ_OK;
 }
 
-/* Rows of the fused kernels: up to 16 with AVX-512 (sgemm twice as wide as they are), up to
- * AWQ_BUF_MAX_M without (the buffered form against dequantize + sgemm, as GPTQ's). */
-static int64_t awq_fused_max_m(void) {
-    return lq_cpu_avx512() ? 2 * LQ_FUSED_M : AWQ_BUF_MAX_M;
-}
-
 size_t lq_ws_awq_cpu(const lq_qlinear *w, int64_t m) {
     const int64_t G = w->k / w->group_size;
-    if (m <= awq_fused_max_m()) /* x sums [m, G] + an 8-column tail buffer + x channel-major */
+    if (m <= lq_grouped_max_m()) /* x sums [m, G] + an 8-column tail buffer + x channel-major */
         return (size_t)(m * G + w->k * 8 + 2 * G * 8 + m * w->k) * sizeof(float);
     return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
 }
@@ -233,19 +220,19 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int64_t n = w->n, k = w->k, gs = w->group_size, G = k / gs;
     const int     nt = lq_cpu_threads(nthreads);
     float        *f  = ws;
-    if (m <= awq_fused_max_m()) { /* as GPTQ's grouped kernel */
+    if (m <= lq_grouped_max_m()) { /* as GPTQ's grouped kernel */
         float *xsum = f, *xt = f + m * G + k * 8 + 2 * G * 8;
         lq_group_sums(x, m, k, gs, G, xsum);
-        if (m >= AWQ_BUF_M)
+        if (m >= LQ_BUF_M)
             for (int64_t r = 0; r < m; r++)
                 for (int64_t c = 0; c < k; c++)
                     xt[c * m + r] = x[r * k + c];
-        const int64_t nbw = m >= AWQ_BUF_M ? LQ_BUF_NC : 8 * AWQ_NV(m);
+        const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : 8 * AWQ_NV(m);
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
             const int64_t nblk = n / nbw;
-            if (m >= AWQ_BUF_M)
+            if (m >= LQ_BUF_M)
                 awq_buf(w, xt, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
             else
                 k_awq_fused[m - 1](w, x, xsum, nblk * th / tn, nblk * (th + 1) / tn, y);

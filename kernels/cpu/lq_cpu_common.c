@@ -74,6 +74,10 @@ lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G,
     return LQ_OK;
 }
 
+int64_t lq_grouped_max_m(void) {
+    return lq_cpu_avx512() ? 2 * LQ_FUSED_M : LQ_BUF_MAX_M;
+}
+
 void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum) {
     for (int64_t r = 0; r < m; r++)
         for (int64_t g = 0; g < G; g++) {

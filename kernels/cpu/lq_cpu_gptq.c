@@ -30,8 +30,6 @@
 
 enum gptq_path { PATH_TILED = 0, PATH_FUSED_GROUPS = 1, PATH_FUSED_GENERIC = 2 };
 
-#define GPTQ_BUF_MAX_M 48 /* the most rows of the grouped kernel (its buffered form) */
-
 static int gptq_monotone(const lq_qlinear *w) {
     for (int64_t c = 0; c < w->k; c++)
         if (w->g_idx[c] != (int32_t)(c / w->group_size))
@@ -40,15 +38,11 @@ static int gptq_monotone(const lq_qlinear *w) {
 }
 
 static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
-    /* crossovers measured with bench_kernels_cpu (4096 x 4096): the grouped kernel beats
-     * dequantize + sgemm up to m = 16 with AVX-512 (CPU time, before its decoded-buffer form);
-     * on AVX2 alone, where sgemm is as wide as it, the buffered form up to m = 48 (1 / 2
-     * threads: 14.8 / 7.7 ms against 17.3 / 10.2 at 32, 21.4 / 11.3 against 22.9 / 12.5 at 48,
-     * a tie at 64); the generic one up to m = 8 */
+    /* crossovers measured with bench_kernels_cpu (4096 x 4096): the grouped kernel as
+     * lq_grouped_max_m says; the generic one beats dequantize + sgemm up to m = 8 */
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
-        return m <= (lq_cpu_avx512() ? 2 * LQ_FUSED_M : GPTQ_BUF_MAX_M) ? PATH_FUSED_GROUPS
-                                                                        : PATH_TILED;
+        return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
 }
 
@@ -164,10 +158,10 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * --------------------------------------------------------------------------------------- */
 #define NBW_MAX       32
 
-/* Vectors of 8 columns per block for M rows: M * NV <= 8 accumulator registers; which M take
- * prescaled activations. */
-#define GPTQ_NV(M)  ((M) <= 2 ? 4 : (M) <= 4 ? 2 : 1)
-#define GPTQ_PRE(M, B) ((M) <= 4 && (B) != 2)
+/* Vectors of 8 columns per block for M < LQ_BUF_M rows: M * NV <= 8 accumulator registers;
+ * which bit widths take prescaled activations (2-bit's 16 fields: see gptq_group_block). */
+#define GPTQ_NV(M)  ((M) <= 2 ? 4 : 2)
+#define GPTQ_PRE(B) ((B) != 2)
 
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
@@ -189,10 +183,9 @@ static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, 
  * is x with channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
  * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
  * a weight costs an AND and a conversion (the top field: a logical shift, no mask) instead of a
- * shift, an AND and a conversion. That pays where the decoding is most of the work (M <= 4);
- * from 5 rows the seven masks would take registers from the accumulators. Without PRE xp is x.
- * P accumulator sets take alternate fields so that M * NV * P >= 8 chains hide the
- * multiply-add latency. */
+ * shift, an AND and a conversion. Without PRE xp is x. P accumulator sets take alternate fields
+ * so that M * NV * P >= 8 chains hide the multiply-add latency; 2-bit keeps one set and the
+ * shift (with its 16 fields a word two sets took one row from 1.19 to 1.49-1.52 ms). */
 static inline __attribute__((always_inline)) void
 gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t g, int64_t i0,
                  float *y, const int b, const int M, const int NV, const int P, const int PRE) {
@@ -255,7 +248,7 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
     for (int64_t g = 0; g < G; g++)
         for (int64_t bi = blk0; bi < blk1; bi++)
             gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV, M * NV <= 4 && b != 2 ? 2 : 1,
-                             GPTQ_PRE(M, b));
+                             GPTQ_PRE(b));
 }
 
 /* xp[i] = x[i] * 2^-(b * f) for channels in field f of their word, except the top field (f =
@@ -283,25 +276,18 @@ typedef void (*gptq_fused_fn)(const lq_qlinear *w, const float *x, const float *
                                                  float *y) {                                       \
         gptq_fused_range(w, x, xsum, blk0, blk1, y, B, M, GPTQ_NV(M));                             \
     }
-#define GPTQ_INST_B(B)                                                                             \
-    GPTQ_INST(B, 1)                                                                                \
-    GPTQ_INST(B, 2)                                                                                \
-    GPTQ_INST(B, 3) GPTQ_INST(B, 4) GPTQ_INST(B, 5) GPTQ_INST(B, 6) GPTQ_INST(B, 7) GPTQ_INST(B, 8)
+#define GPTQ_INST_B(B) GPTQ_INST(B, 1) GPTQ_INST(B, 2) GPTQ_INST(B, 3) GPTQ_INST(B, 4)
 GPTQ_INST_B(2)
 GPTQ_INST_B(4)
 GPTQ_INST_B(8)
 #define GPTQ_ROW(B)                                                                                \
-    {                                                                                              \
-        gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4,    \
-            gptq_fused_b##B##_m5, gptq_fused_b##B##_m6, gptq_fused_b##B##_m7, gptq_fused_b##B##_m8 \
-    }
-static const gptq_fused_fn k_gptq_fused[3][LQ_FUSED_M] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
-_Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
+    { gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4 }
+static const gptq_fused_fn k_gptq_fused[3][LQ_BUF_M - 1] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
+_Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
 
-/* From GPTQ_BUF_M rows the grouped kernel decodes each weight once into an L1 buffer of
+/* From LQ_BUF_M rows the grouped kernel decodes each weight once into an L1 buffer of
  * LQ_BUF_KC channels x LQ_BUF_NC columns and runs every row over it (lq_buf_rows), instead of
  * decoding it again for each chunk of rows. */
-#define GPTQ_BUF_M 5
 
 /* Group g of columns [i0, i0 + 16) for all m rows of xp (prescaled, see gptq_prescale, and
  * channel-major). */
@@ -319,12 +305,13 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
             __builtin_prefetch(row + GPTQ_PF_WORDS);
             const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
             float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
-            for (int v = 0; v < vpw; v++)
+            for (int v = 0; v < vpw; v++) { /* fields as gptq_group_block's with PRE */
+                const lq_v8u fm = lq_v8u_splat(((1u << b) - 1u) << (b * v));
                 for (int h = 0; h < 2; h++)
                     lq_v8f_store(o + v * LQ_BUF_NC + 8 * h,
-                                 lq_v8u_to_f(v + 1 == vpw
-                                                 ? wv[h] >> (uint32_t)(32 - b)
-                                                 : wv[h] & lq_v8u_splat(((1u << b) - 1u) << (b * v))));
+                                 lq_v8u_to_f(v + 1 == vpw ? wv[h] >> (uint32_t)(32 - b)
+                                                          : wv[h] & fm));
+            }
         }
         lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
     }
@@ -339,11 +326,11 @@ typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *x
 #define GPTQ_BUF_INST(B)                                                                           \
     LQ_CLONES static void gptq_buf_b##B(const lq_qlinear *w, const float *xp, const float *xsum,   \
                                         int64_t m, int64_t blk0, int64_t blk1, float *y) {         \
-        float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));                                     \
-        float part[GPTQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));                           \
+        float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));                             \
+        float part[LQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));                         \
         for (int64_t g = 0; g < lq_gptq_groups(w); g++)                                            \
             for (int64_t bi = blk0; bi < blk1; bi++)                                               \
-                gptq_buf_block(w, xp, xsum, m, g, bi * LQ_BUF_NC, y, buf, part, B);                    \
+                gptq_buf_block(w, xp, xsum, m, g, LQ_BUF_NC * bi, y, buf, part, B);                \
     }
 GPTQ_BUF_INST(2)
 GPTQ_BUF_INST(4)
@@ -530,21 +517,21 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB;
-        gptq_prescale(w->bits, x, m, k, m >= GPTQ_BUF_M, xp);
-        const int bi = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
+        gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
+        const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
+        const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
 #pragma omp parallel num_threads(nt)
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-            if (m >= GPTQ_BUF_M) {
-                const int64_t nblk = n / LQ_BUF_NC;
+            const int64_t nblk = n / nbw;
+            if (m >= LQ_BUF_M)
                 k_gptq_buf[bi](w, xp, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
-            } else
-                k_gptq_fused[bi][m - 1](w, (GPTQ_PRE(m, w->bits) ? xp : x), xsum, n / gptq_nbw(m) * th / tn,
-                                        n / gptq_nbw(m) * (th + 1) / tn, y);
+            else
+                k_gptq_fused[bi][m - 1](w, GPTQ_PRE(w->bits) ? xp : x, xsum, nblk * th / tn,
+                                        nblk * (th + 1) / tn, y);
         }
         /* the n % nbw last columns: the generic kernel, NB at a time */
-        float        *sc  = xsum + m * G;
-        const int64_t nbw = m >= GPTQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
+        float *sc = xsum + m * G;
         for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
             const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
             for (int64_t i0 = n / nbw * nbw; i0 < n; i0 += NB) {
