@@ -138,8 +138,8 @@ LQ_VINL lq_v8f lq_v8u_to_f(lq_v8u v) {
 #define LQ_BUF_KC    128 /* 128 x 16 floats: 8 KiB */
 #define LQ_BUF_NC    16
 #define LQ_BUF_MR    6
-#define LQ_BUF_M     5  /* from this many rows (below: decoded in registers for each row chunk) */
-#define LQ_BUF_MAX_M 48 /* up to this many without AVX-512 (see lq_cpu_gptq.c: gptq_path_for) */
+#define LQ_BUF_M     5  /* from this many rows (below: decoded in registers) */
+#define LQ_BUF_MAX_M 48 /* up to this many without AVX-512 (see lq_grouped_max_m) */
 
 /* part[r][0..16) (+)= sum over the kc decoded channels of x[r][c] * buf[c][0..16), MR rows;
  * xc is channel-major (xc[c * m + r]), so a channel's rows share a cache line (rows k floats
@@ -181,7 +181,7 @@ LQ_VINL void lq_buf_epilogue(const float *part, int64_t m, const float *xsum, in
 
 /* part[r][0..16) (+)= x[r] . buf for all m rows (xc channel-major, as lq_buf_rows_mr), in
  * ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the multiply-add latency
- * (8 rows: 6 + 2 took 12% longer than 4 + 4). */
+ * (8 rows: 6 + 2 took 10% longer than 4 + 4). */
 LQ_VINL void lq_buf_rows(const float *xc, int64_t m, const float *buf, int64_t kc, float *part,
                          int first) {
     const int64_t nrb = (m + LQ_BUF_MR - 1) / LQ_BUF_MR;

@@ -516,8 +516,9 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     } else if (path == PATH_FUSED_GROUPS) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
         lq_group_sums(x, m, k, w->group_size, G, xsum);
-        float *xp = xsum + m * G + 2 * G * NB;
-        gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
+        float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
+        if (m >= LQ_BUF_M || GPTQ_PRE(w->bits))
+            gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
         const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
         const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
 #pragma omp parallel num_threads(nt)
