@@ -6,7 +6,7 @@
  * lookups; the block's absmax is applied by a vector multiply over each run of the row that
  * lies in one block. w = quant_map[code] * absmax is the same float product as the reference.
  * Small m: decode a chunk of a row into L1 and dot it with the m activation rows (with AVX2,
- * cpu/lq_cpu_avx2.c: lq_gemm_nf4f_avx2 looks the codes up by vpermps instead).
+ * cpu/lq_cpu_avx2.c: lq_gemm_nf4f_avx2 looks 32 codes up by vpshufb on byte planes instead).
  * Large m: rows of W dequantized into a workspace tile, then sgemm. */
 #include "lq_kernels_impl.h"
 
