@@ -52,6 +52,10 @@ static const kcase k_cases[] = {
     {"gptq3_g32_actorder", LQ_FMT_GPTQ, 3, 32, 128, 32, 1, 0, 0, 0, 0, 0},
     {"gptq8_g128_n20", LQ_FMT_GPTQ, 8, 20, 256, 128, 0, 0, 0, 0, 0, 0},
     {"gptq8_perchannel_actorder", LQ_FMT_GPTQ, 8, 48, 128, -1, 1, 0, 0, 0, 0, 0},
+    /* act-order's group accumulators (CPU, m <= 2): 256 groups fill them at one row and outgrow
+     * them at two; 8 columns past the 32-column blocks */
+    {"gptq4_g16_actorder_n40", LQ_FMT_GPTQ, 4, 40, 4096, 16, 1, 0, 0, 0, 1, 0},
+    {"gptq8_g32_actorder_n40", LQ_FMT_GPTQ, 8, 40, 256, 32, 1, 0, 0, 0, 0, 0},
     /* AVX2 integer kernel, 16 rows: the words copied 2 blocks at a time, a short last block */
     {"gptq8_g128_k1000", LQ_FMT_GPTQ, 8, 32, 1000, 128, 0, 0, 0, 0, 0, 0},
     {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1, 0},

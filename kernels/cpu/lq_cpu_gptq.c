@@ -8,9 +8,11 @@
  * whole words; m <= 16 with AVX-512, 48 without): per group acc = sum_c x[c] * q[c], then
  * y += s * acc - (s * z) * sum_c x[c]; one multiply-add per weight, scales/zeros decoded once
  * per group; up to 4 rows the weights are decoded in registers, from 5 into an L1 buffer that
- * every row reads. Any other layout (act-order g_idx, 3-bit; m <= 8) dequantizes each weight with
- * scale and scale*zero precomputed as float [G, n] in the workspace. Register-blocked
- * instances per m (see gptq_group_block), software prefetch along the word rows.
+ * every row reads. Act-order g_idx (b in {2,4,8}, m <= 2): the same decoding, each product added
+ * into its channel's group accumulator in L1 (gptq_gidx_block). Any other layout (3-bit, act-order
+ * from 3 rows; m <= 8) dequantizes each weight with scale and scale*zero precomputed as floats in
+ * the workspace. Register-blocked instances per m (see gptq_group_block), software prefetch along
+ * the word rows.
  * Large m: tiles of W^T ([k, nt], the natural order of qweight) dequantized into the workspace,
  * then sgemm. */
 #include "lq_kernels_impl.h"
@@ -28,7 +30,20 @@
 
 #define NB 16 /* output columns per block of the fused kernels */
 
-enum gptq_path { PATH_TILED = 0, PATH_FUSED_GROUPS = 1, PATH_FUSED_GENERIC = 2 };
+enum gptq_path {
+    PATH_TILED         = 0,
+    PATH_FUSED_GROUPS  = 1,
+    PATH_FUSED_GENERIC = 2,
+    PATH_FUSED_GIDX    = 3 /* act-order g_idx, bits 2/4/8: per-group accumulators */
+};
+
+/* Floats of a thread's group accumulators (gptq_gidx_block): G * m * 8 * GPTQ_NV(m), 32 KiB,
+ * so that they stay in L1 and on the stack. */
+#define GPTQ_ACC_MAX 8192
+#define GPTQ_NV(M)   ((M) <= 2 ? 4 : 2)
+/* Rows of the accumulator kernel: its loads and stores grow with the rows, and at 3 rows it
+ * tied the generic kernel at 4096 x 4096 (1.99 against 2.00 ms), at 4 lost (2.56 / 2.11). */
+#define GPTQ_GIDX_M 2
 
 static int gptq_monotone(const lq_qlinear *w) {
     for (int64_t c = 0; c < w->k; c++)
@@ -43,6 +58,8 @@ static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
         return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
+    if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * m * 8 * GPTQ_NV(m) <= GPTQ_ACC_MAX)
+        return PATH_FUSED_GIDX;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
 }
 
@@ -158,9 +175,18 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * --------------------------------------------------------------------------------------- */
 #define NBW_MAX       32
 
+/* The generic kernel's scales and scale * zero: blocks of GPTQ_PB columns, each [G][GPTQ_PB].
+ * Laid out [G, n], the rows a block reads are n floats apart, a multiple of 4 KiB at the usual
+ * sizes that maps every group of a column block to one L1 set; at act-order's random g_idx
+ * that made the unsorted kernel 4x slower than the grouped one. */
+#define GPTQ_PB 16
+_Static_assert(GPTQ_PB == NB, "the generic kernel's tail blocks read one parameter block");
+static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
+    return (j / GPTQ_PB) * G * GPTQ_PB + g * GPTQ_PB + j % GPTQ_PB;
+}
+
 /* Vectors of 8 columns per block for M < LQ_BUF_M rows: M * NV <= 8 accumulator registers;
  * which bit widths take prescaled activations (2-bit's 16 fields: see gptq_group_block). */
-#define GPTQ_NV(M)  ((M) <= 2 ? 4 : 2)
 #define GPTQ_PRE(B) ((B) != 2)
 
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
@@ -236,6 +262,100 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
             lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
         }
     }
+}
+
+/* Act-order g_idx: the weights in stored order, each added into its channel's group
+ * accumulator, acc[g][r][8 * NV] in L1 (its own chain through memory, which the random g_idx
+ * rarely repeats back to back); then y = sum_g s * acc[g] - (s * z) * xs[g] with xs[g] the
+ * sum of x over group g. Fields are decoded as gptq_group_block's, against xp prescaled the
+ * same way; with scales and zeros read once per group instead of once per weight, a weight
+ * costs what it costs the grouped kernel plus a load and a store. */
+static inline __attribute__((always_inline)) void
+gptq_gidx_block(const lq_qlinear *w, const float *xp, const float *xs, int64_t i0, float *y,
+                float *acc, const int b, const int M, const int NV, const int PRE) {
+    const int       vpw = 32 / b, AW = M * NV * 8; /* floats of a group's accumulators */
+    const int64_t   n = w->n, k = w->k, G = lq_gptq_groups(w);
+    const uint32_t *qw = (const uint32_t *)w->qweight;
+    const int32_t  *gi = w->g_idx;
+    for (int64_t i = 0; i < G * AW; i += 8)
+        lq_v8f_store(acc + i, lq_v8f_splat(0.f));
+    for (int64_t wr = 0; wr < k / vpw; wr++) {
+        const uint32_t *row = qw + wr * n + i0;
+        const float    *xc  = xp + wr * vpw;
+        lq_v8u          wv[NBW_MAX / 8];
+        for (int jv = 0; jv < NV; jv += 2)
+            __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
+        for (int jv = 0; jv < NV; jv++)
+            wv[jv] = lq_v8u_load(row + 8 * jv);
+        for (int v = 0; v < vpw; v++) {
+            const uint32_t fmask = (1u << b) - 1u;
+            const lq_v8u   fm    = lq_v8u_splat(PRE ? fmask << (b * v) : fmask);
+            float         *a     = acc + (int64_t)gi[wr * vpw + v] * AW;
+            lq_v8f         q[NBW_MAX / 8];
+            for (int jv = 0; jv < NV; jv++)
+                q[jv] = lq_v8u_to_f(!PRE           ? (wv[jv] >> (uint32_t)(b * v)) & fm
+                                    : v + 1 == vpw ? wv[jv] >> (uint32_t)(32 - b)
+                                                   : wv[jv] & fm);
+            for (int r = 0; r < M; r++) {
+                const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
+                for (int jv = 0; jv < NV; jv++) {
+                    float *ap = a + (r * NV + jv) * 8;
+                    lq_v8f_store(ap, lq_v8f_load(ap) + xb * q[jv]);
+                }
+            }
+        }
+    }
+    lq_v8f out[LQ_FUSED_M][NBW_MAX / 8];
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            out[r][jv] = lq_v8f_splat(0.f);
+    for (int64_t g = 0; g < G; g++) {
+        const float *a = acc + g * AW;
+        for (int jv = 0; jv < NV; jv++) {
+            lq_v8f s, zs;
+            gptq_sz8(w, g, i0 + 8 * jv, b, &s, &zs);
+            for (int r = 0; r < M; r++)
+                out[r][jv] += s * lq_v8f_load(a + (r * NV + jv) * 8) -
+                              zs * lq_v8f_splat(xs[r * G + g]);
+        }
+    }
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            lq_v8f_store(y + r * n + i0 + 8 * jv, out[r][jv]);
+}
+
+typedef void (*gptq_gidx_fn)(const lq_qlinear *w, const float *xp, const float *xs, int64_t blk0,
+                             int64_t blk1, float *y);
+#define GPTQ_GIDX_INST(B, M)                                                                       \
+    LQ_CLONES static void gptq_gidx_b##B##_m##M(const lq_qlinear *w, const float *xp,              \
+                                                const float *xs, int64_t blk0, int64_t blk1,       \
+                                                float *y) {                                        \
+        float acc[GPTQ_ACC_MAX] __attribute__((aligned(32)));                                      \
+        for (int64_t bi = blk0; bi < blk1; bi++)                                                   \
+            gptq_gidx_block(w, xp, xs, bi * 8 * GPTQ_NV(M), y, acc, B, M, GPTQ_NV(M),              \
+                            GPTQ_PRE(B));                                                          \
+    }
+#define GPTQ_GIDX_INST_B(B) GPTQ_GIDX_INST(B, 1) GPTQ_GIDX_INST(B, 2)
+GPTQ_GIDX_INST_B(2)
+GPTQ_GIDX_INST_B(4)
+GPTQ_GIDX_INST_B(8)
+#define GPTQ_GIDX_ROW(B) {gptq_gidx_b##B##_m1, gptq_gidx_b##B##_m2}
+static const gptq_gidx_fn k_gptq_gidx[3][GPTQ_GIDX_M] = {GPTQ_GIDX_ROW(2), GPTQ_GIDX_ROW(4),
+                                                         GPTQ_GIDX_ROW(8)};
+_Static_assert(GPTQ_GIDX_M == 2, "one instance per m <= GPTQ_GIDX_M");
+
+/* xs[r * G + g] = sum of x[r] over the channels of group g; LQ_ERR_INVALID_ARG when g_idx names
+ * no group (the descriptor's data, which the accumulators are indexed by). */
+static lq_status gptq_gidx_sums(const lq_qlinear *w, const float *x, int64_t m, float *xs) {
+    const int64_t G = lq_gptq_groups(w), k = w->k;
+    for (int64_t c = 0; c < k; c++)
+        if ((uint32_t)w->g_idx[c] >= (uint64_t)G)
+            return LQ_ERR_INVALID_ARG;
+    memset(xs, 0, (size_t)(m * G) * sizeof(float));
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < k; c++)
+            xs[r * G + w->g_idx[c]] += x[r * k + c];
+    return LQ_OK;
 }
 
 /* One thread's share: groups outer, blocks of NBW columns inner, so each group's word rows
@@ -339,13 +459,14 @@ static const gptq_buf_fn k_gptq_buf[3] = {gptq_buf_b2, gptq_buf_b4, gptq_buf_b8}
 
 /* Any layout (act-order g_idx, 3-bit, groups not made of whole words): input channels
  * [c0, c1) of the columns [i0, i0 + 8 * NV), each weight dequantized as s[g] * q - (s*z)[g]
- * from the precomputed float [G, n] arrays; added into y (assigned when c0 == 0). */
+ * from the precomputed float arrays, laid out by blocks of GPTQ_PB columns ([n / GPTQ_PB][G]
+ * [GPTQ_PB], see gptq_pidx); added into y (assigned when c0 == 0). */
 static inline __attribute__((always_inline)) void
 gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float *zs, int64_t c0,
                int64_t c1, int64_t i0, float *y, const int M, const int NV) {
     const int       b    = w->bits;
     const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
-    const int64_t   n = w->n, k = w->k;
+    const int64_t   n = w->n, k = w->k, G = lq_gptq_groups(w);
     const uint32_t *qw = (const uint32_t *)w->qweight;
     lq_v8f          acc[LQ_FUSED_M][NBW_MAX / 8];
     for (int r = 0; r < M; r++)
@@ -364,8 +485,8 @@ gptq_any_chunk(const lq_qlinear *w, const float *x, const float *sc, const float
             lq_v8u u = lq_v8u_load(row + 8 * jv) >> sh;
             if (sh + (uint32_t)b > 32) /* 3-bit value straddling two words */
                 u |= lq_v8u_load(row + n + 8 * jv) << (32u - sh);
-            wq[jv] = lq_v8u_to_f(u & mask) * lq_v8f_load(sc + g * n + i0 + 8 * jv) -
-                     lq_v8f_load(zs + g * n + i0 + 8 * jv);
+            const int64_t pi = gptq_pidx(G, g, i0 + 8 * jv);
+            wq[jv]           = lq_v8u_to_f(u & mask) * lq_v8f_load(sc + pi) - lq_v8f_load(zs + pi);
         }
         for (int r = 0; r < M; r++) {
             const lq_v8f xb = lq_v8f_splat(x[r * k + c]);
@@ -486,9 +607,10 @@ static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     const int64_t G = lq_gptq_groups(w);
     switch (gptq_path_for(w, m)) {
     case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + scaled x */
+    case PATH_FUSED_GIDX:
         return (size_t)(m * G + 2 * G * NB + m * w->k) * sizeof(float);
     case PATH_FUSED_GENERIC:
-        return (size_t)(2 * G * w->n) * sizeof(float);
+        return (size_t)(2 * G * ((w->n + GPTQ_PB - 1) / GPTQ_PB * GPTQ_PB)) * sizeof(float);
     default: /* tile [k, nt] + its scales and scale*zero [G, nt] */
         return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
     }
@@ -513,9 +635,12 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     float        *f  = ws;
     if (path == PATH_TILED) {
         LQ_TRY(lq_gemm_kn_tiled(w, &k_gptq_kn, G, x, m, y, f, nthreads));
-    } else if (path == PATH_FUSED_GROUPS) {
+    } else if (path == PATH_FUSED_GROUPS || path == PATH_FUSED_GIDX) {
         float *xsum = f; /* [m, G]: sum of x over each group, for the zero-point term */
-        lq_group_sums(x, m, k, w->group_size, G, xsum);
+        if (path == PATH_FUSED_GIDX)
+            LQ_TRY(gptq_gidx_sums(w, x, m, xsum));
+        else
+            lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
         if (m >= LQ_BUF_M || GPTQ_PRE(w->bits))
             gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
@@ -525,7 +650,10 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         {
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
             const int64_t nblk = n / nbw;
-            if (m >= LQ_BUF_M)
+            if (path == PATH_FUSED_GIDX)
+                k_gptq_gidx[bi][m - 1](w, GPTQ_PRE(w->bits) ? xp : x, xsum, nblk * th / tn,
+                                       nblk * (th + 1) / tn, y);
+            else if (m >= LQ_BUF_M)
                 k_gptq_buf[bi](w, xp, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
             else
                 k_gptq_fused[bi][m - 1](w, GPTQ_PRE(w->bits) ? xp : x, xsum, nblk * th / tn,
@@ -542,12 +670,15 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             }
         }
     } else {
-        float *sc = f, *zs = f + G * n;
+        const int64_t np = (n + GPTQ_PB - 1) / GPTQ_PB; /* parameter blocks */
+        float        *sc = f, *zs = f + G * np * GPTQ_PB;
 #pragma omp parallel num_threads(nt)
         {
 #pragma omp for schedule(static)
-            for (int64_t g = 0; g < G; g++)
-                gptq_params(w, g, g + 1, 0, n, n, sc, zs);
+            for (int64_t pb = 0; pb < np; pb++)
+                gptq_params(w, 0, G, pb * GPTQ_PB,
+                            n - pb * GPTQ_PB < GPTQ_PB ? n - pb * GPTQ_PB : GPTQ_PB, GPTQ_PB,
+                            sc + pb * G * GPTQ_PB, zs + pb * G * GPTQ_PB);
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
             for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) {
                 const int64_t mc   = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
@@ -559,8 +690,9 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         for (int64_t rc = 0; rc < m; rc += LQ_FUSED_M) { /* the n % nbw last columns */
             const int64_t mc = m - rc < LQ_FUSED_M ? m - rc : LQ_FUSED_M;
             for (int64_t i0 = n / gptq_nbw(mc) * gptq_nbw(mc); i0 < n; i0 += NB)
-                gptq_fused_generic(w, x + rc * k, mc, sc + i0, zs + i0, n, i0,
-                                   n - i0 < NB ? n - i0 : NB, y + rc * n);
+                gptq_fused_generic(w, x + rc * k, mc, sc + gptq_pidx(G, 0, i0),
+                                   zs + gptq_pidx(G, 0, i0), GPTQ_PB, i0, n - i0 < NB ? n - i0 : NB,
+                                   y + rc * n);
         }
     }
     lq_add_bias_f16(w->bias, m, n, y);
