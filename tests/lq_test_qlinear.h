@@ -90,6 +90,9 @@ static const kcase k_cases[] = {
     {"nf4_b32_k4096", LQ_FMT_NF4, 4, 24, 4096, 32, 0, 0, 0, 0, 0, 0}, /* 128 blocks a row */
     /* AVX2 float kernel from 4 rows: chunks of k whose x is too large to copy (5-8 rows) */
     {"nf4_b1024_k3072", LQ_FMT_NF4, 4, 16, 3072, 1024, 0, 0, 0, 0, 0, 0},
+    /* NF4 blocks longer than the AVX-512 integer kernel's 1024-channel chunks: a chunk starts in
+     * the middle of its block */
+    {"nf4_b2048_k4096", LQ_FMT_NF4, 4, 24, 4096, 2048, 0, 0, 0, 0, 0, 0},
     {"int8_plain", LQ_FMT_INT8, 8, 96, 256, 0, 0, 0, 0, 0, 1, 0},
     {"int8_oddk", LQ_FMT_INT8, 8, 24, 100, 0, 0, 0, 2, 0, 0, 0},
     {"int8_stored5", LQ_FMT_INT8, 8, 64, 256, 0, 0, 0, 5, 0, 0, 0},
