@@ -295,7 +295,7 @@ int       lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);
-/* out[b] = lq_nf4_absmax(w, b) for b in [b0, b1) (double quant: 16 blocks a vector) */
+/* out[b - b0] = lq_nf4_absmax(w, b) for b in [b0, b1) (double quant: 16 blocks a vector) */
 void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1);
 
 /* Dense fp16 / bf16 weights converted as they are read, m <= LQ_DENSE16_AVX512_M (AVX-512;

@@ -68,24 +68,27 @@ AVX512_TARGET void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t
     const float    off = w->nested_offset;
     const int64_t  nb  = w->nested_blocksize;
     int64_t        b   = b0;
-    for (; b + 16 <= b1; b += 16) {
+    /* nested block g of block b, and b's place r in it, kept without a division a vector */
+    for (int64_t g = b0 / nb, r = b0 % nb; b + 16 <= b1; b += 16) {
         const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + b)));
         const __m512  c   = _mm512_i32gather_ps(idx, w->nested_code, 4);
         __m512        a;
-        if (b / nb == (b + 15) / nb) {
-            a = _mm512_set1_ps(w->nested_absmax[b / nb]);
+        if (r + 15 < nb) {
+            a = _mm512_set1_ps(w->nested_absmax[g]);
         } else {
             float t[16];
             for (int l = 0; l < 16; l++)
                 t[l] = w->nested_absmax[(b + l) / nb];
             a = _mm512_loadu_ps(t);
         }
+        for (r += 16; r >= nb; r -= nb)
+            g++;
         __m512 p = _mm512_mul_ps(c, a);
         __asm__("" : "+v"(p));
-        _mm512_storeu_ps(out + b, _mm512_add_ps(p, _mm512_set1_ps(off)));
+        _mm512_storeu_ps(out + (b - b0), _mm512_add_ps(p, _mm512_set1_ps(off)));
     }
     for (; b < b1; b++)
-        out[b] = lq_nf4_absmax(w, b);
+        out[b - b0] = lq_nf4_absmax(w, b);
 }
 
 /* x [m, k] -> xp: each 64-channel step as x[4l+1], x[4l], x[4l+3], x[4l+2] for l = 0..15 */
@@ -253,7 +256,7 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
         {
             const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
             const int64_t b0 = al16(nb * t / T), b1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
-            lq_nf4_absmax_avx512(w, am, b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
+            lq_nf4_absmax_avx512(w, am + (b0 < nb ? b0 : nb), b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
         }
     }
     const float  *absmax = am ? am : (const float *)w->absmax;
@@ -430,7 +433,7 @@ size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
     return 0;
 }
 void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1) {
-    lq_nf4_absmax_range(w, b0, b1, out + b0);
+    lq_nf4_absmax_range(w, b0, b1, out);
 }
 lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads) {

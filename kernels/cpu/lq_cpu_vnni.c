@@ -601,8 +601,11 @@ VNNI_INLINE __m512i nf4_rows_codes(const uint8_t *q, __m512i lut) {
     return _mm512_shuffle_epi8(lut, idx);
 }
 
-/* weight rows [i0, i0 + 16) of one thread; am: absmax of every NF4 block; buf: 16 x ab bytes */
-VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, uint8_t *buf) {
+/* weight rows [i0, i0 + 16) of one thread; am: absmax of every NF4 block, or (double quant)
+ * room for the rows' own, decoded here so that they are read back from L1; buf: 16 x ab
+ * bytes */
+VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, float *amd,
+                                uint8_t *buf) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, ab = j->ab, bs = w->group_size;
     const uint8_t    *qrow[16];
@@ -613,7 +616,12 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, u
     for (int l = 0; l < 16; l++) { /* rows past n repeat the last one (results dropped) */
         const int64_t i = i0 + l < n ? i0 + l : n - 1;
         qrow[l]         = (const uint8_t *)w->qweight + i * k / 2;
-        bi[l]           = (int32_t)(i * (k / bs));
+        bi[l]           = (int32_t)((amd ? i - i0 : i) * (k / bs));
+    }
+    if (amd) {
+        const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;
+        lq_nf4_absmax_avx512(w, amd, i0 * (k / bs), i1 * (k / bs));
+        am = amd;
     }
     const __m512i bv = _mm512_loadu_si512((const void *)bi);
     for (int64_t kb = 0; kb < j->nkb; kb++) {
@@ -653,9 +661,9 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, u
 }
 
 VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, const float *am,
-                                       uint8_t *buf) {
+                                       float *amd, uint8_t *buf) {
     for (int64_t g = g0; g < g1; g++)
-        nf4_rows_group(j, g * 16, am, buf);
+        nf4_rows_group(j, g * 16, am, amd, buf);
 }
 
 LQ_TREE_PRE_POP
@@ -686,15 +694,15 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     /* the kernel above, k-major codes (its absmax gather takes 32-bit block indices) */
     const int rows = m < NF4_ROWS_M && nb <= INT32_MAX;
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
-     * rows: 16 x ab codes, and (double quant) every block's absmax decoded once, shared */
-    const int    dq     = rows && w->nested_blocksize > 0;
-    const size_t per    = rows ? (size_t)(16 * j.ab)
-                               : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
-    const size_t shared = dq ? (size_t)nb * sizeof(float) : 0;
-    char        *bufs   = malloc(shared + per * (size_t)nt);
+     * rows: 16 x ab codes, and (double quant) the 16 rows' absmax, decoded a group at a time */
+    const int    dq  = rows && w->nested_blocksize > 0;
+    const size_t amd = dq ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
+    const size_t per = rows ? (size_t)(16 * j.ab) + amd
+                            : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
+    char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
-    float        *am   = dq ? (float *)(void *)bufs : (float *)(uintptr_t)w->absmax;
+    const float  *am   = (const float *)w->absmax; /* without double quant */
     const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
@@ -712,14 +720,10 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
                         (int8_t)tmp[c];
             }
         }
-        if (dq) {
-#pragma omp for schedule(static)
-            for (int64_t b = 0; b < nb; b += 4096)
-                lq_nf4_absmax_avx512(w, am, b, b + 4096 < nb ? b + 4096 : nb);
-        }
-        char *mine = bufs + shared + per * (size_t)th;
+        char *mine = bufs + per * (size_t)th;
         if (rows)
-            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, am, (uint8_t *)mine);
+            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, am,
+                           dq ? (float *)(void *)(mine + 16 * j.ab) : NULL, (uint8_t *)mine);
         else
             nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
                            (float *)(void *)(mine + (size_t)NF4_KC * 64));
