@@ -982,6 +982,11 @@ int main(int argc, char **argv) {
         if (c->fmt == LQ_FMT_DENSE && c->dense_dt != LQ_DENSE_F32)
             for (int exact = 1; exact >= 0; exact--)
                 run_case(c, c->n, c->k, 300, exact, 4000 + (uint64_t)ci * 2 + exact, &o);
+        /* LLM.int8 with a runtime threshold past one 256-row chunk of the AVX-512 VNNI path: the
+         * outlier columns are the whole call's */
+        if (c->fmt == LQ_FMT_INT8 && c->threshold > 0.f)
+            for (int exact = 1; exact >= 0; exact--)
+                run_case(c, c->n, c->k, 300, exact, 4000 + (uint64_t)ci * 2 + exact, &o);
         /* m = 4096 on a small weight (once per format): the large-m path over many row blocks */
         if (big_done[c->fmt]++)
             goto report;

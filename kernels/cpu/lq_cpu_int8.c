@@ -3,8 +3,9 @@
  * A per-call prologue classifies the input columns (stored fp16 outlier / runtime outlier /
  * int8), finds each row's absmax and quantizes the activations once.
  * Small m: per output row, int8 x int8 -> int32 dot products (vectorized integer sums, exact),
- * then the fp columns; with AVX-512 VNNI (up to INT8_VNNI_MAX_M rows) the same exact sums by
- * vpdpbusd (cpu/lq_cpu_vnni.c), else with AVX2 by vpmaddubsw (cpu/lq_cpu_avx2.c).
+ * then the fp columns; with AVX-512 VNNI (any m, MR rows at a time) the same exact sums by
+ * vpdpbusd (cpu/lq_cpu_vnni.c), else with AVX2 by vpmaddubsw (cpu/lq_cpu_avx2.c, up to
+ * INT8_VNNI_MAX_M rows).
  * Large m: int8 values are exact in float32, so the int32 product is an sgemm of the quantized
  * activations with CB tiles converted to float (exact while |acc| < 2^24, i.e. unless k is huge
  * and every product near 127^2; otherwise relative error 2^-24, far below the activation
@@ -16,8 +17,10 @@
 #include <string.h>
 
 #define MR 256 /* activation rows per block of the large-m path */
-/* rows up to which the VNNI dot products beat the float sgemm of the large-m path
- * (bench_kernels_cpu, 4096 x 4096) */
+/* rows up to which the AVX2 dot products beat the float sgemm of the large-m path
+ * (bench_kernels_cpu, 4096 x 4096); the AVX-512 VNNI ones serve every m, MR rows at a time:
+ * at 512 rows they tie OpenBLAS's AVX-512 sgemm (92 against 90 ms, 1 thread, Zen 5) and take
+ * 0.6x the time of its AVX2 one (152 ms), which OpenBLAS runs where it does not know the CPU */
 #define INT8_VNNI_MAX_M 64
 
 /* the integer sums' kernel: 2 AVX-512 VNNI, 1 AVX2, 0 the dot products of int8_small_out */
@@ -26,7 +29,8 @@ static int int8_dots_kind(void) {
 }
 
 static int int8_small(int64_t m) {
-    return m <= LQ_FUSED_M || (m <= INT8_VNNI_MAX_M && int8_dots_kind());
+    const int kind = int8_dots_kind();
+    return m <= LQ_FUSED_M || kind == 2 || (m <= INT8_VNNI_MAX_M && kind);
 }
 
 static size_t al64(size_t b) {
@@ -130,7 +134,7 @@ LQ_CLONES static void int8_small_out(const lq_qlinear *w, int64_t i, int64_t m, 
     const int8_t   *wr = (const int8_t *)w->qweight + i * k;
     const uint16_t *ow = w->outlier_w + i * no;
     const float     sc = w->scb[i];
-    lq_v8f          va[INT8_VNNI_MAX_M > LQ_FUSED_M ? INT8_VNNI_MAX_M : LQ_FUSED_M];
+    lq_v8f          va[MR]; /* m <= MR: the callers' row chunks */
     float           wb[64];
     for (int64_t r = 0; r < m; r++)
         va[r] = lq_v8f_splat(0.f);
@@ -171,9 +175,9 @@ lq_status lq_dequant_int8_cpu(const lq_qlinear *w, float *out, int nthreads) {
 
 size_t lq_ws_int8_cpu(const lq_qlinear *w, int64_t m) {
     const size_t head = int8_ws_head(w, m);
-    if (int8_small(m))
-        return head + int8_small_ws(w, m, 1);
     const int64_t mr = m < MR ? m : MR;
+    if (int8_small(m))
+        return head + int8_small_ws(w, mr, 1);
     /* float activations [mr, k] + gathered fp activations [mr, k] + tile [nt, k] */
     return head + (size_t)(2 * mr * w->k + lq_tile_rows(w) * w->k) * sizeof(float);
 }
@@ -189,28 +193,33 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int64_t nf = int8_prologue(w, x, m, &s);
 
     if (int8_small(m)) {
-        int8_t *qx = s.rest;
-        for (int64_t r = 0; r < m; r++)
-            quant_row(x + r * k, k, s.col, s.rowmax[r], qx + r * k);
-        int32_t  *acc  = NULL; /* VNNI / AVX2: all the integer sums first */
-        const int kind = int8_dots_kind();
-        if (kind) {
-            uint8_t *vws = (uint8_t *)s.rest + al64((size_t)(m * k));
-            acc = (int32_t *)(void *)(vws + (kind == 2 ? al64(lq_ws_int8_vnni(n, k, m)) : 0));
-            LQ_TRY(kind == 2 ? lq_int8_dots_vnni(cb, n, k, qx, m, acc, vws, nthreads)
-                             : lq_int8_dots_avx2(cb, n, k, qx, m, acc, nthreads));
-        }
-        /* fp columns in the reference's order (runtime, then stored): activations [m, nfp],
-         * rows zero-padded to a multiple of 8 */
-        const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
-        float        *xg = (float *)(void *)((uint8_t *)s.rest + int8_small_ws(w, m, 0));
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t p = 0; p < nfp; p++)
-                xg[r * nfp + p] =
-                    p < nf ? x[r * k + s.fcols[p < nrt ? w->n_outlier + p : p - nrt]] : 0.f;
+        /* MR rows at a time (the columns' classes are the whole call's, from the prologue) */
+        for (int64_t r0 = 0; r0 < m; r0 += MR) {
+            const int64_t mr = r0 + MR < m ? MR : m - r0;
+            const float  *xr = x + r0 * k;
+            int8_t       *qx = s.rest;
+            for (int64_t r = 0; r < mr; r++)
+                quant_row(xr + r * k, k, s.col, s.rowmax[r0 + r], qx + r * k);
+            int32_t  *acc  = NULL; /* VNNI / AVX2: all the integer sums first */
+            const int kind = int8_dots_kind();
+            if (kind) {
+                uint8_t *vws = (uint8_t *)s.rest + al64((size_t)(mr * k));
+                acc = (int32_t *)(void *)(vws + (kind == 2 ? al64(lq_ws_int8_vnni(n, k, mr)) : 0));
+                LQ_TRY(kind == 2 ? lq_int8_dots_vnni(cb, n, k, qx, mr, acc, vws, nthreads)
+                                 : lq_int8_dots_avx2(cb, n, k, qx, mr, acc, nthreads));
+            }
+            /* fp columns in the reference's order (runtime, then stored): activations
+             * [mr, nfp], rows zero-padded to a multiple of 8 */
+            const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
+            float        *xg = (float *)(void *)((uint8_t *)s.rest + int8_small_ws(w, mr, 0));
+            for (int64_t r = 0; r < mr; r++)
+                for (int64_t p = 0; p < nfp; p++)
+                    xg[r * nfp + p] =
+                        p < nf ? xr[r * k + s.fcols[p < nrt ? w->n_outlier + p : p - nrt]] : 0.f;
 #pragma omp parallel for schedule(static) num_threads(nt)
-        for (int64_t i = 0; i < n; i++)
-            int8_small_out(w, i, m, qx, acc, s.rowmax, s.fcols, nf, xg, y);
+            for (int64_t i = 0; i < n; i++)
+                int8_small_out(w, i, mr, qx, acc, s.rowmax + r0, s.fcols, nf, xg, y + r0 * n);
+        }
     } else {
         if (!lq_blas_dims_ok(m, n, k))
             return LQ_ERR_UNSUPPORTED;
