@@ -1021,6 +1021,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * codes of 4 columns and 64 activations of up to 4 rows; lanes are summed at the end.
  * --------------------------------------------------------------------------------------- */
 #define I8_NC 4 /* columns per block */
+#define I8_PF 4096 /* bytes ahead on each of the tile's weight rows (see D16_PF) */
 
 VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, int64_t kp,
                                 int64_t i0, int64_t r0, int32_t *acc, int64_t n, const int M,
@@ -1036,6 +1037,7 @@ VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, 
         const __mmask64 km = k - c0 >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - c0)) - 1);
         __m512i         wv[I8_NC];
         for (int c = 0; c < NC; c++) {
+            _mm_prefetch((const char *)(cb + (i0 + c) * k + c0 + I8_PF), _MM_HINT_T0);
             wv[c] = _mm512_maskz_loadu_epi8(km, cb + (i0 + c) * k + c0);
             sw[c] = _mm512_dpbusd_epi32(sw[c], ones, wv[c]);
         }
