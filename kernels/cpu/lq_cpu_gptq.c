@@ -205,6 +205,27 @@ static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, 
     *zs = *s * lq_v8u_to_f((zf + 1u) & lq_v8u_splat((1u << b) - 1u));
 }
 
+/* Word row `row` of a block of NV vectors of columns into wv. The blocks after this one read
+ * the next bytes of the same rows: one stream per word row of a group is more than the hardware
+ * prefetcher follows, hence the prefetch. */
+static inline __attribute__((always_inline)) void gptq_load_words(const uint32_t *row, lq_v8u *wv,
+                                                                  const int NV) {
+    for (int jv = 0; jv < NV; jv += 2)
+        __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
+    for (int jv = 0; jv < NV; jv++)
+        wv[jv] = lq_v8u_load(row + 8 * jv);
+}
+
+/* Field v of the words w as floats: with PRE masked in place (against x prescaled by
+ * gptq_prescale), the top field shifted down; without, shifted and masked. */
+static inline __attribute__((always_inline)) lq_v8f gptq_field(lq_v8u w, int v, const int b,
+                                                               const int PRE) {
+    const uint32_t fmask = (1u << b) - 1u;
+    return lq_v8u_to_f(!PRE             ? (w >> (uint32_t)(b * v)) & lq_v8u_splat(fmask)
+                       : v + 1 == 32 / b ? w >> (uint32_t)(32 - b)
+                                         : w & lq_v8u_splat(fmask << (b * v)));
+}
+
 /* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). With PRE, xp
  * is x with channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
  * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
@@ -229,20 +250,11 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
         const uint32_t *row = qw + wr * n + i0;
         const float    *xc  = xp + wr * vpw;
         lq_v8u          wv[NBW_MAX / 8];
-        /* the blocks after this one read the next bytes of the same rows: one stream per row
-         * of the group is more than the hardware prefetcher follows */
-        for (int jv = 0; jv < NV; jv += 2)
-            __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
-        for (int jv = 0; jv < NV; jv++)
-            wv[jv] = lq_v8u_load(row + 8 * jv);
+        gptq_load_words(row, wv, NV);
         for (int v = 0; v < vpw; v++) {
-            const uint32_t fmask = (1u << b) - 1u;
-            const lq_v8u   fm    = lq_v8u_splat(PRE ? fmask << (b * v) : fmask);
-            lq_v8f         q[NBW_MAX / 8];
+            lq_v8f q[NBW_MAX / 8];
             for (int jv = 0; jv < NV; jv++)
-                q[jv] = lq_v8u_to_f(!PRE           ? (wv[jv] >> (uint32_t)(b * v)) & fm
-                                    : v + 1 == vpw ? wv[jv] >> (uint32_t)(32 - b)
-                                                   : wv[jv] & fm);
+                q[jv] = gptq_field(wv[jv], v, b, PRE);
             for (int r = 0; r < M; r++) {
                 const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
                 for (int jv = 0; jv < NV; jv++)
@@ -283,19 +295,12 @@ gptq_gidx_block(const lq_qlinear *w, const float *xp, const float *xs, int64_t i
         const uint32_t *row = qw + wr * n + i0;
         const float    *xc  = xp + wr * vpw;
         lq_v8u          wv[NBW_MAX / 8];
-        for (int jv = 0; jv < NV; jv += 2)
-            __builtin_prefetch(row + GPTQ_PF_WORDS + 8 * jv);
-        for (int jv = 0; jv < NV; jv++)
-            wv[jv] = lq_v8u_load(row + 8 * jv);
+        gptq_load_words(row, wv, NV);
         for (int v = 0; v < vpw; v++) {
-            const uint32_t fmask = (1u << b) - 1u;
-            const lq_v8u   fm    = lq_v8u_splat(PRE ? fmask << (b * v) : fmask);
-            float         *a     = acc + (int64_t)gi[wr * vpw + v] * AW;
-            lq_v8f         q[NBW_MAX / 8];
+            float *a = acc + (int64_t)gi[wr * vpw + v] * AW;
+            lq_v8f q[NBW_MAX / 8];
             for (int jv = 0; jv < NV; jv++)
-                q[jv] = lq_v8u_to_f(!PRE           ? (wv[jv] >> (uint32_t)(b * v)) & fm
-                                    : v + 1 == vpw ? wv[jv] >> (uint32_t)(32 - b)
-                                                   : wv[jv] & fm);
+                q[jv] = gptq_field(wv[jv], v, b, PRE);
             for (int r = 0; r < M; r++) {
                 const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
                 for (int jv = 0; jv < NV; jv++) {
@@ -425,13 +430,9 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
             __builtin_prefetch(row + GPTQ_PF_WORDS);
             const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
             float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
-            for (int v = 0; v < vpw; v++) { /* fields as gptq_group_block's with PRE */
-                const lq_v8u fm = lq_v8u_splat(((1u << b) - 1u) << (b * v));
+            for (int v = 0; v < vpw; v++)
                 for (int h = 0; h < 2; h++)
-                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h,
-                                 lq_v8u_to_f(v + 1 == vpw ? wv[h] >> (uint32_t)(32 - b)
-                                                          : wv[h] & fm));
-            }
+                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h, gptq_field(wv[h], v, b, 1));
         }
         lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
     }
