@@ -977,14 +977,12 @@ int main(int argc, char **argv) {
                 run_case(c, c->n, c->k, k_ms[mi], exact, 1000 + (uint64_t)ci * 16 + mi, &o);
         for (size_t mi = 0; mi < sizeof k_ms_extra / sizeof k_ms_extra[0]; mi++)
             run_case(c, c->n, c->k, k_ms_extra[mi], 1, 3000 + (uint64_t)ci * 16 + mi, &o);
-        /* fp16 / bf16 weights past every converting kernel's bound (LQ_DENSE16_AVX2_M): the
-         * path of sgemm on converted tiles */
-        if (c->fmt == LQ_FMT_DENSE && c->dense_dt != LQ_DENSE_F32)
-            for (int exact = 1; exact >= 0; exact--)
-                run_case(c, c->n, c->k, 300, exact, 4000 + (uint64_t)ci * 2 + exact, &o);
-        /* LLM.int8 with a runtime threshold past one 256-row chunk of the AVX-512 VNNI path: the
-         * outlier columns are the whole call's */
-        if (c->fmt == LQ_FMT_INT8 && c->threshold > 0.f)
+        /* 300 rows: fp16 / bf16 weights past every converting kernel's bound
+         * (LQ_DENSE16_AVX2_M), the path of sgemm on converted tiles; LLM.int8 with a runtime
+         * threshold past one 256-row chunk of the AVX-512 VNNI path, whose outlier columns are
+         * the whole call's */
+        if ((c->fmt == LQ_FMT_DENSE && c->dense_dt != LQ_DENSE_F32) ||
+            (c->fmt == LQ_FMT_INT8 && c->threshold > 0.f))
             for (int exact = 1; exact >= 0; exact--)
                 run_case(c, c->n, c->k, 300, exact, 4000 + (uint64_t)ci * 2 + exact, &o);
         /* m = 4096 on a small weight (once per format): the large-m path over many row blocks */

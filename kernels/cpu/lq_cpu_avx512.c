@@ -255,8 +255,9 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
 #pragma omp parallel num_threads(nthreads)
         {
             const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-            const int64_t b0 = al16(nb * t / T), b1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
-            lq_nf4_absmax_avx512(w, am + (b0 < nb ? b0 : nb), b0 < nb ? b0 : nb, b1 < nb ? b1 : nb);
+            const int64_t a0 = al16(nb * t / T), a1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
+            const int64_t b0 = a0 < nb ? a0 : nb, b1 = a1 < nb ? a1 : nb;
+            lq_nf4_absmax_avx512(w, am + b0, b0, b1);
         }
     }
     const float  *absmax = am ? am : (const float *)w->absmax;

@@ -179,8 +179,7 @@ lq_status lq_dequant_gptq_cpu(const lq_qlinear *w, float *out, int nthreads) {
  * Laid out [G, n], the rows a block reads are n floats apart, a multiple of 4 KiB at the usual
  * sizes that maps every group of a column block to one L1 set; at act-order's random g_idx
  * that made the unsorted kernel 4x slower than the grouped one. */
-#define GPTQ_PB 16
-_Static_assert(GPTQ_PB == NB, "the generic kernel's tail blocks read one parameter block");
+#define GPTQ_PB NB /* the tail blocks of gptq_fused_generic read one parameter block each */
 static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
     return (j / GPTQ_PB) * G * GPTQ_PB + g * GPTQ_PB + j % GPTQ_PB;
 }

@@ -193,6 +193,8 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     const int64_t nf = int8_prologue(w, x, m, &s);
 
     if (int8_small(m)) {
+        const int     kind = int8_dots_kind();
+        const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
         /* MR rows at a time (the columns' classes are the whole call's, from the prologue) */
         for (int64_t r0 = 0; r0 < m; r0 += MR) {
             const int64_t mr = r0 + MR < m ? MR : m - r0;
@@ -200,8 +202,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             int8_t       *qx = s.rest;
             for (int64_t r = 0; r < mr; r++)
                 quant_row(xr + r * k, k, s.col, s.rowmax[r0 + r], qx + r * k);
-            int32_t  *acc  = NULL; /* VNNI / AVX2: all the integer sums first */
-            const int kind = int8_dots_kind();
+            int32_t *acc = NULL; /* VNNI / AVX2: all the integer sums first */
             if (kind) {
                 uint8_t *vws = (uint8_t *)s.rest + al64((size_t)(mr * k));
                 acc = (int32_t *)(void *)(vws + (kind == 2 ? al64(lq_ws_int8_vnni(n, k, mr)) : 0));
@@ -210,8 +211,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             }
             /* fp columns in the reference's order (runtime, then stored): activations
              * [mr, nfp], rows zero-padded to a multiple of 8 */
-            const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
-            float        *xg = (float *)(void *)((uint8_t *)s.rest + int8_small_ws(w, mr, 0));
+            float *xg = (float *)(void *)((uint8_t *)s.rest + int8_small_ws(w, mr, 0));
             for (int64_t r = 0; r < mr; r++)
                 for (int64_t p = 0; p < nfp; p++)
                     xg[r * nfp + p] =
