@@ -52,6 +52,8 @@ static const fcase k_fmts[] = {
     /* dense weights as a checkpoint stores them (the "dense-f32 sgemm" rows: float32) */
     {"dense_f16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_F16},
     {"dense_bf16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
+    /* float32 through the library (lq_sgemm_tile), against the sgemm column on the same weights */
+    {"dense_f32", LQ_FMT_DENSE, 32, 0, 0, 0, 0, 0, LQ_DENSE_F32},
 };
 
 static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_err *err) {
@@ -96,12 +98,17 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
     }
     if (c->fmt == LQ_FMT_DENSE) {
         memset(out, 0, sizeof *out);
-        uint16_t *h = lq_qbuf_alloc(out, (size_t)(n * k) * 2);
+        const int f32 = c->dense_dt == LQ_DENSE_F32;
+        void     *h   = lq_qbuf_alloc(out, (size_t)(n * k) * (f32 ? 4 : 2));
         if (!h)
             return LQ_ERR_NOMEM;
         for (int64_t e = 0; e < n * k; e++) {
             const float v = 0.02f * lq_rng_normal(&r);
-            h[e]          = c->dense_dt == LQ_DENSE_BF16 ? lq_f32_to_bf16(v) : lq_f32_to_f16(v);
+            if (f32)
+                ((float *)h)[e] = v;
+            else
+                ((uint16_t *)h)[e] =
+                    c->dense_dt == LQ_DENSE_BF16 ? lq_f32_to_bf16(v) : lq_f32_to_f16(v);
         }
         out->q.format      = LQ_FMT_DENSE;
         out->q.n           = n;

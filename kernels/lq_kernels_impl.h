@@ -388,10 +388,12 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
 
 /* ---------------------------------------------------------------------------------------
  * Large-m path shared by the dequantizing formats: dequantize tiles of LQ_TILE_ROWS output
- * columns into the caller's workspace and multiply with OpenBLAS sgemm.
+ * columns into the caller's workspace and multiply with lq_sgemm_tile (lq_gemm512 where the CPU
+ * has AVX-512, else OpenBLAS sgemm).
  *
- * The tile dequantization runs on lq_blas_tile_threads threads: all of them where OpenBLAS is
- * its OpenMP build (its threads are libgomp's, the pool the dequantization ran on), one with
+ * The tile dequantization runs on lq_blas_tile_threads threads: all of them where the product
+ * is lq_gemm512's or OpenBLAS is its OpenMP build (its threads are libgomp's, the pool the
+ * dequantization ran on), one with
  * the pthreads build: that and libgomp keep separate thread pools that both spin after their
  * work, and alternating an OpenMP region with each sgemm made them fight for the cores (10-30x
  * slower on a 2-core machine unless OMP_WAIT_POLICY=PASSIVE).
@@ -434,6 +436,22 @@ int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k);
 /* y[m, nt] (row stride ldy) = x[m, k] @ T, T = tile as [k, nt] (kn != 0, the W^T layout GPTQ
  * and AWQ dequantize into naturally) or as [nt, k] (W rows, kn == 0); y = beta * y + x @ T. */
 void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
-                   float *y, int64_t ldy, float beta);
+                   float *y, int64_t ldy, float beta, int nthreads);
+/* The AVX-512 GEMM behind lq_sgemm_tile where lq_cpu_avx512() (cpu/lq_cpu_gemm512.c): B as
+ * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
+ * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B
+ * (y not read when beta is 0), x rows k apart. */
+/* lq_sgemm_tile's rows from which lq_gemm512 takes over: float32 4096 x 4096, 1 thread (Zen 5,
+ * OpenBLAS's AVX2 kernels): 10.3 / 11.5 / 15.5 / 77 ms at 16 / 32 / 64 / 512 rows against
+ * sgemm's 8.8 / 12.8 / 21.1 / 134 */
+#define LQ_GEMM512_MIN_M 32
+typedef enum { LQ_GEMM_B_KN, LQ_GEMM_B_F32, LQ_GEMM_B_F16, LQ_GEMM_B_BF16 } lq_gemm_b_kind;
+typedef struct lq_gemm_b {
+    const void    *p;
+    int64_t        ld;
+    lq_gemm_b_kind kind;
+} lq_gemm_b;
+void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
+                int64_t ldy, float beta, int nthreads);
 
 #endif

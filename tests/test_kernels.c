@@ -28,7 +28,9 @@
 #include "lq_test.h"
 #include "lq_test_qlinear.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef LQ_HAVE_CUDA
@@ -401,6 +403,64 @@ static void test_f16_fast(void) {
         bad += memcmp(&a, &b, 4) != 0;
     }
     CHECK_MSG(bad == 0, "lq_f16_to_f32_fast differs on %d inputs", bad);
+}
+
+/* The AVX-512 GEMM under the large-m paths (lq_gemm512), where the CPU has it: every B kind
+ * against a double-precision product on small integers (exact), over the tails of its blocks
+ * (m % 6, nt % 64 and % 16, k % 16 and % 128), both betas; y's padding past nt is left alone
+ * and y is not read at beta 0 (NaN there). */
+static void test_gemm512(void) {
+    if (!lq_cpu_avx512())
+        return;
+    static const int64_t ms[] = {1, 5, 6, 7, 13}, ns[] = {1, 17, 64, 100},
+                         ks[] = {1, 15, 16, 130, 300};
+    lq_rng r;
+    lq_rng_seed(&r, 11);
+    int bad = 0, runs = 0;
+    for (int kind = LQ_GEMM_B_KN; kind <= LQ_GEMM_B_BF16; kind++)
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++)
+                    for (int beta = 0; beta <= 1; beta++) {
+                        const int64_t m = ms[a], nt = ns[b], k = ks[c], ldy = nt + 3;
+                        float *x = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(nt * k) * 4);
+                        float *bf    = malloc((size_t)(nt * k) * 4),
+                              *y     = malloc((size_t)(m * ldy) * 4);
+                        uint16_t *bh = malloc((size_t)(nt * k) * 2);
+                        for (int64_t e = 0; e < m * k; e++)
+                            x[e] = (float)((int)(lq_rng_uniform(&r) * 7) - 3);
+                        for (int64_t j = 0; j < nt; j++)
+                            for (int64_t e = 0; e < k; e++) {
+                                const float v  = (float)((int)(lq_rng_uniform(&r) * 9) - 4);
+                                w[j * k + e]   = v;
+                                bf[e * nt + j] = v; /* [k, nt] */
+                                bh[j * k + e] =
+                                    kind == LQ_GEMM_B_F16 ? lq_f32_to_f16(v) : lq_f32_to_bf16(v);
+                            }
+                        for (int64_t e = 0; e < m * ldy; e++)
+                            y[e] = beta ? (float)(e % 5) : NAN;
+                        for (int64_t rr = 0; rr < m; rr++)
+                            for (int64_t j = nt; j < ldy; j++)
+                                y[rr * ldy + j] = 7.f;
+                        const lq_gemm_b src = {kind == LQ_GEMM_B_KN    ? (const void *)bf
+                                               : kind == LQ_GEMM_B_F32 ? (const void *)w
+                                                                       : (const void *)bh,
+                                               kind == LQ_GEMM_B_KN ? nt : k, (lq_gemm_b_kind)kind};
+                        lq_gemm512(x, m, k, &src, nt, y, ldy, (float)beta, 2);
+                        for (int64_t rr = 0; rr < m; rr++)
+                            for (int64_t j = 0; j < ldy; j++) {
+                                double want = 7.;
+                                if (j < nt) {
+                                    want = beta ? (double)((rr * ldy + j) % 5) : 0.;
+                                    for (int64_t e = 0; e < k; e++)
+                                        want += (double)x[rr * k + e] * w[j * k + e];
+                                }
+                                bad += y[rr * ldy + j] != (float)want;
+                            }
+                        runs++;
+                        free(x), free(w), free(bf), free(y), free(bh);
+                    }
+    CHECK_MSG(bad == 0, "lq_gemm512: %d wrong outputs over %d products", bad, runs);
 }
 
 static void test_validation(void) {
@@ -963,6 +1023,7 @@ int main(int argc, char **argv) {
     if (!o.fmt) {
         test_layouts();
         test_f16_fast();
+        test_gemm512();
         test_validation();
         test_sort();
     }

@@ -45,7 +45,8 @@ const char *lq_blas_better_coretype(void) {
 #endif
 
 int lq_blas_tile_threads(int nthreads) {
-    return openblas_get_parallel() == 2 ? lq_cpu_threads(nthreads) : 1; /* 2: OpenMP */
+    /* 2: OpenMP; with AVX-512 the tiles go to lq_gemm512, on libgomp's threads too */
+    return lq_cpu_avx512() || openblas_get_parallel() == 2 ? lq_cpu_threads(nthreads) : 1;
 }
 
 const char *lq_blas_coretype(void) {

@@ -24,7 +24,12 @@ int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k) {
 }
 
 void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
-                   float *y, int64_t ldy, float beta) {
+                   float *y, int64_t ldy, float beta, int nthreads) {
+    if (m >= LQ_GEMM512_MIN_M && lq_cpu_avx512()) {
+        const lq_gemm_b b = {tile, kn ? nt : k, kn ? LQ_GEMM_B_KN : LQ_GEMM_B_F32};
+        lq_gemm512(x, m, k, &b, nt, y, ldy, beta, lq_cpu_threads(nthreads));
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, kn ? CblasNoTrans : CblasTrans, (int)m, (int)nt,
                 (int)k, 1.f, x, (int)k, tile, kn ? (int)nt : (int)k, beta, y, (int)ldy);
 }
@@ -69,7 +74,7 @@ lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G,
             const int64_t c0 = cb * CB, c1 = c0 + CB < k ? c0 + CB : k;
             ops->kn(w, c0, c1, i0, nc, sc, zs, tr, tile + c0 * nc, nc);
         }
-        lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f);
+        lq_sgemm_tile(x, m, k, tile, nc, 1, y + i0, n, 0.f, nthreads);
     }
     return LQ_OK;
 }

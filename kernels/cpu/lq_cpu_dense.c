@@ -1,10 +1,11 @@
-/* Unquantized linears. float32: OpenBLAS sgemm on the weights as they are. fp16 / bf16: the
- * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows, else the AVX2 one up to LQ_DENSE16_AVX2_M(_BF16)
- * (converting as they read: half the bytes of float32 where the rows are memory-bound); otherwise
- * tiles of TILE_ROWS weight rows converted to float32 in the workspace, each multiplied with sgemm.
- * The tiles are 4x the quantized formats' because sgemm packs x again on every call: with 256-row
- * tiles 4096 x 4096 at m = 512 ran 15-20% slower than sgemm on float32 weights, with 1024 within
- * 1-4%. */
+/* Unquantized linears. float32: lq_sgemm_tile on the weights as they are. fp16 / bf16: the
+ * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it
+ * packs (no float32 copy, no workspace); without AVX-512 the AVX2 kernel up to
+ * LQ_DENSE16_AVX2_M(_BF16) (converting as they read: half the bytes of float32 where the rows
+ * are memory-bound), otherwise tiles of TILE_ROWS weight rows converted to float32 in the
+ * workspace, each multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm
+ * packs x again on every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower
+ * than sgemm on float32 weights, with 1024 within 1-4%. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
@@ -52,8 +53,14 @@ lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
     return LQ_OK;
 }
 
+/* fp16 / bf16 past the AVX-512 row kernel: the AVX-512 GEMM, converting as it packs */
+static int gemm512_ok(const lq_qlinear *w, int64_t m) {
+    return w->dense_dtype != LQ_DENSE_F32 && !lq_dense16_avx512_ok(w, m) && lq_cpu_avx512();
+}
+
 size_t lq_ws_dense_cpu(const lq_qlinear *w, int64_t m) {
-    if (w->dense_dtype == LQ_DENSE_F32 || lq_dense16_avx512_ok(w, m) || lq_dense16_avx2_ok(w, m))
+    if (w->dense_dtype == LQ_DENSE_F32 || lq_dense16_avx512_ok(w, m) || gemm512_ok(w, m) ||
+        lq_dense16_avx2_ok(w, m))
         return 0;
     return (size_t)(tile_rows(w) * w->k) * sizeof(float);
 }
@@ -64,9 +71,13 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
     if (w->dense_dtype == LQ_DENSE_F32) {
-        lq_sgemm_tile(x, m, k, w->dense, n, 0, y, n, 0.f);
+        lq_sgemm_tile(x, m, k, w->dense, n, 0, y, n, 0.f, nthreads);
     } else if (lq_dense16_avx512_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx512(w, x, m, y, lq_cpu_threads(nthreads)));
+    } else if (gemm512_ok(w, m)) {
+        const lq_gemm_b b = {w->dense, k,
+                             w->dense_dtype == LQ_DENSE_BF16 ? LQ_GEMM_B_BF16 : LQ_GEMM_B_F16};
+        lq_gemm512(x, m, k, &b, n, y, n, 0.f, lq_cpu_threads(nthreads));
     } else if (lq_dense16_avx2_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx2(w, x, m, y, lq_cpu_threads(nthreads)));
     } else {
@@ -79,7 +90,7 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
 #pragma omp parallel for schedule(static) num_threads(nt)
             for (int64_t i = 0; i < nc; i++)
                 dense_to_f32(w, (i0 + i) * k, k, avx, (float *)ws + i * k);
-            lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
+            lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f, nthreads);
         }
     }
     lq_add_bias_f16(w->bias, m, n, y);

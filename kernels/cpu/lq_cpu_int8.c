@@ -243,7 +243,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
 #pragma omp parallel for schedule(static) num_threads(tt) /* tt: see LQ_TILE_ROWS */
                 for (int64_t e = 0; e < nc * k; e++)
                     tile[e] = (float)cb[i0 * k + e];
-                lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f);
+                lq_sgemm_tile(xq, mr, k, tile, nc, 0, yt, n, 0.f, nthreads);
                 for (int64_t r = 0; r < mr; r++)
                     for (int64_t j = 0; j < nc; j++)
                         yt[r * n + j] = (yt[r * n + j] * (s.rowmax[r0 + r] * w->scb[i0 + j])) *
@@ -252,7 +252,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
                     for (int64_t j = 0; j < nc; j++)
                         for (int64_t t = 0; t < nf; t++)
                             tile[j * nf + t] = fp_weight(w, i0 + j, t, s.fcols[t]);
-                    lq_sgemm_tile(xf, mr, nf, tile, nc, 0, yt, n, 1.f);
+                    lq_sgemm_tile(xf, mr, nf, tile, nc, 0, yt, n, 1.f, nthreads);
                 }
             }
         }

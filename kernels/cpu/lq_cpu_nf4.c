@@ -250,7 +250,7 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
             nf4_rows(w, i0, i0 + nc, ws, tt);
-            lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f);
+            lq_sgemm_tile(x, m, k, ws, nc, 0, y + i0, n, 0.f, nthreads);
         }
     }
     lq_add_bias_f16(w->bias, m, n, y);

@@ -1,0 +1,203 @@
+/* AVX-512 float GEMM for the large-m paths: y[m, nt] = beta * y + x[m, k] @ B, where B is a
+ * dequantized tile (W^T as [k, nt], or W rows as [nt, k]) or the fp16 / bf16 weights of a dense
+ * linear as they are stored. Why not OpenBLAS: it picks its kernels once, from the CPU model it
+ * knows (lq_cpu_blas.c), and on CPUs newer than the library, or where OPENBLAS_CORETYPE holds it
+ * back, that is its AVX2 or SSE3 sgemm, half or a third of this; and B in fp16 / bf16 would have
+ * to be converted to a float32 copy first, which this does while packing.
+ *
+ * The blocking is the usual one for a broadcast-FMA kernel. B is packed in panels of NR = 64
+ * columns x KC channels (32 KiB: L1), k-major, converted and transposed on the way; every MR = 6
+ * rows of x then run against the panel: 24 accumulators (6 rows x 4 vectors), per channel four
+ * panel loads and six broadcasts for 24 FMAs. Each thread takes whole panels, and a panel's
+ * y block (m x 64) stays in L2 across the channel blocks while x streams through. */
+#include "lq_kernels_impl.h"
+
+#include <omp.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define G512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define G512_INLINE static inline __attribute__((always_inline)) G512_TARGET
+
+enum { NR = 64, MR = 6, KC = 128 };
+
+/* rows r[0..15] -> r[i] = column i of the 16 x 16 block */
+G512_INLINE void tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i]     = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i]     = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i]     = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i]     = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* 16 channels of an [nt, k] source's row at p, masked to mk, as float32 (kind: a constant once
+ * inlined) */
+G512_INLINE __m512 row16(lq_gemm_b_kind kind, const void *p, __mmask16 mk) {
+    if (kind == LQ_GEMM_B_F32)
+        return _mm512_maskz_loadu_ps(mk, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(mk, p);
+    if (kind == LQ_GEMM_B_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+G512_INLINE void pack_nk(lq_gemm_b_kind kind, const lq_gemm_b *b, int64_t n0, int nr, int64_t k0,
+                         int kc, float *pan) {
+    const int64_t es = kind == LQ_GEMM_B_F32 ? 4 : 2;
+    const char   *p  = (const char *)b->p + (n0 * b->ld + k0) * es;
+    for (int jb = 0; jb < NR; jb += 16)
+        for (int c = 0; c < kc; c += 16) {
+            const int       cn = kc - c < 16 ? kc - c : 16;
+            const __mmask16 mk = (__mmask16)((1u << cn) - 1);
+            __m512          r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = jb + i < nr ? row16(kind, p + ((jb + i) * b->ld + c) * es, mk)
+                                   : _mm512_setzero_ps();
+            tr16(r);
+            for (int i = 0; i < cn; i++)
+                _mm512_storeu_ps(pan + (c + i) * NR + jb, r[i]);
+        }
+}
+
+/* pan[kk * NR + j] = B(column n0 + j, channel k0 + kk) for kk < kc, j < NR; columns past nr
+ * are zero */
+G512_TARGET static void pack(const lq_gemm_b *b, int64_t n0, int nr, int64_t k0, int kc,
+                             float *pan) {
+    switch (b->kind) {
+    case LQ_GEMM_B_KN: {
+        const __mmask64 all = nr >= NR ? ~(__mmask64)0 : (((__mmask64)1 << nr) - 1);
+        const float    *s   = (const float *)b->p + k0 * b->ld + n0;
+        for (int kk = 0; kk < kc; kk++)
+            for (int v = 0; v < NR / 16; v++)
+                _mm512_storeu_ps(
+                    pan + kk * NR + 16 * v,
+                    _mm512_maskz_loadu_ps((__mmask16)(all >> (16 * v)), s + kk * b->ld + 16 * v));
+        break;
+    }
+    case LQ_GEMM_B_F32:
+        pack_nk(LQ_GEMM_B_F32, b, n0, nr, k0, kc, pan);
+        break;
+    case LQ_GEMM_B_F16:
+        pack_nk(LQ_GEMM_B_F16, b, n0, nr, k0, kc, pan);
+        break;
+    case LQ_GEMM_B_BF16:
+        pack_nk(LQ_GEMM_B_BF16, b, n0, nr, k0, kc, pan);
+        break;
+    }
+}
+
+/* y[r, 0..nr) for r < mr (a constant once inlined): first: y = beta * y + sum (y not read
+ * when beta is 0), else y += sum */
+G512_INLINE void ukr(int mr, const float *x, int64_t ldx, const float *pan, int kc, float *y,
+                     int64_t ldy, int nr, int first, float beta) {
+    __m512 acc[MR][NR / 16];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NR / 16; v++)
+            acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int kk = 0; kk < kc; kk++) {
+        __m512 bv[NR / 16];
+        for (int v = 0; v < NR / 16; v++)
+            bv[v] = _mm512_load_ps(pan + kk * NR + 16 * v);
+        for (int r = 0; r < MR; r++) {
+            if (r >= mr)
+                break;
+            const __m512 xb = _mm512_set1_ps(x[r * ldx + kk]);
+            for (int v = 0; v < NR / 16; v++)
+                acc[r][v] = _mm512_fmadd_ps(xb, bv[v], acc[r][v]);
+        }
+    }
+    const __mmask64 all = nr >= NR ? ~(__mmask64)0 : (((__mmask64)1 << nr) - 1);
+    const __m512    bb  = _mm512_set1_ps(beta);
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < NR / 16; v++) {
+            const __mmask16 mk = (__mmask16)(all >> (16 * v));
+            float          *yp = y + r * ldy + 16 * v;
+            if (!mk)
+                break;
+            __m512 o = acc[r][v];
+            if (!first)
+                o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(mk, yp));
+            else if (beta != 0.f)
+                o = _mm512_fmadd_ps(bb, _mm512_maskz_loadu_ps(mk, yp), o);
+            _mm512_mask_storeu_ps(yp, mk, o);
+        }
+}
+
+G512_TARGET static void panel(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t n0,
+                              int nr, float *y, int64_t ldy, float beta, float *pan) {
+    for (int64_t k0 = 0; k0 < k; k0 += KC) {
+        const int kc = k - k0 < KC ? (int)(k - k0) : KC;
+        pack(b, n0, nr, k0, kc, pan);
+        const int first = k0 == 0;
+        int64_t   r     = 0;
+        for (; r + MR <= m; r += MR)
+            ukr(MR, x + r * k + k0, k, pan, kc, y + r * ldy + n0, ldy, nr, first, beta);
+        const float *xr = x + r * k + k0;
+        float       *yr = y + r * ldy + n0;
+        switch ((int)(m - r)) {
+        case 5:
+            ukr(5, xr, k, pan, kc, yr, ldy, nr, first, beta);
+            break;
+        case 4:
+            ukr(4, xr, k, pan, kc, yr, ldy, nr, first, beta);
+            break;
+        case 3:
+            ukr(3, xr, k, pan, kc, yr, ldy, nr, first, beta);
+            break;
+        case 2:
+            ukr(2, xr, k, pan, kc, yr, ldy, nr, first, beta);
+            break;
+        case 1:
+            ukr(1, xr, k, pan, kc, yr, ldy, nr, first, beta);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
+                int64_t ldy, float beta, int nthreads) {
+    const int64_t np = (nt + NR - 1) / NR;
+    if (m <= 0 || nt <= 0)
+        return;
+    if (k <= 0) {
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < nt; j++)
+                y[r * ldy + j] = beta != 0.f ? beta * y[r * ldy + j] : 0.f;
+        return;
+    }
+#pragma omp parallel num_threads(np < nthreads ? (int)np : nthreads)
+    {
+        _Alignas(64) float pan[KC * NR];
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < np; p++) {
+            const int64_t n0 = p * NR;
+            panel(x, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, beta, pan);
+        }
+    }
+}
+#else
+void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
+                int64_t ldy, float beta, int nthreads) {
+    (void)x, (void)m, (void)k, (void)b, (void)nt, (void)y, (void)ldy, (void)beta, (void)nthreads;
+}
+#endif
