@@ -399,6 +399,8 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
  * slower on a 2-core machine unless OMP_WAIT_POLICY=PASSIVE).
  * --------------------------------------------------------------------------------------- */
 int lq_blas_tile_threads(int nthreads);
+/* OpenBLAS runs its AVX-512 kernels (the core it picked) */
+int lq_blas_avx512(void);
 #define LQ_TILE_ROWS 256
 static inline int64_t lq_tile_rows(const lq_qlinear *w) {
     return w->n < LQ_TILE_ROWS ? w->n : LQ_TILE_ROWS;
@@ -437,6 +439,9 @@ int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k);
  * and AWQ dequantize into naturally) or as [nt, k] (W rows, kn == 0); y = beta * y + x @ T. */
 void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
                    float *y, int64_t ldy, float beta, int nthreads);
+/* The same always with OpenBLAS. */
+void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
+                   float *y, int64_t ldy, float beta);
 /* The AVX-512 GEMM behind lq_sgemm_tile where lq_cpu_avx512() (cpu/lq_cpu_gemm512.c): B as
  * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
  * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B

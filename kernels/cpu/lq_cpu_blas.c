@@ -20,10 +20,17 @@ static int in_list(const char *name, const char *const *list) {
     return 0;
 }
 
+static const char *const k_avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+
+int lq_blas_avx512(void) {
+    const char *core = openblas_get_corename();
+    return core && in_list(core, k_avx512_cores);
+}
+
 const char *lq_blas_better_coretype(void) {
-    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
-    static const char *const avx2[]   = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
-                                         "SapphireRapids", NULL};
+    const char *const *const avx512 = k_avx512_cores;
+    static const char *const  avx2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+                                        "SapphireRapids", NULL};
     const char *set = getenv("OPENBLAS_CORETYPE");
     if (set && *set) /* the user's choice stands */
         return NULL;
@@ -39,6 +46,9 @@ const char *lq_blas_better_coretype(void) {
     return NULL;
 }
 #else
+int lq_blas_avx512(void) {
+    return 0;
+}
 const char *lq_blas_better_coretype(void) {
     return NULL;
 }

@@ -30,6 +30,11 @@ void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int6
         lq_gemm512(x, m, k, &b, nt, y, ldy, beta, lq_cpu_threads(nthreads));
         return;
     }
+    lq_sgemm_blas(x, m, k, tile, nt, kn, y, ldy, beta);
+}
+
+void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
+                   float *y, int64_t ldy, float beta) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, kn ? CblasNoTrans : CblasTrans, (int)m, (int)nt,
                 (int)k, 1.f, x, (int)k, tile, kn ? (int)nt : (int)k, beta, y, (int)ldy);
 }

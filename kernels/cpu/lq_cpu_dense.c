@@ -1,11 +1,12 @@
-/* Unquantized linears. float32: lq_sgemm_tile on the weights as they are. fp16 / bf16: the
- * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it
- * packs (no float32 copy, no workspace); without AVX-512 the AVX2 kernel up to
- * LQ_DENSE16_AVX2_M(_BF16) (converting as they read: half the bytes of float32 where the rows
- * are memory-bound), otherwise tiles of TILE_ROWS weight rows converted to float32 in the
- * workspace, each multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm
- * packs x again on every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower
- * than sgemm on float32 weights, with 1024 within 1-4%. */
+/* Unquantized linears. float32: sgemm on the weights as they are (OpenBLAS where it runs its
+ * AVX-512 kernels, else lq_sgemm_tile). fp16 / bf16: the AVX-512 kernel up to
+ * LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it packs (no float32
+ * copy, no workspace); without AVX-512 the AVX2 kernel up to LQ_DENSE16_AVX2_M(_BF16)
+ * (converting as they read: half the bytes of float32 where the rows are memory-bound),
+ * otherwise tiles of TILE_ROWS weight rows converted to float32 in the workspace, each
+ * multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm packs x again on
+ * every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower than sgemm on float32
+ * weights, with 1024 within 1-4%. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
@@ -70,7 +71,11 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     const int64_t n = w->n, k = w->k;
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
-    if (w->dense_dtype == LQ_DENSE_F32) {
+    if (w->dense_dtype == LQ_DENSE_F32 && lq_blas_avx512()) {
+        /* nothing to convert, and OpenBLAS's own AVX-512 sgemm was 3-20% ahead of lq_gemm512
+         * (4096 x 4096, 1 thread, 32-512 rows) */
+        lq_sgemm_blas(x, m, k, w->dense, n, 0, y, n, 0.f);
+    } else if (w->dense_dtype == LQ_DENSE_F32) {
         lq_sgemm_tile(x, m, k, w->dense, n, 0, y, n, 0.f, nthreads);
     } else if (lq_dense16_avx512_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx512(w, x, m, y, lq_cpu_threads(nthreads)));
