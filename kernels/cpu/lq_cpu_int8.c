@@ -129,7 +129,7 @@ LQ_CLONES static int32_t dot_i8(const int8_t *a, const int8_t *b, int64_t k) {
  * summation order than the reference's: exact on the exact tests, NMSE-bound elsewhere). */
 LQ_CLONES static void int8_small_out(const lq_qlinear *w, int64_t i, int64_t m, const int8_t *qx,
                                      const int32_t *acc, const float *rowmax, const int32_t *fcols,
-                                     int64_t nf, const float *xg, float *y) {
+                                     int64_t nf, const float *xg, int cvt, float *y) {
     const int64_t   n = w->n, k = w->k, no = w->n_outlier, nrt = nf - no, nfp = (nf + 7) & ~7;
     const int8_t   *wr = (const int8_t *)w->qweight + i * k;
     const uint16_t *ow = w->outlier_w + i * no;
@@ -142,8 +142,14 @@ LQ_CLONES static void int8_small_out(const lq_qlinear *w, int64_t i, int64_t m, 
         const int64_t p1 = p0 + 64 < nf ? p0 + 64 : nf, pr = p1 < nrt ? p1 : nrt;
         for (int64_t p = p0; p < pr; p++) /* runtime columns: int8 codes */
             wb[p - p0] = ((float)wr[fcols[no + p]] * sc) * LQ_INT8_VEC_DEQUANT;
-        for (int64_t p = p0 > nrt ? p0 : nrt; p < p1; p++) /* stored: fp16 */
-            wb[p - p0] = lq_f16_to_f32_fast(ow[p - nrt]);
+        const int64_t ps = p0 > nrt ? p0 : nrt; /* stored: fp16, F16C where there is one */
+        if (cvt == 2 && ps < p1)
+            lq_dense16_to_f32_avx512(ow + (ps - nrt), 0, p1 - ps, wb + (ps - p0));
+        else if (cvt == 1 && ps < p1)
+            lq_dense16_to_f32_avx2(ow + (ps - nrt), 0, p1 - ps, wb + (ps - p0));
+        else
+            for (int64_t p = ps; p < p1; p++)
+                wb[p - p0] = lq_f16_to_f32_fast(ow[p - nrt]);
         for (int64_t p = p1; p < p0 + 64; p++)
             wb[p - p0] = 0.f;
         for (int64_t r = 0; r < m; r++) /* rows of xg are zero-padded to nfp */
@@ -195,6 +201,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     if (int8_small(m)) {
         const int     kind = int8_dots_kind();
         const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
+        const int     cvt = lq_cpu_avx512() ? 2 : lq_cpu_avx2i() ? 1 : 0;
         /* MR rows at a time (the columns' classes are the whole call's, from the prologue) */
         for (int64_t r0 = 0; r0 < m; r0 += MR) {
             const int64_t mr = r0 + MR < m ? MR : m - r0;
@@ -218,7 +225,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
                         p < nf ? xr[r * k + s.fcols[p < nrt ? w->n_outlier + p : p - nrt]] : 0.f;
 #pragma omp parallel for schedule(static) num_threads(nt)
             for (int64_t i = 0; i < n; i++)
-                int8_small_out(w, i, mr, qx, acc, s.rowmax + r0, s.fcols, nf, xg, y + r0 * n);
+                int8_small_out(w, i, mr, qx, acc, s.rowmax + r0, s.fcols, nf, xg, cvt, y + r0 * n);
         }
     } else {
         if (!lq_blas_dims_ok(m, n, k))
