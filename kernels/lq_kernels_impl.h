@@ -299,8 +299,9 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
 void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b1);
 
 /* Dense fp16 / bf16 weights converted as they are read, m <= LQ_DENSE16_AVX512_M (AVX-512;
- * no workspace, no bias). */
-#define LQ_DENSE16_AVX512_M 64
+ * no workspace, no bias); lq_gemm512 above (4096 x 4096, 1 thread, Zen 5: a tie at 48 rows
+ * for fp16, 10.3-10.8 ms against 11.7-12.0 at 64, bf16 10.2-10.4 against 12.4). */
+#define LQ_DENSE16_AVX512_M 48
 int       lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                  int nthreads);
