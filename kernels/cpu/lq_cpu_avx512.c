@@ -295,9 +295,11 @@ int lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m) {
            (w->dense_dtype == LQ_DENSE_F16 || w->dense_dtype == LQ_DENSE_BF16) && lq_cpu_avx512();
 }
 
-/* Software prefetch 2 KiB ahead along each of the tile's 4 W rows (past a row's end it only
- * names addresses, prefetches do not fault): the hardware prefetcher fell behind on four
- * streams. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at 1 row, 1.34-1.44
+/* Software prefetch 2 KiB ahead along each of the tile's 4 W rows, continuing past a row's
+ * end on the same row of the next tile (prefetches do not fault): the hardware prefetcher fell
+ * behind on four streams. Running on into the next row instead, which this tile already
+ * reads, left the next tile's starts to demand misses: 11008 x 4096 at 1 row took 2.83-2.93
+ * ms instead of 2.33-2.38. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at 1 row, 1.34-1.44
  * -> 1.01-1.07 at 4; 512 or 4096 bytes ahead, or into L2 only, were slower. */
 #define D16_PF 1024
 AVX512_INLINE __m512 d16_cvt(__m256i h, int bf) {
@@ -323,8 +325,10 @@ AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_
     int64_t c = c0;
     for (; c + 16 <= c1; c += 16) {
         __m512 wv[4];
+        /* past a row's end: the same row of the next tile (4 rows on), not the next row */
+        const int64_t pf = c + D16_PF < k ? c + D16_PF : c + D16_PF + 3 * k;
         for (int j = 0; j < 4; j++)
-            _mm_prefetch((const char *)(wr[j] + c + D16_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr[j] + pf), _MM_HINT_T0);
         for (int j = 0; j < 4; j++)
             wv[j] = d16_cvt(_mm256_loadu_si256((const __m256i *)(wr[j] + c)), bf);
         for (int r = 0; r < 4; r++) {

@@ -1036,8 +1036,10 @@ VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, 
     for (int64_t c0 = 0; c0 < k; c0 += 64) {
         const __mmask64 km = k - c0 >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (k - c0)) - 1);
         __m512i         wv[I8_NC];
+        /* past a row's end: the same row of the next block, not the next row (in this one) */
+        const int64_t pf = c0 + I8_PF < k ? c0 + I8_PF : c0 + I8_PF + (I8_NC - 1) * k;
         for (int c = 0; c < NC; c++) {
-            _mm_prefetch((const char *)(cb + (i0 + c) * k + c0 + I8_PF), _MM_HINT_T0);
+            _mm_prefetch((const char *)(cb + (i0 + c) * k + pf), _MM_HINT_T0);
             wv[c] = _mm512_maskz_loadu_epi8(km, cb + (i0 + c) * k + c0);
             sw[c] = _mm512_dpbusd_epi32(sw[c], ones, wv[c]);
         }
