@@ -299,8 +299,9 @@ int lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m) {
  * end on the same row of the next tile (prefetches do not fault): the hardware prefetcher fell
  * behind on four streams. Running on into the next row instead, which this tile already
  * reads, left the next tile's starts to demand misses: 11008 x 4096 at 1 row took 2.83-2.93
- * ms instead of 2.33-2.38. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at 1 row, 1.34-1.44
- * -> 1.01-1.07 at 4; 512 or 4096 bytes ahead, or into L2 only, were slower. */
+ * ms instead of 2.33-2.38. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at
+ * 1 row, 1.34-1.44 -> 1.01-1.07 at 4 with the prefetch; 512 or 4096 bytes ahead, or into L2
+ * only, were slower. */
 #define D16_PF 1024
 AVX512_INLINE __m512 d16_cvt(__m256i h, int bf) {
     return bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
