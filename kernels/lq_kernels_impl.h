@@ -428,10 +428,11 @@ lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G,
                            int64_t m, float *y, float *ws, int nthreads);
 /* xsum[r * G + g] = sum of x[r, c] over group g's channels (the last group may be short). */
 void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, float *xsum);
-/* The most rows of the GPTQ/AWQ grouped kernels: 16 with AVX-512 (CPU time, before the buffered
- * form: sgemm there is twice as wide as they are), LQ_BUF_MAX_M without (4096 x 4096, 1 / 2
- * threads: 14.8 / 7.7 ms against dequantize + sgemm's 17.3 / 10.2 at 32, 21.4 / 11.3 against
- * 22.9 / 12.5 at 48, a tie at 64). */
+/* The most rows of the GPTQ/AWQ grouped kernels: 16 with AVX-512 (lq_gemm512 on the tiles from
+ * 13 rows was faster at 4096 x 4096, 16 rows, 4.4-4.8 ms against 4.9-5.1, and slower at 11008 x
+ * 4096, 13.1-14.3 against 12.4-13.0), LQ_BUF_MAX_M without (4096 x 4096, 1 / 2 threads: 14.8 /
+ * 7.7 ms against dequantize + sgemm's 17.3 / 10.2 at 32, 21.4 / 11.3 against 22.9 / 12.5 at
+ * 48, a tie at 64). */
 int64_t lq_grouped_max_m(void);
 
 /* False when a dimension exceeds the 32-bit BLAS interface. */
@@ -447,9 +448,11 @@ void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int6
  * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
  * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B
  * (y not read when beta is 0), x rows k apart. */
-/* lq_sgemm_tile's rows from which lq_gemm512 takes over: float32 4096 x 4096, 1 thread (Zen 5,
- * OpenBLAS's AVX2 kernels): 10.3 / 11.5 / 15.5 / 77 ms at 16 / 32 / 64 / 512 rows against
- * sgemm's 8.8 / 12.8 / 21.1 / 134 */
+/* lq_sgemm_tile's rows from which lq_gemm512 takes over on [nt, k] float32 (4096 x 4096, 1
+ * thread, Zen 5, OpenBLAS's AVX2 kernels: 10.3 / 11.5 / 15.5 / 77 ms at 16 / 32 / 64 / 512 rows
+ * against sgemm's 8.8 / 12.8 / 21.1 / 134); [k, nt] tiles (GPTQ, AWQ) take it at every m
+ * (GPTQ-4 float at 17 / 24 / 31 rows: 4.4-4.7 / 5.3-5.6 / 6.3-6.9 against 9.2-9.7 / 9.2-9.5 /
+ * 14.1-14.6 through sgemm) */
 #define LQ_GEMM512_MIN_M 32
 typedef enum { LQ_GEMM_B_KN, LQ_GEMM_B_F32, LQ_GEMM_B_F16, LQ_GEMM_B_BF16 } lq_gemm_b_kind;
 typedef struct lq_gemm_b {

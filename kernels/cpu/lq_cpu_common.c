@@ -25,7 +25,7 @@ int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k) {
 
 void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
                    float *y, int64_t ldy, float beta, int nthreads) {
-    if (m >= LQ_GEMM512_MIN_M && lq_cpu_avx512()) {
+    if (lq_cpu_avx512() && (kn || m >= LQ_GEMM512_MIN_M)) {
         const lq_gemm_b b = {tile, kn ? nt : k, kn ? LQ_GEMM_B_KN : LQ_GEMM_B_F32};
         lq_gemm512(x, m, k, &b, nt, y, ldy, beta, lq_cpu_threads(nthreads));
         return;
