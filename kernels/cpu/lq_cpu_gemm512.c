@@ -186,22 +186,18 @@ G512_TARGET static void panel(const float *x, int64_t m, int64_t k, const lq_gem
         }
         const float *xr = x + r * k + k0;
         float       *yr = y + r * ldy + n0;
+        /* the last m % MR rows, each count its own instance (the accumulators stay registers) */
+#define G512_TAIL(M_)                                                                              \
+    case M_:                                                                                       \
+        ukr(M_, xr, k, pan, kc, yr, ldy, nr, first, beta);                                         \
+        break;
         switch ((int)(m - r)) {
-        case 5:
-            ukr(5, xr, k, pan, kc, yr, ldy, nr, first, beta);
-            break;
-        case 4:
-            ukr(4, xr, k, pan, kc, yr, ldy, nr, first, beta);
-            break;
-        case 3:
-            ukr(3, xr, k, pan, kc, yr, ldy, nr, first, beta);
-            break;
-        case 2:
-            ukr(2, xr, k, pan, kc, yr, ldy, nr, first, beta);
-            break;
-        case 1:
-            ukr(1, xr, k, pan, kc, yr, ldy, nr, first, beta);
-            break;
+            G512_TAIL(5)
+            G512_TAIL(4)
+            G512_TAIL(3)
+            G512_TAIL(2)
+            G512_TAIL(1)
+#undef G512_TAIL
         default:
             break;
         }
