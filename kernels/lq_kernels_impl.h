@@ -384,6 +384,10 @@ lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, flo
 /* Threads to use: nthreads <= 0 -> OpenMP default. */
 int lq_cpu_threads(int nthreads);
 
+/* h[0, cnt) (fp16, or bf16 when bf) -> float32, exactly; kind: lq_half_cvt_kind() (2 AVX-512,
+ * 1 AVX2 + F16C, 0 portable), taken once by callers in a loop */
+int  lq_half_cvt_kind(void);
+void lq_half_to_f32(int kind, const uint16_t *h, int bf, int64_t cnt, float *out);
 /* Bias (fp16 [n] or NULL) added to y[m, n]. */
 void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
 

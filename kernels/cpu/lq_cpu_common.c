@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 int lq_cpu_threads(int nthreads) {
     return nthreads > 0 ? nthreads : omp_get_max_threads();
@@ -17,6 +18,26 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y) {
     for (int64_t r = 0; r < m; r++)
         for (int64_t i = 0; i < n; i++)
             y[r * n + i] += lq_f16_to_f32(bias[i]);
+}
+
+int lq_half_cvt_kind(void) {
+    return lq_cpu_avx512() ? 2 : lq_cpu_avx2i() ? 1 : 0;
+}
+
+void lq_half_to_f32(int kind, const uint16_t *h, int bf, int64_t cnt, float *out) {
+    if (kind == 2) {
+        lq_dense16_to_f32_avx512(h, bf, cnt, out);
+    } else if (kind == 1) {
+        lq_dense16_to_f32_avx2(h, bf, cnt, out);
+    } else if (bf) {
+        for (int64_t e = 0; e < cnt; e++) {
+            const uint32_t u = (uint32_t)h[e] << 16;
+            memcpy(out + e, &u, 4);
+        }
+    } else {
+        for (int64_t e = 0; e < cnt; e++)
+            out[e] = lq_f16_to_f32_fast(h[e]);
+    }
 }
 
 int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k) {

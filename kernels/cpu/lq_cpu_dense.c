@@ -18,27 +18,10 @@ static int64_t tile_rows(const lq_qlinear *w) {
     return w->n < TILE_ROWS ? w->n : TILE_ROWS;
 }
 
-/* which conversion dense_to_f32 uses: 2 AVX-512, 1 AVX2 + F16C, 0 portable */
-static int cvt_kind(void) {
-    return lq_cpu_avx512() ? 2 : lq_cpu_avx2i() ? 1 : 0;
-}
-
-/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact); avx: cvt_kind() */
-static void dense_to_f32(const lq_qlinear *w, int64_t e0, int64_t cnt, int avx, float *out) {
-    const uint16_t *h = (const uint16_t *)w->dense + e0;
-    if (avx == 2) {
-        lq_dense16_to_f32_avx512(h, w->dense_dtype == LQ_DENSE_BF16, cnt, out);
-    } else if (avx == 1) {
-        lq_dense16_to_f32_avx2(h, w->dense_dtype == LQ_DENSE_BF16, cnt, out);
-    } else if (w->dense_dtype == LQ_DENSE_BF16) {
-        for (int64_t e = 0; e < cnt; e++) {
-            const uint32_t u = (uint32_t)h[e] << 16;
-            memcpy(out + e, &u, 4);
-        }
-    } else {
-        for (int64_t e = 0; e < cnt; e++)
-            out[e] = lq_f16_to_f32_fast(h[e]);
-    }
+/* weights [e0, e0 + cnt) of the flattened [n, k] as float32 (exact); kind: lq_half_cvt_kind() */
+static void dense_to_f32(const lq_qlinear *w, int64_t e0, int64_t cnt, int kind, float *out) {
+    lq_half_to_f32(kind, (const uint16_t *)w->dense + e0, w->dense_dtype == LQ_DENSE_BF16, cnt,
+                   out);
 }
 
 lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
@@ -47,7 +30,7 @@ lq_status lq_dequant_dense_cpu(const lq_qlinear *w, float *out, int nthreads) {
         memcpy(out, w->dense, (size_t)numel * sizeof(float));
         return LQ_OK;
     }
-    const int avx = cvt_kind();
+    const int avx = lq_half_cvt_kind();
 #pragma omp parallel for schedule(static) num_threads(lq_cpu_threads(nthreads))
     for (int64_t i = 0; i < w->n; i++)
         dense_to_f32(w, i * w->k, w->k, avx, out + i * w->k);
@@ -89,7 +72,7 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
         const int64_t tr = tile_rows(w);
         if (!ws || ws_size < (size_t)(tr * k) * sizeof(float))
             return LQ_ERR_INVALID_ARG;
-        const int nt = lq_cpu_threads(nthreads), avx = cvt_kind();
+        const int nt = lq_cpu_threads(nthreads), avx = lq_half_cvt_kind();
         for (int64_t i0 = 0; i0 < n; i0 += tr) {
             const int64_t nc = i0 + tr < n ? tr : n - i0;
 #pragma omp parallel for schedule(static) num_threads(nt)

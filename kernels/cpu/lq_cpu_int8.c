@@ -142,14 +142,9 @@ LQ_CLONES static void int8_small_out(const lq_qlinear *w, int64_t i, int64_t m, 
         const int64_t p1 = p0 + 64 < nf ? p0 + 64 : nf, pr = p1 < nrt ? p1 : nrt;
         for (int64_t p = p0; p < pr; p++) /* runtime columns: int8 codes */
             wb[p - p0] = ((float)wr[fcols[no + p]] * sc) * LQ_INT8_VEC_DEQUANT;
-        const int64_t ps = p0 > nrt ? p0 : nrt; /* stored: fp16, F16C where there is one */
-        if (cvt == 2 && ps < p1)
-            lq_dense16_to_f32_avx512(ow + (ps - nrt), 0, p1 - ps, wb + (ps - p0));
-        else if (cvt == 1 && ps < p1)
-            lq_dense16_to_f32_avx2(ow + (ps - nrt), 0, p1 - ps, wb + (ps - p0));
-        else
-            for (int64_t p = ps; p < p1; p++)
-                wb[p - p0] = lq_f16_to_f32_fast(ow[p - nrt]);
+        const int64_t ps = p0 > nrt ? p0 : nrt; /* stored: fp16, 16 or 8 at a time */
+        if (ps < p1)
+            lq_half_to_f32(cvt, ow + (ps - nrt), 0, p1 - ps, wb + (ps - p0));
         for (int64_t p = p1; p < p0 + 64; p++)
             wb[p - p0] = 0.f;
         for (int64_t r = 0; r < m; r++) /* rows of xg are zero-padded to nfp */
@@ -201,7 +196,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
     if (int8_small(m)) {
         const int     kind = int8_dots_kind();
         const int64_t nrt = nf - w->n_outlier, nfp = (nf + 7) & ~7;
-        const int     cvt = lq_cpu_avx512() ? 2 : lq_cpu_avx2i() ? 1 : 0;
+        const int     cvt = lq_half_cvt_kind();
         /* MR rows at a time (the columns' classes are the whole call's, from the prologue) */
         for (int64_t r0 = 0; r0 < m; r0 += MR) {
             const int64_t mr = r0 + MR < m ? MR : m - r0;
