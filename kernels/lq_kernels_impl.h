@@ -448,16 +448,16 @@ void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int6
 /* The same always with OpenBLAS. */
 void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
                    float *y, int64_t ldy, float beta);
-/* The AVX-512 GEMM behind lq_sgemm_tile where lq_cpu_avx512() (cpu/lq_cpu_gemm512.c): B as
- * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
- * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B
- * (y not read when beta is 0), x rows k apart. */
 /* lq_sgemm_tile's rows from which lq_gemm512 takes over on [nt, k] float32 (4096 x 4096, 1
  * thread, Zen 5, OpenBLAS's AVX2 kernels: 10.3 / 11.5 / 15.5 / 77 ms at 16 / 32 / 64 / 512 rows
  * against sgemm's 8.8 / 12.8 / 21.1 / 134); [k, nt] tiles (GPTQ, AWQ) take it at every m
  * (GPTQ-4 float at 17 / 24 / 31 rows: 4.4-4.7 / 5.3-5.6 / 6.3-6.9 against 9.2-9.7 / 9.2-9.5 /
  * 14.1-14.6 through sgemm) */
 #define LQ_GEMM512_MIN_M 32
+/* The AVX-512 GEMM behind lq_sgemm_tile where lq_cpu_avx512() (cpu/lq_cpu_gemm512.c): B as
+ * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
+ * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B
+ * (y not read when beta is 0), x rows k apart. */
 typedef enum { LQ_GEMM_B_KN, LQ_GEMM_B_F32, LQ_GEMM_B_F16, LQ_GEMM_B_BF16 } lq_gemm_b_kind;
 typedef struct lq_gemm_b {
     const void    *p;
