@@ -466,5 +466,13 @@ typedef struct lq_gemm_b {
 } lq_gemm_b;
 void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float beta, int nthreads);
+/* The same with x(r, c) at x[r * rs + c * cs] (x^T in place: rs 1) and y = beta * y +
+ * alpha * x @ B; nthreads <= 1: on the calling thread, no OpenMP team */
+void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
+                   int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads);
+/* lq_ssyrk_upper's AVX-512 side (the GEMM's panels, those on or above the diagonal); the
+ * lower triangle of the diagonal 64 x 64 blocks is written too, with the same sums */
+void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,
+                int nthreads);
 
 #endif

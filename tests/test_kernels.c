@@ -463,6 +463,100 @@ static void test_gemm512(void) {
     CHECK_MSG(bad == 0, "lq_gemm512: %d wrong outputs over %d products", bad, runs);
 }
 
+/* lq_ssyrk_upper (and lq_syrk512 under it where the CPU has AVX-512): exact on small integers
+ * against a double product, on the upper triangle, across panel and tile edges; the AVX-512
+ * kernel leaves the lower triangle outside the diagonal 64-blocks alone */
+static void test_syrk(void) {
+    static const int64_t ks[] = {1, 5, 63, 64, 65, 130}, ts[] = {1, 7, 128, 129, 300};
+    lq_rng               r;
+    lq_rng_seed(&r, 12);
+    int bad = 0, runs = 0;
+    for (int impl = 0; impl < 2; impl++)
+        for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+            for (size_t b = 0; b < sizeof ts / sizeof ts[0]; b++)
+                for (int acc = 0; acc <= 1; acc++) {
+                    if (impl == 1 && !lq_cpu_avx512())
+                        continue;
+                    const int64_t k = ks[a], t = ts[b];
+                    const float   alpha = acc ? 0.5f : 1.f, beta = acc ? 0.25f : 0.f;
+                    float        *x = malloc((size_t)(t * k) * 4), *H = malloc((size_t)(k * k) * 4);
+                    for (int64_t e = 0; e < t * k; e++)
+                        x[e] = (float)((int)(lq_rng_uniform(&r) * 7) - 3);
+                    for (int64_t e = 0; e < k * k; e++)
+                        H[e] = acc ? (float)(4 * (e % 5)) : NAN;
+                    if (impl)
+                        lq_syrk512(k, t, alpha, x, beta, H, 2);
+                    else
+                        lq_ssyrk_upper(k, t, alpha, x, beta, H, 2);
+                    for (int64_t i = 0; i < k; i++)
+                        for (int64_t j = 0; j < k; j++) {
+                            if (j < i) { /* lower: untouched off the diagonal blocks */
+                                if (impl && j / 64 != i / 64)
+                                    bad += acc ? H[i * k + j] != (float)(4 * ((i * k + j) % 5))
+                                               : !isnan(H[i * k + j]);
+                                continue;
+                            }
+                            double want = acc ? 0.25 * (double)(4 * ((i * k + j) % 5)) : 0.;
+                            for (int64_t e = 0; e < t; e++)
+                                want += (double)alpha * x[e * k + i] * x[e * k + j];
+                            bad += H[i * k + j] != (float)want;
+                        }
+                    runs++;
+                    free(x), free(H);
+                }
+    CHECK_MSG(bad == 0, "lq_ssyrk_upper / lq_syrk512: %d wrong entries over %d products", bad,
+              runs);
+}
+
+/* lq_sgemm: every transpose pair, padded strides, alpha and beta, on the calling thread and
+ * a team; exact on small integers against a double product, C's padding left alone */
+static void test_sgemm(void) {
+    static const int64_t ms[] = {1, 7, 48}, ns[] = {1, 64, 65}, ks[] = {1, 64, 129};
+    lq_rng               r;
+    lq_rng_seed(&r, 13);
+    int bad = 0, runs = 0;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (size_t a = 0; a < 3; a++)
+                for (size_t b = 0; b < 3; b++)
+                    for (size_t c = 0; c < 3; c++)
+                        for (int nth = 1; nth <= 2; nth++) {
+                            const int64_t m = ms[a], n = ns[b], k = ks[c];
+                            const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2,
+                                          ldc = n + 5;
+                            const float alpha = nth == 1 ? 0.5f : -1.f, beta = nth == 1 ? 0.f : 2.f;
+                            float      *A = malloc((size_t)((ta ? k : m) * lda) * 4);
+                            float      *B = malloc((size_t)((tb ? n : k) * ldb) * 4);
+                            float      *C = malloc((size_t)(m * ldc) * 4);
+                            for (int64_t e = 0; e < (ta ? k : m) * lda; e++)
+                                A[e] = (float)((int)(lq_rng_uniform(&r) * 7) - 3);
+                            for (int64_t e = 0; e < (tb ? n : k) * ldb; e++)
+                                B[e] = (float)((int)(lq_rng_uniform(&r) * 9) - 4);
+                            for (int64_t e = 0; e < m * ldc; e++)
+                                C[e] = beta != 0.f ? (float)(e % 3) : NAN;
+                            lq_sgemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, nth);
+                            for (int64_t i = 0; i < m; i++)
+                                for (int64_t j = 0; j < ldc; j++) {
+                                    const float was =
+                                        beta != 0.f ? (float)((i * ldc + j) % 3) : NAN;
+                                    if (j >= n) {
+                                        bad += beta != 0.f ? C[i * ldc + j] != was
+                                                           : !isnan(C[i * ldc + j]);
+                                        continue;
+                                    }
+                                    double want = beta != 0.f ? (double)beta * was : 0.;
+                                    for (int64_t e = 0; e < k; e++)
+                                        want += (double)alpha *
+                                                (ta ? A[e * lda + i] : A[i * lda + e]) *
+                                                (tb ? B[j * ldb + e] : B[e * ldb + j]);
+                                    bad += C[i * ldc + j] != (float)want;
+                                }
+                            runs++;
+                            free(A), free(B), free(C);
+                        }
+    CHECK_MSG(bad == 0, "lq_sgemm: %d wrong entries over %d products", bad, runs);
+}
+
 static void test_validation(void) {
     lq_err  err        = {0};
     uint8_t q[64 * 64] = {0};
@@ -1024,6 +1118,8 @@ int main(int argc, char **argv) {
         test_layouts();
         test_f16_fast();
         test_gemm512();
+        test_syrk();
+        test_sgemm();
         test_validation();
         test_sort();
     }

@@ -60,6 +60,29 @@ void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int6
                 (int)k, 1.f, x, (int)k, tile, kn ? (int)nt : (int)k, beta, y, (int)ldy);
 }
 
+void lq_ssyrk_upper(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,
+                    int nthreads) {
+    if (lq_cpu_avx512()) {
+        lq_syrk512(k, t, alpha, x, beta, H, lq_cpu_threads(nthreads));
+        return;
+    }
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)t, alpha, x, (int)k, beta, H,
+                (int)k);
+}
+
+void lq_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+              int nthreads) {
+    if (lq_cpu_avx512()) {
+        const lq_gemm_b b = {B, ldb, tb ? LQ_GEMM_B_F32 : LQ_GEMM_B_KN};
+        lq_gemm512_ex(A, ta ? 1 : lda, ta ? lda : 1, m, k, &b, n, C, ldc, alpha, beta,
+                      nthreads == 1 ? 1 : lq_cpu_threads(nthreads));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
 lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, float *out,
                             int nthreads) {
     enum { NB = 16, CB = 64 }; /* output columns x input channels per transposed block */

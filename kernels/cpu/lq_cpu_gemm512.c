@@ -125,10 +125,10 @@ G512_TARGET static void pack(const lq_gemm_b *b, int64_t n0, int nr, int64_t k0,
     }
 }
 
-/* y[r, 0..nr) for r < mr (a constant once inlined): first: y = beta * y + sum (y not read
- * when beta is 0), else y += sum */
-G512_INLINE void ukr(int mr, const float *x, int64_t ldx, const float *pan, int kc, float *y,
-                     int64_t ldy, int nr, int first, float beta) {
+/* y[r, 0..nr) for r < mr (a constant once inlined), x(r, kk) at x[r * rs + kk * cs]: first:
+ * y = beta * y + alpha * sum (y not read when beta is 0), else y += alpha * sum */
+G512_INLINE void ukr(int mr, const float *x, int64_t rs, int64_t cs, const float *pan, int kc,
+                     float *y, int64_t ldy, int nr, int first, float alpha, float beta) {
     __m512 acc[MR][NR / 16];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NR / 16; v++)
@@ -141,20 +141,20 @@ G512_INLINE void ukr(int mr, const float *x, int64_t ldx, const float *pan, int 
         for (int r = 0; r < MR; r++) {
             if (r >= mr)
                 break;
-            const __m512 xb = _mm512_set1_ps(x[r * ldx + kk]);
+            const __m512 xb = _mm512_set1_ps(x[r * rs + kk * cs]);
             for (int v = 0; v < NR / 16; v++)
                 acc[r][v] = _mm512_fmadd_ps(xb, bv[v], acc[r][v]);
         }
     }
     const __mmask64 all = nr >= NR ? ~(__mmask64)0 : (((__mmask64)1 << nr) - 1);
-    const __m512    bb  = _mm512_set1_ps(beta);
+    const __m512    bb = _mm512_set1_ps(beta), ba = _mm512_set1_ps(alpha);
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < NR / 16; v++) {
             const __mmask16 mk = (__mmask16)(all >> (16 * v));
             float          *yp = y + r * ldy + 16 * v;
             if (!mk)
                 break;
-            __m512 o = acc[r][v];
+            __m512 o = alpha == 1.f ? acc[r][v] : _mm512_mul_ps(ba, acc[r][v]);
             if (!first)
                 o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(mk, yp));
             else if (beta != 0.f)
@@ -163,8 +163,29 @@ G512_INLINE void ukr(int mr, const float *x, int64_t ldx, const float *pan, int 
         }
 }
 
-G512_TARGET static void panel(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t n0,
-                              int nr, float *y, int64_t ldy, float beta, float *pan) {
+/* the last m % MR rows, each count its own instance (the accumulators stay registers) */
+G512_INLINE void tail(int mr, const float *x, int64_t rs, int64_t cs, const float *pan, int kc,
+                      float *y, int64_t ldy, int nr, int first, float alpha, float beta) {
+#define G512_TAIL(M_)                                                                              \
+    case M_:                                                                                       \
+        ukr(M_, x, rs, cs, pan, kc, y, ldy, nr, first, alpha, beta);                               \
+        break;
+    switch (mr) {
+        G512_TAIL(5)
+        G512_TAIL(4)
+        G512_TAIL(3)
+        G512_TAIL(2)
+        G512_TAIL(1)
+#undef G512_TAIL
+    default:
+        break;
+    }
+}
+
+/* x(r, c) at x[r * rs + c * cs] */
+G512_TARGET static void panel(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
+                              const lq_gemm_b *b, int64_t n0, int nr, float *y, int64_t ldy,
+                              float alpha, float beta, float *pan) {
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         const int kc = k - k0 < KC ? (int)(k - k0) : KC;
         pack(b, n0, nr, k0, kc, pan);
@@ -182,30 +203,16 @@ G512_TARGET static void panel(const float *x, int64_t m, int64_t k, const lq_gem
         for (; r + MR <= m; r += MR) {
             for (const int64_t l1 = nl * (r / MR + 1) / nti; l < l1; l++)
                 _mm_prefetch(nb + (l / lpr) * b->ld * 2 + 64 * (l % lpr), _MM_HINT_T1);
-            ukr(MR, x + r * k + k0, k, pan, kc, y + r * ldy + n0, ldy, nr, first, beta);
+            ukr(MR, x + r * rs + k0 * cs, rs, cs, pan, kc, y + r * ldy + n0, ldy, nr, first, alpha,
+                beta);
         }
-        const float *xr = x + r * k + k0;
-        float       *yr = y + r * ldy + n0;
-        /* the last m % MR rows, each count its own instance (the accumulators stay registers) */
-#define G512_TAIL(M_)                                                                              \
-    case M_:                                                                                       \
-        ukr(M_, xr, k, pan, kc, yr, ldy, nr, first, beta);                                         \
-        break;
-        switch ((int)(m - r)) {
-            G512_TAIL(5)
-            G512_TAIL(4)
-            G512_TAIL(3)
-            G512_TAIL(2)
-            G512_TAIL(1)
-#undef G512_TAIL
-        default:
-            break;
-        }
+        tail((int)(m - r), x + r * rs + k0 * cs, rs, cs, pan, kc, y + r * ldy + n0, ldy, nr, first,
+             alpha, beta);
     }
 }
 
-void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
-                int64_t ldy, float beta, int nthreads) {
+void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
+                   int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads) {
     const int64_t np = (nt + NR - 1) / NR;
     if (m <= 0 || nt <= 0)
         return;
@@ -215,19 +222,83 @@ void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
                 y[r * ldy + j] = beta != 0.f ? beta * y[r * ldy + j] : 0.f;
         return;
     }
+    if (nthreads <= 1 || np == 1) { /* no team: callers inside a parallel region */
+        _Alignas(64) float pan[KC * NR];
+        for (int64_t n0 = 0; n0 < nt; n0 += NR)
+            panel(x, rs, cs, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, alpha, beta,
+                  pan);
+        return;
+    }
 #pragma omp parallel num_threads(np < nthreads ? (int)np : nthreads)
     {
         _Alignas(64) float pan[KC * NR];
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < np; p++) {
             const int64_t n0 = p * NR;
-            panel(x, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, beta, pan);
+            panel(x, rs, cs, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, alpha, beta,
+                  pan);
+        }
+    }
+}
+
+void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
+                int64_t ldy, float beta, int nthreads) {
+    lq_gemm512_ex(x, k, 1, m, k, b, nt, y, ldy, 1.f, beta, nthreads);
+}
+
+/* Columns n0..n0+nr of H = beta * H + alpha * x^T x, rows 0..n0+nr: the upper triangle's share
+ * of the panel and the rest of its diagonal block. x^T is read in place: its row r, channel kk
+ * is x[kk * k + r], so a tile's six broadcasts per channel come from one line of x. */
+G512_TARGET static void syrk_panel(const float *x, int64_t t, int64_t k, float alpha, int64_t n0,
+                                   int nr, float *H, float beta, float *pan) {
+    const lq_gemm_b b    = {x, k, LQ_GEMM_B_KN};
+    const int64_t   rows = n0 + nr;
+    for (int64_t k0 = 0; k0 < t; k0 += KC) {
+        const int kc = t - k0 < KC ? (int)(t - k0) : KC;
+        pack(&b, n0, nr, k0, kc, pan);
+        const int first = k0 == 0;
+        int64_t   r     = 0;
+        for (; r + MR <= rows; r += MR)
+            ukr(MR, x + k0 * k + r, 1, k, pan, kc, H + r * k + n0, k, nr, first, alpha, beta);
+        tail((int)(rows - r), x + k0 * k + r, 1, k, pan, kc, H + r * k + n0, k, nr, first, alpha,
+             beta);
+    }
+}
+
+void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,
+                int nthreads) {
+    const int64_t np = (k + NR - 1) / NR;
+    if (k <= 0)
+        return;
+    if (t <= 0) {
+        for (int64_t i = 0; i < k; i++)
+            for (int64_t j = i; j < k; j++)
+                H[i * k + j] = beta != 0.f ? beta * H[i * k + j] : 0.f;
+        return;
+    }
+#pragma omp parallel num_threads(np < nthreads ? (int)np : nthreads)
+    {
+        _Alignas(64) float pan[KC * NR];
+        /* panel p has (p + 1) * NR rows: the largest first, dealt as threads come free */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < np; i++) {
+            const int64_t n0 = (np - 1 - i) * NR;
+            syrk_panel(x, t, k, alpha, n0, k - n0 < NR ? (int)(k - n0) : NR, H, beta, pan);
         }
     }
 }
 #else
+void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,
+                int nthreads) {
+    (void)k, (void)t, (void)alpha, (void)x, (void)beta, (void)H, (void)nthreads;
+}
+void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
+                   int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads) {
+    (void)x, (void)rs, (void)cs, (void)m, (void)k, (void)b, (void)nt, (void)y, (void)ldy,
+        (void)alpha, (void)beta, (void)nthreads;
+}
 void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float beta, int nthreads) {
-    (void)x, (void)m, (void)k, (void)b, (void)nt, (void)y, (void)ldy, (void)beta, (void)nthreads;
+    lq_gemm512_ex(x, k, 1, m, k, b, nt, y, ldy, 1.f, beta, nthreads);
 }
 #endif

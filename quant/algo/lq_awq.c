@@ -2,6 +2,7 @@
  * scaling, a 20-point ratio grid, normalized scales, zero-point groups, and the clip search of
  * auto_clip_layer. The module-level loss comes from the driver through a callback so the same
  * search serves the attention block, the MLP, and single linears. */
+#include "lq_kernels.h"
 #include "lq_quant.h"
 
 #include <cblas.h>
@@ -134,8 +135,7 @@ done:
 }
 
 void lq_awq_gram(const float *X, int64_t t, int64_t k, float *G) {
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)t, 1.0f, X, (int)k, 0.0f, G,
-                (int)k);
+    lq_ssyrk_upper(k, t, 1.0f, X, 0.0f, G, 0);
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < i; j++)
             G[i * k + j] = G[j * k + i];

@@ -4,6 +4,7 @@
  *   -> blocked column sweep with lazy updates -> un-permute.
  * The weights are held transposed (Wt [k, n]) so that a column of W -- what GPTQ quantizes one
  * at a time -- is a contiguous row, and every update is an axpy or an sgemm. */
+#include "lq_kernels.h"
 #include "lq_quant.h"
 
 #include <cblas.h>
@@ -130,9 +131,8 @@ static double sweep_rows(const lq_gptq_sweep *sw, const float *Hp, float *Err, f
         }
         /* lazy update of everything after the block: Wt[i2:] -= U[i1:i2, i2:]^T Err */
         if (i2 < k)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(k - i2), (int)nr, (int)cnt,
-                        -1.0f, Hp + i1 * k + i2, (int)k, Err + r0, (int)n, 1.0f, Wt + i2 * n + r0,
-                        (int)n);
+            lq_sgemm(1, 0, k - i2, nr, cnt, -1.0f, Hp + i1 * k + i2, k, Err + r0, n, 1.0f,
+                     Wt + i2 * n + r0, n, 1);
     }
     return loss;
 }

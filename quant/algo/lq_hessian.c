@@ -1,7 +1,7 @@
 /* Input statistics of a Linear, accumulated over calibration chunks. */
+#include "lq_kernels.h"
 #include "lq_quant.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +33,7 @@ void lq_xstats_add(lq_xstats *s, const float *x, int64_t t, int64_t nseq) {
         int64_t nn    = s->nsamples + nseq;
         float   beta  = (float)((double)s->nsamples / (double)nn);
         float   alpha = (float)(2.0 / (double)nn);
-        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)t, alpha, x, (int)k, beta,
-                    s->H, (int)k);
+        lq_ssyrk_upper(k, t, alpha, x, beta, s->H, 0);
     }
     if (s->abssum)
         for (int64_t r = 0; r < t; r++)
