@@ -11,7 +11,6 @@
 #include "lq_qformat.h"
 #include "lq_quant.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,8 +228,7 @@ static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, i
         double s = 0;
         for (int64_t r0 = 0; r0 < t; r0 += c->y_rows) {
             const int64_t nr = t - r0 < c->y_rows ? t - r0 : c->y_rows;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)n, (int)k, 1.f,
-                        x + r0 * k, (int)k, c->dw, (int)k, 0.f, c->y, (int)n);
+            lq_sgemm(0, 1, nr, n, k, 1.f, x + r0 * k, k, c->dw, k, 0.f, c->y, n, 0);
             for (int64_t e = 0; e < nr * n; e++)
                 s += (double)c->y[e] * c->y[e];
         }

@@ -5,7 +5,6 @@
 #include "lq_kernels.h"
 #include "lq_quant.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +145,7 @@ double lq_awq_gram_loss(const float *w, const float *wq, int64_t n, int64_t k, c
     float *dw = scratch, *m = scratch + n * k;
     for (int64_t i = 0; i < n * k; i++)
         dw[i] = wq[i] - w[i];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)k, (int)k, 1.0f, dw,
-                (int)k, G, (int)k, 0.0f, m, (int)k);
+    lq_sgemm(0, 0, n, k, k, 1.0f, dw, k, G, k, 0.0f, m, k, 0);
     double s = 0;
     for (int64_t i = 0; i < n * k; i++)
         s += (double)m[i] * dw[i];
