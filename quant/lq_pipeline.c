@@ -425,30 +425,52 @@ static void store_fp(run *r, int64_t layer) {
 }
 
 /* cur -> layer -> nxt, chunk by chunk. */
-static lq_status propagate(run *r, const lq_layer *L, lq_spill *resume) {
+static lq_status propagate(run *r, const lq_layer *L, lq_spill *resume, lq_spill *act) {
     int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur);
+    int64_t ff = r->m->cfg.intermediate_size;
     /* from the residual after attention when the method saved it for the quantized layer:
-     * the layer's output from there, without its attention again */
-    if (resume && lq_spill_count(resume) != nc)
-        LQ_FAIL(r->err, LQ_ERR_INTERNAL, "propagation: saved stage has %lld of %lld chunks",
-                (long long)lq_spill_count(resume), (long long)nc);
-    lq_fwd_resume rs = {LQ_STAGE_RESID, r->stage, LQ_STAGE_INPUT, NULL, NULL};
-    for (int64_t c = 0; c < nc; c++) {
+     * the layer's output from there, without its attention again; with the MLP's activation
+     * too, down_proj alone */
+    if ((resume && lq_spill_count(resume) != nc) || (act && (!resume || lq_spill_count(act) != nc)))
+        LQ_FAIL(r->err, LQ_ERR_INTERNAL,
+                "propagation: saved stages have %lld / %lld of %lld chunks",
+                (long long)(resume ? lq_spill_count(resume) : -1),
+                (long long)(act ? lq_spill_count(act) : -1), (long long)nc);
+    float *g = act ? lq_malloc_n(r->chunk_seqs * r->win.seqlen * ff, sizeof(float)) : NULL;
+    if (act && !g)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a chunk's MLP activation");
+    lq_fwd_resume rs = {act ? LQ_STAGE_ACT : LQ_STAGE_RESID,
+                        act ? g : r->stage,
+                        LQ_STAGE_INPUT,
+                        NULL,
+                        NULL,
+                        act ? r->stage : NULL};
+    lq_status st = LQ_OK;
+    for (int64_t c = 0; c < nc && st == LQ_OK; c++) {
         int64_t n  = lq_spill_chunk_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
         if (resume) {
-            if (lq_spill_chunk_numel(resume, c) != n)
-                LQ_FAIL(r->err, LQ_ERR_INTERNAL, "propagation: saved stage chunk %lld size",
-                        (long long)c);
-            LQ_TRY(lq_spill_read(resume, c, r->stage, r->err));
+            if (lq_spill_chunk_numel(resume, c) != n ||
+                (act &&
+                 (lq_spill_chunk_numel(act, c) != ns * r->win.seqlen * ff || ns > r->chunk_seqs))) {
+                st = lq_fail(r->err, LQ_ERR_INTERNAL, "propagation: saved stage chunk %lld size",
+                             (long long)c);
+                break;
+            }
+            st = lq_spill_read(resume, c, r->stage, r->err);
+            if (st == LQ_OK && act)
+                st = lq_spill_read(act, c, g, r->err);
         } else {
-            LQ_TRY(lq_spill_read(r->cur, c, r->chunk, r->err));
+            st = lq_spill_read(r->cur, c, r->chunk, r->err);
         }
-        LQ_TRY(lq_layer_forward_ex(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
-                                   resume ? &rs : NULL, r->ws, r->err));
-        LQ_TRY(lq_spill_append(r->nxt, r->chunk, n, r->err));
+        if (st == LQ_OK)
+            st = lq_layer_forward_ex(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
+                                     resume ? &rs : NULL, r->ws, r->err);
+        if (st == LQ_OK)
+            st = lq_spill_append(r->nxt, r->chunk, n, r->err);
     }
-    return LQ_OK;
+    free(g);
+    return st;
 }
 
 /* Overlap the next layer's disk reads with this one. */
@@ -563,7 +585,7 @@ static lq_status do_layers(run *r) {
         else if (fp && r->mt->fp_first_capture)
             j.fp_out = r->nxt;
         else if (fp)
-            LQ_TRY_GOTO(propagate(r, &L, NULL));
+            LQ_TRY_GOTO(propagate(r, &L, NULL, NULL));
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
         if (j.fp_out)
             LQ_FAIL_GOTO(r->err, LQ_ERR_INTERNAL, "%s did not capture the layer's input first",
@@ -571,9 +593,10 @@ static lq_status do_layers(run *r) {
         if (fp && !hit)
             store_fp(r, i);
         if (r->cur && r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, j.resume));
+            LQ_TRY_GOTO(propagate(r, &L, j.resume, j.resume_act));
         lq_spill_free(j.resume); /* before the output is written: memory back */
-        j.resume = NULL;
+        lq_spill_free(j.resume_act);
+        j.resume = j.resume_act = NULL;
         if (r->cur) {
             lq_spill *t = r->cur;
             r->cur      = r->nxt;
@@ -585,6 +608,7 @@ static lq_status do_layers(run *r) {
         for (int64_t l = 0; l < r->nslots; l++)
             lq_qbuf_free(&j.out[l]);
         lq_spill_free(j.resume);
+        lq_spill_free(j.resume_act);
         lq_layer_free(&L);
         if (st != LQ_OK)
             return lq_err_prefix(r->err, "layer %lld", (long long)i);

@@ -39,13 +39,15 @@ void lq_xstats_add(lq_xstats *s, const float *x, int64_t t, int64_t nseq) {
         for (int64_t r = 0; r < t; r++)
             for (int64_t c = 0; c < k; c++)
                 s->abssum[c] += fabsf(x[r * k + c]);
-    if (s->absmax)
-        for (int64_t r = 0; r < t; r++)
+    if (s->absmax) /* a select, not a conditional store: the loop vectorizes (max) */
+        for (int64_t r = 0; r < t; r++) {
+            const float *xr = x + r * k;
+            float       *mx = s->absmax;
             for (int64_t c = 0; c < k; c++) {
-                float a = fabsf(x[r * k + c]);
-                if (a > s->absmax[c])
-                    s->absmax[c] = a;
+                const float a = fabsf(xr[c]);
+                mx[c]         = a > mx[c] ? a : mx[c];
             }
+        }
     s->nsamples += nseq;
     s->ntokens += t;
 }

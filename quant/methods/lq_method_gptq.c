@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct cap_ctx {
     lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
@@ -235,6 +236,22 @@ static int64_t expert_batch(const lq_qjob *j, unsigned mask) {
     return n < 1 ? 1 : n > E + 1 ? E + 1 : n;
 }
 
+/* Pass 3 (down) also keeps the MLP activation for the propagation, which then runs down_proj
+ * alone instead of gate/up again: half the float32 forward's linear work on SmolLM2 (gate/up
+ * 1740 of 3479 GFLOP over 8 x 2048 tokens). Its price is an activation copy of intermediate
+ * width, so only without --max-memory (whose plan counts activation copies of hidden width),
+ * for a dense MLP, and where it takes at most a quarter of the machine's memory. */
+static int keep_act(const lq_qjob *j) {
+    const lq_model_config *c = &j->model->cfg;
+    if (c->num_experts || j->stage_budget >= 0)
+        return 0;
+    int64_t floats = 0;
+    for (int64_t ch = 0; ch < lq_spill_count(j->acts); ch++)
+        floats += lq_spill_chunk_numel(j->acts, ch) / c->hidden_size * c->intermediate_size;
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 && floats <= (int64_t)pages / 16 * psz;
+}
+
 static lq_status gptq_layer(lq_qjob *j) {
     static const unsigned seq_groups[4] = {
         1u << LQ_LIN_Q | 1u << LQ_LIN_K | 1u << LQ_LIN_V | 1u << LQ_LIN_QKV, 1u << LQ_LIN_O,
@@ -263,6 +280,7 @@ static lq_status gptq_layer(lq_qjob *j) {
      * q/k/v; pass 2 (gate/up) starts there and saves the residual; pass 3 (down) and the
      * driver's propagation start from that. */
     const int cache     = true_sq && j->o->stage_cache;
+    const int act       = cache && keep_act(j);
     lq_spill *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
     lq_status fail      = LQ_OK;
     if (j->o->awq_scales) { /* the passes below see the scaled layer */
@@ -280,9 +298,11 @@ static lq_status gptq_layer(lq_qjob *j) {
                         !cache || sg < 2 ? LQ_STAGE_INPUT
                                : sg == 2        ? LQ_STAGE_ATTN
                                                 : LQ_STAGE_RESID,
-                        !cache || sg < 1 || sg > 2 ? LQ_STAGE_INPUT
-                               : sg == 1                  ? LQ_STAGE_ATTN
-                                                          : LQ_STAGE_RESID,
+                        !cache || sg < 1 ? LQ_STAGE_INPUT
+                               : sg == 1        ? LQ_STAGE_ATTN
+                               : sg == 2        ? LQ_STAGE_RESID
+                               : act            ? LQ_STAGE_ACT
+                                                : LQ_STAGE_INPUT,
                                NULL,
                                NULL};
         ps.from_spill       = ps.from == LQ_STAGE_ATTN    ? stages[1]
@@ -305,9 +325,11 @@ static lq_status gptq_layer(lq_qjob *j) {
             stages[1] = NULL;
         }
     }
-    if (fail == LQ_OK && cache) { /* the quantized layer's residual, for the propagation */
-        j->resume = stages[2];
-        stages[2] = NULL;
+    if (fail == LQ_OK && cache) { /* the quantized layer's residual (and activation), for the
+                                     propagation */
+        j->resume     = stages[2];
+        j->resume_act = stages[3];
+        stages[2] = stages[3] = NULL;
     }
     for (int i = 0; i < 4; i++)
         lq_spill_free(stages[i]);

@@ -47,6 +47,9 @@ typedef struct lq_qjob {
     /* Set by a method whose last pass saved LQ_STAGE_RESID of the quantized layer, one chunk
      * per calibration chunk: the driver's propagation starts there, then frees it. */
     lq_spill *resume;
+    /* Set with resume by a method whose last pass also saved LQ_STAGE_ACT: the propagation
+     * then runs down_proj alone from it (and frees it). */
+    lq_spill *resume_act;
     /* Set by the driver for a method whose next layer sees the FP layer (fp_first_capture):
      * the method's first capture runs the unmodified layer to its end and appends the outputs
      * here (the next layer's inputs, sparing a forward), then clears it. */

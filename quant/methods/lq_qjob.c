@@ -41,11 +41,12 @@ static lq_status stage_save(void *user, lq_fwd_stage stage, const float *x, int6
     return LQ_OK;
 }
 
-/* Floats of the widest stage state of a chunk of ns sequences. */
-static int64_t stage_floats(const lq_qjob *j, int64_t ns) {
-    const lq_model_config *c  = &j->model->cfg;
-    const int64_t          qd = c->num_heads * c->head_dim;
-    return ns * j->seqlen * (qd > c->hidden_size ? qd : c->hidden_size);
+/* Values a token's state at a stage holds. */
+static int64_t stage_width(const lq_qjob *j, lq_fwd_stage s) {
+    const lq_model_config *c = &j->model->cfg;
+    return s == LQ_STAGE_ATTN  ? c->num_heads * c->head_dim
+           : s == LQ_STAGE_ACT ? c->intermediate_size
+                               : c->hidden_size;
 }
 
 typedef struct recap_filter {
@@ -81,20 +82,24 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
     mask_cap      m = {lin_mask, fn, user};
     const int64_t d = j->model->cfg.hidden_size, nc = lq_spill_count(j->acts);
     lq_spill     *fo  = from_stage == LQ_STAGE_INPUT ? j->fp_out : NULL;
-    const int64_t cap = stage_floats(j, j->chunk_seqs);
+    const int64_t tok = j->chunk_seqs * j->seqlen;
     stage_buf     in = {NULL, 0}, out = {NULL, 0};
     lq_status     st = LQ_OK;
-    lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out};
+    lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out, NULL};
     if (from_stage != LQ_STAGE_INPUT && (!from || lq_spill_count(from) != nc))
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no saved stage for every chunk");
-    if ((from_stage != LQ_STAGE_INPUT && !(in.x = lq_malloc_n(in.cap = cap, sizeof(float)))) ||
-        (save_stage != LQ_STAGE_INPUT && !(out.x = lq_malloc_n(out.cap = cap, sizeof(float)))))
+    if (from_stage == LQ_STAGE_ACT) /* it would need the residual as well: only the driver's */
+        LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no pass starts at the MLP activation");
+    if ((from_stage != LQ_STAGE_INPUT &&
+         !(in.x = lq_malloc_n(in.cap = tok * stage_width(j, from_stage), sizeof(float)))) ||
+        (save_stage != LQ_STAGE_INPUT &&
+         !(out.x = lq_malloc_n(out.cap = tok * stage_width(j, save_stage), sizeof(float)))))
         LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "out of memory for a chunk's stage state");
     for (int64_t c = 0; c < nc; c++) {
         LQ_TRY_GOTO(lq_spill_read(j->acts, c, j->chunk, j->err));
         const int64_t ns = lq_spill_chunk_numel(j->acts, c) / (j->seqlen * d);
         if (in.x) {
-            if (lq_spill_chunk_numel(from, c) > cap)
+            if (lq_spill_chunk_numel(from, c) > in.cap)
                 LQ_FAIL_GOTO(j->err, LQ_ERR_INTERNAL, "capture: stage chunk %lld too large",
                              (long long)c);
             LQ_TRY_GOTO(lq_spill_read(from, c, in.x, j->err));
@@ -104,11 +109,9 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
                                         fo ? -1 : top, &rs, j->ws, j->err));
         if (fo)
             LQ_TRY_GOTO(lq_spill_append(fo, j->chunk, ns * j->seqlen * d, j->err));
-        if (out.x) {
-            const lq_model_config *cf = &j->model->cfg;
-            const int64_t k = save_stage == LQ_STAGE_ATTN ? cf->num_heads * cf->head_dim : d;
-            LQ_TRY_GOTO(lq_spill_append(save, out.x, ns * j->seqlen * k, j->err));
-        }
+        if (out.x)
+            LQ_TRY_GOTO(
+                lq_spill_append(save, out.x, ns * j->seqlen * stage_width(j, save_stage), j->err));
     }
     if (fo)
         j->fp_out = NULL; /* filled */

@@ -272,11 +272,15 @@ lq_status lq_layer_forward(const lq_model *m, const lq_layer *layer, float *h, i
  * the same layer can start again, so that GPTQ's true-sequential passes compute what comes
  * before a sub-group once instead of once per sub-group:
  *   LQ_STAGE_ATTN: the attention output, o_proj's input [t, heads * head_dim];
- *   LQ_STAGE_RESID: the residual stream after attention, h + attn [t, hidden]. */
+ *   LQ_STAGE_RESID: the residual stream after attention, h + attn [t, hidden];
+ *   LQ_STAGE_ACT: the gated MLP's activation, down_proj's input [t, intermediate] (no experts);
+ *     a forward resumed there needs the residual too (lq_fwd_resume.resid) and runs down_proj
+ *     alone. */
 typedef enum lq_fwd_stage {
     LQ_STAGE_INPUT = 0,
     LQ_STAGE_ATTN  = 1,
-    LQ_STAGE_RESID = 2
+    LQ_STAGE_RESID = 2,
+    LQ_STAGE_ACT   = 3
 } lq_fwd_stage;
 
 /* Receives the state at a stage: rows row0.. of the call's nseq * seqlen, x [t, k]. */
@@ -287,9 +291,10 @@ typedef struct lq_fwd_resume {
     lq_fwd_stage from;  /* LQ_STAGE_INPUT: from h as usual; else from state (h is then only read
                            for LQ_STAGE_ATTN, whose residual input it is) */
     const float *state; /* [nseq * seqlen, k] saved at stage `from` by an earlier forward */
-    lq_fwd_stage save;  /* LQ_STAGE_ATTN / RESID: call save_fn there (INPUT: never) */
+    lq_fwd_stage save;  /* LQ_STAGE_ATTN / RESID / ACT: call save_fn there (INPUT: never) */
     lq_save_fn   save_fn;
     void        *save_user;
+    const float *resid; /* from LQ_STAGE_ACT: the residual [nseq * seqlen, hidden] (RESID) */
 } lq_fwd_resume;
 
 /* lq_layer_forward, starting from and/or saving at a stage (rs NULL: the plain forward). The

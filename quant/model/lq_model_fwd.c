@@ -548,7 +548,7 @@ static void glu(const lq_model_config *c, float *g, const float *gate, const flo
  * gate, up (or gate_up), down inputs. */
 static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
-                          int *stop, lq_err *err) {
+                          int *stop, const lq_fwd_resume *sv, int64_t row0, lq_err *err) {
     if (c->num_experts)
         return moe_core(c, L, xn, T, out, ws, cap, user, stop_after, stop, err);
     const int64_t d = ws->d, ff = ws->ff;
@@ -573,6 +573,8 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
     }
     float *g = ws->g; /* act(gate) * up, in place when not fused */
     glu(c, g, gate, up, ld, T, ff, nt);
+    if (sv)
+        LQ_TRY(sv->save_fn(sv->save_user, LQ_STAGE_ACT, g, row0, T, ff));
     LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
     if (*stop)
         return LQ_OK;
@@ -773,12 +775,26 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
     const lq_fwd_stage     save = rs && rs->save_fn ? rs->save : LQ_STAGE_INPUT;
     LQ_RETURN_IF(from != LQ_STAGE_INPUT && !(rs && rs->state), err, LQ_ERR_INVALID_ARG,
                  "forward: resuming without a saved state");
+    LQ_RETURN_IF((from == LQ_STAGE_ACT || save == LQ_STAGE_ACT) &&
+                     (c->num_experts || (from == LQ_STAGE_ACT && !rs->resid)),
+                 err, LQ_ERR_INVALID_ARG,
+                 "forward: the MLP activation stage needs a dense MLP (and the residual)");
+    const lq_fwd_resume *sv = save == LQ_STAGE_ACT ? rs : NULL;
     for (int64_t s0 = 0; s0 < nseq; s0 += per) {
         const int64_t ns = nseq - s0 < per ? nseq - s0 : per, T = ns * seqlen, row0 = s0 * seqlen;
         float        *hc   = h + row0 * d;
         int           stop = 0;
         const float  *att  = ws->att;
         float        *r = ws->r, *o = ws->o;
+        if (from == LQ_STAGE_ACT) { /* down_proj alone, from the saved activation */
+            const float *g = rs->state + row0 * ws->ff;
+            memcpy(r, rs->resid + row0 * d, (size_t)(T * d) * sizeof(float));
+            LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ws->ff, stop_after, &stop, err));
+            if (stop)
+                continue;
+            LQ_TRY(lin("mlp.down_proj", &L->lin[LQ_LIN_DOWN], g, T, o, ws, err));
+            goto mlp_out;
+        }
         if (from == LQ_STAGE_RESID) {
             memcpy(r, rs->state + row0 * d, (size_t)(T * d) * sizeof(float));
         } else {
@@ -806,9 +822,10 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
         if (save == LQ_STAGE_RESID)
             LQ_TRY(rs->save_fn(rs->save_user, save, r, row0, T, d));
         lq_model_rmsnorm(c, r, L->mlp_norm, T, d, ws->xn);
-        LQ_TRY(mlp_core(c, L, ws->xn, T, o, ws, cap, user, stop_after, &stop, err));
+        LQ_TRY(mlp_core(c, L, ws->xn, T, o, ws, cap, user, stop_after, &stop, sv, row0, err));
         if (stop)
             continue;
+    mlp_out:
         if (c->post_norms)
             lq_model_rmsnorm(c, o, L->mlp_post_norm, T, d, o);
 #pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
@@ -848,7 +865,8 @@ lq_status lq_mlp_forward(const lq_model *m, const lq_layer *L, const float *xn, 
     for (int64_t t0 = 0; t0 < ntok; t0 += per) {
         const int64_t T    = ntok - t0 < per ? ntok - t0 : per;
         int           stop = 0;
-        LQ_TRY(mlp_core(&m->cfg, L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, err));
+        LQ_TRY(mlp_core(&m->cfg, L, xn + t0 * d, T, out + t0 * d, ws, NULL, NULL, -1, &stop, NULL,
+                        0, err));
     }
     return LQ_OK;
 }
