@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static void set_msg(lq_err *err, const char *fmt, va_list ap) {
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
@@ -141,6 +142,11 @@ int64_t lq_cur_rss_bytes(void) {
     int       ok = fscanf(f, "%lld %lld", &pages, &rss) == 2;
     fclose(f);
     return ok ? (int64_t)rss * 4096 : 0;
+}
+
+int64_t lq_phys_mem_bytes(void) {
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (int64_t)pages * psz : 0;
 }
 
 static uint64_t splitmix64(uint64_t *x) {

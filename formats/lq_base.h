@@ -70,6 +70,8 @@ double lq_now(void);
 /* Peak resident set size of this process in bytes (0 if unknown). */
 int64_t lq_peak_rss_bytes(void);
 int64_t lq_cur_rss_bytes(void);
+/* Physical memory of the machine in bytes (0 if unknown). */
+int64_t lq_phys_mem_bytes(void);
 
 /* Deterministic RNG (splitmix64 seeded xoshiro256**); state is caller-owned: no globals. */
 typedef struct lq_rng {

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef struct cap_ctx {
     lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
@@ -245,11 +244,8 @@ static int keep_act(const lq_qjob *j) {
     const lq_model_config *c = &j->model->cfg;
     if (c->num_experts || j->stage_budget >= 0)
         return 0;
-    int64_t floats = 0;
-    for (int64_t ch = 0; ch < lq_spill_count(j->acts); ch++)
-        floats += lq_spill_chunk_numel(j->acts, ch) / c->hidden_size * c->intermediate_size;
-    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 && floats <= (int64_t)pages / 16 * psz;
+    const int64_t bytes = 4 * j->nseq * j->seqlen * c->intermediate_size;
+    return bytes <= lq_phys_mem_bytes() / 4;
 }
 
 static lq_status gptq_layer(lq_qjob *j) {

@@ -544,11 +544,6 @@ static double dense_layer_bytes(const lq_model_config *c, double per_weight) {
     return per * (double)c->num_layers;
 }
 
-static double phys_ram_bytes(void) {
-    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
-}
-
 static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) LQ_PRINTF(3, 4);
 static void log_msg(const lq_callbacks *cb, lq_log_level lv, const char *fmt, ...) {
     if (!cb || !cb->log)
@@ -597,7 +592,7 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
         !strcmp(m->cfg.torch_dtype, "float16") || !strcmp(m->cfg.torch_dtype, "bfloat16");
     const double per_w = m->dense_as_stored && dt16 ? 2.0 : 4.0;
     const double need  = m->format == LQ_FMT_DENSE ? dense_layer_bytes(&m->cfg, per_w) : 0;
-    const double ram  = phys_ram_bytes();
+    const double ram  = (double)lq_phys_mem_bytes();
     info->resident    = m->layers != NULL || ram <= 0 || need <= ram / 2;
     if (info->resident)
         LQ_TRY(lq_model_load_all(m, err));
