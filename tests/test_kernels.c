@@ -511,7 +511,7 @@ static void test_syrk(void) {
 /* lq_sgemm: every transpose pair, padded strides, alpha and beta, on the calling thread and
  * a team; exact on small integers against a double product, C's padding left alone */
 static void test_sgemm(void) {
-    static const int64_t ms[] = {1, 7, 48}, ns[] = {1, 64, 65}, ks[] = {1, 64, 129};
+    static const int64_t ms[] = {1, 7, 48, 601}, ns[] = {1, 64, 65}, ks[] = {1, 64, 129};
     lq_rng               r;
     lq_rng_seed(&r, 13);
     int bad = 0, runs = 0;

@@ -8,8 +8,12 @@
  * The blocking is the usual one for a broadcast-FMA kernel. B is packed in panels of NR = 64
  * columns x KC channels (32 KiB: L1), k-major, converted and transposed on the way; every MR = 6
  * rows of x then run against the panel: 24 accumulators (6 rows x 4 vectors), per channel four
- * panel loads and six broadcasts for 24 FMAs. Each thread takes whole panels, and a panel's
- * y block (m x 64) stays in L2 across the channel blocks while x streams through. */
+ * panel loads and six broadcasts for 24 FMAs. A panel's y block stays in L2 across the channel
+ * blocks while x streams through, which holds for at most MC = 288 rows (72 KiB of y, 144 KiB
+ * of x per channel block): over all of m, a calibration chunk of 16384 rows spilled y (4 MiB
+ * per panel) out of L2 at every channel block and ran at 270 GFLOP/s on 2 Zen 5 cores where
+ * 1024 rows ran at 410-450. So the work is (row block, panel) pairs, each thread taking whole
+ * pairs; B is packed again per row block, 1/288 of the FMAs' work. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
@@ -21,7 +25,7 @@
 #define G512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define G512_INLINE static inline __attribute__((always_inline)) G512_TARGET
 
-enum { NR = 64, MR = 6, KC = 128 };
+enum { NR = 64, MR = 6, KC = 128, MC = 288 };
 
 /* rows r[0..15] -> r[i] = column i of the 16 x 16 block */
 G512_INLINE void tr16(__m512 r[16]) {
@@ -211,6 +215,15 @@ G512_TARGET static void panel(const float *x, int64_t rs, int64_t cs, int64_t m,
     }
 }
 
+/* Block i of lq_gemm512_ex: rows (i / np) * mc.., panel i % np */
+G512_TARGET static void gemm_block(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t mc,
+                                   int64_t k, const lq_gemm_b *b, int64_t nt, int64_t np, int64_t i,
+                                   float *y, int64_t ldy, float alpha, float beta, float *pan) {
+    const int64_t r0 = i / np * mc, n0 = i % np * NR;
+    panel(x + r0 * rs, rs, cs, m - r0 < mc ? m - r0 : mc, k, b, n0,
+          nt - n0 < NR ? (int)(nt - n0) : NR, y + r0 * ldy, ldy, alpha, beta, pan);
+}
+
 void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
                    int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads) {
     const int64_t np = (nt + NR - 1) / NR;
@@ -222,22 +235,22 @@ void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
                 y[r * ldy + j] = beta != 0.f ? beta * y[r * ldy + j] : 0.f;
         return;
     }
-    if (nthreads <= 1 || np == 1) { /* no team: callers inside a parallel region */
+    /* (row block, panel) pairs, row block major: a thread's consecutive pairs share x's rows,
+     * and a narrow nt (3 panels) still splits evenly over 2 threads */
+    const int64_t mb0 = (m + MC - 1) / MC, mc = ((m + mb0 - 1) / mb0 + MR - 1) / MR * MR;
+    const int64_t nb = (m + mc - 1) / mc * np; /* row blocks of equal size, at most MC */
+    if (nthreads <= 1 || nb == 1) {            /* no team: callers inside a parallel region */
         _Alignas(64) float pan[KC * NR];
-        for (int64_t n0 = 0; n0 < nt; n0 += NR)
-            panel(x, rs, cs, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, alpha, beta,
-                  pan);
+        for (int64_t i = 0; i < nb; i++)
+            gemm_block(x, rs, cs, m, mc, k, b, nt, np, i, y, ldy, alpha, beta, pan);
         return;
     }
-#pragma omp parallel num_threads(np < nthreads ? (int)np : nthreads)
+#pragma omp parallel num_threads(nb < nthreads ? (int)nb : nthreads)
     {
         _Alignas(64) float pan[KC * NR];
 #pragma omp for schedule(static)
-        for (int64_t p = 0; p < np; p++) {
-            const int64_t n0 = p * NR;
-            panel(x, rs, cs, m, k, b, n0, nt - n0 < NR ? (int)(nt - n0) : NR, y, ldy, alpha, beta,
-                  pan);
-        }
+        for (int64_t i = 0; i < nb; i++)
+            gemm_block(x, rs, cs, m, mc, k, b, nt, np, i, y, ldy, alpha, beta, pan);
     }
 }
 
