@@ -563,49 +563,53 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
 
 /* ---------------------------------------------------------------------------------------
  * NF4 below NF4_ROWS_M rows: the transposed decode above costs what it saves there, so the
- * codes stay along k. A row's 64 codes of a step are 32 bytes: their high nibbles (the even
- * channels) and low nibbles (the odd ones) side by side in one vector, vpshufb'd against the
- * code book, meet the activations stored in that order (xp: per 64 channels, the even ones,
- * then the odd ones) in one vpdpbusd. Each of 16 weight rows keeps its 16 lanes of partial
- * sums over an activation block; at the block's end a 4-stage add tree turns the 16 vectors
- * into one whose lane j is weight row j's sum, and one FMA per 16 columns applies the
- * block's scales as the reference does. m > 1: a block's decoded codes (16 rows x ab bytes)
- * go to an L1 buffer that every row reads.
+ * codes stay along k. A row's 64 codes of a step are 32 bytes; two rows' side by side fill a
+ * vector whose high nibbles (the even channels) and low nibbles (the odd ones), vpshufb'd
+ * against the code book, meet the activations stored in that order (xp: per 64 channels, the
+ * even ones, then the odd ones) broadcast to both halves: 2 vpdpbusd per 2 rows and 64
+ * channels. Each of 8 row pairs keeps 8 lanes of partial sums a row over an activation block;
+ * at the block's end a 3-stage add tree and one permute turn the 8 vectors into one whose lane
+ * j is weight row j's sum, and one FMA per 16 columns applies the block's scales as the
+ * reference does. (One row a vector took 16 vpdpbusd and a 4-stage tree over 16 vectors; the
+ * pairs halve the nibble work and the tree.) m > 1: a block's decoded codes (16 rows x ab
+ * bytes) go to an L1 buffer, in that pair order, that every row reads.
  * --------------------------------------------------------------------------------------- */
 #define NF4_ROWS_M 16
 LQ_TREE_PRE_PUSH
 
-/* lane j = sum of the lanes of a[j] (the pairing fixes that order) */
-VNNI_INLINE __m512i hsum16_epi32(const __m512i a[16]) {
-    __m512i t[8], u[4], v[2];
-    for (int p = 0; p < 8; p++)
+/* a[p]: lanes 0-7 partial sums of row 2p, lanes 8-15 of row 2p + 1 -> lane j: row j's sum */
+VNNI_INLINE __m512i nf4_pairs_sum(const __m512i a[8]) {
+    __m512i t[4], u[2];
+    for (int p = 0; p < 4; p++) /* 128-bit lane L: rows of a[2p] and a[2p + 1] alternating */
         t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
                                 _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < 2; p++) /* lane L: a[4p .. 4p + 3]'s lane-L sums */
         u[p] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * p], t[2 * p + 1]),
                                 _mm512_unpackhi_epi64(t[2 * p], t[2 * p + 1]));
-    for (int p = 0; p < 2; p++)
-        v[p] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * p], u[2 * p + 1], 0x88),
-                                _mm512_shuffle_i32x4(u[2 * p], u[2 * p + 1], 0xDD));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88),
-                            _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+    /* lanes: rows 0 2 4 6 | 1 3 5 7 | 8 10 12 14 | 9 11 13 15 */
+    const __m512i v = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], 0x88),
+                                       _mm512_shuffle_i32x4(u[0], u[1], 0xDD));
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), v);
 }
 
-/* the unsigned codes (tq + 128) of 64 channels of a row from c (its 32 code bytes at q):
- * the even channels, then the odd ones */
-VNNI_INLINE __m512i nf4_rows_codes(const uint8_t *q, __m512i lut) {
-    const __m256i m0f = _mm256_set1_epi8(0x0F);
-    const __m256i v   = _mm256_loadu_si256((const void *)q);
-    const __m256i hi  = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(hi), _mm256_and_si256(v, m0f), 1);
-    return _mm512_shuffle_epi8(lut, idx);
+/* the unsigned codes (tq + 128) of 64 channels of rows a and b from c (their 32 code bytes
+ * at qa, qb): *hi the even channels, *lo the odd ones, row a in the low half */
+VNNI_INLINE void nf4_pair_codes(const uint8_t *qa, const uint8_t *qb, __m512i lut, __m512i *hi,
+                                __m512i *lo) {
+    const __m512i m0f = _mm512_set1_epi8(0x0F);
+    const __m512i v   = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const void *)qa)),
+        _mm256_loadu_si256((const void *)qb), 1);
+    *hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
+    *lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m0f));
 }
 
-/* weight rows [i0, i0 + 16) of one thread; am: absmax of every NF4 block, or (double quant)
- * room for the rows' own, decoded here so that they are read back from L1; buf: 16 x ab
- * bytes */
-VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, float *amd,
-                                uint8_t *buf) {
+/* weight rows [i0, i0 + 16) of one thread; amd: room for the rows' absmax, copied (or, double
+ * quant, decoded) here so that the per-block gathers read L1: from the full array they were 16
+ * more streams beside the 16 code rows, and one thread's time at 4096 x 11008 varied 2x from
+ * run to run; buf: 16 x ab bytes */
+VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_t *buf) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, ab = j->ab, bs = w->group_size;
     const uint8_t    *qrow[16];
@@ -616,21 +620,27 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, f
     for (int l = 0; l < 16; l++) { /* rows past n repeat the last one (results dropped) */
         const int64_t i = i0 + l < n ? i0 + l : n - 1;
         qrow[l]         = (const uint8_t *)w->qweight + i * k / 2;
-        bi[l]           = (int32_t)((amd ? i - i0 : i) * (k / bs));
+        bi[l]           = (int32_t)((i - i0) * (k / bs));
     }
-    if (amd) {
-        const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;
+    const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;
+    if (w->nested_blocksize > 0)
         lq_nf4_absmax_avx512(w, amd, i0 * (k / bs), i1 * (k / bs));
-        am = amd;
-    }
+    else
+        memcpy(amd, (const float *)w->absmax + i0 * (k / bs),
+               (size_t)((i1 - i0) * (k / bs)) * sizeof(float));
+    const float *am = amd;
     const __m512i bv = _mm512_loadu_si512((const void *)bi);
     for (int64_t kb = 0; kb < j->nkb; kb++) {
         const int64_t c0 = kb * ab;
-        if (j->m > 1)
-            for (int l = 0; l < 16; l++)
-                for (int64_t c = 0; c < ab; c += 64)
-                    _mm512_storeu_si512((void *)(buf + l * ab + c),
-                                        nf4_rows_codes(qrow[l] + (c0 + c) / 2, lut));
+        if (j->m > 1) /* per 64 channels and pair: the even channels' codes, then the odd */
+            for (int64_t c = 0; c < ab; c += 64)
+                for (int p = 0; p < 8; p++) {
+                    __m512i hi, lo;
+                    nf4_pair_codes(qrow[2 * p] + (c0 + c) / 2, qrow[2 * p + 1] + (c0 + c) / 2,
+                                   lut, &hi, &lo);
+                    _mm512_storeu_si512((void *)(buf + c * 16 + p * 128), hi);
+                    _mm512_storeu_si512((void *)(buf + c * 16 + p * 128 + 64), lo);
+                }
         const __m512 sv =
             _mm512_mul_ps(/* absmax * ts, as the reference rounds it */
                           _mm512_i32gather_ps(
@@ -638,19 +648,26 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, f
                           _mm512_set1_ps(j->ts));
         for (int64_t r = 0; r < j->m; r++) {
             const int8_t *xr = j->xp + r * j->kp + c0;
-            __m512i       acc[16];
-            for (int l = 0; l < 16; l++)
-                acc[l] = _mm512_setzero_si512();
+            __m512i       acc[8];
+            for (int p = 0; p < 8; p++)
+                acc[p] = _mm512_setzero_si512();
             for (int64_t c = 0; c < ab; c += 64) {
-                const __m512i xv = _mm512_loadu_si512((const void *)(xr + c));
-                for (int l = 0; l < 16; l++) {
-                    const __m512i wq = j->m > 1
-                                           ? _mm512_loadu_si512((const void *)(buf + l * ab + c))
-                                           : nf4_rows_codes(qrow[l] + (c0 + c) / 2, lut);
-                    acc[l]           = _mm512_dpbusd_epi32(acc[l], wq, xv);
+                const __m512i xe = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(xr + c)));
+                const __m512i xo =
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(xr + c + 32)));
+                for (int p = 0; p < 8; p++) {
+                    __m512i hi, lo;
+                    if (j->m > 1) {
+                        hi = _mm512_loadu_si512((const void *)(buf + c * 16 + p * 128));
+                        lo = _mm512_loadu_si512((const void *)(buf + c * 16 + p * 128 + 64));
+                    } else
+                        nf4_pair_codes(qrow[2 * p] + (c0 + c) / 2,
+                                       qrow[2 * p + 1] + (c0 + c) / 2, lut, &hi, &lo);
+                    acc[p] = _mm512_dpbusd_epi32(acc[p], hi, xe);
+                    acc[p] = _mm512_dpbusd_epi32(acc[p], lo, xo);
                 }
             }
-            const __m512i tot = _mm512_sub_epi32(hsum16_epi32(acc),
+            const __m512i tot = _mm512_sub_epi32(nf4_pairs_sum(acc),
                                                  _mm512_set1_epi32(128 * j->xs[r * j->nkb + kb]));
             const __m512  f   = _mm512_mul_ps(sv, _mm512_set1_ps(j->dx[r * j->nkb + kb]));
             float        *yr  = j->y + r * n + i0;
@@ -660,10 +677,10 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, const float *am, f
     }
 }
 
-VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, const float *am,
-                                       float *amd, uint8_t *buf) {
+VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
+                                       uint8_t *buf) {
     for (int64_t g = g0; g < g1; g++)
-        nf4_rows_group(j, g * 16, am, amd, buf);
+        nf4_rows_group(j, g * 16, amd, buf);
 }
 
 LQ_TREE_PRE_POP
@@ -689,20 +706,18 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     j.xs         = xs;
     j.dx         = dx;
     j.y          = y;
-    const int64_t nb = w->n * w->k / w->group_size;
-    const int     nt = lq_cpu_threads(nthreads);
-    /* the kernel above, k-major codes (its absmax gather takes 32-bit block indices) */
-    const int rows = m < NF4_ROWS_M && nb <= INT32_MAX;
+    const int nt = lq_cpu_threads(nthreads);
+    /* the kernel above, k-major codes (its absmax gather takes 32-bit indices into a group's
+     * 16 rows) */
+    const int rows = m < NF4_ROWS_M && 16 * (w->k / w->group_size) <= INT32_MAX;
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
-     * rows: 16 x ab codes, and (double quant) the 16 rows' absmax, decoded a group at a time */
-    const int    dq  = rows && w->nested_blocksize > 0;
-    const size_t amd = dq ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
+     * rows: 16 x ab codes, and the 16 rows' absmax, copied or decoded a group at a time */
+    const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
     const size_t per = rows ? (size_t)(16 * j.ab) + amd
                             : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
-    const float  *am   = (const float *)w->absmax; /* without double quant */
     const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
@@ -722,8 +737,8 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         }
         char *mine = bufs + per * (size_t)th;
         if (rows)
-            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, am,
-                           dq ? (float *)(void *)(mine + 16 * j.ab) : NULL, (uint8_t *)mine);
+            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn,
+                           (float *)(void *)(mine + 16 * j.ab), (uint8_t *)mine);
         else
             nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
                            (float *)(void *)(mine + (size_t)NF4_KC * 64));
