@@ -70,6 +70,9 @@ static const kcase k_cases[] = {
     {"gptq3_splitk", LQ_FMT_GPTQ, 3, 64, 4096, 128, 0, 0, 0, 0, 0, 0},
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0, 0},
+    /* from 16 rows each 128-column block's codes are repacked where the GPTQ kernel copies its
+     * words: several blocks a thread, the last partial */
+    {"awq_g64_n520", LQ_FMT_AWQ, 4, 520, 128, 64, 0, 0, 0, 0, 1, 0},
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
     /* a group of two decoded runs (the buffered kernel) */
