@@ -71,8 +71,9 @@ static const kcase k_cases[] = {
     {"awq_g128", LQ_FMT_AWQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n72", LQ_FMT_AWQ, 4, 72, 256, 32, 0, 0, 0, 0, 0, 0},
     /* from 16 rows each 128-column block's codes are repacked where the GPTQ kernel copies its
-     * words: several blocks a thread, the last partial */
-    {"awq_g64_n520", LQ_FMT_AWQ, 4, 520, 128, 64, 0, 0, 0, 0, 1, 0},
+     * words, at one row the blocks are read in runs of 16: several blocks and runs a thread,
+     * the last block partial */
+    {"awq_g64_n4360", LQ_FMT_AWQ, 4, 4360, 128, 64, 0, 0, 0, 0, 1, 0},
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
     /* a group of two decoded runs (the buffered kernel) */
