@@ -755,11 +755,10 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
         bi[l]           = (int32_t)((i - i0) * (k / bs));
     }
     const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;
-    if (w->nested_blocksize > 0)
+    if (w->nested_blocksize > 0) /* 16 at a time */
         lq_nf4_absmax_avx512(w, amd, i0 * (k / bs), i1 * (k / bs));
     else
-        memcpy(amd, (const float *)w->absmax + i0 * (k / bs),
-               (size_t)((i1 - i0) * (k / bs)) * sizeof(float));
+        lq_nf4_absmax_range(w, i0 * (k / bs), i1 * (k / bs), amd);
     const float *am = amd;
     const __m512i bv = _mm512_loadu_si512((const void *)bi);
     for (int64_t kb = 0; kb < j->nkb; kb++) {
