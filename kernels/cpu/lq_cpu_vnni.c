@@ -288,7 +288,9 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
     }
     /* transpose: afterwards r[f] holds field f of rows 0..7 as nibbles 0..7 */
     for (int sh = 4, st = 1; st < 8; sh *= 2, st *= 2) {
-        const __m512i mk = _mm512_set1_epi32(sh == 4 ? 0x0F0F0F0F : sh == 8 ? 0x00FF00FF : 0x0000FFFF);
+        const __m512i mk = _mm512_set1_epi32(sh == 4   ? 0x0F0F0F0F
+                                             : sh == 8 ? 0x00FF00FF
+                                                       : 0x0000FFFF);
         for (int t = 0; t < 8; t++) {
             if (t & st)
                 continue;
@@ -422,7 +424,8 @@ VNNI_INLINE void gptq_vnni_seq(const vnni_job *j, int64_t v0, int64_t v1, const 
                         const __m512i wv = _mm512_maskz_loadu_epi32(vm, (const void *)row);
                         for (int s = 0; s < P; s++)
                             acc = _mm512_dpwssd_epi32(
-                                acc, _mm512_and_si512(_mm512_srli_epi32(wv, (unsigned)(s * b)), bmask),
+                                acc,
+                                _mm512_and_si512(_mm512_srli_epi32(wv, (unsigned)(s * b)), bmask),
                                 xb[t][s]);
                     }
                     sum[v] = acc;
@@ -783,7 +786,8 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
             for (int p = 0; p < 8; p++)
                 acc[p] = _mm512_setzero_si512();
             for (int64_t c = 0; c < ab; c += 64) {
-                const __m512i xe = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(xr + c)));
+                const __m512i xe =
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(xr + c)));
                 const __m512i xo =
                     _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(xr + c + 32)));
                 for (int p = 0; p < 8; p++) {
@@ -905,6 +909,13 @@ VNNI_INLINE __m512i awq_shift(__m512i v, const int d) { /* d > 0: left */
     return d > 0 ? _mm512_slli_epi32(v, (unsigned)d) : _mm512_srli_epi32(v, (unsigned)-d);
 }
 
+/* int16 halves of each lane: field f of the words of channel c (w0), of channel c + 1 (w1) */
+VNNI_INLINE __m512i awq_field_pair(__m512i w0, __m512i w1, const int f) {
+    return _mm512_ternarylogic_epi32(
+        awq_shift(w1, 16 - 4 * f), _mm512_set1_epi32(0xF0000),
+        _mm512_and_si512(awq_shift(w0, -4 * f), _mm512_set1_epi32(0xF)), 0xEA); /* (a & b) | c */
+}
+
 VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int M,
                                 __m512i acc[][8]);
 
@@ -935,11 +946,7 @@ VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t
             xb[r] = _mm512_set1_epi32(xv);
         }
         for (int f = 0; f < 8; f++) {
-            /* halves: field f of channel c, of channel c + 1 */
-            const __m512i q = _mm512_ternarylogic_epi32(
-                awq_shift(wv[1], 16 - 4 * f), _mm512_set1_epi32(0xF0000),
-                _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF)),
-                0xEA); /* (a & b) | c */
+            const __m512i q = awq_field_pair(wv[0], wv[1], f);
             for (int r = 0; r < M; r++)
                 acc[r][f] = _mm512_dpwssd_epi32(acc[r][f], q, xb[r]);
         }
@@ -1029,13 +1036,9 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1) {
                             _mm_prefetch((const char *)(row + 8 * nw), _MM_HINT_T0);
                             wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
                         }
-                        for (int f = 0; f < 8; f++) {
-                            const __m512i q = _mm512_ternarylogic_epi32(
-                                awq_shift(wv[1], 16 - 4 * f), _mm512_set1_epi32(0xF0000),
-                                _mm512_and_si512(awq_shift(wv[0], -4 * f), _mm512_set1_epi32(0xF)),
-                                0xEA); /* (a & b) | c */
-                            acc[f] = _mm512_dpwssd_epi32(acc[f], q, xb[p]);
-                        }
+                        for (int f = 0; f < 8; f++)
+                            acc[f] = _mm512_dpwssd_epi32(acc[f], awq_field_pair(wv[0], wv[1], f),
+                                                         xb[p]);
                     }
                     for (int f = 0; f < 8; f++)
                         sum[b][f] = acc[f];
