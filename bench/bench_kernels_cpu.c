@@ -8,7 +8,7 @@
  * act-order: "_actorder" as the checkpoint stores it, "_actorder_sorted" after lq_qlinear_sort;
  * "awq_g128_sorted": AWQ after lq_qlinear_sort (GPTQ's layout).
  * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
- * those kernels.
+ * those kernels; "dense_bf16+bx": with LQ_QLINEAR_BF16_X (bf16 activations, AVX-512 BF16).
  *
  * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads]
  *                          [-r seconds]
@@ -332,19 +332,21 @@ int main(int argc, char **argv) {
             }
             const double            wbytes = (double)lq_qlinear_bytes(&qb.q);
             const lq_format_traits *tr     = lq_format_traits_get((lq_format)qb.q.format);
-            /* float activations, then (where this CPU has them) the integer-activation kernels
-             * of LQ_QLINEAR_INT_X as a row "<format>+ix" */
+            /* float activations, then (where this CPU has them) the reduced-precision
+             * activation kernels of the format's flag as a row "<format>+ix" (integer) or
+             * "+bx" (bf16) */
             for (int ix = 0; ix < 2; ix++)
                 for (int mi = 0; mi < nms; mi++) {
                     if (ix && !(tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi])))
                         continue;
-                    const unsigned fl  = ix ? LQ_QLINEAR_INT_X : 0u;
+                    const unsigned fl  = ix ? tr->qx_flag : 0u;
                     const size_t   wss = lq_qlinear_workspace_cpu_ex(&qb.q, ms[mi], fl);
                     void          *ws  = wss ? lq_aligned_alloc(wss) : NULL;
                     fwd_ctx        fc  = {&qb.q, x, ms[mi], y, ws, wss, nt, fl};
                     const double   t   = best_time(run_fwd, &fc, secs, cpu);
                     char           name[48];
-                    snprintf(name, sizeof name, "%s%s", c->name, ix ? "+ix" : "");
+                    snprintf(name, sizeof name, "%s%s", c->name,
+                             !ix ? "" : fl == LQ_QLINEAR_BF16_X ? "+bx" : "+ix");
                     printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", name,
                            (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3,
                            wbytes / t / 1e9, 100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3,

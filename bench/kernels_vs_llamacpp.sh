@@ -18,7 +18,9 @@
 # q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense fp16 / bf16 weights vs f16 / bf16 (dense-f32: OpenBLAS
 # sgemm on float32 weights, vs f16). llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
 # call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
-# AVX-512 VNNI: int16 activations up to 4 rows, int8 above), the others keep float activations.
+# AVX-512 VNNI: int16 activations up to 4 rows, int8 above), "dense_bf16+bx" dense bf16 on bf16
+# activations (LQ_QLINEAR_BF16_X, AVX-512 BF16, as llama.cpp's bf16), the others keep float
+# activations.
 set -euo pipefail
 BUILD=$(realpath "$1")
 WORK=${2:-${TMPDIR:-/tmp}/lq_kernels_vs_llamacpp}
@@ -74,7 +76,7 @@ for shape in $SHAPES; do
                 np = split(pairs, p, " ")
                 for (i = 1; i <= np; i++) { split(p[i], q, ":"); ty[q[1]] = q[2] }
             }
-            { base = $1; sub(/\+ix$/, "", base) }
+            { base = $1; sub(/\+[ib]x$/, "", base) }
             (base in ty) && $3 == shape {
                 key = $1 " " $2
                 if (!(key in best)) { order[++nk] = key; nm[key] = $1; mm[key] = $2; tb[key] = ty[base] }

@@ -127,7 +127,9 @@ void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out
  * activations and outputs (fp16 rounding alone gives NMSE ~1e-7; LLM.int8 also flips a few
  * activation codes when x is rounded to fp16 first). tol_nmse_cpu is the float32 CPU bound;
  * tol_nmse_qx the bound of the integer-activation CPU kernels (LQ_QLINEAR_INT_X; int8 rows:
- * ~5e-5 for gaussian activations in blocks of 128, as LLM.int8's row quantization).
+ * ~5e-5 for gaussian activations in blocks of 128, as LLM.int8's row quantization) and of
+ * dense bf16 on bf16 activations (LQ_QLINEAR_BF16_X: each activation's relative rounding error
+ * up to 2^-8, ~3e-6 NMSE on gaussian rows).
  * --------------------------------------------------------------------------------------- */
 #define LQ_ROW(fmt_, tol_, tol_cpu_)                                                               \
     .dequant_ref = lq_dequant_##fmt_##_ref, .gemm_ref = lq_gemm_##fmt_##_ref,                      \
@@ -135,17 +137,17 @@ void lq_nf4_absmax_range(const lq_qlinear *w, int64_t b0, int64_t b1, float *out
     .gemm_cpu = lq_gemm_##fmt_##_cpu, .dequant_cuda = lq_dequant_##fmt_##_cuda,                    \
     .ws_cuda = lq_ws_##fmt_##_cuda, .gemm_cuda = lq_gemm_##fmt_##_cuda, .tol_nmse = tol_,          \
     .tol_nmse_cpu = tol_cpu_
-/* the integer-activation entries of a format that has them */
-#define LQ_QX(fmt_, tol_qx_)                                                                       \
-    .quantizes_x_cpu = lq_##fmt_##_cpu_quantizes_x, .ws_cpu_qx = lq_ws_##fmt_##_cpu_qx,            \
-    .gemm_cpu_qx = lq_gemm_##fmt_##_cpu_qx, .gemm_qx_ref = lq_gemm_##fmt_##_qx_ref,                \
-    .tol_nmse_qx = tol_qx_
+/* the reduced-precision activation entries of a format that has them, under flag_ */
+#define LQ_QX(fmt_, flag_, tol_qx_, tol_qx_ref_)                                                   \
+    .qx_flag = flag_, .quantizes_x_cpu = lq_##fmt_##_cpu_quantizes_x,                              \
+    .ws_cpu_qx = lq_ws_##fmt_##_cpu_qx, .gemm_cpu_qx = lq_gemm_##fmt_##_cpu_qx,                    \
+    .gemm_qx_ref = lq_gemm_##fmt_##_qx_ref, .tol_nmse_qx = tol_qx_, .tol_nmse_qx_ref = tol_qx_ref_
 
 static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
-    [LQ_FMT_DENSE] = {LQ_ROW(dense, 1e-5, 1e-10)},
-    [LQ_FMT_GPTQ]  = {LQ_ROW(gptq, 1e-5, 1e-9), LQ_QX(gptq, 2e-4)},
-    [LQ_FMT_AWQ]   = {LQ_ROW(awq, 1e-5, 1e-9), LQ_QX(awq, 2e-4)},
-    [LQ_FMT_NF4]   = {LQ_ROW(nf4, 1e-5, 1e-9), LQ_QX(nf4, 2e-4)},
+    [LQ_FMT_DENSE] = {LQ_ROW(dense, 1e-5, 1e-10), LQ_QX(dense, LQ_QLINEAR_BF16_X, 2e-5, 1e-10)},
+    [LQ_FMT_GPTQ]  = {LQ_ROW(gptq, 1e-5, 1e-9), LQ_QX(gptq, LQ_QLINEAR_INT_X, 2e-4, 0)},
+    [LQ_FMT_AWQ]   = {LQ_ROW(awq, 1e-5, 1e-9), LQ_QX(awq, LQ_QLINEAR_INT_X, 2e-4, 0)},
+    [LQ_FMT_NF4]   = {LQ_ROW(nf4, 1e-5, 1e-9), LQ_QX(nf4, LQ_QLINEAR_INT_X, 2e-4, 0)},
     [LQ_FMT_INT8]  = {LQ_ROW(int8, 1e-4, 1e-9)},
 };
 _Static_assert(sizeof k_formats / sizeof k_formats[0] == LQ_FMT_COUNT, "one row per lq_format");

@@ -96,16 +96,20 @@ typedef struct lq_format_traits {
                             CUDA's fp16 activations included) */
     double tol_nmse_cpu; /* tighter bound for the float32 CPU kernels */
 
-    /* Integer activations (LQ_QLINEAR_INT_X): where quantizes_x_cpu(w, m) (NULL: never),
-     * gemm_cpu_qx quantizes the activations to int16/int8 (AVX-512 VNNI) and equals
-     * gemm_qx_ref, the scalar oracle of that semantics, bit for bit, and gemm_ref within
-     * tol_nmse_qx. */
+    /* Reduced-precision activations, under the flag qx_flag of lq_qlinear_forward_cpu_ex:
+     * where quantizes_x_cpu(w, m) (NULL: never), gemm_cpu_qx rounds the activations
+     * (LQ_QLINEAR_INT_X: to int16/int8, AVX-512 VNNI; LQ_QLINEAR_BF16_X: to bf16, AVX-512
+     * BF16) and equals gemm_qx_ref, the scalar oracle of that semantics, bit for bit where
+     * tol_nmse_qx_ref is 0 (else on small-integer inputs, and within tol_nmse_qx_ref on random
+     * ones: float sums in another order), and gemm_ref within tol_nmse_qx. */
+    unsigned qx_flag;
     int (*quantizes_x_cpu)(const lq_qlinear *w, int64_t m);
     size_t (*ws_cpu_qx)(const lq_qlinear *w, int64_t m);
     lq_status (*gemm_cpu_qx)(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);
     void (*gemm_qx_ref)(const lq_qlinear *w, const float *x, int64_t m, float *y);
     double tol_nmse_qx;
+    double tol_nmse_qx_ref;
 } lq_format_traits;
 
 const lq_format_traits *lq_format_traits_get(lq_format f);

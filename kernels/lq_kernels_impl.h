@@ -307,6 +307,18 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
                                  int nthreads);
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32; only where lq_cpu_avx512() */
 void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out);
+/* Dense bf16 weights on bf16 activations (LQ_QLINEAR_BF16_X): lq_cpu_avx512bf16, the CPU has
+ * AVX-512 BF16 besides lq_cpu_avx512; y = round_bf16(x) @ W^T, products exact, float32 sums
+ * (in another order than lq_gemm_dense_qx_ref's); ws of lq_ws_dense_bf16x bytes (SIZE_MAX
+ * where that does not fit), 64-byte aligned; no bias. */
+int       lq_cpu_avx512bf16(void);
+/* the rows kernel up to this many rows, lq_gemm512_bf16x past it (1 thread, Zen 5, ms rows /
+ * GEMM: 4096 x 4096 3.90-4.07 / 3.98-4.22 at 32 rows, 5.29-5.59 / 4.74-5.09 at 48; 11008 x
+ * 4096 10.3 / 11.6-12.2 at 32, 13.8-14.0 / 13.5-13.9 at 48) */
+#define LQ_DENSE_BF16X_ROWS_M 40
+size_t    lq_ws_dense_bf16x(int64_t k, int64_t m);
+lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                              size_t ws_size, int nthreads);
 
 /* The integer kernels' activations of one row (cpu/lq_cpu_common.c): xp [k * xbits/8 bytes],
  * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
@@ -367,7 +379,13 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
 size_t    lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m);
 lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, void *ws, int nthreads);
-/* The traits' integer-activation entries (quantizes_x_cpu, ws_cpu_qx, gemm_cpu_qx). */
+/* The traits' reduced-precision activation entries (quantizes_x_cpu, ws_cpu_qx, gemm_cpu_qx,
+ * gemm_qx_ref). */
+int       lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+size_t    lq_ws_dense_cpu_qx(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_dense_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                               void *ws, size_t ws_size, int nthreads);
+void      lq_gemm_dense_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
 size_t    lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -470,6 +488,11 @@ void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
  * alpha * x @ B; nthreads <= 1: on the calling thread, no OpenMP team */
 void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
                    int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads);
+/* y[m, nt] = x @ W^T on bf16 (LQ_QLINEAR_BF16_X; only where lq_cpu_avx512bf16()): x [m, k]
+ * bf16 rows ldx apart, 4-byte aligned, zero from k to ldx > k when k is odd; W [nt, k] bf16
+ * rows ldw apart */
+void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                      int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads);
 /* lq_ssyrk_upper's AVX-512 side (the GEMM's panels, those on or above the diagonal); the
  * lower triangle of the diagonal 64 x 64 blocks is written too, with the same sums */
 void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,

@@ -39,6 +39,10 @@ static const kcase k_cases[] = {
     {"dense_f16_n37_oddk", LQ_FMT_DENSE, 0, 37, 77, 0, 0, 0, 0, 0, 0, LQ_DENSE_F16},
     {"dense_bf16", LQ_FMT_DENSE, 0, 64, 256, 0, 0, 0, 0, 0, 1, LQ_DENSE_BF16},
     {"dense_bf16_n37_oddk", LQ_FMT_DENSE, 0, 37, 77, 0, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
+    /* bf16 activations (LQ_QLINEAR_BF16_X) at 300 rows: two k ranges, the second's tail masked */
+    {"dense_bf16_n21_k2100", LQ_FMT_DENSE, 0, 21, 2100, 0, 0, 0, 0, 0, 1, LQ_DENSE_BF16},
+    /* ... and its rows kernel's k ranges (1 MiB of activations: 2 at 16 rows) */
+    {"dense_bf16_n4_k66000", LQ_FMT_DENSE, 0, 4, 66000, 0, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
     {"dense_f16_two_tiles", LQ_FMT_DENSE, 0, 1030, 48, 0, 0, 0, 0, 0, 1, LQ_DENSE_F16},
     {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 256, 128, 0, 0, 0, 0, 1, 0},
     {"gptq4_g32", LQ_FMT_GPTQ, 4, 96, 256, 32, 0, 0, 0, 0, 0, 0},

@@ -7,11 +7,13 @@
  *           bit-identical to gemm_ref / dequant_ref
  *   random  gaussian activations, realistic scales: NMSE(gemm_cpu, gemm_ref) <= tol_nmse_cpu,
  *           dequant_cpu == dequant_ref exactly
- *   int-x   where the CPU has integer-activation kernels for the case (GPTQ/AWQ with AVX-512
- *           VNNI, LQ_QLINEAR_INT_X; the traits' quantizes_x_cpu): bit-identical to gemm_qx_ref,
- *           the scalar oracle of that semantics, in both modes, and NMSE against gemm_ref <=
- *           tol_nmse_qx on random inputs. ctest `kernels_portable` runs all with
- *           LQ_CPU_KERNELS=portable: the kernels every CPU runs.
+ *   int-x   where the CPU has reduced-precision activation kernels for the case (the traits'
+ *           quantizes_x_cpu under their qx_flag: GPTQ/AWQ/NF4 with AVX-512 VNNI,
+ *           LQ_QLINEAR_INT_X; dense bf16 with AVX-512 BF16, LQ_QLINEAR_BF16_X): bit-identical
+ *           to gemm_qx_ref, the scalar oracle of that semantics, in both modes (where
+ *           tol_nmse_qx_ref is set: in exact mode, and within it in random mode), and NMSE
+ *           against gemm_ref <= tol_nmse_qx on random inputs. ctest `kernels_portable` runs all
+ *           with LQ_CPU_KERNELS=portable: the kernels every CPU runs.
  *   oracle  gemm_ref against x @ dequant_ref^T computed in double (LLM.int8 within its
  *           activation-quantization error)
  * plus layout checks of the packers against independent transcriptions of the reference
@@ -105,18 +107,27 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
         lq_status st = lq_qlinear_forward_cpu(w, x, m, ycpu, ws, ws_size, 0);
         CHECK_MSG(st == LQ_OK, "%s cpu m=%lld: forward returned %s", c->name, (long long)m,
                   lq_status_name(st));
-        /* integer activations (LQ_QLINEAR_INT_X): the oracle of that semantics bit for bit,
-         * the float one within tol_nmse_qx (random inputs) */
+        /* reduced-precision activations (the traits' qx_flag): the oracle of that semantics
+         * bit for bit (or within tol_nmse_qx_ref where its sums run in another order), the
+         * float one within tol_nmse_qx (random inputs) */
         if (t->quantizes_x_cpu && t->quantizes_x_cpu(w, m)) {
-            const size_t wsq = lq_qlinear_workspace_cpu_ex(w, m, LQ_QLINEAR_INT_X);
+            const size_t wsq = lq_qlinear_workspace_cpu_ex(w, m, t->qx_flag);
             void        *wq  = wsq ? lq_aligned_alloc(wsq) : NULL;
             float       *yx  = malloc((size_t)(m * n) * sizeof(float));
             float       *yq  = malloc((size_t)(m * n) * sizeof(float));
             for (int64_t e = 0; e < m * n; e++)
                 yx[e] = NAN;
-            CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, yx, wq, wsq, 0, LQ_QLINEAR_INT_X));
+            CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, yx, wq, wsq, 0, t->qx_flag));
             t->gemm_qx_ref(w, x, m, yq);
-            const int64_t d = first_diff(yx, yq, m * n);
+            const int64_t d = exact || t->tol_nmse_qx_ref == 0 ? first_diff(yx, yq, m * n) : -1;
+            if (!exact && t->tol_nmse_qx_ref > 0) {
+                const double e = nmse(yx, yq, m * n);
+                CHECK_MSG(e <= t->tol_nmse_qx_ref,
+                          "%s cpu int-x random m=%lld n=%lld k=%lld seed=%llu: NMSE %.3g > %.3g "
+                          "against the qx ref",
+                          c->name, (long long)m, (long long)n, (long long)k,
+                          (unsigned long long)seed, e, t->tol_nmse_qx_ref);
+            }
             CHECK_MSG(d < 0,
                       "%s cpu int-x %s m=%lld n=%lld k=%lld seed=%llu: y[%lld] = %.9g, qx ref "
                       "%.9g (not bit-identical)",

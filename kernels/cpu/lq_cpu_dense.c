@@ -84,3 +84,21 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     lq_add_bias_f16(w->bias, m, n, y);
     return LQ_OK;
 }
+
+/* bf16 activations (LQ_QLINEAR_BF16_X): bf16 weights on a CPU with AVX-512 BF16, at every m */
+int lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
+    return m >= 1 && w->dense_dtype == LQ_DENSE_BF16 && lq_cpu_avx512bf16();
+}
+
+size_t lq_ws_dense_cpu_qx(const lq_qlinear *w, int64_t m) {
+    return lq_ws_dense_bf16x(w->k, m);
+}
+
+lq_status lq_gemm_dense_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y,
+                               void *ws, size_t ws_size, int nthreads) {
+    if (!lq_blas_dims_ok(m, w->n, w->k) || !lq_dense_cpu_quantizes_x(w, m))
+        return LQ_ERR_UNSUPPORTED;
+    LQ_TRY(lq_gemm_dense_bf16x(w, x, m, y, ws, ws_size, lq_cpu_threads(nthreads)));
+    lq_add_bias_f16(w->bias, m, w->n, y);
+    return LQ_OK;
+}

@@ -215,6 +215,131 @@ G512_TARGET static void panel(const float *x, int64_t rs, int64_t cs, int64_t m,
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * bf16 weight rows on bf16 activations (LQ_QLINEAR_BF16_X), the same blocking: a panel holds
+ * channel pairs, lane j of pair p the weights (2p, 2p + 1) of column j (a 32-bit element of
+ * the row as stored, so packing is tr16 alone), 256 channels in 32 KiB; per pair four panel
+ * loads, six broadcasts of a row's pair and 24 vdpbf16ps, each 32 multiply-adds.
+ * --------------------------------------------------------------------------------------- */
+#define BX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define BX_INLINE static inline __attribute__((always_inline)) BX_TARGET
+enum { KCB = 256 };
+
+/* pan[p * NR + j] = W(n0 + j, channels k0 + 2p, k0 + 2p + 1); zeros past nr and k */
+BX_INLINE void pack_bx(const uint16_t *W, int64_t ldw, int64_t n0, int nr, int64_t k0, int kc,
+                       float *pan) {
+    const uint16_t *p = W + n0 * ldw + k0;
+    for (int jb = 0; jb < NR; jb += 16)
+        for (int c = 0; c < kc; c += 32) {
+            const int       cn = kc - c < 32 ? kc - c : 32;
+            const __mmask32 mk = cn == 32 ? ~(__mmask32)0 : (((__mmask32)1 << cn) - 1);
+            __m512          r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = jb + i < nr ? _mm512_castsi512_ps(
+                                         _mm512_maskz_loadu_epi16(mk, p + (jb + i) * ldw + c))
+                                   : _mm512_setzero_ps();
+            tr16(r);
+            for (int i = 0; 2 * i < cn; i++)
+                _mm512_store_ps(pan + (c / 2 + i) * NR + jb, r[i]);
+        }
+}
+
+/* y[r, 0..nr) (=, or += unless first) the pairs' sums for r < mr; x rows ldx apart, pairs
+ * read whole (the activations are zero past k) */
+BX_INLINE void ukr_bx(int mr, const uint16_t *x, int64_t ldx, const float *pan, int kc,
+                      float *y, int64_t ldy, int nr, int first) {
+    __m512 acc[MR][NR / 16];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NR / 16; v++)
+            acc[r][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int pp = 0; pp < (kc + 1) / 2; pp++) {
+        __m512bh bv[NR / 16];
+        for (int v = 0; v < NR / 16; v++)
+            bv[v] = (__m512bh)_mm512_load_si512((const void *)(pan + pp * NR + 16 * v));
+        for (int r = 0; r < MR; r++) {
+            if (r >= mr)
+                break;
+            int32_t xp;
+            memcpy(&xp, x + r * ldx + 2 * pp, sizeof xp);
+            const __m512bh xb = (__m512bh)_mm512_set1_epi32(xp);
+            for (int v = 0; v < NR / 16; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], xb, bv[v]);
+        }
+    }
+    const __mmask64 all = nr >= NR ? ~(__mmask64)0 : (((__mmask64)1 << nr) - 1);
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < NR / 16; v++) {
+            const __mmask16 mk = (__mmask16)(all >> (16 * v));
+            float          *yp = y + r * ldy + 16 * v;
+            if (!mk)
+                break;
+            const __m512 o =
+                first ? acc[r][v] : _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(mk, yp));
+            _mm512_mask_storeu_ps(yp, mk, o);
+        }
+}
+
+BX_TARGET static void panel_bx(const uint16_t *x, int64_t ldx, int64_t m, int64_t k,
+                               const uint16_t *W, int64_t ldw, int64_t n0, int nr, float *y,
+                               int64_t ldy, float *pan) {
+    for (int64_t k0 = 0; k0 < k; k0 += KCB) {
+        const int kc = k - k0 < KCB ? (int)(k - k0) : KCB;
+        pack_bx(W, ldw, n0, nr, k0, kc, pan);
+        const int first = k0 == 0;
+        /* the next block's weight lines into L2, a share before each tile (as panel()) */
+        const int64_t nk  = k0 + KCB < k ? (k - k0 - KCB < KCB ? k - k0 - KCB : KCB) : 0;
+        const int64_t lpr = (nk * 2 + 63) / 64, nl = lpr * nr, nti = m / MR > 0 ? m / MR : 1;
+        const char   *nb  = (const char *)(W + n0 * ldw + k0 + KCB);
+        int64_t       l = 0, r = 0;
+        for (; r + MR <= m; r += MR) {
+            for (const int64_t l1 = nl * (r / MR + 1) / nti; l < l1; l++)
+                _mm_prefetch(nb + (l / lpr) * ldw * 2 + 64 * (l % lpr), _MM_HINT_T1);
+            ukr_bx(MR, x + r * ldx + k0, ldx, pan, kc, y + r * ldy + n0, ldy, nr, first);
+        }
+        switch ((int)(m - r)) {
+#define BX_TAIL(M_)                                                                                \
+    case M_:                                                                                       \
+        ukr_bx(M_, x + r * ldx + k0, ldx, pan, kc, y + r * ldy + n0, ldy, nr, first);              \
+        break;
+            BX_TAIL(5)
+            BX_TAIL(4)
+            BX_TAIL(3)
+            BX_TAIL(2)
+            BX_TAIL(1)
+#undef BX_TAIL
+        default:
+            break;
+        }
+    }
+}
+
+/* lq_gemm512_ex's split: row blocks of equal size (at most MC, whole tiles) x panels */
+static void g512_split(int64_t m, int64_t nt, int64_t *mc, int64_t *np, int64_t *nb) {
+    const int64_t mb0 = (m + MC - 1) / MC;
+    *np               = (nt + NR - 1) / NR;
+    *mc               = ((m + mb0 - 1) / mb0 + MR - 1) / MR * MR;
+    *nb               = (m + *mc - 1) / *mc * *np;
+}
+
+void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                      int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    if (m <= 0 || nt <= 0 || k <= 0)
+        return;
+    int64_t mc, np, nb;
+    g512_split(m, nt, &mc, &np, &nb);
+#pragma omp parallel num_threads(nb < nthreads ? (int)nb : nthreads > 0 ? nthreads : 1)
+    {
+        _Alignas(64) float pan[KCB / 2 * NR];
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t r0 = i / np * mc, n0 = i % np * NR;
+            panel_bx(x + r0 * ldx, ldx, m - r0 < mc ? m - r0 : mc, k, W, ldw, n0,
+                     nt - n0 < NR ? (int)(nt - n0) : NR, y + r0 * ldy, ldy, pan);
+        }
+    }
+}
+
 /* Block i of lq_gemm512_ex: rows (i / np) * mc.., panel i % np */
 G512_TARGET static void gemm_block(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t mc,
                                    int64_t k, const lq_gemm_b *b, int64_t nt, int64_t np, int64_t i,
@@ -226,7 +351,6 @@ G512_TARGET static void gemm_block(const float *x, int64_t rs, int64_t cs, int64
 
 void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
                    int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads) {
-    const int64_t np = (nt + NR - 1) / NR;
     if (m <= 0 || nt <= 0)
         return;
     if (k <= 0) {
@@ -237,8 +361,8 @@ void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
     }
     /* (row block, panel) pairs, row block major: a thread's consecutive pairs share x's rows,
      * and a narrow nt (3 panels) still splits evenly over 2 threads */
-    const int64_t mb0 = (m + MC - 1) / MC, mc = ((m + mb0 - 1) / mb0 + MR - 1) / MR * MR;
-    const int64_t nb = (m + mc - 1) / mc * np; /* row blocks of equal size, at most MC */
+    int64_t mc, np, nb;
+    g512_split(m, nt, &mc, &np, &nb);
     if (nthreads <= 1 || nb == 1) {            /* no team: callers inside a parallel region */
         _Alignas(64) float pan[KC * NR];
         for (int64_t i = 0; i < nb; i++)
@@ -313,5 +437,10 @@ void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
 void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float beta, int nthreads) {
     lq_gemm512_ex(x, k, 1, m, k, b, nt, y, ldy, 1.f, beta, nthreads);
+}
+void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                      int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    (void)x, (void)ldx, (void)m, (void)k, (void)W, (void)ldw, (void)nt, (void)y, (void)ldy,
+        (void)nthreads;
 }
 #endif

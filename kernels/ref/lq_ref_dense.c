@@ -1,6 +1,8 @@
 /* Scalar oracle of the unquantized path: dense [n, k] in float32, fp16 or bf16. */
 #include "lq_kernels_impl.h"
 
+#include <stdlib.h>
+
 static float dense_w(const lq_qlinear *w, int64_t i, int64_t c) {
     const int64_t e = i * w->k + c;
     switch (w->dense_dtype) {
@@ -19,4 +21,18 @@ void lq_dequant_dense_ref(const lq_qlinear *w, float *out) {
 
 void lq_gemm_dense_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     lq_ref_gemm(w, dense_w, x, m, y);
+}
+
+/* LQ_QLINEAR_BF16_X: the float oracle on x rounded to bf16 (to nearest even) */
+void lq_gemm_dense_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
+    float *xb = malloc((size_t)(m * w->k) * sizeof *xb);
+    if (!xb) { /* the oracle has no error channel: make the failure impossible to miss */
+        for (int64_t e = 0; e < m * w->n; e++)
+            y[e] = NAN;
+        return;
+    }
+    for (int64_t e = 0; e < m * w->k; e++)
+        xb[e] = lq_bf16_to_f32(lq_f32_to_bf16(x[e]));
+    lq_ref_gemm(w, dense_w, xb, m, y);
+    free(xb);
 }

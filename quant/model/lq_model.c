@@ -112,7 +112,7 @@ float *lq_linear_dense_mut(lq_linear *l) {
 }
 
 static int int_x_rows(const lq_format_traits *t, const lq_qlinear *q, int64_t mc, unsigned flags) {
-    return (flags & LQ_QLINEAR_INT_X) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc);
+    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc);
 }
 
 size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
@@ -157,7 +157,7 @@ lq_status lq_linear_forward_ex(const lq_linear *l, const float *x, int64_t m, fl
         ws_size = need;
     }
     lq_status st = LQ_OK;
-    if (flags & LQ_QLINEAR_INT_X) { /* row chunks the integer-activation kernels take */
+    if (flags) { /* row chunks the reduced-precision activation kernels take */
         for (int64_t r0 = 0; r0 < m && st == LQ_OK; r0 += LQ_QLINEAR_INT_X_ROWS) {
             const int64_t mc = m - r0 < LQ_QLINEAR_INT_X_ROWS ? m - r0 : LQ_QLINEAR_INT_X_ROWS;
             st               = (int_x_rows(t, q, mc, flags) ? t->gemm_cpu_qx : t->gemm_cpu)(

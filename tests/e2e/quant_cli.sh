@@ -111,6 +111,21 @@ if grep -qw avx512_vnni /proc/cpuinfo && [ -z "${LQ_CPU_KERNELS:-}" ]; then
     [ "$PPL_gptq4x" != "$PPL_gptq4" ] ||
         fail "--int-activations gave the float perplexity on a VNNI CPU"
 fi
+# --bf16-activations: the model converted to bf16, its linears on bf16 activations where the
+# CPU has AVX-512 BF16 (float elsewhere): within 1% of its float perplexity, and another figure
+run "$B" convert "$M" -o "$W/bf16" --out-dtype bfloat16 -q
+expect_rc 0 "convert --out-dtype bfloat16"
+ppl bf16 "$W/bf16" --tokenizer "$TOK"
+ppl bf16x "$W/bf16" --tokenizer "$TOK" --bf16-activations
+CHECKS=$((CHECKS + 1))
+fcmp "$PPL_bf16x >= $PPL_bf16 * 0.99 && $PPL_bf16x <= $PPL_bf16 * 1.01" ||
+    fail "bf16 ppl on bf16 activations $PPL_bf16x, float $PPL_bf16"
+expect_in "$W/ppl_bf16x.json" '"bf16_activations":true' "ppl --json says bf16_activations"
+if grep -qw avx512_bf16 /proc/cpuinfo && [ -z "${LQ_CPU_KERNELS:-}" ]; then
+    CHECKS=$((CHECKS + 1))
+    [ "$PPL_bf16x" != "$PPL_bf16" ] ||
+        fail "--bf16-activations gave the float perplexity on an AVX-512 BF16 CPU"
+fi
 # AWQ's scales are folded into the norms (and v_proj / up_proj): the layer computes the same
 # function, so at 8 bits the model stays within 1% of FP16, and the 4-bit file is another file.
 CHECKS=$((CHECKS + 1))
