@@ -893,7 +893,6 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * packed like the codes.
  * int8 (more rows): see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
-#define AWQ_M 2 /* activation rows per chunk (8 accumulators a row) */
 
 typedef struct awq_job {
     const lq_qlinear *w;
@@ -914,44 +913,6 @@ VNNI_INLINE __m512i awq_field_pair(__m512i w0, __m512i w1, const int f) {
     return _mm512_ternarylogic_epi32(
         awq_shift(w1, 16 - 4 * f), _mm512_set1_epi32(0xF0000),
         _mm512_and_si512(awq_shift(w0, -4 * f), _mm512_set1_epi32(0xF)), 0xEA); /* (a & b) | c */
-}
-
-VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int M,
-                                __m512i acc[][8]);
-
-VNNI_INLINE void awq_vnni_tile(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int M) {
-    const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
-    const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-    const int         U  = 2;                           /* channels per lane (int16) */
-    const int64_t     vw = nw - w0 < 16 ? nw - w0 : 16; /* valid words */
-    const __mmask16   wm = (__mmask16)((1u << vw) - 1u);
-    const uint32_t   *qw = (const uint32_t *)w->qweight;
-    __m512i           acc[AWQ_M][8];
-    for (int r = 0; r < M; r++)
-        for (int f = 0; f < 8; f++)
-            acc[r][f] = _mm512_setzero_si512();
-    for (int64_t c = c0; c < c1; c += U) {
-        __m512i wv[2];
-        for (int t = 0; t < U; t++) {
-            const uint32_t *row = qw + (c + t) * nw + w0;
-            if (M <= 2)
-                _mm_prefetch((const char *)(row + VNNI_PF_WORDS), _MM_HINT_T0);
-            wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
-        }
-        __m512i xb[AWQ_M];
-        for (int r = 0; r < M; r++) {
-            int32_t xv;
-            memcpy(&xv, j->xp + (r0 + r) * j->kp + c * 2, 4);
-            xb[r] = _mm512_set1_epi32(xv);
-        }
-        for (int f = 0; f < 8; f++) {
-            const __m512i q = awq_field_pair(wv[0], wv[1], f);
-            for (int r = 0; r < M; r++)
-                acc[r][f] = _mm512_dpwssd_epi32(acc[r][f], q, xb[r]);
-        }
-    }
-    awq_vnni_flush(j, kb, w0, r0, M, acc);
 }
 
 /* yf (+)= block kb's integer sums acc[r][f] of words [w0, w0 + 16) scaled: zeros (packed like
@@ -998,88 +959,83 @@ VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_
     }
 }
 
-/* One row: channel pairs 4 at a time over runs of AWQ_SEQ_B 16-word blocks, the sums in an L1
- * buffer, as gptq_vnni_seq. The tiles read a block's 128 channel rows 64 bytes each, n / 2
- * bytes apart: with n = 4096 every one falls into the same two L1 sets, and at 4096 x 11008 on
- * 2 threads one row took 0.63-0.76 ms against 0.39 with the codes sorted at load. */
-#define AWQ_SEQ_B 16 /* blocks a run: 8 KiB of sums */
-VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1) {
+/* The int16 rows (m <= 4): channel pairs over runs of 16-word blocks, the sums of a run in an
+ * L1 buffer, as gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes
+ * apart, as tiles would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008
+ * on 2 threads took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at
+ * 4 rows, two rows a tile, 5.8 ms against 0.34 at one. Per pass, P channel pairs (4 at one
+ * row, 2 above) and the fields in halves of FH (all 8 up to 2 rows, 4 above) keep M x FH
+ * accumulators in registers; a run has 16, 8, 4 or 4 blocks at 1-4 rows (8 KiB of sums at most). */
+#define AWQ_SEQ_B 16 /* blocks a run at one row */
+VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
     const uint32_t   *qw = (const uint32_t *)w->qweight;
-    __m512i           sum[AWQ_SEQ_B][8];
-    for (int64_t ba = b0; ba < b1; ba += AWQ_SEQ_B) {
-        const int64_t nb = b1 - ba < AWQ_SEQ_B ? b1 - ba : AWQ_SEQ_B;
+    const int         P = M == 1 ? 4 : 2, FH = M <= 2 ? 8 : 4, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
+    __m512i           sum[AWQ_SEQ_B][8]; /* [block][row][field], RB * M <= AWQ_SEQ_B */
+    for (int64_t ba = b0; ba < b1; ba += RB) {
+        const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
         for (int64_t kb = 0; kb < j->nkb; kb++) {
             const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-            for (int64_t b = 0; b < nb; b++)
+            for (int64_t b = 0; b < nb * M; b++)
                 for (int f = 0; f < 8; f++)
                     sum[b][f] = _mm512_setzero_si512();
             for (int64_t c = c0; c < c1;) {
-                const int P = c1 - c >= 8 ? 4 : 1; /* channel pairs this pass */
-                __m512i   xb[4];
-                for (int p = 0; p < P; p++) {
+                const int np = c1 - c >= 2 * P ? P : 1; /* channel pairs this pass */
+                __m512i   x1[4];                        /* one row: the pass's, once */
+                for (int p = 0; M == 1 && p < np; p++) {
                     int32_t xv;
                     memcpy(&xv, j->xp + (c + 2 * p) * 2, 4);
-                    xb[p] = _mm512_set1_epi32(xv);
+                    x1[p] = _mm512_set1_epi32(xv);
                 }
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t   w0 = (ba + b) * 16;
                     const __mmask16 wm = (__mmask16)((1u << (nw - w0 < 16 ? nw - w0 : 16)) - 1u);
-                    __m512i         acc[8];
-                    for (int f = 0; f < 8; f++)
-                        acc[f] = sum[b][f];
-                    for (int p = 0; p < P; p++) {
-                        __m512i wv[2];
-                        for (int t = 0; t < 2; t++) {
-                            const uint32_t *row = qw + (c + 2 * p + t) * nw + w0;
-                            _mm_prefetch((const char *)(row + 8 * nw), _MM_HINT_T0);
-                            wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
+                    for (int h = 0; h < 8; h += FH) {
+                        __m512i acc[4][8];
+                        for (int r = 0; r < M; r++)
+                            for (int f = 0; f < FH; f++)
+                                acc[r][f] = sum[b * M + r][h + f];
+                        for (int p = 0; p < np; p++) {
+                            __m512i wv[2], xb[4];
+                            for (int t = 0; t < 2; t++) {
+                                const uint32_t *row = qw + (c + 2 * p + t) * nw + w0;
+                                if (h == 0)
+                                    _mm_prefetch((const char *)(row + 8 * nw), _MM_HINT_T0);
+                                wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
+                            }
+                            for (int r = 0; r < M; r++) {
+                                int32_t xv;
+                                memcpy(&xv, j->xp + r * j->kp + (c + 2 * p) * 2, 4);
+                                xb[r] = M == 1 ? x1[p] : _mm512_set1_epi32(xv);
+                            }
+                            for (int f = 0; f < FH; f++) {
+                                const __m512i q = awq_field_pair(wv[0], wv[1], h + f);
+                                for (int r = 0; r < M; r++)
+                                    acc[r][f] = _mm512_dpwssd_epi32(acc[r][f], q, xb[r]);
+                            }
                         }
-                        for (int f = 0; f < 8; f++)
-                            acc[f] = _mm512_dpwssd_epi32(acc[f], awq_field_pair(wv[0], wv[1], f),
-                                                         xb[p]);
+                        for (int r = 0; r < M; r++)
+                            for (int f = 0; f < FH; f++)
+                                sum[b * M + r][h + f] = acc[r][f];
                     }
-                    for (int f = 0; f < 8; f++)
-                        sum[b][f] = acc[f];
                 }
-                c += 2 * P;
+                c += 2 * np;
             }
             for (int64_t b = 0; b < nb; b++)
-                awq_vnni_flush(j, kb, (ba + b) * 16, 0, 1, &sum[b]);
+                awq_vnni_flush(j, kb, (ba + b) * 16, 0, M, &sum[b * M]);
         }
     }
 }
 
 /* One thread's 16-word blocks [b0, b1). */
-VNNI_INLINE void awq_vnni_range(const awq_job *j, int64_t b0, int64_t b1) {
-    const int64_t m = j->m;
-#define AWQ_TILE(KB, B, R0, MM)                                                                    \
-    do {                                                                                           \
-        if ((MM) == 1)                                                                             \
-            awq_vnni_tile(j, KB, (B)*16, R0, 1);                                                   \
-        else                                                                                       \
-            awq_vnni_tile(j, KB, (B)*16, R0, 2);                                                   \
-    } while (0)
-    if (m == 1) {
-        awq_vnni_seq(j, b0, b1);
-        return;
-    }
-    if (m <= AWQ_M) {
-        for (int64_t kb = 0; kb < j->nkb; kb++)
-            for (int64_t b = b0; b < b1; b++)
-                AWQ_TILE(kb, b, 0, m);
-        return;
-    }
-    for (int64_t b = b0; b < b1; b++)
-        for (int64_t r0 = 0; r0 < m; r0 += AWQ_M)
-            for (int64_t kb = 0; kb < j->nkb; kb++)
-                AWQ_TILE(kb, b, r0, m - r0 < AWQ_M ? m - r0 : AWQ_M);
-#undef AWQ_TILE
-}
-
 VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
-    awq_vnni_range(j, b0, b1);
+    switch (j->m) {
+    case 1: awq_vnni_seq(j, b0, b1, 1); break;
+    case 2: awq_vnni_seq(j, b0, b1, 2); break;
+    case 3: awq_vnni_seq(j, b0, b1, 3); break;
+    default: awq_vnni_seq(j, b0, b1, 4); break;
+    }
 }
 
 static int64_t awq_np(const lq_qlinear *w) {
