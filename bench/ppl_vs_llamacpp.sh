@@ -12,6 +12,9 @@
 # QUANT=1 adds the 4-bit pair: llama.cpp's Q4_K_M of the same file (llama-quantize, no importance
 # matrix) against `llmquant gptq` w4 (16 x 512 calibration windows of the built-in corpus; the
 # throughput of its GPTQ kernel is what is compared, not the quality).
+# BF16=1 adds the bf16 rows: llama.cpp on a BF16 GGUF of the model (its bf16 matmul rounds the
+# activations to bf16) against llmquant on the same file, with float activations and with
+# --bf16-activations (LQ_QLINEAR_BF16_X: the same rounding, vdpbf16ps where the CPU has it).
 set -euo pipefail
 MODEL=$1 BUILD=$(cd "$2" && pwd) WORK=$3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,16 +51,17 @@ PY
     echo "| llama-perplexity, $2 | $ppl | $sec | $LTPS | 1.00 |"
 }
 
-llmquant_rows() { # MODEL LABEL: with the OpenBLAS kernels llmquant runs (its own choice for
-    # this CPU, unless OPENBLAS_CORETYPE is set: see lq_blas_better_coretype)
-    local core
+llmquant_rows() { # MODEL LABEL [ppl options]: with the OpenBLAS kernels llmquant runs (its own
+    # choice for this CPU, unless OPENBLAS_CORETYPE is set: see lq_blas_better_coretype)
+    local core model=$1 label=$2
+    shift 2
     core=$("$BUILD/llmquant" --version | sed -n 's/.*OpenBLAS kernels: \([A-Za-z0-9_]*\).*/\1/p')
-    "$BUILD/llmquant" --json -q ppl "$1" --data "$TEXT" --protocol llamacpp --ctx "$CTX" \
-        --chunks "$CHUNKS" --threads "$T" >"$WORK/lq.json" 2>"$WORK/lq.log" || {
+    "$BUILD/llmquant" --json -q ppl "$model" --data "$TEXT" --protocol llamacpp --ctx "$CTX" \
+        --chunks "$CHUNKS" --threads "$T" "$@" >"$WORK/lq.json" 2>"$WORK/lq.log" || {
         cat "$WORK/lq.log" >&2
         exit 1
     }
-    python3 - "$WORK/lq.json" "$LTPS" "$core" "$2" <<'PY'
+    python3 - "$WORK/lq.json" "$LTPS" "$core" "$label" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print(f"| llmquant ppl, {sys.argv[4]} (OpenBLAS {sys.argv[3]}) | {j['ppl']:.4f} | "
@@ -73,6 +77,14 @@ echo "| run | ppl | seconds | tokens/s | vs llama.cpp |"
 echo "|---|---:|---:|---:|---:|"
 llama_row "$GG" "F16 GGUF"
 llmquant_rows "$GG" "same GGUF"
+if [ "${BF16:-0}" = 1 ]; then
+    GB=$WORK/model-bf16.gguf
+    [ -f "$GB" ] || python3 "$CONV" "$MODEL" --outtype bf16 --outfile "$GB" \
+        >"$WORK/convert-bf16.log" 2>&1
+    llama_row "$GB" "BF16 GGUF"
+    llmquant_rows "$GB" "same GGUF"
+    llmquant_rows "$GB" "same GGUF, --bf16-activations" --bf16-activations
+fi
 [ "${QUANT:-0}" = 1 ] || exit 0
 QB=$(bash "$ROOT/bench/build_llamacpp.sh" llama-quantize | tail -1)
 [ -f "$WORK/model-q4km.gguf" ] || "$QB/llama-quantize" "$GG" "$WORK/model-q4km.gguf" Q4_K_M \

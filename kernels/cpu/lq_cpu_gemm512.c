@@ -13,7 +13,8 @@
  * of x per channel block): over all of m, a calibration chunk of 16384 rows spilled y (4 MiB
  * per panel) out of L2 at every channel block and ran at 270 GFLOP/s on 2 Zen 5 cores where
  * 1024 rows ran at 410-450. So the work is (row block, panel) pairs, each thread taking whole
- * pairs; B is packed again per row block, 1/288 of the FMAs' work. */
+ * pairs; B is packed again per row block, 1/288 of the FMAs' work. lq_gemm512_bf16x, the
+ * same blocking on bf16 activations and weights with vdpbf16ps, is below. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
