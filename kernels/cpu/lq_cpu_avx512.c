@@ -312,6 +312,27 @@ AVX512_INLINE __m512 d16_cvt(__m256i h, int bf) {
               : _mm512_cvtph_ps(h);
 }
 
+/* the tile's 4 weight rows from i0 (a short tile repeats its last) */
+AVX512_INLINE void d16_rows(const uint16_t *W, int64_t k, int64_t i0, int nr,
+                            const uint16_t *wr[4]) {
+    for (int j = 0; j < 4; j++)
+        wr[j] = W + (i0 + (j < nr ? j : nr - 1)) * k;
+}
+
+AVX512_INLINE void d16_zero(__m512 acc[D16_MR][4]) {
+    for (int r = 0; r < D16_MR; r++)
+        for (int j = 0; j < 4; j++)
+            acc[r][j] = _mm512_setzero_ps();
+}
+
+/* D16_PF elements ahead of channel c on each weight row; past a row's end the same row of the
+ * next tile (4 rows on), not the next row */
+AVX512_INLINE void d16_prefetch(const uint16_t *const wr[4], int64_t c, int64_t k) {
+    const int64_t pf = c + D16_PF < k ? c + D16_PF : c + D16_PF + 3 * k;
+    for (int j = 0; j < 4; j++)
+        _mm_prefetch((const char *)(wr[j] + pf), _MM_HINT_T0);
+}
+
 /* y[r, i0 + j] (+)= the sum over channels [c0, c1) for r < mr <= D16_MR, j < nr <= 4
  * (constants once inlined); add: accumulate into y (every k range after the first) */
 AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_t i0, int nr,
@@ -319,21 +340,15 @@ AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_
                             int add) {
     const uint16_t *wr[4];
     const float    *xr[D16_MR];
-    for (int j = 0; j < 4; j++)
-        wr[j] = W + (i0 + (j < nr ? j : nr - 1)) * k;
+    d16_rows(W, k, i0, nr, wr);
     for (int r = 0; r < D16_MR; r++)
         xr[r] = x + (r < mr ? r : mr - 1) * k;
     __m512 acc[D16_MR][4];
-    for (int r = 0; r < D16_MR; r++)
-        for (int j = 0; j < 4; j++)
-            acc[r][j] = _mm512_setzero_ps();
+    d16_zero(acc);
     int64_t c = c0;
     for (; c + 16 <= c1; c += 16) {
         __m512 wv[4];
-        /* past a row's end: the same row of the next tile (4 rows on), not the next row */
-        const int64_t pf = c + D16_PF < k ? c + D16_PF : c + D16_PF + 3 * k;
-        for (int j = 0; j < 4; j++)
-            _mm_prefetch((const char *)(wr[j] + pf), _MM_HINT_T0);
+        d16_prefetch(wr, c, k);
         for (int j = 0; j < 4; j++)
             wv[j] = d16_cvt(_mm256_loadu_si256((const __m256i *)(wr[j] + c)), bf);
         for (int r = 0; r < D16_MR; r++) {
@@ -494,20 +509,15 @@ BX_INLINE __m128 bx_sum4(const __m512 a[4]) {
 BX_INLINE void bx_tile(const uint16_t *W, int64_t k, const uint16_t *x, int64_t ldx, int64_t i0,
                        int nr, int mr, float *y, int64_t ldy, int64_t c0, int64_t c1, int add) {
     const uint16_t *wr[4], *xr[D16_MR];
-    for (int j = 0; j < 4; j++)
-        wr[j] = W + (i0 + (j < nr ? j : nr - 1)) * k;
+    d16_rows(W, k, i0, nr, wr);
     for (int r = 0; r < D16_MR; r++)
         xr[r] = x + (r < mr ? r : mr - 1) * ldx;
     __m512 acc[D16_MR][4];
-    for (int r = 0; r < D16_MR; r++)
-        for (int j = 0; j < 4; j++)
-            acc[r][j] = _mm512_setzero_ps();
+    d16_zero(acc);
     int64_t c = c0;
     for (; c + 32 <= c1; c += 32) {
-        __m512i       wv[4];
-        const int64_t pf = c + D16_PF < k ? c + D16_PF : c + D16_PF + 3 * k;
-        for (int j = 0; j < 4; j++)
-            _mm_prefetch((const char *)(wr[j] + pf), _MM_HINT_T0);
+        __m512i wv[4];
+        d16_prefetch(wr, c, k);
         for (int j = 0; j < 4; j++)
             wv[j] = _mm512_loadu_si512((const void *)(wr[j] + c));
         for (int r = 0; r < D16_MR; r++) {

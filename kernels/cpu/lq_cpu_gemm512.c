@@ -72,20 +72,27 @@ G512_INLINE void pack_nk32(const lq_gemm_b *b, int64_t n0, int nr, int64_t k0, i
 /* The 2-byte sources a line (32 channels) of 16 rows at a time: transposed as 16 channel pairs
  * (32-bit lanes), then split into the even and the odd channel; half the shuffles of
  * converting first */
+/* r[i] = channels c + 2i, c + 2i + 1 of rows jb..jb + 15 of p (rows ld apart), one 32-bit lane
+ * a row: cn channels of each (zeros past them and past nr rows), transposed as pairs */
+G512_INLINE void load_pairs16(const uint16_t *p, int64_t ld, int jb, int nr, int c, int cn,
+                              __m512 r[16]) {
+    const __mmask32 mk = cn == 32 ? ~(__mmask32)0 : (((__mmask32)1 << cn) - 1);
+    for (int i = 0; i < 16; i++)
+        r[i] = jb + i < nr
+                   ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mk, p + (jb + i) * ld + c))
+                   : _mm512_setzero_ps();
+    tr16(r);
+}
+
 G512_INLINE void pack_nk16(int bf, const lq_gemm_b *b, int64_t n0, int nr, int64_t k0, int kc,
                            float *pan) {
     const uint16_t *p  = (const uint16_t *)b->p + n0 * b->ld + k0;
     const __m512i   hi = _mm512_set1_epi32((int)0xffff0000u);
     for (int jb = 0; jb < NR; jb += 16)
         for (int c = 0; c < kc; c += 32) {
-            const int       cn = kc - c < 32 ? kc - c : 32;
-            const __mmask32 mk = cn == 32 ? ~(__mmask32)0 : (((__mmask32)1 << cn) - 1);
-            __m512          r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = jb + i < nr ? _mm512_castsi512_ps(
-                                         _mm512_maskz_loadu_epi16(mk, p + (jb + i) * b->ld + c))
-                                   : _mm512_setzero_ps();
-            tr16(r);
+            const int cn = kc - c < 32 ? kc - c : 32;
+            __m512    r[16];
+            load_pairs16(p, b->ld, jb, nr, c, cn, r);
             for (int i = 0; 2 * i < cn; i++) {
                 const __m512i d = _mm512_castps_si512(r[i]);
                 __m512        ev, od;
@@ -232,14 +239,9 @@ BX_INLINE void pack_bx(const uint16_t *W, int64_t ldw, int64_t n0, int nr, int64
     const uint16_t *p = W + n0 * ldw + k0;
     for (int jb = 0; jb < NR; jb += 16)
         for (int c = 0; c < kc; c += 32) {
-            const int       cn = kc - c < 32 ? kc - c : 32;
-            const __mmask32 mk = cn == 32 ? ~(__mmask32)0 : (((__mmask32)1 << cn) - 1);
-            __m512          r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = jb + i < nr ? _mm512_castsi512_ps(
-                                         _mm512_maskz_loadu_epi16(mk, p + (jb + i) * ldw + c))
-                                   : _mm512_setzero_ps();
-            tr16(r);
+            const int cn = kc - c < 32 ? kc - c : 32;
+            __m512    r[16];
+            load_pairs16(p, ldw, jb, nr, c, cn, r);
             for (int i = 0; 2 * i < cn; i++)
                 _mm512_store_ps(pan + (c / 2 + i) * NR + jb, r[i]);
         }

@@ -99,33 +99,31 @@ fcmp "$PPL_rtn4 <= $PPL_fp * 1.15" || fail "rtn w4 g32 ppl $PPL_rtn4 > FP16 $PPL
 CHECKS=$((CHECKS + 1))
 fcmp "$PPL_int8 <= $PPL_fp * 1.01 && $PPL_int8 >= $PPL_fp * 0.99" ||
     fail "int8 ppl $PPL_int8 not within 1% of FP16 $PPL_fp"
+# reduced_x NAME BASE PCT KEY CPUFLAG: ppl NAME (already run with the option) within PCT% of the
+# float BASE, --json saying KEY, and another figure where /proc/cpuinfo has CPUFLAG (the kernels
+# run there unless LQ_CPU_KERNELS holds them back)
+reduced_x() {
+    local x=PPL_$1 f=PPL_$2
+    CHECKS=$((CHECKS + 1))
+    fcmp "${!x} >= ${!f} * (1 - $3 / 100) && ${!x} <= ${!f} * (1 + $3 / 100)" ||
+        fail "$1: ppl ${!x} with $4, float ${!f}"
+    expect_in "$W/ppl_$1.json" "\"$4\":true" "ppl --json says $4"
+    if grep -qw "$5" /proc/cpuinfo && [ -z "${LQ_CPU_KERNELS:-}" ]; then
+        CHECKS=$((CHECKS + 1))
+        [ "${!x}" != "${!f}" ] || fail "$1: $4 gave the float perplexity on a CPU with $5"
+    fi
+}
 # --int-activations: the integer-activation kernels where the CPU has AVX-512 VNNI (rows in
 # chunks of 1024), the float ones elsewhere; within 2% of the float result either way
 ppl gptq4x "$W/gptq4" --int-activations
-CHECKS=$((CHECKS + 1))
-fcmp "$PPL_gptq4x >= $PPL_gptq4 * 0.98 && $PPL_gptq4x <= $PPL_gptq4 * 1.02" ||
-    fail "gptq4 ppl on integer activations $PPL_gptq4x, float $PPL_gptq4"
-expect_in "$W/ppl_gptq4x.json" '"int_activations":true' "ppl --json says int_activations"
-if grep -qw avx512_vnni /proc/cpuinfo && [ -z "${LQ_CPU_KERNELS:-}" ]; then
-    CHECKS=$((CHECKS + 1))
-    [ "$PPL_gptq4x" != "$PPL_gptq4" ] ||
-        fail "--int-activations gave the float perplexity on a VNNI CPU"
-fi
+reduced_x gptq4x gptq4 2 int_activations avx512_vnni
 # --bf16-activations: the model converted to bf16, its linears on bf16 activations where the
-# CPU has AVX-512 BF16 (float elsewhere): within 1% of its float perplexity, and another figure
+# CPU has AVX-512 BF16 (float elsewhere): within 1% of its float perplexity
 run "$B" convert "$M" -o "$W/bf16" --out-dtype bfloat16 -q
 expect_rc 0 "convert --out-dtype bfloat16"
 ppl bf16 "$W/bf16" --tokenizer "$TOK"
 ppl bf16x "$W/bf16" --tokenizer "$TOK" --bf16-activations
-CHECKS=$((CHECKS + 1))
-fcmp "$PPL_bf16x >= $PPL_bf16 * 0.99 && $PPL_bf16x <= $PPL_bf16 * 1.01" ||
-    fail "bf16 ppl on bf16 activations $PPL_bf16x, float $PPL_bf16"
-expect_in "$W/ppl_bf16x.json" '"bf16_activations":true' "ppl --json says bf16_activations"
-if grep -qw avx512_bf16 /proc/cpuinfo && [ -z "${LQ_CPU_KERNELS:-}" ]; then
-    CHECKS=$((CHECKS + 1))
-    [ "$PPL_bf16x" != "$PPL_bf16" ] ||
-        fail "--bf16-activations gave the float perplexity on an AVX-512 BF16 CPU"
-fi
+reduced_x bf16x bf16 1 bf16_activations avx512_bf16
 # AWQ's scales are folded into the norms (and v_proj / up_proj): the layer computes the same
 # function, so at 8 bits the model stays within 1% of FP16, and the 4-bit file is another file.
 CHECKS=$((CHECKS + 1))
