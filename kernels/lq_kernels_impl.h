@@ -309,8 +309,9 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
 void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out);
 /* Dense bf16 weights on bf16 activations (LQ_QLINEAR_BF16_X): lq_cpu_avx512bf16, the CPU has
  * AVX-512 BF16 besides lq_cpu_avx512; y = round_bf16(x) @ W^T, products exact, float32 sums
- * (in another order than lq_gemm_dense_qx_ref's); ws of lq_ws_dense_bf16x bytes (SIZE_MAX
- * where that does not fit), 64-byte aligned; no bias. */
+ * (in another order than lq_gemm_dense_qx_ref's), for bf16 weights where lq_cpu_avx512bf16
+ * (the caller's check); ws of lq_ws_dense_bf16x bytes (SIZE_MAX where that does not fit),
+ * 64-byte aligned; no bias. */
 int       lq_cpu_avx512bf16(void);
 /* the rows kernel up to this many rows, lq_gemm512_bf16x past it (1 thread, Zen 5, ms rows /
  * GEMM: 4096 x 4096 3.90-4.07 / 3.98-4.22 at 32 rows, 5.29-5.59 / 4.74-5.09 at 48; 11008 x

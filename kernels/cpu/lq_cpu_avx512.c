@@ -585,25 +585,29 @@ BX_TARGET static void bx_cols(const lq_qlinear *w, const uint16_t *xb, int64_t m
     }
 }
 
+/* x [m, k] -> xb, the rows shared by the calling team (an orphaned omp for) */
+BX_TARGET static void bx_round(const float *x, int64_t m, int64_t k, uint16_t *xb) {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < m; r++)
+        bx_round_row(x + r * k, k, xb + r * bx_ld(k));
+}
+
+/* the caller (the dense format's gemm_cpu_qx) has checked the weights and the CPU */
 lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads) {
-    if (w->dense_dtype != LQ_DENSE_BF16 || !lq_cpu_avx512bf16() || !ws ||
-        ws_size < lq_ws_dense_bf16x(w->k, m) || ((uintptr_t)ws & 63))
+    if (!ws || ws_size < lq_ws_dense_bf16x(w->k, m) || ((uintptr_t)ws & 63))
         return LQ_ERR_INVALID_ARG;
     uint16_t     *xb   = ws;
-    const int64_t nblk = (w->n + 3) / 4, ld = bx_ld(w->k);
+    const int64_t nblk = (w->n + 3) / 4;
     if (m > LQ_DENSE_BF16X_ROWS_M) { /* the GEMM */
-#pragma omp parallel for schedule(static) num_threads(nthreads)
-        for (int64_t r = 0; r < m; r++)
-            bx_round_row(x + r * w->k, w->k, xb + r * ld);
-        lq_gemm512_bf16x(xb, ld, m, w->k, w->dense, w->k, w->n, y, w->n, nthreads);
+#pragma omp parallel num_threads(nthreads)
+        bx_round(x, m, w->k, xb);
+        lq_gemm512_bf16x(xb, bx_ld(w->k), m, w->k, w->dense, w->k, w->n, y, w->n, nthreads);
         return LQ_OK;
     }
 #pragma omp parallel num_threads(nthreads)
     {
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++)
-            bx_round_row(x + r * w->k, w->k, xb + r * ld);
+        bx_round(x, m, w->k, xb); /* its barrier: every row is ready */
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
         if (a < b)

@@ -1010,8 +1010,12 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
                             }
                             for (int r = 0; r < M; r++) {
                                 int32_t xv;
+                                if (M == 1) {
+                                    xb[0] = x1[p];
+                                    break;
+                                }
                                 memcpy(&xv, j->xp + r * j->kp + (c + 2 * p) * 2, 4);
-                                xb[r] = M == 1 ? x1[p] : _mm512_set1_epi32(xv);
+                                xb[r] = _mm512_set1_epi32(xv);
                             }
                             for (int f = 0; f < FH; f++) {
                                 const __m512i q = awq_field_pair(wv[0], wv[1], h + f);
