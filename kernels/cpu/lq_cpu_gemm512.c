@@ -255,8 +255,9 @@ BX_INLINE void ukr_bx(int mr, const uint16_t *x, int64_t ldx, const float *pan, 
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NR / 16; v++)
             acc[r][v] = _mm512_setzero_ps();
+    const int np = (kc + 1) / 2; /* pairs */
 #pragma GCC unroll 2
-    for (int pp = 0; pp < (kc + 1) / 2; pp++) {
+    for (int pp = 0; pp < np; pp++) {
         __m512bh bv[NR / 16];
         for (int v = 0; v < NR / 16; v++)
             bv[v] = (__m512bh)_mm512_load_si512((const void *)(pan + pp * NR + 16 * v));
