@@ -381,9 +381,11 @@ GPTQ_VNNI_RANGE(gptq_vnni_range, VNNI_INLINE, gptq_vnni_tile)
 /* One row of int16 activations over columns [16 v0, 16 v1): the word rows are read whole, in
  * runs of GPTQ_SEQ_V vectors, 4 rows at a time, with each vector's sums kept in an L1 buffer
  * across a block. The tiles above keep them in registers but read a block's word rows (32 of
- * them with 8-bit words) side by side, n words apart: with n a power of two every row of a
+ * them with 8-bit words) side by side, n words apart: with n a multiple of 1024 every row of a
  * tile falls into the same L1 sets, and one thread at 4096 x 11008 streamed the weights at 62%
- * of the copy bandwidth. */
+ * of the copy bandwidth. (Generalized to 2-4 rows, with 2 word rows a pass from 3 rows, the
+ * runs were no faster than the tiles: 2 rows of 4096 x 11008 on 1 thread 1.6-1.8 ms against
+ * 2.1, of 11008 x 4096 1.5-1.7 against 1.2, 3 and 4 rows within 5%.) */
 #define GPTQ_SEQ_V 128 /* vectors a run: 8 KiB of sums */
 VNNI_INLINE void gptq_vnni_seq(const vnni_job *j, int64_t v0, int64_t v1, const int b) {
     const lq_qlinear *w = j->w;
@@ -458,7 +460,10 @@ GPTQ_VNNI_INST(8, 0)
 GPTQ_VNNI_INST(2, 1)
 GPTQ_VNNI_INST(4, 1)
 VNNI_TARGET static void gptq_vnni_b8_seq(const vnni_job *j, int64_t v0, int64_t v1) {
-    if (j->m == 1)
+    /* the runs only where the tiles' word rows fall into the same L1 sets (a multiple of 4 KiB
+     * apart): at 11008 x 4096 on 2 threads the tiles took 0.44-0.46 ms against 0.58-0.77,
+     * at 4096 x 11008 and 14336 x 4096 0.79-1.12 and 1.13-1.55 against 0.66-0.89 and 0.81-0.85 */
+    if (j->m == 1 && j->ldq % 1024 == 0)
         gptq_vnni_seq(j, v0, v1, 8);
     else
         gptq_vnni_range(j, v0, v1, 8, 1);
