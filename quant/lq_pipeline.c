@@ -649,8 +649,14 @@ static lq_status write_config(run *r) {
      * router and the shared expert's gate (AutoAWQ: Mixtral's "gate"). */
     if (r->n_skipped > 0 || c->num_experts) {
         r->qcfg.has_skip = 1;
-        for (int i = 0; i < r->n_skipped && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; i++)
-            snprintf(r->qcfg.skip[r->qcfg.n_skip++], sizeof r->qcfg.skip[0], "%s", r->skipped[i]);
+        for (int i = 0; i < r->n_skipped && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; i++) {
+            /* a copy, not snprintf: both live in *r, and GCC from -O1 flags that as overlap */
+            char        *d = r->qcfg.skip[r->qcfg.n_skip++];
+            const size_t n = strnlen(r->skipped[i], sizeof r->skipped[0] - 1);
+            _Static_assert(sizeof r->qcfg.skip[0] >= sizeof r->skipped[0], "skip names fit");
+            memcpy(d, r->skipped[i], n);
+            d[n] = '\0';
+        }
         for (int64_t j = 0; j < lq_moe_count(c) && r->qcfg.n_skip < LQ_QCFG_MAX_SKIP; j++) {
             int64_t n, k;
             char    leaf[128];

@@ -41,7 +41,8 @@ static void check_softmax(const lq_vec_ops *v, int64_t n, int64_t lo, int64_t hi
 }
 
 static void check_silu(const lq_vec_ops *v, int64_t n, float spread) {
-    float *x = malloc((size_t)n * sizeof(float)), *u = malloc((size_t)n * sizeof(float)),
+    /* calloc: GCC from -O1 cannot see the loop below fill every element */
+    float *x = calloc((size_t)n, sizeof(float)), *u = calloc((size_t)n, sizeof(float)),
           *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++)
         x[i] = urand(-spread, spread), u[i] = urand(-2.f, 2.f);
