@@ -461,9 +461,9 @@ GPTQ_VNNI_INST(2, 1)
 GPTQ_VNNI_INST(4, 1)
 VNNI_TARGET static void gptq_vnni_b8_seq(const vnni_job *j, int64_t v0, int64_t v1) {
     /* the runs only where the tiles' word rows fall into the same L1 sets (a multiple of 4 KiB
-     * apart). 2 threads, tiles against runs: 11008 x 4096 0.70-0.74 against 0.74-0.76 ms (0.44-0.46
-     * against 0.58-0.77 in a quieter spell); 4096 x 11008 and 14336 x 4096 0.79-1.12 and
-     * 1.13-1.55 against 0.66-0.89 and 0.81-0.85 */
+     * apart). 2 threads, tiles against runs: 11008 x 4096 0.70-0.74 against 0.74-0.76 ms
+     * (0.44-0.46 against 0.58-0.77 in a quieter spell); 4096 x 11008 and 14336 x 4096 0.79-1.12
+     * and 1.13-1.55 against 0.66-0.89 and 0.81-0.85 */
     if (j->m == 1 && j->ldq % 1024 == 0)
         gptq_vnni_seq(j, v0, v1, 8);
     else
