@@ -519,19 +519,19 @@ AVX2_INLINE float hsum8(__m256 v) {
  * its last row and drops it */
 AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t i0, int nr, int mr,
                            int bf, float *y, int64_t ldy, const int NR, const int MR) {
-    const uint16_t *wr[4];
+    const uint16_t *wr[6];
     const float    *xr[4];
     for (int j = 0; j < NR; j++)
         wr[j] = W + (i0 + (j < nr ? j : nr - 1)) * k;
     for (int r = 0; r < MR; r++)
         xr[r] = x + (r < mr ? r : mr - 1) * k;
-    __m256 acc[4][4];
+    __m256 acc[4][6];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++)
             acc[r][j] = _mm256_setzero_ps();
     int64_t c = 0;
     for (; c + 8 <= k; c += 8) {
-        if (MR == 3) { /* 4 x 3: x first (3 registers), then one W row at a time */
+        if (MR == 3 || NR == 6) { /* 4 x 3, 6 x 2: x first, then one W row at a time */
             __m256 xv[4];
             for (int r = 0; r < MR; r++)
                 xv[r] = _mm256_loadu_ps(xr[r] + c);
@@ -542,7 +542,7 @@ AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t
             }
             continue;
         }
-        __m256 wv[4];
+        __m256 wv[6];
         for (int j = 0; j < NR; j++)
             wv[j] = d16_cvt8(wr[j] + c, bf);
         for (int r = 0; r < MR; r++) {
@@ -564,9 +564,14 @@ AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t
 
 /* W rows [a, b) against every row of x over all of k. Tiles of 4 W rows x 2 x rows up to 2 rows
  * (memory-bound: more rows of W in flight); 3 x 4 for bf16 (two operations per conversion) and
- * at 4 and 8 rows, which they divide; else 4 x 3 (x's 3 vectors loaded first, then each W row
- * converted and used at once: 12 accumulators, one register to spare; at 4096 x 4096, 1 thread,
- * 13-15% faster than 3 x 4 at 16 and 64 rows). No k blocks, unlike the AVX-512 kernel: on Zen 3
+ * at 4 and 8 rows, which they divide; from 9 rows 6 x 2, else 4 x 3 (x's vectors loaded first,
+ * then each W row converted and used at once: 12 accumulators; 4 x 3 was 13-15% faster than 3 x
+ * 4 at 16 and 64 rows). 6 x 2 converts twice as often as 4 x 3 but reads x, which comes from L2
+ * at these sizes, a third less often: 4096 x 4096, 1 thread, best of 3-5 runs alternated, 8.2-8.7
+ * -> 7.6-7.7 ms at 16 rows, 29.0 -> 26.5 at 64; 11008 x 4096 and 4096 x 11008 9-11% less at 16
+ * rows, 5-6% at 64; 12 and 256 rows unchanged. Converting each tile's W rows once into a float
+ * buffer that every row then read (k blocks of 1024 or 4096 channels) was 20-50% slower: loads,
+ * not the conversions, bound this kernel. No k blocks, unlike the AVX-512 kernel: on Zen 3
  * (512 KiB L2) the sums and stores they add cost more than the L2 misses they save (4096 x 4096, 1
  * thread, m = 64: 29.0 ms with x blocks of 512 KiB, 25.5 ms without). */
 AVX2_INLINE void d16_cols8(const lq_qlinear *w, const float *x, int64_t m, float *y, int64_t a,
@@ -574,7 +579,8 @@ AVX2_INLINE void d16_cols8(const lq_qlinear *w, const float *x, int64_t m, float
     const uint16_t *W = w->dense;
     const int64_t   k = w->k, n = w->n;
     const int       t34 = bf || (m % 4 == 0 && m <= 8);
-    const int       NR = m <= 2 ? 4 : t34 ? 3 : 4, MR = m <= 2 ? 2 : t34 ? 4 : 3;
+    const int       t62 = !t34 && m >= 9;
+    const int NR = m <= 2 ? 4 : t34 ? 3 : t62 ? 6 : 4, MR = m <= 2 ? 2 : t34 ? 4 : t62 ? 2 : 3;
     for (int64_t i = a; i < b; i += NR) {
         const int nr = b - i < NR ? (int)(b - i) : NR;
         for (int64_t r = 0; r < m; r += MR) {
@@ -583,6 +589,8 @@ AVX2_INLINE void d16_cols8(const lq_qlinear *w, const float *x, int64_t m, float
                 d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, 4, 2);
             else if (t34)
                 d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, 3, 4);
+            else if (t62)
+                d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, 6, 2);
             else
                 d16_tile8(W, k, x + r * k, i, nr, mr, bf, y + r * n, n, 4, 3);
         }
