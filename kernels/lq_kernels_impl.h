@@ -333,11 +333,9 @@ size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
  * lq_gemm_gptq_avx2: lq_gemm_gptq_qx_ref's semantics, bit for bit, for bits 2/4/8 and 3 on
  * int8 activations, n % 8 == 0 (lq_gptq_avx2_ok), xbits = lq_gptq_qx_bits(w, m). */
 int       lq_cpu_avx2i(void);
-/* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, m <= LQ_DENSE16_AVX2_M (fp16) or
- * LQ_DENSE16_AVX2_M_BF16 (bf16; its conversion costs two operations, so sgemm on converted tiles
- * overtakes it sooner); the conversion of the sgemm path's tiles (only where lq_cpu_avx2i()). */
-#define LQ_DENSE16_AVX2_M      256
-#define LQ_DENSE16_AVX2_M_BF16 64
+/* Dense fp16 / bf16 weights as lq_gemm_dense16_avx512, 8 wide, below LQ_GEMM256_M rows (the
+ * AVX2 GEMM below takes over there); the conversion of the sgemm path's tiles (only where
+ * lq_cpu_avx2i()). */
 int       lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                int nthreads);
@@ -494,6 +492,18 @@ void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
  * rows ldw apart */
 void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads);
+/* From LQ_GEMM256_M rows, where lq_cpu_avx2i() and not lq_cpu_avx512(), dense weights run on the
+ * AVX2 GEMM (cpu/lq_cpu_gemm256.c): y[m, nt] (row stride ldy) = x[m, k] @ B, B rows [nt, k] of
+ * float32, fp16 or bf16 (b->kind LQ_GEMM_B_F32, _F16, _BF16; not _KN); ws: lq_gemm256_ws(m,
+ * k) bytes, 32-byte aligned. Below it the rows kernel (fp16 / bf16) and sgemm (float32): on
+ * Zen 3 the GEMM was 0-11% slower than the rows kernel at 48 rows, at 64 5% slower to 11%
+ * faster (1 thread) and 10% faster (2 threads). float32 takes it too so that fp16 weights and
+ * their float32 copy sum in one order (a model's tied head is float32 in the conversion's copy
+ * and fp16 in the files: `--check-ppl` prints what `llmquant ppl` does). */
+#define LQ_GEMM256_M 64
+size_t lq_gemm256_ws(int64_t m, int64_t k);
+void   lq_gemm256(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
+                  int64_t ldy, float *ws, int nthreads);
 /* lq_ssyrk_upper's AVX-512 side (the GEMM's panels, those on or above the diagonal); the
  * lower triangle of the diagonal 64 x 64 blocks is written too, with the same sums */
 void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,

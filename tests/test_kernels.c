@@ -1145,8 +1145,8 @@ int main(int argc, char **argv) {
                 run_case(c, c->n, c->k, k_ms[mi], exact, 1000 + (uint64_t)ci * 16 + mi, &o);
         for (size_t mi = 0; mi < sizeof k_ms_extra / sizeof k_ms_extra[0]; mi++)
             run_case(c, c->n, c->k, k_ms_extra[mi], 1, 3000 + (uint64_t)ci * 16 + mi, &o);
-        /* 300 rows: fp16 / bf16 weights past every converting kernel's bound
-         * (LQ_DENSE16_AVX2_M), the path of sgemm on converted tiles; LLM.int8 with a runtime
+        /* 300 rows: fp16 / bf16 weights in two row blocks of the GEMMs (lq_gemm256,
+         * lq_gemm512), and sgemm on converted tiles where there is no AVX2; LLM.int8 with a runtime
          * threshold past one 256-row chunk of the AVX-512 VNNI path, whose outlier columns are
          * the whole call's */
         if ((c->fmt == LQ_FMT_DENSE && c->dense_dt != LQ_DENSE_F32) ||

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "lq_cpu_avx2_inl.h"
 #include <immintrin.h>
 
 #define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
@@ -480,33 +481,15 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
 }
 
 /* ---------------------------------------------------------------------------------------
- * Dense fp16 / bf16 weights up to LQ_DENSE16_AVX2_M(_BF16) rows (as lq_cpu_avx512.c's kernel, 8
- * wide): W rows converted as they are read (vcvtph2ps; bf16 is the top half of a float32), tiles of
- * W rows x rows of x (accumulators along k, summed at the end); k's tail scalar. Above that (where
- * OpenBLAS's sgemm on converted tiles is faster), and for the tiles of the sgemm path,
- * lq_dense16_to_f32_avx2 converts.
+ * Dense fp16 / bf16 weights below LQ_GEMM256_M rows (as lq_cpu_avx512.c's kernel, 8 wide): W
+ * rows converted as they are read (vcvtph2ps; bf16 is the top half of a float32), tiles of W
+ * rows x rows of x (accumulators along k, summed at the end); k's tail scalar. From there
+ * lq_gemm256 (cpu/lq_cpu_gemm256.c); lq_dense16_to_f32_avx2 converts the tiles of the sgemm
+ * path elsewhere.
  * --------------------------------------------------------------------------------------- */
 int lq_dense16_avx2_ok(const lq_qlinear *w, int64_t m) {
-    return m >= 1 &&
-           ((w->dense_dtype == LQ_DENSE_F16 && m <= LQ_DENSE16_AVX2_M) ||
-            (w->dense_dtype == LQ_DENSE_BF16 && m <= LQ_DENSE16_AVX2_M_BF16)) &&
-           lq_cpu_avx2i();
-}
-
-AVX2_INLINE __m256 d16_cvt8(const uint16_t *h, int bf) {
-    const __m128i v = _mm_loadu_si128((const void *)h);
-    return bf ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16))
-              : _mm256_cvtph_ps(v);
-}
-
-AVX2_INLINE float d16_one(uint16_t h, int bf) {
-    if (bf) {
-        const uint32_t u = (uint32_t)h << 16;
-        float          f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    return _cvtsh_ss(h);
+    return m >= 1 && m < LQ_GEMM256_M &&
+           (w->dense_dtype == LQ_DENSE_F16 || w->dense_dtype == LQ_DENSE_BF16) && lq_cpu_avx2i();
 }
 
 AVX2_INLINE float hsum8(__m256 v) {
@@ -536,7 +519,7 @@ AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t
             for (int r = 0; r < MR; r++)
                 xv[r] = _mm256_loadu_ps(xr[r] + c);
             for (int j = 0; j < NR; j++) {
-                const __m256 wv = d16_cvt8(wr[j] + c, bf);
+                const __m256 wv = lq_avx2_half8(wr[j] + c, bf);
                 for (int r = 0; r < MR; r++)
                     acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
             }
@@ -544,7 +527,7 @@ AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t
         }
         __m256 wv[6];
         for (int j = 0; j < NR; j++)
-            wv[j] = d16_cvt8(wr[j] + c, bf);
+            wv[j] = lq_avx2_half8(wr[j] + c, bf);
         for (int r = 0; r < MR; r++) {
             if (r >= mr)
                 break;
@@ -557,7 +540,7 @@ AVX2_INLINE void d16_tile8(const uint16_t *W, int64_t k, const float *x, int64_t
         for (int j = 0; j < nr; j++) {
             float v = hsum8(acc[r][j]);
             for (int64_t t = c; t < k; t++)
-                v += xr[r][t] * d16_one(wr[j][t], bf);
+                v += xr[r][t] * lq_avx2_half1(wr[j][t], bf);
             y[r * ldy + i0 + j] = v;
         }
 }
@@ -626,9 +609,9 @@ lq_status lq_gemm_dense16_avx2(const lq_qlinear *w, const float *x, int64_t m, f
 AVX2_TARGET void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) {
     int64_t e = 0;
     for (; e + 8 <= cnt; e += 8)
-        _mm256_storeu_ps(out + e, d16_cvt8(h + e, bf));
+        _mm256_storeu_ps(out + e, lq_avx2_half8(h + e, bf));
     for (; e < cnt; e++)
-        out[e] = d16_one(h[e], bf);
+        out[e] = lq_avx2_half1(h[e], bf);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -886,24 +869,6 @@ AVX2_INLINE __m256 nf4x_am8(const lq_qlinear *w, int64_t b) {
                          _mm256_set1_ps(w->nested_offset));
 }
 
-/* r[c][l] -> r[l][c] for 8 x 8 floats */
-AVX2_INLINE void transpose8_ps(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i]     = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++)
-        for (int h = 0; h < 2; h++) {
-            u[4 * i + 2 * h]     = _mm256_shuffle_ps(t[4 * i + h], t[4 * i + 2 + h], 0x44);
-            u[4 * i + 2 * h + 1] = _mm256_shuffle_ps(t[4 * i + h], t[4 * i + 2 + h], 0xEE);
-        }
-    for (int i = 0; i < 4; i++) {
-        r[i]     = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
-        r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
-    }
-}
-
 /* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time, 8 groups
  * of the 8 columns at once (one vector per column, transposed to one per group), not one call
  * per column and block: that call cost as much as the products at one row, and gathering the
@@ -930,7 +895,7 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
                 __m256 r[8];
                 for (int jc = 0; jc < 8; jc++)
                     r[jc] = nf4x_am8(w, b0 + jc * gk + g);
-                transpose8_ps(r);
+                lq_avx2_tr8(r);
                 for (int l = 0; l < 8; l++)
                     sv[g + l] = _mm256_mul_ps(r[l], ts);
             }

@@ -1,8 +1,9 @@
-/* Unquantized linears. float32: sgemm on the weights as they are (OpenBLAS where it runs its
- * AVX-512 kernels, else lq_sgemm_tile). fp16 / bf16: the AVX-512 kernel up to
- * LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it packs (no float32
- * copy, no workspace); without AVX-512 the AVX2 kernel up to LQ_DENSE16_AVX2_M(_BF16)
- * (converting as they read: half the bytes of float32 where the rows are memory-bound),
+/* Unquantized linears. On a CPU with AVX2 but not AVX-512, from LQ_GEMM256_M rows, every dtype
+ * runs on lq_gemm256 (its workspace holds x packed). float32 otherwise: sgemm on the weights as
+ * they are (OpenBLAS where it runs its AVX-512 kernels, else lq_sgemm_tile). fp16 / bf16: the
+ * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it packs (no float32
+ * copy, no workspace); without AVX-512 but with AVX2 the AVX2 kernel below LQ_GEMM256_M rows
+ * (converting as they read: half the bytes of float32 where the rows are memory-bound);
  * otherwise tiles of TILE_ROWS weight rows converted to float32 in the workspace, each
  * multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm packs x again on
  * every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower than sgemm on float32
@@ -42,7 +43,20 @@ static int gemm512_ok(const lq_qlinear *w, int64_t m) {
     return w->dense_dtype != LQ_DENSE_F32 && !lq_dense16_avx512_ok(w, m) && lq_cpu_avx512();
 }
 
+/* the AVX2 GEMM where there is no AVX-512 (float32 too: see LQ_GEMM256_M) */
+static int gemm256_ok(int64_t m) {
+    return m >= LQ_GEMM256_M && !lq_cpu_avx512() && lq_cpu_avx2i();
+}
+
+static lq_gemm_b_kind dense_kind(const lq_qlinear *w) {
+    return w->dense_dtype == LQ_DENSE_BF16  ? LQ_GEMM_B_BF16
+           : w->dense_dtype == LQ_DENSE_F16 ? LQ_GEMM_B_F16
+                                            : LQ_GEMM_B_F32;
+}
+
 size_t lq_ws_dense_cpu(const lq_qlinear *w, int64_t m) {
+    if (gemm256_ok(m))
+        return lq_gemm256_ws(m, w->k);
     if (w->dense_dtype == LQ_DENSE_F32 || lq_dense16_avx512_ok(w, m) || gemm512_ok(w, m) ||
         lq_dense16_avx2_ok(w, m))
         return 0;
@@ -54,7 +68,12 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     const int64_t n = w->n, k = w->k;
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
-    if (w->dense_dtype == LQ_DENSE_F32 && lq_blas_avx512()) {
+    if (gemm256_ok(m)) {
+        const lq_gemm_b b = {w->dense, k, dense_kind(w)};
+        if (!ws || ws_size < lq_gemm256_ws(m, k))
+            return LQ_ERR_INVALID_ARG;
+        lq_gemm256(x, m, k, &b, n, y, n, ws, lq_cpu_threads(nthreads));
+    } else if (w->dense_dtype == LQ_DENSE_F32 && lq_blas_avx512()) {
         /* nothing to convert, and OpenBLAS's own AVX-512 sgemm was 3-20% ahead of lq_gemm512
          * (4096 x 4096, 1 thread, 32-512 rows) */
         lq_sgemm_blas(x, m, k, w->dense, n, 0, y, n, 0.f);
@@ -63,8 +82,7 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     } else if (lq_dense16_avx512_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx512(w, x, m, y, lq_cpu_threads(nthreads)));
     } else if (gemm512_ok(w, m)) {
-        const lq_gemm_b b = {w->dense, k,
-                             w->dense_dtype == LQ_DENSE_BF16 ? LQ_GEMM_B_BF16 : LQ_GEMM_B_F16};
+        const lq_gemm_b b = {w->dense, k, dense_kind(w)};
         lq_gemm512(x, m, k, &b, n, y, n, 0.f, lq_cpu_threads(nthreads));
     } else if (lq_dense16_avx2_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx2(w, x, m, y, lq_cpu_threads(nthreads)));
