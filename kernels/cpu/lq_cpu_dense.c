@@ -1,13 +1,13 @@
 /* Unquantized linears. On a CPU with AVX2 but not AVX-512, from LQ_GEMM256_M rows, every dtype
  * runs on lq_gemm256 (its workspace holds x packed). float32 otherwise: sgemm on the weights as
  * they are (OpenBLAS where it runs its AVX-512 kernels, else lq_sgemm_tile). fp16 / bf16: the
- * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it packs (no float32
- * copy, no workspace); without AVX-512 but with AVX2 the AVX2 kernel below LQ_GEMM256_M rows
- * (converting as they read: half the bytes of float32 where the rows are memory-bound);
- * otherwise tiles of TILE_ROWS weight rows converted to float32 in the workspace, each
- * multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm packs x again on
- * every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower than sgemm on float32
- * weights, with 1024 within 1-4%. */
+ * AVX-512 kernel up to LQ_DENSE16_AVX512_M rows and lq_gemm512 past it, which converts W as it
+ * packs (no float32 copy, no workspace); without AVX-512 but with AVX2 the AVX2 kernel below
+ * LQ_GEMM256_M rows (converting as they read: half the bytes of float32 where the rows are
+ * memory-bound); otherwise tiles of TILE_ROWS weight rows converted to float32 in the
+ * workspace, each multiplied with sgemm. The tiles are 4x the quantized formats' because sgemm
+ * packs x again on every call: with 256-row tiles 4096 x 4096 at m = 512 ran 15-20% slower
+ * than sgemm on float32 weights, with 1024 within 1-4%. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
