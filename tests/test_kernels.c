@@ -1163,6 +1163,11 @@ int main(int argc, char **argv) {
             c4.gs = 64;
         run_case(&c4, c->fmt == LQ_FMT_AWQ ? 24 : n4, k4, 4096, 1, 5000 + (uint64_t)ci, &o);
         run_case(&c4, c->fmt == LQ_FMT_AWQ ? 24 : n4, k4, 4096, 0, 6000 + (uint64_t)ci, &o);
+        /* NF4 on integer activations with AVX2 from 16 rows: row chunks of 255, the last one
+         * ending in a group of 2 rows */
+        if (c->fmt == LQ_FMT_NF4)
+            for (int exact = 1; exact >= 0; exact--)
+                run_case(c, c->n, c->k, 302, exact, 7000 + (uint64_t)ci * 2 + exact, &o);
     report:
         printf("%-28s cpu %s\n", c->name, lq_test_failures_ == before ? "OK" : "FAIL");
     }

@@ -696,18 +696,14 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
  * vpshufb against tq decodes a nibble vector straight into lanes that meet its activations.
  * Products by the sign trick (|x|, stored beside x, against tq carrying x's sign: pairs of at
  * most 2 x 127 x 127; |tq| against x carrying tq's sign would take one more instruction per
- * 32 codes), widened by vpmaddwd; a block's integer sum is exact in any order. Per tile of 8
- * columns and block, the codes are decoded once for every row, each row's 8 column sums stay in
- * registers and are reduced by one hadd tree, so the float epilogue (t = acc, y = fma(t,
- * absmax * ts * dx, y) block by block) runs 8 columns wide.
+ * 32 codes), widened by vpmaddwd; a block's integer sum is exact in any order. Below NF4G_M
+ * rows, per tile of 8 columns and block, the codes are decoded once for every row, each row's 8
+ * column sums stay in registers and are reduced by one hadd tree, so the float epilogue (t =
+ * acc, y = fma(t, absmax * ts * dx, y) block by block) runs 8 columns wide. From NF4G_M rows,
+ * nf4g_range below.
  * --------------------------------------------------------------------------------------- */
 int lq_nf4_avx2_ok(const lq_qlinear *w) {
     return w->n % 8 == 0 && lq_nf4_qx_block(w) > 0;
-}
-
-size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
-    const int64_t ab = lq_nf4_qx_block(w);
-    return ab ? (size_t)(2 * m * al64(w->k) + m * (w->k / ab) * 4) : 0;
 }
 
 typedef struct nf4x_job {
@@ -869,15 +865,37 @@ AVX2_INLINE __m256 nf4x_am8(const lq_qlinear *w, int64_t b) {
                          _mm256_set1_ps(w->nested_offset));
 }
 
-/* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time, 8 groups
- * of the 8 columns at once (one vector per column, transposed to one per group), not one call
- * per column and block: that call cost as much as the products at one row, and gathering the
- * 8 columns' scalars into a vector cost another 10%. Runs shorter than 8 groups (k / group_size
- * not a multiple of 8) take their last groups one scalar at a time. A group spans bs / ab
- * blocks (both powers of two). */
+/* sv[g] = absmax * ts of columns [i0, i0 + 8), groups [g0, g0 + ng) of their rows. The
+ * block scales are decoded 8 groups of the 8 columns at once (one vector per column, transposed
+ * to one per group), not one call per column and block: that call cost as much as the products
+ * at one row, and gathering the 8 columns' scalars into a vector cost another 10%. Runs
+ * shorter than 8 groups (k / group_size not a multiple of 8) take their last groups one scalar
+ * at a time. */
+AVX2_INLINE void nf4x_scales(const lq_qlinear *w, int64_t i0, int64_t g0, int64_t ng, __m256 ts,
+                             __m256 *sv) {
+    const int64_t gk = w->k / w->group_size;
+    const int64_t b0 = i0 * gk + g0; /* column i0's first block of the run */
+    int64_t       g  = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 r[8];
+        for (int jc = 0; jc < 8; jc++)
+            r[jc] = nf4x_am8(w, b0 + jc * gk + g);
+        lq_avx2_tr8(r);
+        for (int l = 0; l < 8; l++)
+            sv[g + l] = _mm256_mul_ps(r[l], ts);
+    }
+    for (; g < ng; g++) {
+        float a[8];
+        for (int jc = 0; jc < 8; jc++)
+            a[jc] = lq_nf4_absmax(w, b0 + jc * gk + g);
+        sv[g] = _mm256_mul_ps(_mm256_setr_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), ts);
+    }
+}
+
+/* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time
+ * (nf4x_scales). A group spans bs / ab blocks (both powers of two). */
 AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
     const lq_qlinear *w  = j->w;
-    const int64_t     gk = w->k / w->group_size;
     const int         sh = __builtin_ctzll((unsigned long long)(w->group_size / j->ab));
     const __m256      ts = _mm256_set1_ps(j->ts);
     __m256            sv[NF4X_KB];
@@ -889,23 +907,7 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
         for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += NF4X_KB) {
             const int64_t kb1 = kb0 + NF4X_KB < j->nkb ? kb0 + NF4X_KB : j->nkb;
             const int64_t g0 = kb0 >> sh, ng = ((kb1 - 1) >> sh) + 1 - g0;
-            const int64_t b0 = 8 * t * gk + g0; /* column 8 t's first block of the run */
-            int64_t       g  = 0;
-            for (; g + 8 <= ng; g += 8) {
-                __m256 r[8];
-                for (int jc = 0; jc < 8; jc++)
-                    r[jc] = nf4x_am8(w, b0 + jc * gk + g);
-                lq_avx2_tr8(r);
-                for (int l = 0; l < 8; l++)
-                    sv[g + l] = _mm256_mul_ps(r[l], ts);
-            }
-            for (; g < ng; g++) {
-                float a[8];
-                for (int jc = 0; jc < 8; jc++)
-                    a[jc] = lq_nf4_absmax(w, b0 + jc * gk + g);
-                sv[g] = _mm256_mul_ps(
-                    _mm256_setr_ps(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]), ts);
-            }
+            nf4x_scales(w, 8 * t, g0, ng, ts, sv);
             /* nf4x_out's arithmetic with y in a register: its store and reload at every block
              * cost a fifth of the time at one row (4096 x 4096, 1 thread: 0.70 -> 0.56 ms) */
             if (direct) {
@@ -933,6 +935,218 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
     }
 }
 
+/* From NF4G_M rows: a GEMM whose int32 lanes are columns, so no sums are reduced across lanes.
+ * The products and sums are those above, bit for bit (a block's integer sum in any order, the
+ * same float epilogue per block). Per tile of 16 columns and chunk of NF4G_KC channels the codes
+ * are decoded once into tq and |tq| bytes laid out per 4 channels ("step"): one vector holds
+ * the step's 4 bytes of each of 8 columns. x is packed NF4G_MR rows at a time, interleaved by
+ * step, and each row's 4 bytes are broadcast against the step: |tq| against x carrying tq's
+ * sign (the sign trick turned round, so |x| is not needed), 6 accumulators, four weight loads
+ * and three broadcasts per 6 sign / vpmaddubsw / vpmaddwd / add. The rows kernel above
+ * decodes per 8 columns and block, then reduces each row's 8 column sums by a hadd tree: at
+ * 256 rows its time per row was that of 16 rows. At 4096 x 4096, 256 rows, 1 thread (best of 6
+ * alternated runs): the rows kernel 124 ms; this with x read in place and |x| beside it 95 (the
+ * rows lie 4 KiB apart, in one L1 set); packed, and the sign trick turned round, 86; the
+ * quantization of x in vectors (nf4g_qx) 83. llama.cpp's Q4_K took 91-104. 4 rows (8
+ * accumulators) made GCC 12 keep one of them in memory. */
+/* from this many rows (4096 x 4096, 1 thread, best of 3: 8 rows 4.6 ms by the rows kernel
+ * against 4.9, 16 rows 8.6 against 6.7) */
+#define NF4G_M    16
+#define NF4G_KC   512      /* channels decoded at once: 16 KiB for 16 columns */
+#define NF4G_MR   3        /* rows a tile kernel takes */
+#define NF4G_ROWS (85 * 3) /* rows whose chunk of x (NF4G_KC bytes a row) stays in L2 */
+
+/* The codes of 8 columns (q[j]: column j's code bytes from a channel c, c % 64 == 0) over 64
+ * channels -> 16 steps, step s at d + s * 128: lane j holds tq of column j's channels c + 4 s ..
+ * c + 4 s + 3, and 64 bytes on |tq|. A column's step is one 16-bit word of its codes, so this
+ * is an 8 x 16 transpose of words (two 8 x 8 ones, a lane each), then each word's two bytes
+ * split into nibbles in channel order (high nibble first) and looked up. */
+AVX2_INLINE void nf4g_dec64(__m256i lut, __m256i luta, const uint8_t *const q[8], int8_t *d) {
+    const __m256i m0f = _mm256_set1_epi8(0x0F);
+    __m256i       r[8], a[8], b[8];
+    for (int j = 0; j < 8; j++)
+        r[j] = _mm256_loadu_si256((const void *)q[j]);
+    /* a[2i]: words 0-3 of columns 2i and 2i + 1 interleaved, a[2i + 1] words 4-7 */
+    for (int i = 0; i < 4; i++) {
+        a[2 * i]     = _mm256_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+    }
+    /* b[4i + 2h + o]: columns 4i .. 4i + 3 at words 4h + 2o and 4h + 2o + 1 */
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 2; h++) {
+            b[4 * i + 2 * h]     = _mm256_unpacklo_epi32(a[4 * i + h], a[4 * i + 2 + h]);
+            b[4 * i + 2 * h + 1] = _mm256_unpackhi_epi32(a[4 * i + h], a[4 * i + 2 + h]);
+        }
+    for (int p = 0; p < 4; p++) /* word 2p, then 2p + 1, of all 8 columns (lane 1: 8 more) */
+        for (int o = 0; o < 2; o++) {
+            const __m256i t =
+                o ? _mm256_unpackhi_epi64(b[p], b[4 + p]) : _mm256_unpacklo_epi64(b[p], b[4 + p]);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(t, 4), m0f);
+            const __m256i lo = _mm256_and_si256(t, m0f);
+            const int     s  = 2 * p + o;
+            for (int e = 0; e < 2; e++) {
+                const __m256i l  = e ? luta : lut;
+                const __m256i hv = _mm256_shuffle_epi8(l, hi), lv = _mm256_shuffle_epi8(l, lo);
+                const __m256i u0 = _mm256_unpacklo_epi8(hv, lv), u1 = _mm256_unpackhi_epi8(hv, lv);
+                _mm256_store_si256((void *)(d + s * 128 + 64 * e),
+                                   _mm256_permute2x128_si256(u0, u1, 0x20));
+                _mm256_store_si256((void *)(d + (s + 8) * 128 + 64 * e),
+                                   _mm256_permute2x128_si256(u0, u1, 0x31));
+            }
+        }
+}
+
+typedef struct nf4g_blk {
+    const int8_t *d;  /* the chunk's decoded steps, 128 bytes each */
+    const __m256 *sv; /* per block of the chunk, 2 vectors: absmax * ts of the tile's columns */
+    const int8_t *xq; /* the row group's packed x at the chunk's first channel */
+    const float  *dx; /* row r0's scale of the chunk's first block; rows nkb apart */
+    int64_t       nkb, nb, ns; /* blocks in the chunk, steps in a block */
+    float        *y;           /* row r0's outputs of the tile; rows n apart */
+    int64_t       n;
+    int           first; /* the chunk starts at channel 0: y starts from 0 */
+} nf4g_blk;
+
+/* mr rows x nv vectors of 8 columns (constants once inlined), every block of the chunk */
+AVX2_INLINE void nf4g_tile(const int mr, const int nv, const nf4g_blk *a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t kb = 0; kb < a->nb; kb++) {
+        __m256i acc[NF4G_MR][2];
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++)
+                acc[r][v] = _mm256_setzero_si256();
+        const int8_t *d  = a->d + kb * a->ns * 128;
+        const int8_t *xq = a->xq + kb * a->ns * 4 * NF4G_MR;
+        for (int64_t s = 0; s < a->ns; s++) {
+            __m256i wv[2], wa[2];
+            for (int v = 0; v < nv; v++) {
+                wv[v] = _mm256_load_si256((const void *)(d + s * 128 + 32 * v));
+                wa[v] = _mm256_load_si256((const void *)(d + s * 128 + 64 + 32 * v));
+            }
+            for (int r = 0; r < mr; r++) {
+                int32_t xs;
+                memcpy(&xs, xq + (s * NF4G_MR + r) * 4, 4);
+                const __m256i xb = _mm256_set1_epi32(xs);
+                for (int v = 0; v < nv; v++)
+                    acc[r][v] = _mm256_add_epi32(
+                        acc[r][v],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(wa[v], _mm256_sign_epi8(xb, wv[v])),
+                                          ones));
+            }
+        }
+        for (int r = 0; r < mr; r++) {
+            const __m256 dxr = _mm256_set1_ps(a->dx[r * a->nkb + kb]);
+            for (int v = 0; v < nv; v++) {
+                float       *yp = a->y + r * a->n + 8 * v;
+                const __m256 sd = _mm256_mul_ps(a->sv[2 * kb + v], dxr);
+                const __m256 yv = a->first && !kb ? _mm256_setzero_ps() : _mm256_loadu_ps(yp);
+                _mm256_storeu_ps(yp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][v]), sd, yv));
+            }
+        }
+    }
+}
+
+#define NF4G_INST(MR, NV)                                                                          \
+    AVX2_TARGET static void nf4g_tile_##MR##_##NV(const nf4g_blk *a) {                             \
+        nf4g_tile(MR, NV, a);                                                                      \
+    }
+NF4G_INST(1, 1)
+NF4G_INST(2, 1)
+NF4G_INST(3, 1)
+NF4G_INST(1, 2)
+NF4G_INST(2, 2)
+NF4G_INST(3, 2)
+static void (*const k_nf4g_tile[2][NF4G_MR])(const nf4g_blk *) = {
+    {nf4g_tile_1_1, nf4g_tile_2_1, nf4g_tile_3_1}, {nf4g_tile_1_2, nf4g_tile_2_2, nf4g_tile_3_2}};
+
+/* x packed for nf4g_tile: row r's channel c at xg[(r / MR) * MR * k + (c / 4 * MR + r % MR) * 4
+ * + c % 4] */
+static int64_t nf4g_xat(int64_t k, int64_t r, int64_t c) {
+    return (r / NF4G_MR) * NF4G_MR * k + (c / 4 * NF4G_MR + r % NF4G_MR) * 4 + c % 4;
+}
+
+/* lq_qx_block(x, len, 127) (len % 8 == 0) into nf4g_tile's packing, step by step from xg (a
+ * row's first step of the block): the same amax, the same product x * (127 / amax), rounded half
+ * to even in the default rounding mode as nearbyintf, the same clamp. Scalar, the call to
+ * nearbyintf per value cost about a twentieth of the whole at 256 rows. */
+AVX2_TARGET static void nf4g_qx(const float *x, int64_t len, int8_t *xg, float *dx) {
+    const __m256 sgn = _mm256_set1_ps(-0.f);
+    __m256       am  = _mm256_setzero_ps();
+    for (int64_t c = 0; c < len; c += 8) /* max(a, am): am where a is NaN, as the scalar loop */
+        am = _mm256_max_ps(_mm256_andnot_ps(sgn, _mm256_loadu_ps(x + c)), am);
+    __m128 h          = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+    h                 = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h                 = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float  amax = _mm_cvtss_f32(h);
+    const __m256 inv  = _mm256_set1_ps(amax > 0.f ? 127.f / amax : 0.f);
+    const __m256 hi = _mm256_set1_ps(127.f), lo = _mm256_set1_ps(-127.f);
+    for (int64_t c = 0; c < len; c += 8) {
+        __m256 v          = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + c), inv),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v                 = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+        v                 = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+        /* a NaN to 0, the code the scalar conversion leaves on x86 (INT_MIN's low byte) */
+        v                 = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        const __m256i i32 = _mm256_cvttps_epi32(v);
+        const __m256i i8  = _mm256_packs_epi16(_mm256_packs_epi32(i32, i32), i32);
+        const int32_t w0  = _mm_cvtsi128_si32(_mm256_castsi256_si128(i8));
+        const int32_t w1  = _mm_cvtsi128_si32(_mm256_extracti128_si256(i8, 1));
+        memcpy(xg + (c / 4) * NF4G_MR * 4, &w0, 4);
+        memcpy(xg + (c / 4 + 1) * NF4G_MR * 4, &w1, 4);
+    }
+    *dx = amax / 127.f;
+}
+
+/* Tiles of 16 columns [t0, t1) (the last may be 8 wide), rows [r0, r0 + j->m) of j's x (at most
+ * NF4G_ROWS, r0 % NF4G_MR == 0) */
+AVX2_TARGET static void nf4g_range(const nf4x_job *j, int64_t r0, int64_t t0, int64_t t1) {
+    const lq_qlinear   *w = j->w;
+    const int64_t       n = w->n, k = w->k, ab = j->ab;
+    const int           sh   = __builtin_ctzll((unsigned long long)(w->group_size / ab));
+    const __m256        ts   = _mm256_set1_ps(j->ts);
+    const __m256i       lut  = _mm256_broadcastsi128_si256(j->lut);
+    const __m256i       luta = _mm256_abs_epi8(lut);
+    _Alignas(32) int8_t dec[NF4G_KC / 4 * 128];
+    __m256              sg[2][NF4G_KC / 64], sv[2 * (NF4G_KC / 64)];
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t i0 = 16 * t;
+        const int     nv = n - i0 >= 16 ? 2 : 1;
+        for (int64_t c0 = 0; c0 < k; c0 += NF4G_KC) {
+            const int64_t kc = c0 + NF4G_KC < k ? NF4G_KC : k - c0, kb0 = c0 / ab, nb = kc / ab;
+            const int64_t g0 = kb0 >> sh, ng = ((kb0 + nb - 1) >> sh) + 1 - g0;
+            for (int v = 0; v < nv; v++) {
+                nf4x_scales(w, i0 + 8 * v, g0, ng, ts, sg[v]);
+                for (int64_t kb = 0; kb < nb; kb++)
+                    sv[2 * kb + v] = sg[v][((kb0 + kb) >> sh) - g0];
+                for (int64_t c = 0; c < kc; c += 64) {
+                    const uint8_t *q[8];
+                    for (int jc = 0; jc < 8; jc++)
+                        q[jc] = (const uint8_t *)w->qweight + ((i0 + 8 * v + jc) * k + c0 + c) / 2;
+                    nf4g_dec64(lut, luta, q, dec + c / 4 * 128 + 32 * v);
+                }
+            }
+            nf4g_blk a = {dec, sv, NULL, NULL, j->nkb, nb, ab / 4, NULL, n, c0 == 0};
+            for (int64_t r = r0; r < r0 + j->m; r += NF4G_MR) {
+                const int mr = r0 + j->m - r < NF4G_MR ? (int)(r0 + j->m - r) : NF4G_MR;
+                a.xq         = j->xp + nf4g_xat(k, r, c0);
+                a.dx         = j->dx + r * j->nkb + kb0;
+                a.y          = j->y + r * n + i0;
+                k_nf4g_tile[nv - 1][mr - 1](&a);
+            }
+        }
+    }
+}
+
+/* x's bytes in the workspace: x and |x| for the rows kernel, x packed for nf4g_range */
+static int64_t nf4x_xbytes(const lq_qlinear *w, int64_t m) {
+    return m >= NF4G_M ? (m + NF4G_MR - 1) / NF4G_MR * NF4G_MR * w->k : 2 * m * al64(w->k);
+}
+
+size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
+    const int64_t ab = lq_nf4_qx_block(w);
+    return ab ? (size_t)(nf4x_xbytes(w, m) + m * (w->k / ab) * 4) : 0;
+}
+
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     if (!lq_nf4_avx2_ok(w) || !lq_nf4_qx_bits(w, m))
@@ -947,13 +1161,14 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     j.lut           = _mm_loadu_si128((const void *)tq);
     j.y             = y;
     const int64_t k = w->k, kp = al64(k);
-    int8_t       *xp    = ws; /* x, then |x| */
-    float        *dx    = (float *)(void *)((uint8_t *)ws + 2 * m * kp);
+    int8_t       *xp    = ws; /* x, then |x|; or x packed (nf4g_xat) */
+    float        *dx    = (float *)(void *)((uint8_t *)ws + nf4x_xbytes(w, m));
     j.xp                = xp;
     j.xa                = xp + m * kp;
     j.dx                = dx;
     j.kp                = kp;
     const int64_t ntile = w->n / 8;
+    const int     gemm  = m >= NF4G_M; /* x packed for nf4g_range */
 #pragma omp parallel num_threads(lq_cpu_threads(nthreads))
     {
         int32_t q[256];
@@ -962,6 +1177,10 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
             int8_t *o = xp + r * kp, *oa = o + m * kp;
             for (int64_t kb = 0; kb < j.nkb; kb++) {
                 const int64_t c0 = kb * j.ab;
+                if (gemm) {
+                    nf4g_qx(x + r * k + c0, j.ab, xp + nf4g_xat(k, r, c0), &dx[r * j.nkb + kb]);
+                    continue;
+                }
                 lq_qx_block(x + r * k + c0, j.ab, 127.f, q, &dx[r * j.nkb + kb]);
                 for (int64_t c = c0; c < c0 + j.ab; c++) { /* per 64: even, then odd */
                     const int64_t u = c - c0, base = c - (c & 63), e = c & 63;
@@ -970,13 +1189,21 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
                 }
             }
         }
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        if (gemm) {
+            const int64_t nt16 = (w->n + 15) / 16;
+            for (int64_t r0 = 0; r0 < m; r0 += NF4G_ROWS) {
+                nf4x_job jr = j;
+                jr.m        = m - r0 < NF4G_ROWS ? m - r0 : NF4G_ROWS;
+                nf4g_range(&jr, r0, nt16 * th / tn, nt16 * (th + 1) / tn);
+            }
+        }
         /* Every tile reads all of the rows' activations: in chunks of rows whose x and |x|
          * stay in L2 (256 KiB), not from L3. With the tile's outputs kept in yt, 512 rows on 1
          * thread went from 242-284 to 222-229 ms at 4096 x 4096, 944-1186 to 720-725 ms at
-         * 4096 x 11008. */
-        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+         * 4096 x 11008 (before those rows went to nf4g_range). */
         const int64_t rl = 131072 / kp, rc = rl < 8 ? 8 : rl > NF4X_ROWS ? NF4X_ROWS : rl;
-        for (int64_t r0 = 0; r0 < m; r0 += rc) {
+        for (int64_t r0 = 0; r0 < m && !gemm; r0 += rc) {
             nf4x_job jr = j;
             jr.m        = m - r0 < rc ? m - r0 : rc;
             jr.xp       = j.xp + r0 * kp;
