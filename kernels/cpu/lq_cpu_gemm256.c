@@ -192,7 +192,6 @@ size_t lq_gemm256_ws(int64_t m, int64_t k) {
 }
 void lq_gemm256(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float *ws, int nthreads) {
-    (void)x, (void)m, (void)k, (void)W, (void)bf, (void)nt, (void)y, (void)ldy, (void)ws,
-        (void)nthreads;
+    (void)x, (void)m, (void)k, (void)b, (void)nt, (void)y, (void)ldy, (void)ws, (void)nthreads;
 }
 #endif
