@@ -278,8 +278,15 @@ static int arrays_gptq(const lq_qlinear *w, lq_qarray *a) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Sorting the input channels by group (lq_qlinear_sort): buf = qweight [k*b/32, n] | g_idx
- * [k] | perm [k], each 64-byte aligned.
+ * The kernels' layout (lq_qlinear_sort): input channels sorted by group, and 3-bit codes held
+ * as 4-bit ones. buf = qweight [k*ob/32, n] | g_idx [k] | perm [k] | qzeros [G, n*ob/32], each
+ * 64-byte aligned, ob the width held.
+ *
+ * Why 3-bit is widened: its fields straddle words, so every kernel decodes it with shuffles and
+ * multiplies (AVX2: 7 instructions per 4 channels of 8 columns, against about 1 for 4-bit), and
+ * at one row that decode, not the memory, bounds it: 0.92 ms against 0.51 for 4-bit at 4096 x
+ * 4096 on one thread (`bench_kernels_cpu -f gptq -m 1 -t 1`, +ix rows). The same codes and zero
+ * points in 4 bits are the same matrix bit for bit, for a third more code bytes.
  * --------------------------------------------------------------------------------------- */
 static size_t al64(size_t v) {
     return (v + 63) & ~(size_t)63;
@@ -292,62 +299,102 @@ static int gptq_in_order(const lq_qlinear *w) {
     return 1;
 }
 
+static int sorted_bits(const lq_qlinear *w) {
+    return w->bits == 3 ? 4 : w->bits;
+}
+
 static size_t sort_bytes_gptq(const lq_qlinear *w) {
-    if (gptq_in_order(w))
+    const int ob = sorted_bits(w);
+    if (ob == w->bits && gptq_in_order(w))
         return 0;
-    return al64((size_t)(w->k * w->bits / 32 * w->n) * 4) + 2 * al64((size_t)w->k * 4);
+    const size_t zb = ob != w->bits ? al64((size_t)(lq_gptq_groups(w) * (w->n * ob / 32)) * 4) : 0;
+    return al64((size_t)(w->k * ob / 32 * w->n) * 4) + 2 * al64((size_t)w->k * 4) + zb;
+}
+
+/* qweight rows in order, 3-bit to 4-bit: a column's 32 channels are 96 bits of three word rows,
+ * read as two overlapping 64-bit views (channels 0-10 in words 0|1, 11-31 in words 1|2) */
+static void widen3(const uint32_t *src, int64_t n, int64_t k, uint32_t *dst) {
+    for (int64_t u = 0; u < k / 32; u++)
+        for (int64_t i = 0; i < n; i++) {
+            const uint64_t w0 = src[3 * u * n + i], w1 = src[(3 * u + 1) * n + i],
+                           w2 = src[(3 * u + 2) * n + i];
+            const uint64_t a = w0 | w1 << 32, b = w1 | w2 << 32;
+            for (int o = 0; o < 4; o++) {
+                uint32_t word = 0;
+                for (int c = 8 * o; c < 8 * o + 8; c++) {
+                    const uint64_t v = c <= 10 ? a >> (3 * c) : b >> (3 * c - 32);
+                    word |= (uint32_t)(v & 7u) << (4 * (c % 8));
+                }
+                dst[(4 * u + o) * n + i] = word;
+            }
+        }
 }
 
 static lq_status sort_gptq(const lq_qlinear *w, void *buf, lq_qlinear *out) {
     const int64_t n = w->n, k = w->k, G = lq_gptq_groups(w);
-    const int     b  = w->bits;
+    const int     b = w->bits, ob = sorted_bits(w), in_order = gptq_in_order(w);
     int32_t      *qw = buf;
-    int32_t      *gi = (int32_t *)((char *)buf + al64((size_t)(k * b / 32 * n) * 4));
+    int32_t      *gi = (int32_t *)((char *)buf + al64((size_t)(k * ob / 32 * n) * 4));
     int32_t      *pm = (int32_t *)((char *)gi + al64((size_t)k * 4));
-    /* a stable counting sort by group; g_idx is in [0, G) in any descriptor the readers made,
-     * but this one may come from anywhere */
-    int64_t *start = calloc((size_t)G + 1, sizeof *start);
-    if (!start)
-        return LQ_ERR_NOMEM;
-    for (int64_t c = 0; c < k; c++) {
-        if (w->g_idx[c] < 0 || w->g_idx[c] >= G) {
-            free(start);
-            return LQ_ERR_INVALID_ARG;
+    int32_t      *qz = (int32_t *)((char *)pm + al64((size_t)k * 4));
+    *out             = *w;
+    if (in_order) { /* only the width changes */
+        widen3(w->qweight, n, k, (uint32_t *)qw);
+    } else {
+        /* a stable counting sort by group; g_idx is in [0, G) in any descriptor the readers
+         * made, but this one may come from anywhere */
+        int64_t *start = calloc((size_t)G + 1, sizeof *start);
+        if (!start)
+            return LQ_ERR_NOMEM;
+        for (int64_t c = 0; c < k; c++) {
+            if (w->g_idx[c] < 0 || w->g_idx[c] >= G) {
+                free(start);
+                return LQ_ERR_INVALID_ARG;
+            }
+            start[w->g_idx[c] + 1]++;
         }
-        start[w->g_idx[c] + 1]++;
-    }
-    for (int64_t g = 0; g < G; g++)
-        start[g + 1] += start[g];
-    for (int64_t c = 0; c < k; c++) {
-        const int64_t p = start[w->g_idx[c]]++;
-        pm[p]           = (int32_t)c; /* stored row c goes to position p */
-        gi[p]           = w->g_idx[c];
-    }
-    free(start);
-    const int32_t *src = w->qweight;
-    memset(qw, 0, (size_t)(k * b / 32 * n) * 4);
-    if (b == 3) { /* values straddle words: one at a time */
+        for (int64_t g = 0; g < G; g++)
+            start[g + 1] += start[g];
+        for (int64_t c = 0; c < k; c++) {
+            const int64_t p = start[w->g_idx[c]]++;
+            pm[p]           = (int32_t)c; /* stored row c goes to position p */
+            gi[p]           = w->g_idx[c];
+        }
+        free(start);
+        const int32_t *src = w->qweight;
+        memset(qw, 0, (size_t)(k * ob / 32 * n) * 4);
+        if (b == 3) { /* values straddle words: one at a time, into 4-bit words */
+            for (int64_t p = 0; p < k; p++)
+                for (int64_t i = 0; i < n; i++)
+                    qw[p / 8 * n + i] |=
+                        (int32_t)(lq_stream_get(src + i, n, pm[p], b) << (4 * (p % 8)));
+        } else { /* a whole word row of output at a time, along the contiguous columns */
+            const int      vpw  = 32 / b;
+            const uint32_t mask = (1u << b) - 1u;
+            for (int64_t p = 0; p < k; p++) {
+                const uint32_t *in  = (const uint32_t *)src + (int64_t)(pm[p] / vpw) * n;
+                uint32_t       *o   = (uint32_t *)qw + (p / vpw) * n;
+                const unsigned  ish = (unsigned)(pm[p] % vpw * b), osh = (unsigned)(p % vpw * b);
+                for (int64_t i = 0; i < n; i++)
+                    o[i] |= ((in[i] >> ish) & mask) << osh;
+            }
+        }
+        /* the channel each new row holds: composed with the input's own order */
         for (int64_t p = 0; p < k; p++)
-            for (int64_t i = 0; i < n; i++)
-                lq_stream_put(qw + i, n, p, b, lq_stream_get(src + i, n, pm[p], b));
-    } else { /* a whole word row of output at a time, along the contiguous columns */
-        const int      vpw  = 32 / b;
-        const uint32_t mask = (1u << b) - 1u;
-        for (int64_t p = 0; p < k; p++) {
-            const uint32_t *in  = (const uint32_t *)src + (int64_t)(pm[p] / vpw) * n;
-            uint32_t       *o   = (uint32_t *)qw + (p / vpw) * n;
-            const unsigned  ish = (unsigned)(pm[p] % vpw * b), osh = (unsigned)(p % vpw * b);
-            for (int64_t i = 0; i < n; i++)
-                o[i] |= ((in[i] >> ish) & mask) << osh;
-        }
+            pm[p] = w->perm ? w->perm[pm[p]] : pm[p];
+        out->g_idx = gi;
+        out->perm  = pm;
     }
-    /* the channel each new row holds: composed with the input's own order */
-    for (int64_t p = 0; p < k; p++)
-        pm[p] = w->perm ? w->perm[pm[p]] : pm[p];
-    *out         = *w;
+    if (ob != b) { /* the same zero points, stored as v1 does (zero - 1) in ob bits */
+        memset(qz, 0, (size_t)(G * (n * ob / 32)) * 4);
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t i = 0; i < n; i++)
+                lq_stream_put(qz + g * (n * ob / 32), 1, i, ob,
+                              (uint32_t)(lq_gptq_zero(w, g, i) - 1) & ((1u << ob) - 1u));
+        out->qzeros = qz;
+        out->bits   = ob;
+    }
     out->qweight = qw;
-    out->g_idx   = gi;
-    out->perm    = pm;
     return LQ_OK;
 }
 

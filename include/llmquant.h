@@ -30,9 +30,9 @@
 
 #define LQ_VERSION_MAJOR  0
 #define LQ_VERSION_MINOR  2
-#define LQ_VERSION_PATCH  2
+#define LQ_VERSION_PATCH  3
 #define LQ_VERSION_NUMBER (LQ_VERSION_MAJOR * 10000 + LQ_VERSION_MINOR * 100 + LQ_VERSION_PATCH)
-#define LQ_VERSION_STRING "0.2.2"
+#define LQ_VERSION_STRING "0.2.3"
 
 #if defined(_WIN32)
 #define LQ_API
@@ -244,10 +244,13 @@ LQ_API size_t lq_qlinear_bytes(const lq_qlinear *w);
  * gather x by perm. AWQ (0.2.1): its words hold 8 columns of one input channel, so the kernels
  * would unpack them across channel rows on every call; lq_qlinear_sort writes the same matrix
  * in GPTQ v1's layout (qweight, qzeros, g_idx in buf; the scales stay w's) and *out becomes an
- * LQ_FMT_GPTQ descriptor (exact: the same weights bit for bit). lq_qlinear_sort_bytes: the
- * bytes buf (64-byte aligned) needs, 0 when there is nothing to do (then lq_qlinear_sort sets
- * *out = *w). A sorted descriptor is for the kernels and uploads: checkpoints are written from
- * the checkpoint's own arrays. */
+ * LQ_FMT_GPTQ descriptor (exact: the same weights bit for bit). GPTQ 3-bit (0.2.3): its codes
+ * straddle words, which every kernel decodes more slowly than 4-bit ones (at one row the decode
+ * bounds it), so lq_qlinear_sort writes the same codes and zero points 4 bits wide (qweight,
+ * qzeros in buf; bits becomes 4): the same weights bit for bit, a third more code bytes.
+ * lq_qlinear_sort_bytes: the bytes buf (64-byte aligned) needs, 0 when there is nothing to do
+ * (then lq_qlinear_sort sets *out = *w). A sorted descriptor is for the kernels and uploads:
+ * checkpoints are written from the checkpoint's own arrays. */
 LQ_API size_t    lq_qlinear_sort_bytes(const lq_qlinear *w);
 LQ_API lq_status lq_qlinear_sort(const lq_qlinear *w, void *buf, size_t cap, lq_qlinear *out);
 

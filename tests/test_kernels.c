@@ -654,7 +654,10 @@ static void test_sort(void) {
         CHECK_EQ_INT(lq_qlinear_sort_bytes(&s), 0); /* sorting again: nothing to do */
         CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
         CHECK_MSG(s2.perm == s.perm && s2.qweight == s.qweight, "%s: resort moved", c->name);
-        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4);
+        /* + perm; 3-bit held 4 bits wide: + a fourth word row per 32 channels and zero row */
+        const size_t wide = w->bits == 3 ? (size_t)((k + lq_gptq_groups(w)) * n / 32 * 4) : 0;
+        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4 + wide);
+        CHECK_EQ_INT(s.bits, w->bits == 3 ? 4 : w->bits);
         /* the same weights, bit for bit, from the plain oracle of each */
         float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
         lq_format_traits_get(LQ_FMT_GPTQ)->dequant_ref(w, a);
@@ -696,11 +699,11 @@ static void test_sort(void) {
         free(dense);
         lq_qbuf_free(&qb);
     }
-    /* AWQ: repacked into GPTQ's layout, the same matrix bit for bit, the same integer-activation
-     * results bit for bit (the same blocks) */
+    /* AWQ repacked into GPTQ's layout, GPTQ 3-bit in order held as 4-bit codes: the same matrix
+     * bit for bit, the same integer-activation results bit for bit (the same blocks) */
     for (int ci = 0; ci < NCASES; ci++) {
         const kcase *c = &k_cases[ci];
-        if (c->fmt != LQ_FMT_AWQ || c->act_order)
+        if ((c->fmt != LQ_FMT_AWQ && !(c->fmt == LQ_FMT_GPTQ && c->bits == 3)) || c->act_order)
             continue;
         lq_qbuf qb;
         float  *dense;
@@ -708,7 +711,7 @@ static void test_sort(void) {
         const lq_qlinear *w = &qb.q;
         const int64_t     n = w->n, k = w->k;
         const size_t      sb = lq_qlinear_sort_bytes(w);
-        CHECK_MSG(sb > 0, "%s: AWQ not repacked", c->name);
+        CHECK_MSG(sb > 0, "%s: not repacked", c->name);
         void      *buf = lq_aligned_alloc(sb);
         lq_qlinear s, s2;
         CHECK_OK(lq_qlinear_sort(w, buf, sb, &s));
@@ -717,9 +720,13 @@ static void test_sort(void) {
         CHECK_EQ_INT(lq_qlinear_sort_bytes(&s), 0);
         CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
         CHECK_MSG(s2.qweight == s.qweight && s2.format == LQ_FMT_GPTQ, "%s: resort moved", c->name);
-        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4); /* + g_idx */
+        CHECK_EQ_INT(s.bits, 4);
+        /* AWQ: + g_idx; GPTQ 3-bit: + a fourth word row per 32 channels and zero row */
+        const size_t more =
+            c->fmt == LQ_FMT_AWQ ? (size_t)k * 4 : (size_t)((k + lq_gptq_groups(w)) * n / 32 * 4);
+        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + more);
         float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
-        lq_format_traits_get(LQ_FMT_AWQ)->dequant_ref(w, a);
+        lq_format_traits_get(c->fmt)->dequant_ref(w, a);
         lq_format_traits_get(LQ_FMT_GPTQ)->dequant_ref(&s, b);
         CHECK_MSG(!memcmp(a, b, (size_t)(n * k) * 4), "%s: repacked dequant_ref differs at %lld",
                   c->name, (long long)first_diff(a, b, n * k));
@@ -740,7 +747,7 @@ static void test_sort(void) {
                 CHECK_OK(lq_qlinear_forward_cpu_ex(&s, x, m, y1, ws, w1, 0, fl));
                 /* integer activations where both layouts have them (AVX2 CPUs: the repacked
                  * one only, so its NMSE bound) */
-                const lq_format_traits *ta = lq_format_traits_get(LQ_FMT_AWQ),
+                const lq_format_traits *ta = lq_format_traits_get(c->fmt),
                                        *tg = lq_format_traits_get(LQ_FMT_GPTQ);
                 const int qa               = fl && ta->quantizes_x_cpu(w, m),
                           qg               = fl && tg->quantizes_x_cpu(&s, m);
@@ -759,7 +766,8 @@ static void test_sort(void) {
         }
         lq_qlinear bad = *w; /* AWQ has no input order */
         bad.perm       = s.g_idx;
-        CHECK_EQ_INT(lq_qlinear_check(&bad, NULL), LQ_ERR_INVALID_ARG);
+        if (c->fmt == LQ_FMT_AWQ)
+            CHECK_EQ_INT(lq_qlinear_check(&bad, NULL), LQ_ERR_INVALID_ARG);
         free(a);
         free(b);
         lq_aligned_free(buf);
