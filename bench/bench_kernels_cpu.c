@@ -6,7 +6,8 @@
  * the ratio to OpenBLAS sgemm on the same weights as dense float32, and the fraction of a
  * STREAM-like copy bandwidth measured in the same run (the roofline of a weight-streaming GEMV).
  * act-order: "_actorder" as the checkpoint stores it, "_actorder_sorted" after lq_qlinear_sort;
- * "awq_g128_sorted": AWQ after lq_qlinear_sort (GPTQ's layout).
+ * "awq_g128_sorted": AWQ after lq_qlinear_sort (GPTQ's layout); "gptq3_g128_sorted": 3-bit
+ * after lq_qlinear_sort (held as 4-bit codes).
  * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
  * those kernels; "dense_bf16+bx": with LQ_QLINEAR_BF16_X (bf16 activations, AVX-512 BF16).
  *
@@ -33,27 +34,30 @@ typedef struct fcase {
     int         act_order, dq, n_outlier;
     float       threshold;
     int         dense_dt; /* LQ_FMT_DENSE: lq_dense_dtype */
+    int         sorted;   /* through lq_qlinear_sort once, as a runtime does at load time */
 } fcase;
 
 static const fcase k_fmts[] = {
-    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0, 0},
-    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0, 0},
+    {"gptq4_g128", LQ_FMT_GPTQ, 4, 128, 0, 0, 0, 0, 0, 0},
+    {"gptq4_g128_actorder", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0, 0, 0},
     /* the same sorted by group once (lq_qlinear_sort), as a runtime does at load time */
-    {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 4, 128, 2, 0, 0, 0, 0},
-    {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0, 0},
-    {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0, 0},
-    {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0, 0},
-    {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0, 0},
+    {"gptq4_g128_actorder_sorted", LQ_FMT_GPTQ, 4, 128, 1, 0, 0, 0, 0, 1},
+    {"gptq3_g128", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0, 0, 0},
+    /* the same held as 4-bit codes (lq_qlinear_sort) */
+    {"gptq3_g128_sorted", LQ_FMT_GPTQ, 3, 128, 0, 0, 0, 0, 0, 1},
+    {"gptq2_g128", LQ_FMT_GPTQ, 2, 128, 0, 0, 0, 0, 0, 0},
+    {"gptq8_g128", LQ_FMT_GPTQ, 8, 128, 0, 0, 0, 0, 0, 0},
+    {"awq_g128", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0, 0, 0},
     /* the same repacked once into GPTQ's layout (lq_qlinear_sort), as a runtime does at load */
-    {"awq_g128_sorted", LQ_FMT_AWQ, 4, 128, 2, 0, 0, 0, 0},
-    {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0, 0},
-    {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0, 0},
-    {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f, 0},
+    {"awq_g128_sorted", LQ_FMT_AWQ, 4, 128, 0, 0, 0, 0, 0, 1},
+    {"nf4_b64_dq", LQ_FMT_NF4, 4, 64, 0, 1, 0, 0, 0, 0},
+    {"nf4_b64", LQ_FMT_NF4, 4, 64, 0, 0, 0, 0, 0, 0},
+    {"int8_thr6_out32", LQ_FMT_INT8, 8, 0, 0, 0, 32, 6.f, 0, 0},
     /* dense weights as a checkpoint stores them (the "dense-f32 sgemm" rows: float32) */
-    {"dense_f16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_F16},
-    {"dense_bf16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_BF16},
+    {"dense_f16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_F16, 0},
+    {"dense_bf16", LQ_FMT_DENSE, 16, 0, 0, 0, 0, 0, LQ_DENSE_BF16, 0},
     /* float32 through the library (lq_sgemm_tile), against the sgemm column on the same weights */
-    {"dense_f32", LQ_FMT_DENSE, 32, 0, 0, 0, 0, 0, LQ_DENSE_F32},
+    {"dense_f32", LQ_FMT_DENSE, 32, 0, 0, 0, 0, 0, LQ_DENSE_F32, 0},
 };
 
 static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_err *err) {
@@ -89,7 +93,7 @@ static lq_status build(const fcase *c, int64_t n, int64_t k, lq_qbuf *out, lq_er
         free(z);
         free(s);
         free(gi);
-        const size_t sb = st == LQ_OK && c->act_order == 2 ? lq_qlinear_sort_bytes(&out->q) : 0;
+        const size_t sb = st == LQ_OK && c->sorted ? lq_qlinear_sort_bytes(&out->q) : 0;
         if (sb) {
             void *buf = lq_qbuf_alloc(out, sb);
             st        = buf ? lq_qlinear_sort(&out->q, buf, sb, &out->q) : LQ_ERR_NOMEM;

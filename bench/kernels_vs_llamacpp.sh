@@ -14,7 +14,8 @@
 #        bench_kernels_cpu formats whose name holds it: much faster with a subset of PAIRS)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
-# act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 vs q3_K, GPTQ-2 vs
+# act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 (as stored, and held
+# as 4-bit codes by lq_qlinear_sort: gptq3_g128_sorted) vs q3_K, GPTQ-2 vs
 # q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense fp16 / bf16 weights vs f16 / bf16 (dense-f32: OpenBLAS
 # sgemm on float32 weights, vs f16). llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
 # call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
@@ -39,7 +40,7 @@ cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" 
 ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
 
 PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K gptq4_g128_actorder_sorted:q4_K awq_g128:q4_K awq_g128_sorted:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
-gptq3_g128:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense_f16:f16
+gptq3_g128:q3_K gptq3_g128_sorted:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6_out32:q8_0 dense_f16:f16
 dense_bf16:bf16 dense-f32:f16"}
 types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
 
