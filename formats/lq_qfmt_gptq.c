@@ -338,7 +338,7 @@ static lq_status sort_gptq(const lq_qlinear *w, void *buf, lq_qlinear *out) {
     int32_t      *pm = (int32_t *)((char *)gi + al64((size_t)k * 4));
     int32_t      *qz = (int32_t *)((char *)pm + al64((size_t)k * 4));
     *out             = *w;
-    if (in_order) { /* only the width changes */
+    if (in_order) { /* only the width changes (sort_bytes_gptq: so only 3-bit gets here) */
         widen3(w->qweight, n, k, (uint32_t *)qw);
     } else {
         /* a stable counting sort by group; g_idx is in [0, G) in any descriptor the readers
