@@ -385,12 +385,12 @@ static lq_status sort_gptq(const lq_qlinear *w, void *buf, lq_qlinear *out) {
         out->g_idx = gi;
         out->perm  = pm;
     }
-    if (ob != b) { /* the same zero points, stored as v1 does (zero - 1) in ob bits */
+    if (ob != b) { /* the same zero points, stored as v1 does (zero - 1, masked by the put) */
         memset(qz, 0, (size_t)(G * (n * ob / 32)) * 4);
         for (int64_t g = 0; g < G; g++)
             for (int64_t i = 0; i < n; i++)
                 lq_stream_put(qz + g * (n * ob / 32), 1, i, ob,
-                              (uint32_t)(lq_gptq_zero(w, g, i) - 1) & ((1u << ob) - 1u));
+                              (uint32_t)(lq_gptq_zero(w, g, i) - 1));
         out->qzeros = qz;
         out->bits   = ob;
     }

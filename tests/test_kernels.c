@@ -626,6 +626,12 @@ static void test_validation(void) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* the bytes lq_qlinear_sort adds by holding a GPTQ 3-bit linear 4 bits wide: a fourth word row
+ * per 32 channels, and per group a fourth qzeros word per 32 columns */
+static size_t widened_bytes(const lq_qlinear *w) {
+    return w->bits == 3 ? (size_t)((w->k + lq_gptq_groups(w)) * w->n / 32 * 4) : 0;
+}
+
 /* lq_qlinear_sort: the sorted descriptor is the same matrix, independently of the kernels'
  * and oracles' own handling of perm (act-order cases of every width, with a bias). */
 static void test_sort(void) {
@@ -654,9 +660,7 @@ static void test_sort(void) {
         CHECK_EQ_INT(lq_qlinear_sort_bytes(&s), 0); /* sorting again: nothing to do */
         CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
         CHECK_MSG(s2.perm == s.perm && s2.qweight == s.qweight, "%s: resort moved", c->name);
-        /* + perm; 3-bit held 4 bits wide: + a fourth word row per 32 channels and zero row */
-        const size_t wide = w->bits == 3 ? (size_t)((k + lq_gptq_groups(w)) * n / 32 * 4) : 0;
-        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4 + wide);
+        CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + (size_t)k * 4 + widened_bytes(w));
         CHECK_EQ_INT(s.bits, w->bits == 3 ? 4 : w->bits);
         /* the same weights, bit for bit, from the plain oracle of each */
         float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
@@ -721,9 +725,7 @@ static void test_sort(void) {
         CHECK_OK(lq_qlinear_sort(&s, NULL, 0, &s2));
         CHECK_MSG(s2.qweight == s.qweight && s2.format == LQ_FMT_GPTQ, "%s: resort moved", c->name);
         CHECK_EQ_INT(s.bits, 4);
-        /* AWQ: + g_idx; GPTQ 3-bit: + a fourth word row per 32 channels and zero row */
-        const size_t more =
-            c->fmt == LQ_FMT_AWQ ? (size_t)k * 4 : (size_t)((k + lq_gptq_groups(w)) * n / 32 * 4);
+        const size_t more = c->fmt == LQ_FMT_AWQ ? (size_t)k * 4 : widened_bytes(w); /* + g_idx */
         CHECK_EQ_INT(lq_qlinear_bytes(&s), lq_qlinear_bytes(w) + more);
         float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
         lq_format_traits_get(c->fmt)->dequant_ref(w, a);
