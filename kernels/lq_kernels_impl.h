@@ -487,6 +487,16 @@ void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
  * alpha * x @ B; nthreads <= 1: on the calling thread, no OpenMP team */
 void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k, const lq_gemm_b *b,
                    int64_t nt, float *y, int64_t ldy, float alpha, float beta, int nthreads);
+/* The GEMMs' work split (lq_gemm512, lq_gemm256): rows in *mc-row blocks of equal size (at most
+ * mc_max rows, whole mr-row tiles), columns in *np panels of nr; *nb (row block, panel) pairs,
+ * pair i at rows i / np * mc, columns i % np * nr */
+static inline void lq_gemm_split(int64_t m, int64_t nt, int64_t mr, int64_t nr, int64_t mc_max,
+                                 int64_t *mc, int64_t *np, int64_t *nb) {
+    const int64_t mb0 = (m + mc_max - 1) / mc_max;
+    *np               = (nt + nr - 1) / nr;
+    *mc               = ((m + mb0 - 1) / mb0 + mr - 1) / mr * mr;
+    *nb               = (m + *mc - 1) / *mc * *np;
+}
 /* y[m, nt] = x @ W^T on bf16 (LQ_QLINEAR_BF16_X; only where lq_cpu_avx512bf16()): x [m, k]
  * bf16 rows ldx apart, 4-byte aligned, zero from k to ldx > k when k is odd; W [nt, k] bf16
  * rows ldw apart */

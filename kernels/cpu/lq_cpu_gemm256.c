@@ -163,9 +163,8 @@ void lq_gemm256(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
             memset(y + r * ldy, 0, (size_t)nt * sizeof(float));
         return;
     }
-    /* (row block, panel) pairs as lq_gemm512: row blocks of equal size, whole tiles */
-    const int64_t mb0 = (m + MC - 1) / MC, np = (nt + NR - 1) / NR;
-    const int64_t mc = ((m + mb0 - 1) / mb0 + MR - 1) / MR * MR, nb = (m + mc - 1) / mc * np;
+    int64_t mc, np, nb; /* (row block, panel) pairs as lq_gemm512 */
+    lq_gemm_split(m, nt, MR, NR, MC, &mc, &np, &nb);
     const int64_t tiles = (m + MR - 1) / MR;
     const int     th    = nthreads > 0 ? nthreads : 1;
     /* The threads take the pairs in turn: on a shared VM a neighbour slows one core for seconds

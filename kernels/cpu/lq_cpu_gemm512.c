@@ -318,20 +318,12 @@ BX_TARGET static void panel_bx(const uint16_t *x, int64_t ldx, int64_t m, int64_
     }
 }
 
-/* lq_gemm512_ex's split: row blocks of equal size (at most MC, whole tiles) x panels */
-static void g512_split(int64_t m, int64_t nt, int64_t *mc, int64_t *np, int64_t *nb) {
-    const int64_t mb0 = (m + MC - 1) / MC;
-    *np               = (nt + NR - 1) / NR;
-    *mc               = ((m + mb0 - 1) / mb0 + MR - 1) / MR * MR;
-    *nb               = (m + *mc - 1) / *mc * *np;
-}
-
 void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
     if (m <= 0 || nt <= 0 || k <= 0)
         return;
     int64_t mc, np, nb;
-    g512_split(m, nt, &mc, &np, &nb);
+    lq_gemm_split(m, nt, MR, NR, MC, &mc, &np, &nb);
 #pragma omp parallel num_threads(nb < nthreads ? (int)nb : nthreads > 0 ? nthreads : 1)
     {
         _Alignas(64) float pan[KCB / 2 * NR];
@@ -366,7 +358,7 @@ void lq_gemm512_ex(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t k,
     /* (row block, panel) pairs, row block major: a thread's consecutive pairs share x's rows,
      * and a narrow nt (3 panels) still splits evenly over 2 threads */
     int64_t mc, np, nb;
-    g512_split(m, nt, &mc, &np, &nb);
+    lq_gemm_split(m, nt, MR, NR, MC, &mc, &np, &nb);
     if (nthreads <= 1 || nb == 1) {            /* no team: callers inside a parallel region */
         _Alignas(64) float pan[KC * NR];
         for (int64_t i = 0; i < nb; i++)
