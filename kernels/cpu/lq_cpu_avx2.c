@@ -31,8 +31,8 @@
 #include "lq_cpu_avx2_inl.h"
 #include <immintrin.h>
 
-#define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
-#define AVX2_INLINE static inline __attribute__((always_inline)) AVX2_TARGET
+#define AVX2_TARGET LQ_AVX2_TARGET
+#define AVX2_INLINE LQ_AVX2_INLINE
 #define AVX2_M      4   /* activation rows per chunk */
 #define AVX2_NV_MAX 4   /* 8-column vectors per tile */
 /* prefetch distance along a word row, in words (avx2_tile). 8-bit blocks stream twice the word

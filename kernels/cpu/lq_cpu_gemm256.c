@@ -24,8 +24,8 @@
 #include "lq_cpu_avx2_inl.h"
 #include <immintrin.h>
 
-#define G256_TARGET __attribute__((target("avx2,fma,f16c")))
-#define G256_INLINE static inline __attribute__((always_inline)) G256_TARGET
+#define G256_TARGET LQ_AVX2_TARGET
+#define G256_INLINE LQ_AVX2_INLINE
 
 enum { NR = 16, MR = 6, NV = NR / 8, KC = 256, MC = 288, KCH = 4096 };
 
