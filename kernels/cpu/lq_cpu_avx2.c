@@ -892,6 +892,23 @@ AVX2_INLINE void nf4x_scales(const lq_qlinear *w, int64_t i0, int64_t g0, int64_
     }
 }
 
+/* The codes and block scales of columns [i0, i0 + 8) (the next tile), fetched while block kb
+ * of this tile runs, at its pace: 256 code bytes (4 lines) and a share of the scales. A tile
+ * reads 8 streams of k / 2 bytes, too short for the hardware prefetcher to reach pace (at
+ * k = 4096, 32 lines each), so without this every tile began with its lines coming from DRAM
+ * at full latency. 11008 x 4096 on 1 thread, one row: 3.9-4.2 -> 2.2-2.5 ms (llama.cpp's
+ * Q4_K, one long stream: 2.5-2.9); 4 rows: 7.7-8.5 -> 6.9 ms. */
+AVX2_INLINE void nf4x_prefetch(const nf4x_job *j, int64_t i0, int64_t kb) {
+    const lq_qlinear *w  = j->w;
+    const int64_t     sb = 8 * (w->k / w->group_size) * (w->nested_blocksize > 0 ? 1 : 4);
+    const char       *q  = (const char *)w->qweight + i0 * (w->k / 2) + 256 * kb;
+    for (int l = 0; l < 4; l++)
+        _mm_prefetch(q + 64 * l, _MM_HINT_T0);
+    const int64_t o = kb * sb / j->nkb; /* the scales' bytes, spread evenly over the blocks */
+    if (kb == 0 || o / 64 != (kb - 1) * sb / j->nkb / 64)
+        _mm_prefetch((const char *)w->absmax + i0 * (sb / 8) + o, _MM_HINT_T0);
+}
+
 /* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time
  * (nf4x_scales). A group spans bs / ab blocks (both powers of two). */
 AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
@@ -917,6 +934,8 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
                 __m256         yv = kb0 ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
                 for (int64_t kb = kb0; kb < kb1; kb++) {
                     __m256i xv[4];
+                    if (t + 1 < t1)
+                        nf4x_prefetch(j, 8 * t + 8, kb);
                     nf4x_xv(j, 0, 64 * kb, xv);
                     for (int jc = 0; jc < 8; jc++)
                         qc[jc] = (const uint8_t *)w->qweight + (8 * t + jc) * (w->k / 2) + 32 * kb;
@@ -926,8 +945,11 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
                 _mm256_storeu_ps(yp, yv);
                 continue;
             }
-            for (int64_t kb = kb0; kb < kb1; kb++)
+            for (int64_t kb = kb0; kb < kb1; kb++) {
+                if (t + 1 < t1)
+                    nf4x_prefetch(j, 8 * t + 8, kb);
                 nf4x_tile(j, 8 * t, kb, sv[(kb >> sh) - g0], yt);
+            }
         }
         if (!direct)
             for (int64_t r = 0; r < j->m; r++)
