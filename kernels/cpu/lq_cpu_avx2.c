@@ -892,21 +892,28 @@ AVX2_INLINE void nf4x_scales(const lq_qlinear *w, int64_t i0, int64_t g0, int64_
     }
 }
 
-/* The codes and block scales of columns [i0, i0 + 8) (the next tile), fetched while block kb
- * of this tile runs, at its pace: 256 code bytes (4 lines) and a share of the scales. A tile
- * reads 8 streams of k / 2 bytes, too short for the hardware prefetcher to reach pace (at
- * k = 4096, 32 lines each), so without this every tile began with its lines coming from DRAM
- * at full latency. 11008 x 4096 on 1 thread, one row: 3.9-4.2 -> 2.2-2.5 ms (llama.cpp's
- * Q4_K, one long stream: 2.5-2.9); 4 rows: 7.7-8.5 -> 6.9 ms. */
+/* The codes of columns [i0, i0 + 8) (the next tile), fetched while block kb of this tile runs,
+ * at its pace: 256 bytes, 4 lines. A tile reads 8 streams of k / 2 bytes, too short for the
+ * hardware prefetcher to reach pace (at k = 4096, 32 lines each), so without this every tile
+ * began with its lines coming from DRAM at full latency. 11008 x 4096 on 1 thread, one row:
+ * 3.9-4.2 -> 2.2-2.5 ms (llama.cpp's Q4_K, one long stream: 2.5-2.9); 4 rows: 7.7-8.5 -> 6.9. */
 AVX2_INLINE void nf4x_prefetch(const nf4x_job *j, int64_t i0, int64_t kb) {
-    const lq_qlinear *w  = j->w;
-    const int64_t     sb = 8 * (w->k / w->group_size) * (w->nested_blocksize > 0 ? 1 : 4);
-    const char       *q  = (const char *)w->qweight + i0 * (w->k / 2) + 256 * kb;
+    const char *q = (const char *)j->w->qweight + i0 * (j->w->k / 2) + 256 * kb;
     for (int l = 0; l < 4; l++)
         _mm_prefetch(q + 64 * l, _MM_HINT_T0);
-    const int64_t o = kb * sb / j->nkb; /* the scales' bytes, spread evenly over the blocks */
-    if (kb == 0 || o / 64 != (kb - 1) * sb / j->nkb / 64)
-        _mm_prefetch((const char *)w->absmax + i0 * (sb / 8) + o, _MM_HINT_T0);
+}
+
+/* ... and the scales of groups [g0, g0 + ng) of those columns, as this tile decodes its own.
+ * Spread over the blocks instead, two 64-bit divides a block cost more than they saved (4096 x
+ * 4096 with double quant, one row: 0.79 ms; this way 0.64) */
+AVX2_INLINE void nf4x_prefetch_scales(const lq_qlinear *w, int64_t i0, int64_t g0, int64_t ng) {
+    const int64_t es = w->nested_blocksize > 0 ? 1 : 4, gk = w->k / w->group_size;
+    for (int jc = 0; jc < 8; jc++) {
+        const char *a = (const char *)w->absmax + ((i0 + jc) * gk + g0) * es;
+        for (int64_t o = 0; o < ng * es; o += 64)
+            _mm_prefetch(a + o, _MM_HINT_T0);
+        _mm_prefetch(a + ng * es - 1, _MM_HINT_T0);
+    }
 }
 
 /* Tiles [t0, t1). The block scales are decoded a run of NF4X_KB blocks at a time
@@ -924,6 +931,8 @@ AVX2_TARGET static void nf4x_range(const nf4x_job *j, int64_t t0, int64_t t1) {
         for (int64_t kb0 = 0; kb0 < j->nkb; kb0 += NF4X_KB) {
             const int64_t kb1 = kb0 + NF4X_KB < j->nkb ? kb0 + NF4X_KB : j->nkb;
             const int64_t g0 = kb0 >> sh, ng = ((kb1 - 1) >> sh) + 1 - g0;
+            if (t + 1 < t1)
+                nf4x_prefetch_scales(w, 8 * t + 8, g0, ng);
             nf4x_scales(w, 8 * t, g0, ng, ts, sv);
             /* nf4x_out's arithmetic with y in a register: its store and reload at every block
              * cost a fifth of the time at one row (4096 x 4096, 1 thread: 0.70 -> 0.56 ms) */
