@@ -893,14 +893,15 @@ AVX2_INLINE void nf4x_scales(const lq_qlinear *w, int64_t i0, int64_t g0, int64_
 }
 
 /* The codes of columns [i0, i0 + 8) (the next tile), fetched while block kb of this tile runs,
- * at its pace: 256 bytes, 4 lines. A tile reads 8 streams of k / 2 bytes, too short for the
- * hardware prefetcher to reach pace (at k = 4096, 32 lines each), so without this every tile
- * began with its lines coming from DRAM at full latency. 11008 x 4096 on 1 thread, one row:
- * 3.9-4.2 -> 2.2-2.5 ms (llama.cpp's Q4_K, one long stream: 2.5-2.9); 4 rows: 7.7-8.5 -> 6.9. */
+ * at its pace: 4 * ab bytes (4 lines at ab = 64). A tile reads 8 streams of k / 2 bytes, too
+ * short for the hardware prefetcher to reach pace (at k = 4096, 32 lines each), so without this
+ * every tile began with its lines coming from DRAM at full latency. 11008 x 4096 on 1 thread,
+ * one row: 3.9-4.2 -> 2.2-2.5 ms (llama.cpp's Q4_K, one long stream: 2.5-2.9); 4 rows:
+ * 7.7-8.5 -> 6.9. */
 AVX2_INLINE void nf4x_prefetch(const nf4x_job *j, int64_t i0, int64_t kb) {
-    const char *q = (const char *)j->w->qweight + i0 * (j->w->k / 2) + 256 * kb;
-    for (int l = 0; l < 4; l++)
-        _mm_prefetch(q + 64 * l, _MM_HINT_T0);
+    const char *q = (const char *)j->w->qweight + i0 * (j->w->k / 2) + 4 * j->ab * kb;
+    for (int64_t o = 0; o < 4 * j->ab; o += 64)
+        _mm_prefetch(q + o, _MM_HINT_T0);
 }
 
 /* ... and the scales of groups [g0, g0 + ng) of those columns, as this tile decodes its own.
