@@ -317,6 +317,10 @@ int       lq_cpu_avx512bf16(void);
  * GEMM: 4096 x 4096 3.90-4.07 / 3.98-4.22 at 32 rows, 5.29-5.59 / 4.74-5.09 at 48; 11008 x
  * 4096 10.3 / 11.6-12.2 at 32, 13.8-14.0 / 13.5-13.9 at 48) */
 #define LQ_DENSE_BF16X_ROWS_M 40
+/* the same where lq_cpu_amx_bf16() (AMX GEMM past it; 2-core Emerald Rapids VM, ms rows kernel
+ * / AMX GEMM, 4096 x 4096, 1 thread: 3.14 / 3.32 at 8 rows, 4.68 / 3.48 at 12, 6.24 / 3.59 at
+ * 16; 11008 x 4096 9.07 / 9.68 at 8, 13.2 / 10.1 at 12) */
+#define LQ_DENSE_BF16X_AMX_M 8
 size_t    lq_ws_dense_bf16x(int64_t k, int64_t m);
 lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads);
@@ -502,6 +506,12 @@ static inline void lq_gemm_split(int64_t m, int64_t nt, int64_t mr, int64_t nr, 
  * rows ldw apart */
 void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads);
+/* The same on AMX tiles (the sums in another order): only where lq_cpu_amx_bf16(), the CPU has
+ * AMX-BF16 besides lq_cpu_avx512bf16 and Linux lets this process use the tiles (asked for by
+ * the check itself); x also zero from k to the next multiple of 32, within ldx. */
+int  lq_cpu_amx_bf16(void);
+void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads);
 /* From LQ_GEMM256_M rows, where lq_cpu_avx2i() and not lq_cpu_avx512(), dense weights run on the
  * AVX2 GEMM (cpu/lq_cpu_gemm256.c): y[m, nt] (row stride ldy) = x[m, k] @ B, B rows [nt, k] of
  * float32, fp16 or bf16 (b->kind LQ_GEMM_B_F32, _F16, _BF16; not _KN); ws: lq_gemm256_ws(m,

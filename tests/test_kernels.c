@@ -474,6 +474,56 @@ static void test_gemm512(void) {
     CHECK_MSG(bad == 0, "lq_gemm512: %d wrong outputs over %d products", bad, runs);
 }
 
+/* The two GEMMs of bf16 weights on bf16 activations, where the CPU has them (lq_gemm512_bf16x:
+ * AVX-512 BF16, lq_gemm_amx_bf16x: AMX), each called directly so that both stay tested on a CPU
+ * whose dense forward takes the AMX one: exact on small integers against a double product over
+ * the tails of their blocks (m % 6 and % 32, 16-row tiles, two row blocks; nt % 64, % 32 and
+ * % 16; odd k, k % 32, channel blocks of 256); y's padding past nt is left alone. */
+static void test_gemm_bf16x(void) {
+    static const int64_t ms[] = {1, 7, 16, 17, 33, 300}, ns[] = {1, 17, 40, 64, 100},
+                         ks[] = {1, 2, 31, 33, 300, 513};
+    lq_rng r;
+    lq_rng_seed(&r, 14);
+    for (int impl = 0; impl < 2; impl++) {
+        if (!(impl ? lq_cpu_amx_bf16() : lq_cpu_avx512bf16()))
+            continue;
+        int bad = 0, runs = 0;
+        for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+                for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+                    const int64_t m = ms[a], nt = ns[b], k = ks[c], ldy = nt + 3;
+                    const int64_t ldx = (k + 31) / 32 * 32 + 32; /* zeros past k */
+                    uint16_t *x = calloc((size_t)(m * ldx), 2), *w = malloc((size_t)(nt * k) * 2);
+                    float    *y = malloc((size_t)(m * ldy) * 4);
+                    for (int64_t rr = 0; rr < m; rr++)
+                        for (int64_t e = 0; e < k; e++)
+                            x[rr * ldx + e] =
+                                lq_f32_to_bf16((float)((int)(lq_rng_uniform(&r) * 7) - 3));
+                    for (int64_t e = 0; e < nt * k; e++)
+                        w[e] = lq_f32_to_bf16((float)((int)(lq_rng_uniform(&r) * 9) - 4));
+                    for (int64_t e = 0; e < m * ldy; e++)
+                        y[e] = 7.f;
+                    (impl ? lq_gemm_amx_bf16x : lq_gemm512_bf16x)(x, ldx, m, k, w, k, nt, y, ldy,
+                                                                  2);
+                    for (int64_t rr = 0; rr < m; rr++)
+                        for (int64_t j = 0; j < ldy; j++) {
+                            double want = 7.;
+                            if (j < nt) {
+                                want = 0.;
+                                for (int64_t e = 0; e < k; e++)
+                                    want += (double)lq_bf16_to_f32(x[rr * ldx + e]) *
+                                            lq_bf16_to_f32(w[j * k + e]);
+                            }
+                            bad += y[rr * ldy + j] != (float)want;
+                        }
+                    runs++;
+                    free(x), free(w), free(y);
+                }
+        CHECK_MSG(bad == 0, "%s: %d wrong outputs over %d products",
+                  impl ? "lq_gemm_amx_bf16x" : "lq_gemm512_bf16x", bad, runs);
+    }
+}
+
 /* lq_ssyrk_upper (and lq_syrk512 under it where the CPU has AVX-512): exact on small integers
  * against a double product, on the upper triangle, across panel and tile edges; the AVX-512
  * kernel leaves the lower triangle outside the diagonal 64-blocks alone */
@@ -1139,6 +1189,7 @@ int main(int argc, char **argv) {
         test_layouts();
         test_f16_fast();
         test_gemm512();
+        test_gemm_bf16x();
         test_syrk();
         test_sgemm();
         test_validation();

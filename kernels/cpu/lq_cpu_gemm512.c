@@ -420,6 +420,164 @@ void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, f
         }
     }
 }
+/* ---------------------------------------------------------------------------------------
+ * The same product on AMX tiles (lq_cpu_amx_bf16). A tile is up to 16 rows of 64 bytes;
+ * tdpbf16ps adds A (16 rows of x, 16 channel pairs each) times B (16 pairs x 16 columns: a
+ * quarter of pack_bx's panel, read 4 * NR bytes a row) into C (16 x 16 float32). Why: on Intel
+ * vdpbf16ps issues every other cycle, so there the GEMM above does half the multiply-adds of
+ * the float one (a register loop on a 2-core Emerald Rapids VM: vdpbf16ps 60 GFLOP/s a core,
+ * vfmadd231ps 125-135, tdpbf16ps 830-920). Blocks of 32 rows x 32 columns: C in tiles 0-3,
+ * A in 4-5, B in 6-7; a block's C starts from y after the panel's first channel block.
+ * --------------------------------------------------------------------------------------- */
+#define AMX_TARGET                                                                                 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#define AMX_INLINE static inline __attribute__((always_inline)) AMX_TARGET
+enum { AMR = 32 }; /* rows of a block: two A tiles */
+
+typedef struct amx_cfg {
+    uint8_t  palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t  rows[16];
+} amx_cfg;
+
+/* tiles for blocks of r0 + r1 rows (r0 <= 16 rows in tiles 0, 1 and 4; r1 in 2, 3 and 5,
+ * left unconfigured when 0) */
+AMX_INLINE void amx_config(int r0, int r1) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++)
+        c.colsb[t] = 64;
+    c.rows[0] = c.rows[1] = c.rows[4] = (uint8_t)r0;
+    c.rows[2] = c.rows[3] = c.rows[5] = (uint8_t)r1;
+    c.rows[6] = c.rows[7] = 16;
+    if (!r1)
+        c.colsb[2] = c.colsb[3] = c.colsb[5] = 0;
+    _tile_loadconfig(&c);
+}
+
+/* y[r, 0..nv) (=, or += unless first) for the block's rows; two: rows past 16 (tiles 2, 3,
+ * 5 configured); steps of 16 pairs; tmp: 32 x 32 floats for a block narrower than 32 */
+AMX_INLINE void amx_block(int two, const uint16_t *x, int64_t ldx, const float *pan, int steps,
+                          float *y, int64_t ldy, int mr, int nv, int first, float *tmp) {
+    const int64_t sx = ldx * 2;
+    float        *c  = nv == 32 ? y : tmp;
+    const int64_t sc = nv == 32 ? ldy * 4 : 32 * 4, lc = nv == 32 ? ldy : 32;
+    if (first) {
+        _tile_zero(0);
+        _tile_zero(1);
+        if (two) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+    } else {
+        if (nv < 32) {
+            const __mmask32 mk = (__mmask32)(((uint64_t)1 << nv) - 1);
+            for (int r = 0; r < mr; r++) {
+                _mm512_storeu_ps(tmp + r * 32, _mm512_maskz_loadu_ps((__mmask16)mk, y + r * ldy));
+                _mm512_storeu_ps(tmp + r * 32 + 16,
+                                 _mm512_maskz_loadu_ps((__mmask16)(mk >> 16), y + r * ldy + 16));
+            }
+        }
+        _tile_loadd(0, c, sc);
+        _tile_loadd(1, c + 16, sc);
+        if (two) {
+            _tile_loadd(2, c + 16 * lc, sc);
+            _tile_loadd(3, c + 16 * lc + 16, sc);
+        }
+    }
+    for (int s = 0; s < steps; s++) {
+        _tile_loadd(4, x + 32 * s, sx);
+        _tile_loadd(6, pan + 16 * s * NR, NR * 4);
+        _tile_loadd(7, pan + 16 * s * NR + 16, NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, x + 16 * ldx + 32 * s, sx);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, c, sc);
+    _tile_stored(1, c + 16, sc);
+    if (two) {
+        _tile_stored(2, c + 16 * lc, sc);
+        _tile_stored(3, c + 16 * lc + 16, sc);
+    }
+    if (nv < 32) {
+        const __mmask32 mk = (__mmask32)(((uint64_t)1 << nv) - 1);
+        for (int r = 0; r < mr; r++) {
+            _mm512_mask_storeu_ps(y + r * ldy, (__mmask16)mk, _mm512_loadu_ps(tmp + r * 32));
+            _mm512_mask_storeu_ps(y + r * ldy + 16, (__mmask16)(mk >> 16),
+                                  _mm512_loadu_ps(tmp + r * 32 + 16));
+        }
+    }
+}
+
+/* not inlined: an OpenMP region's body has no target attribute of its own */
+AMX_TARGET static void amx_release(void) {
+    _tile_release();
+}
+
+/* *cfg: the rows the tiles are configured for (r0 * 32 + r1), kept across calls */
+AMX_TARGET static void panel_amx(const uint16_t *x, int64_t ldx, int64_t m, int64_t k,
+                                 const uint16_t *W, int64_t ldw, int64_t n0, int nr, float *y,
+                                 int64_t ldy, float *pan, float *tmp, int *cfg) {
+    for (int64_t k0 = 0; k0 < k; k0 += KCB) {
+        const int kc = k - k0 < KCB ? (int)(k - k0) : KCB, steps = (kc + 31) / 32;
+        pack_bx(W, ldw, n0, nr, k0, kc, pan);
+        /* pairs from kc up to the last step's 16 are read too: zeros, as x is past k */
+        memset(pan + (kc + 1) / 2 * NR, 0, (size_t)(steps * 16 - (kc + 1) / 2) * NR * 4);
+        const int first = k0 == 0;
+        /* the next block's weight lines into L2, a share before each block (as panel()) */
+        const int64_t nk  = k0 + KCB < k ? (k - k0 - KCB < KCB ? k - k0 - KCB : KCB) : 0;
+        const int64_t lpr = (nk * 2 + 63) / 64, nl = lpr * nr, nbl = (m + AMR - 1) / AMR;
+        const char   *nb = (const char *)(W + n0 * ldw + k0 + KCB);
+        int64_t       l  = 0;
+        for (int64_t r = 0; r < m; r += AMR) {
+            const int mr = m - r < AMR ? (int)(m - r) : AMR;
+            const int r0 = mr < 16 ? mr : 16, r1 = mr - r0;
+            if (*cfg != r0 * 32 + r1) {
+                amx_config(r0, r1);
+                *cfg = r0 * 32 + r1;
+            }
+            for (const int64_t l1 = nl * (r / AMR + 1) / nbl; l < l1; l++)
+                _mm_prefetch(nb + (l / lpr) * ldw * 2 + 64 * (l % lpr), _MM_HINT_T1);
+            for (int h = 0; h < nr; h += 32) {
+                const int nv = nr - h < 32 ? nr - h : 32;
+                if (r1)
+                    amx_block(1, x + r * ldx + k0, ldx, pan + h, steps, y + r * ldy + n0 + h, ldy,
+                              mr, nv, first, tmp);
+                else
+                    amx_block(0, x + r * ldx + k0, ldx, pan + h, steps, y + r * ldy + n0 + h, ldy,
+                              mr, nv, first, tmp);
+            }
+        }
+    }
+}
+
+void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    if (m <= 0 || nt <= 0 || k <= 0)
+        return;
+    int64_t mc, np, nb;
+    lq_gemm_split(m, nt, AMR, NR, MC, &mc, &np, &nb);
+#pragma omp parallel num_threads(nb <nthreads ? (int)nb : nthreads> 0 ? nthreads : 1)
+    {
+        _Alignas(64) float pan[KCB / 2 * NR];
+        _Alignas(64) float tmp[AMR * 32];
+        int                cfg = -1;
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t r0 = i / np * mc, n0 = i % np * NR;
+            panel_amx(x + r0 * ldx, ldx, m - r0 < mc ? m - r0 : mc, k, W, ldw, n0,
+                      nt - n0 < NR ? (int)(nt - n0) : NR, y + r0 * ldy, ldy, pan, tmp, &cfg);
+        }
+        if (cfg >= 0)
+            amx_release();
+    }
+}
+
 #else
 void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, float *H,
                 int nthreads) {
@@ -436,6 +594,11 @@ void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
 }
 void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    (void)x, (void)ldx, (void)m, (void)k, (void)W, (void)ldw, (void)nt, (void)y, (void)ldy,
+        (void)nthreads;
+}
+void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
     (void)x, (void)ldx, (void)m, (void)k, (void)W, (void)ldw, (void)nt, (void)y, (void)ldy,
         (void)nthreads;
 }
