@@ -277,8 +277,11 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * LQ_QLINEAR_BF16_X (0.2.2) lets dense bf16 weights run on activations rounded to bf16 (to
  * nearest even; products exact, float32 sums) with AVX-512 BF16 dot products where the CPU has
  * them, as llama.cpp does for BF16 weights: ~3e-6 NMSE on gaussian rows, twice the
- * multiply-adds of float32 FMAs a cycle. Elsewhere, and for other weights, the float kernels
- * run. The workspace size depends on the flags.
+ * multiply-adds of float32 FMAs a cycle on AMD (half on Intel). From 9 rows, where the CPU has
+ * AMX-BF16, AMX tiles instead; to use them the library asks Linux for this process's tile
+ * state (arch_prctl ARCH_REQ_XCOMP_PERM, a process-wide grant) when such a forward runs.
+ * Elsewhere, and for other weights, the float kernels run. The workspace size depends on the
+ * flags.
  */
 #define LQ_QLINEAR_INT_X 1u
 #define LQ_QLINEAR_INT_X_ROWS 1024 /* the most rows the integer-activation kernels take */
