@@ -318,24 +318,6 @@ BX_TARGET static void panel_bx(const uint16_t *x, int64_t ldx, int64_t m, int64_
     }
 }
 
-void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
-                      int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
-    if (m <= 0 || nt <= 0 || k <= 0)
-        return;
-    int64_t mc, np, nb;
-    lq_gemm_split(m, nt, MR, NR, MC, &mc, &np, &nb);
-#pragma omp parallel num_threads(nb < nthreads ? (int)nb : nthreads > 0 ? nthreads : 1)
-    {
-        _Alignas(64) float pan[KCB / 2 * NR];
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < nb; i++) {
-            const int64_t r0 = i / np * mc, n0 = i % np * NR;
-            panel_bx(x + r0 * ldx, ldx, m - r0 < mc ? m - r0 : mc, k, W, ldw, n0,
-                     nt - n0 < NR ? (int)(nt - n0) : NR, y + r0 * ldy, ldy, pan);
-        }
-    }
-}
-
 /* Block i of lq_gemm512_ex: rows (i / np) * mc.., panel i % np */
 G512_TARGET static void gemm_block(const float *x, int64_t rs, int64_t cs, int64_t m, int64_t mc,
                                    int64_t k, const lq_gemm_b *b, int64_t nt, int64_t np, int64_t i,
@@ -556,26 +538,43 @@ AMX_TARGET static void panel_amx(const uint16_t *x, int64_t ldx, int64_t m, int6
     }
 }
 
-void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
-                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+/* (row block, panel) pairs over the team, on vdpbf16ps panels or (amx) AMX ones */
+static void bf16x_gemm(int amx, const uint16_t *x, int64_t ldx, int64_t m, int64_t k,
+                       const uint16_t *W, int64_t ldw, int64_t nt, float *y, int64_t ldy,
+                       int nthreads) {
     if (m <= 0 || nt <= 0 || k <= 0)
         return;
     int64_t mc, np, nb;
-    lq_gemm_split(m, nt, AMR, NR, MC, &mc, &np, &nb);
-#pragma omp parallel num_threads(nb <nthreads ? (int)nb : nthreads> 0 ? nthreads : 1)
+    lq_gemm_split(m, nt, amx ? AMR : MR, NR, MC, &mc, &np, &nb);
+    const int team = nb < nthreads ? (int)nb : nthreads > 0 ? nthreads : 1;
+#pragma omp parallel num_threads(team)
     {
         _Alignas(64) float pan[KCB / 2 * NR];
         _Alignas(64) float tmp[AMR * 32];
         int                cfg = -1;
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < nb; i++) {
-            const int64_t r0 = i / np * mc, n0 = i % np * NR;
-            panel_amx(x + r0 * ldx, ldx, m - r0 < mc ? m - r0 : mc, k, W, ldw, n0,
-                      nt - n0 < NR ? (int)(nt - n0) : NR, y + r0 * ldy, ldy, pan, tmp, &cfg);
+            const int64_t r0 = i / np * mc, n0 = i % np * NR, rows = m - r0 < mc ? m - r0 : mc;
+            const int     nr = nt - n0 < NR ? (int)(nt - n0) : NR;
+            if (amx)
+                panel_amx(x + r0 * ldx, ldx, rows, k, W, ldw, n0, nr, y + r0 * ldy, ldy, pan, tmp,
+                          &cfg);
+            else
+                panel_bx(x + r0 * ldx, ldx, rows, k, W, ldw, n0, nr, y + r0 * ldy, ldy, pan);
         }
         if (cfg >= 0)
             amx_release();
     }
+}
+
+void lq_gemm512_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                      int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    bf16x_gemm(0, x, ldx, m, k, W, ldw, nt, y, ldy, nthreads);
+}
+
+void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, const uint16_t *W,
+                       int64_t ldw, int64_t nt, float *y, int64_t ldy, int nthreads) {
+    bf16x_gemm(1, x, ldx, m, k, W, ldw, nt, y, ldy, nthreads);
 }
 
 #else
