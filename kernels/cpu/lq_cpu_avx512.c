@@ -599,8 +599,9 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
         return LQ_ERR_INVALID_ARG;
     uint16_t     *xb   = ws;
     const int64_t nblk = (w->n + 3) / 4;
-    const int     amx  = lq_cpu_amx_bf16();
-    if (m > (amx ? LQ_DENSE_BF16X_AMX_M : LQ_DENSE_BF16X_ROWS_M)) { /* a GEMM */
+    /* the check (a syscall) only where AMX would run: not on the one-row decode path */
+    const int amx = m > LQ_DENSE_BF16X_AMX_M && lq_cpu_amx_bf16();
+    if (amx || m > LQ_DENSE_BF16X_ROWS_M) { /* a GEMM */
 #pragma omp parallel num_threads(nthreads)
         bx_round(x, m, w->k, xb);
         (amx ? lq_gemm_amx_bf16x : lq_gemm512_bf16x)(xb, bx_ld(w->k), m, w->k, w->dense, w->k, w->n,
