@@ -268,12 +268,12 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * AWQ and NF4 (int8 at every m, whole blocks of >= 64 channels per row; its 16 code values
  * scaled to int8 too, ~1e-5 more NMSE) quantize the activations per row and block of channels
  * (the group, or 128/256 channels of it) and use integer dot products where the CPU has
- * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int16 for m <= 4 rows (the float
- * result within ~1e-9 NMSE, at the speed of the memory), int8 for 5 to 1024 rows (~5e-5 NMSE
- * on gaussian rows, more with outlier channels: see docs/kernels.md). On CPUs with AVX2 but
- * not VNNI (0.2.1), GPTQ 2/3/4/8-bit (AWQ once lq_qlinear_sort has put it in GPTQ's layout)
- * has the same semantics, bit for bit, with int8 activations at every m (3-bit on a VNNI CPU
- * without VBMI, int16 at <= 4 rows, takes the float kernels). Elsewhere the float kernels run.
+ * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int8 for 1 to 1024 rows (~5e-5 NMSE
+ * on gaussian rows, more with outlier channels: see docs/kernels.md), except AWQ as stored at
+ * m <= 4 rows: int16 (the float result within ~1e-9 NMSE). GPTQ had int16 rows there too
+ * before 0.2.3; int8 is faster on Intel's two 512-bit ports. On CPUs with AVX2 but not VNNI
+ * (0.2.1), GPTQ 2/3/4/8-bit (AWQ once lq_qlinear_sort has put it in GPTQ's layout) has the
+ * same semantics, bit for bit. Elsewhere the float kernels run.
  * LQ_QLINEAR_BF16_X (0.2.2) lets dense bf16 weights run on activations rounded to bf16 (to
  * nearest even; products exact, float32 sums) with AVX-512 BF16 dot products where the CPU has
  * them, as llama.cpp does for BF16 weights: ~3e-6 NMSE on gaussian rows, twice the

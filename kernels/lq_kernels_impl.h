@@ -253,18 +253,16 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
 }
 
 /* GPTQ (bits 2/3/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
- * activations. lq_qx_bits_for(m): 16 (int16 activations, m <= LQ_QX_X16_MAX_M on a CPU with
- * AVX-512 VNNI: memory-bound rows, where the wider codes cost nothing and the result is the
- * float one within ~1e-9 NMSE), 8 (int8, up to LQ_QX_X8_MAX_M rows, and every row elsewhere:
- * llama.cpp's Q8 activations, in smaller blocks) or 0 (float kernels). So the semantics at a
- * few rows depend on the CPU, both within tol_nmse_qx of the float result. The *_qx_bits of a
- * format: that, or 0 where its layout has no such kernel;
+ * activations. The *_qx_bits of a format at m rows: 8 (int8 activations, up to LQ_QX_X8_MAX_M
+ * rows: llama.cpp's Q8 activations, in smaller blocks), 16 (int16, AWQ as stored at
+ * m <= LQ_QX_X16_MAX_M on a CPU with AVX-512 VNNI, within ~1e-9 NMSE of the float result) or 0
+ * (float kernels, or no such kernel for the layout). So AWQ's semantics at a few rows depend on
+ * the CPU, both within tol_nmse_qx of the float result;
  * *_qx_block: channels per activation block (the group when small enough, else a divisor of
  * it; int16 blocks <= 128 keep the int32 sums from overflowing). ref/ defines the semantics;
- * the CPU picks it only with AVX-512 VNNI. */
+ * the CPU picks it only with AVX-512 VNNI or AVX2. */
 #define LQ_QX_X16_MAX_M 4
 #define LQ_QX_X8_MAX_M  LQ_QLINEAR_INT_X_ROWS
-int     lq_qx_bits_for(int64_t m);
 int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit, int xbits);
 int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);
 int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits);
@@ -325,10 +323,10 @@ size_t    lq_ws_dense_bf16x(int64_t k, int64_t m);
 lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads);
 
-/* The integer kernels' activations of one row (cpu/lq_cpu_common.c): xp [k * xbits/8 bytes],
+/* The integer kernels' activations of one row (cpu/lq_cpu_common.c): xp [k bytes of int8],
  * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
-void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr, uint8_t *xp,
-                    float *xsf, float *dx);
+void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
+                    float *dx);
 /* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits). */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
 
@@ -365,7 +363,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
 
 /* AVX-512 VNNI kernels (cpu/lq_cpu_vnni.c), picked at run time. lq_cpu_vnni: the CPU has
  * them and LQ_CPU_KERNELS is not "portable". lq_gemm_gptq_vnni: the semantics above with
- * xbits = lq_gptq_qx_bits(w, m) (8 or 16). */
+ * xbits = lq_gptq_qx_bits(w, m) (8). */
 int       lq_cpu_vnni(void);
 int       lq_cpu_vbmi(void); /* lq_cpu_vnni and AVX-512 VBMI: the 3-bit GPTQ kernel's */
 size_t    lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits);

@@ -1,24 +1,19 @@
 /* x86-64 AVX2 integer-activation kernels, for CPUs without AVX-512 VNNI (AMD Zen 1-3, Intel
- * before Ice Lake): GPTQ bits 2/4/8 (and 3 on int8 activations: avx2_tile3) with the semantics
- * of lq_gemm_gptq_qx_ref, bit for bit,
- * as lq_cpu_vnni.c has them with AVX-512. Chosen at run time (lq_cpu_avx2i); elsewhere the
- * float kernels run.
+ * before Ice Lake): GPTQ bits 2/4/8 (and 3: avx2_tile3) with the semantics of
+ * lq_gemm_gptq_qx_ref, bit for bit, as lq_cpu_vnni.c has them with AVX-512. Chosen at run time
+ * (lq_cpu_avx2i); elsewhere the float kernels run.
  *
- * The activations are laid out as for the VNNI kernels (lq_gptq_qx_row): a qweight word
- * shifted by s * b and masked per 16 bits holds int16 slice s (channels s and s + 16/b), masked
- * per byte it holds int8 slice s (channels u * (8/b) + s, u = 0..3), so one 32-bit broadcast of
- * x against 8 columns of masked words is one multiply:
- *   int16 (m <= 4 where the semantics ask for it: only on a CPU with AVX-512 VNNI, for the
- *         descriptors its own kernel does not take): vpmaddwd, 2 products a lane, exact.
- *   int8: vpmaddubsw (u8 codes x s8 activations, pairs summed in int16) then vpmaddwd against
- *         ones: exact as long as no int16 sum saturates. With b <= 4 a pair is at most
- *         2 * 15 * 127 = 3810, so a word row's 8/b slices are summed in int16 before widening
- *         (at most 7620). 8-bit codes would saturate (2 * 255 * 127): the sum is of (code -
- *         128) x instead, by the sign trick (|code - 128| against x carrying its sign: pairs of
- *         at most 2 * 128 * 127), and the epilogue's zero point is z - 128. That is bit for
- *         bit the reference: the block sum of x is an integer held exactly in float, so
- *         fma(-(z - 128), sum(x), sum((c - 128) x)) has the exact value of fma(-z, sum(x),
- *         sum(c x)), both sums exact in float (|.| < 2^24: int8 blocks are at most 256).
+ * The activations are int8, laid out as for the VNNI kernels (lq_gptq_qx_row): a qweight word
+ * shifted by s * b and masked per byte holds slice s (channels u * (8/b) + s, u = 0..3), so one
+ * 32-bit broadcast of x against 8 columns of masked words is one multiply: vpmaddubsw (u8 codes x
+ * s8 activations, pairs summed in int16) then vpmaddwd against ones, exact as long as no int16
+ * sum saturates. With b <= 4 a pair is at most 2 * 15 * 127 = 3810, so a word row's 8/b slices
+ * are summed in int16 before widening (at most 7620). 8-bit codes would saturate (2 * 255 *
+ * 127): the sum is of (code - 128) x instead, by the sign trick (|code - 128| against x carrying
+ * its sign: pairs of at most 2 * 128 * 127), and the epilogue's zero point is z - 128. That is
+ * bit for bit the reference: the block sum of x is an integer held exactly in float, so
+ * fma(-(z - 128), sum(x), sum((c - 128) x)) has the exact value of fma(-z, sum(x), sum(c x)),
+ * both sums exact in float (|.| < 2^24: int8 blocks are at most 256).
  * Loop order and the contiguous copy of a column block's words from 16 rows: as the VNNI
  * kernels (see there). */
 #include "lq_kernels_impl.h"
@@ -62,8 +57,7 @@ int lq_cpu_avx2i(void) {
 
 int lq_gptq_avx2_ok(const lq_qlinear *w, int xbits) {
     const int b = w->bits;
-    return (b == 2 || b == 4 || b == 8 || (b == 3 && xbits == 8)) && w->n % 8 == 0 &&
-           (xbits == 8 || xbits == 16);
+    return (b == 2 || b == 3 || b == 4 || b == 8) && w->n % 8 == 0 && xbits == 8;
 }
 
 static int64_t al64(int64_t v) {
@@ -137,19 +131,18 @@ AVX2_INLINE void avx2_flush(const avx2_job *j, int64_t kb, int64_t i0, int64_t r
 
 /* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product, r < M, jv < NV (avx2_flush). */
 AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int b,
-                           const int X16, const int M, const int NV) {
+                           const int M, const int NV) {
     const lq_qlinear *w = j->w;
     const int64_t     k = w->k, ab = j->ab;
-    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
+    const int         P = 8 / b, vpw = 32 / b;
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
     const uint32_t   *qw   = j->qw - j->qcol0;
     const int64_t     ldq  = j->ldq;
     const __m256i     ones  = _mm256_set1_epi16(1);
-    const __m256i     bmask = X16      ? _mm256_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
-                              : b == 8 ? _mm256_set1_epi8((char)0x80) /* the sign bits */
-                                       : _mm256_set1_epi8((char)((1 << b) - 1));
-    /* int8 8-bit sums are of (code - 128) x: the epilogue's zero point carries the 128 back */
-    const float       zshift = !X16 && b == 8 ? 128.f : 0.f;
+    const __m256i     bmask = b == 8 ? _mm256_set1_epi8((char)0x80) /* the sign bits */
+                                     : _mm256_set1_epi8((char)((1 << b) - 1));
+    /* 8-bit sums are of (code - 128) x: the epilogue's zero point carries the 128 back */
+    const float zshift = b == 8 ? 128.f : 0.f;
     /* software prefetch where the words stream from memory, not from a copied column block;
      * 2-bit above 2 rows does as well without (4096 x 11008 and 11008 x 4096, 1 and 2
      * threads, 3 to 8 rows: 4/8-bit 5-40% faster with it, 2-bit within -5%..+3%) */
@@ -163,7 +156,7 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
         if (pf)
             for (int jv = 0; jv < NV; jv += 2)
                 _mm_prefetch((const char *)(row + AVX2_PF(b) + 8 * jv), _MM_HINT_T0);
-        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
+        const uint8_t *xw = j->xp + wr * vpw;
         __m256i        xb[AVX2_M][32 / 4]; /* a word row's slices, broadcast */
         for (int r = 0; r < M; r++)
             for (int s = 0; s < P; s++) {
@@ -173,13 +166,7 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
             }
         for (int jv = 0; jv < NV; jv++) {
             const __m256i wv = _mm256_loadu_si256((const void *)(row + 8 * jv));
-            if (X16) {
-                for (int s = 0; s < P; s++) {
-                    const __m256i q = _mm256_and_si256(_mm256_srli_epi32(wv, (int)(s * b)), bmask);
-                    for (int r = 0; r < M; r++)
-                        acc[r][jv] = _mm256_add_epi32(acc[r][jv], _mm256_madd_epi16(q, xb[r][s]));
-                }
-            } else if (b == 8) { /* P = 1: code - 128 by the sign trick */
+            if (b == 8) { /* P = 1: code - 128 by the sign trick */
                 const __m256i sv = _mm256_xor_si256(wv, bmask);
                 const __m256i av = _mm256_abs_epi8(sv);
                 for (int r = 0; r < M; r++)
@@ -311,13 +298,13 @@ static void avx2_tile3_ops(avx2_job *j) {
 /* tile of rows r0 .. r0 + mm - 1 (mm <= AVX2_M) at vector v, nv vectors: the range's whole
  * tile (AVX2_NV of its row count), or one */
 AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t mm,
-                             int64_t nv, const int b, const int X16) {
+                             int64_t nv, const int b) {
 #define AVX2_TILE(MM, NVV)                                                                         \
     do {                                                                                           \
         if (b == 3)                                                                                \
             avx2_tile3(j, kb, v * 8, r0, MM, NVV);                                                 \
         else                                                                                       \
-            avx2_tile(j, kb, v * 8, r0, b, X16, MM, NVV);                                          \
+            avx2_tile(j, kb, v * 8, r0, b, MM, NVV);                                               \
     } while (0)
 #define AVX2_CASE(MM)                                                                              \
     case MM:                                                                                       \
@@ -341,12 +328,12 @@ AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r
 
 /* the tile of row chunk r0 (of m rows) */
 AVX2_INLINE void avx2_tile_b(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t m,
-                             int64_t nv, const int b, const int X16) {
-    avx2_tile_m(j, kb, v, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, nv, b, X16);
+                             int64_t nv, const int b) {
+    avx2_tile_m(j, kb, v, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, nv, b);
 }
 
 /* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
-AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b, const int X16) {
+AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b) {
     const int64_t m  = j->m;
     const int     x3 = b == 3 && m >= AVX2_X3_M; /* see avx2_3to4 */
     /* Words read in place: blocks outer, every tile of the thread inside, row chunks
@@ -359,10 +346,10 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
             int64_t v = v0;
             for (; v + nv <= v1; v += nv)
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    avx2_tile_b(j, kb, v, r0, m, nv, b, X16);
+                    avx2_tile_b(j, kb, v, r0, m, nv, b);
             for (; v < v1; v++)
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    avx2_tile_b(j, kb, v, r0, m, 1, b, X16);
+                    avx2_tile_b(j, kb, v, r0, m, 1, b);
         }
         return;
     }
@@ -396,11 +383,11 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
                     for (int64_t kb = kb0; kb < kb1; kb++) {
                         if (x3)
-                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4, 0);
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4);
                         else if (cp)
-                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, X16);
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, b);
                         else
-                            avx2_tile_b(j, kb, vv, r0, m, nvv, b, X16);
+                            avx2_tile_b(j, kb, vv, r0, m, nvv, b);
                     }
             }
         }
@@ -410,22 +397,16 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
 }
 
 typedef void (*avx2_fn)(const avx2_job *j, int64_t v0, int64_t v1);
-#define AVX2_INST(B, X16)                                                                          \
-    AVX2_TARGET static void gptq_avx2_b##B##_x##X16(const avx2_job *j, int64_t v0, int64_t v1) {   \
-        avx2_range(j, v0, v1, B, X16);                                                             \
+#define AVX2_INST(B)                                                                               \
+    AVX2_TARGET static void gptq_avx2_b##B(const avx2_job *j, int64_t v0, int64_t v1) {            \
+        avx2_range(j, v0, v1, B);                                                                  \
     }
-AVX2_INST(2, 0)
-AVX2_INST(3, 0)
-AVX2_INST(4, 0)
-AVX2_INST(8, 0)
-AVX2_INST(2, 1)
-AVX2_INST(4, 1)
-AVX2_INST(8, 1)
-static const avx2_fn k_gptq_avx2[2][4] = {
-    /* [int16][bits 2, 3, 4, 8]; 3-bit takes int8 only */
-    {gptq_avx2_b2_x0, gptq_avx2_b3_x0, gptq_avx2_b4_x0, gptq_avx2_b8_x0},
-    {gptq_avx2_b2_x1, NULL, gptq_avx2_b4_x1, gptq_avx2_b8_x1},
-};
+AVX2_INST(2)
+AVX2_INST(3)
+AVX2_INST(4)
+AVX2_INST(8)
+static const avx2_fn k_gptq_avx2[4] = {gptq_avx2_b2, gptq_avx2_b3, gptq_avx2_b4,
+                                       gptq_avx2_b8}; /* bits 2, 3, 4, 8 */
 
 lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int xbits, int nthreads) {
@@ -435,7 +416,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     if (!j.ab || !lq_gptq_avx2_ok(w, xbits))
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
-    j.kp         = al64(w->k * (xbits / 8));
+    j.kp         = al64(w->k);
     j.m          = m;
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
@@ -447,7 +428,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     j.ldq              = w->n;
     const int     nt   = lq_cpu_threads(nthreads);
     const int64_t nvec = w->n / 8, nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
-    const avx2_fn fn = k_gptq_avx2[xbits == 16][w->bits == 8 ? 3 : w->bits - 2];
+    const avx2_fn fn = k_gptq_avx2[w->bits == 8 ? 3 : w->bits - 2];
     /* 3-bit from AVX2_X3_M rows: the 4-bit tiles' activation layout, a buffer per thread */
     lq_qlinear    w4    = *w;
     const int64_t x3    = w->bits == 3 && m >= AVX2_X3_M ? w->k * AVX2_NV(AVX2_M) : 0;
@@ -465,8 +446,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
-            lq_gptq_qx_row(&w4, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
-                           dx + r * j.nkb);
+            lq_gptq_qx_row(&w4, j.ab, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
         /* whole tiles per thread (the last may be short) */
         const int64_t ntile = (nvec + nv - 1) / nv, t0 = ntile * th / tn,
                       t1 = ntile * (th + 1) / tn;

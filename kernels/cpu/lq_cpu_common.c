@@ -153,44 +153,30 @@ size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits) {
     return (size_t)(m * kp + 2 * m * nkb * 4);
 }
 
-/* The integer kernels' activation layout (lq_cpu_vnni.c, lq_cpu_avx2.c): xr quantized per
- * block of ab channels (lq_qx_block) into xp, its block sums (exact as float) and scales. A
- * qweight word holds 32/b channels of a column; for b != 3, int16 slice s of a word's channels
- * is channels s, s + 16/b (the two halves of a word masked per 16 bits), int8 slice s is
- * channels u * (8/b) + s, u = 0..3 (its four bytes masked per byte). 3-bit: channel order
- * (int8); per 8 channels the even 4, then the odd 4 (int16). */
-void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, int xbits, const float *xr, uint8_t *xp,
-                    float *xsf, float *dx) {
+/* The integer kernels' activation layout (lq_cpu_vnni.c, lq_cpu_avx2.c): xr quantized to int8
+ * per block of ab channels (lq_qx_block) into xp, its block sums (exact as float) and scales. A
+ * qweight word holds 32/b channels of a column; for b != 3, slice s of a word's channels is
+ * channels u * (8/b) + s, u = 0..3 (its four bytes masked per byte after a shift by s * b).
+ * 3-bit: channel order. */
+void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
+                    float *dx) {
     const int64_t k = w->k, nkb = (k + ab - 1) / ab;
-    const int     b = w->bits, vpw = 32 / b, x16 = xbits == 16;
+    const int     b = w->bits, vpw = 32 / b;
     int32_t       tmp[256];
     for (int64_t kb = 0; kb < nkb; kb++) {
         const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-        xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, x16 ? 32767.f : 127.f, tmp, &dx[kb]);
+        xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, 127.f, tmp, &dx[kb]);
         if (b == 3) {
-            for (int64_t c = c0; c < c1; c++) {
-                const int64_t o = c - c0, t = o & 7;
-                if (x16)
-                    ((int16_t *)(void *)xp)[c - t + (t & 1) * 4 + t / 2] = (int16_t)tmp[o];
-                else
-                    ((int8_t *)xp)[c] = (int8_t)tmp[o];
-            }
+            for (int64_t c = c0; c < c1; c++)
+                ((int8_t *)xp)[c] = (int8_t)tmp[c - c0];
             continue;
         }
         for (int64_t c = c0; c < c1; c += vpw) {
             const int32_t *t = tmp + (c - c0);
-            if (x16) {
-                int16_t *o = (int16_t *)(void *)(xp + 2 * c);
-                for (int s = 0; s < 16 / b; s++) {
-                    o[2 * s]     = (int16_t)t[s];
-                    o[2 * s + 1] = (int16_t)t[s + 16 / b];
-                }
-            } else {
-                int8_t *o = (int8_t *)(xp + c);
-                for (int s = 0; s < 8 / b; s++)
-                    for (int u = 0; u < 4; u++)
-                        o[4 * s + u] = (int8_t)t[u * (8 / b) + s];
-            }
+            int8_t        *o = (int8_t *)(xp + c);
+            for (int s = 0; s < 8 / b; s++)
+                for (int u = 0; u < 4; u++)
+                    o[4 * s + u] = (int8_t)t[u * (8 / b) + s];
         }
     }
 }

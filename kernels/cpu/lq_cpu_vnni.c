@@ -3,16 +3,13 @@
  * kernels elsewhere.
  *
  * GPTQ (bits 2/4/8, and 3 with VBMI: gptq3_vnni_tile; g_idx = c / group_size): the semantics
- * of lq_gemm_gptq_qx_ref (activations quantized per row and block of channels; int16 for
- * m <= 4, int8 above), bit for bit.
- *   int8:  vpdpbusd, 4 u8 codes x 4 s8 activations per 32-bit lane (64 products an instruction)
- *   int16: vpdpwssd, 2 x 2 per lane: half the rate, so only where rows are few and the kernel
- *          streams weights from memory anyway
+ * of lq_gemm_gptq_qx_ref (activations quantized to int8 per row and block of channels), bit for
+ * bit: vpdpbusd, 4 u8 codes x 4 s8 activations per 32-bit lane (64 products an instruction).
  * Layout: a qweight word holds 32/b input channels of one output column. Shifted by s*b and
- * masked per byte (int8) its bytes hold channels t*(8/b) + s, t = 0..3; masked per 16 bits
- * (int16) its halves hold channels s and s + 16/b. The activations are stored in that order
- * (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x against 16
- * columns of masked words is one instruction.
+ * masked per byte its bytes hold channels t*(8/b) + s, t = 0..3. The activations are stored in
+ * that order (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x
+ * against 16 columns of masked words is one instruction. AWQ as stored keeps int16 activations
+ * (vpdpwssd, 2 x 2 per lane) at m <= 4: awq_vnni_seq.
  *
  * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
  * the word rows of a block through its contiguous column range (the float kernel's order);
@@ -76,7 +73,6 @@ size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
 typedef struct vnni_job {
     const lq_qlinear *w;
     int64_t           ab, nkb, kp, m; /* kp: bytes per row of xp */
-    int               xbits;
     const uint8_t    *xp;  /* [m, kp] */
     const float      *xsf; /* [m, nkb] block sums of xq (as float, exact) */
     const float      *dx;  /* [m, nkb] */
@@ -151,15 +147,14 @@ VNNI_INLINE void gptq_vnni_flush(const vnni_job *j, int64_t kb, int64_t i0,
 /* y[r0 + r, i0 + 16 jv + l] (+)= block kb of the product, r < M, jv < NV; the last vector's
  * valid lanes are lastm. First block (kb == 0) assigns. */
 VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
-                                int64_t r0, const int b, const int X16, const int M, const int NV) {
+                                int64_t r0, const int b, const int M, const int NV) {
     const lq_qlinear *w = j->w;
     const int64_t     k = w->k, ab = j->ab;
-    const int         P = X16 ? 16 / b : 8 / b, vpw = 32 / b;
+    const int         P = 8 / b, vpw = 32 / b;
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
     const uint32_t   *qw    = j->qw - j->qcol0;
     const int64_t     ldq   = j->ldq;
-    const __m512i     bmask = X16 ? _mm512_set1_epi32((int)(((1u << b) - 1u) * 0x10001u))
-                                  : _mm512_set1_epi8((char)((1 << b) - 1));
+    const __m512i     bmask = _mm512_set1_epi8((char)((1 << b) - 1));
     __mmask16         vm[VNNI_NV];
     for (int jv = 0; jv < NV; jv++)
         vm[jv] = jv == NV - 1 ? lastm : (__mmask16)0xffff;
@@ -175,7 +170,7 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
                 _mm_prefetch((const char *)(row + VNNI_PF_WORDS + 16 * jv), _MM_HINT_T0);
         for (int jv = 0; jv < NV; jv++)
             wv[jv] = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 16 * jv));
-        const uint8_t *xw = j->xp + wr * vpw * (X16 ? 2 : 1);
+        const uint8_t *xw = j->xp + wr * vpw;
         for (int s = 0; s < P; s++) {
             __m512i q[VNNI_NV];
             for (int jv = 0; jv < NV; jv++)
@@ -185,8 +180,7 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
                 memcpy(&xv, xw + (r0 + r) * j->kp + s * 4, 4);
                 const __m512i xb = _mm512_set1_epi32(xv);
                 for (int jv = 0; jv < NV; jv++)
-                    acc[r][jv] = X16 ? _mm512_dpwssd_epi32(acc[r][jv], q[jv], xb)
-                                     : _mm512_dpbusd_epi32(acc[r][jv], q[jv], xb);
+                    acc[r][jv] = _mm512_dpbusd_epi32(acc[r][jv], q[jv], xb);
             }
         }
     }
@@ -199,12 +193,9 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
  * first, 16-23 and 24-31 from the second. A qword is one column, so the two dword lanes of it
  * sum different channels of that column: a vector holds 8 columns (unpacklo/hi of the words give
  * columns 0,1,4,5,.. and 2,3,6,7,..), and the lane pairs are added and put back in column order
- * at the block's flush. Activations: int8 in channel order, one 64-bit broadcast per 8
- * channels; int16: per 8 channels the even 4, then the odd 4, against the codes' even and odd
- * bytes as 16-bit lanes. */
+ * at the block's flush. Activations in channel order, one 64-bit broadcast per 8 channels. */
 VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mmask16 lastm,
-                                 int64_t r0, const int b, const int X16, const int M,
-                                 const int NV) {
+                                 int64_t r0, const int b, const int M, const int NV) {
     const lq_qlinear *w = j->w;
     const int64_t     k = w->k, ab = j->ab;
     const int64_t     c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
@@ -214,7 +205,7 @@ VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mm
     const __m512i ctl[4] = {
         _mm512_set1_epi64(0x15120F0C09060300LL), _mm512_set1_epi64(0x2D2A2724211E1B18LL),
         _mm512_set1_epi64(0x25221F1C19161310LL), _mm512_set1_epi64(0x3D3A3734312E2B28LL)};
-    const __m512i m7 = _mm512_set1_epi8(7), lo8 = _mm512_set1_epi16(0x00FF);
+    const __m512i m7 = _mm512_set1_epi8(7);
     /* the low dword of qword q of the (lo, hi) views -> column c */
     const __m512i order =
         _mm512_set_epi32(30, 28, 14, 12, 26, 24, 10, 8, 22, 20, 6, 4, 18, 16, 2, 0);
@@ -244,23 +235,11 @@ VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mm
                     q[h] =
                         _mm512_and_si512(_mm512_multishift_epi64_epi8(ctl[t], view[h][t >> 1]), m7);
                 for (int r = 0; r < M; r++) {
-                    const uint8_t *xr = j->xp + (r0 + r) * j->kp + (u * 32 + 8 * t) * (X16 ? 2 : 1);
-                    int64_t        xv;
-                    memcpy(&xv, xr, 8);
+                    int64_t xv;
+                    memcpy(&xv, j->xp + (r0 + r) * j->kp + u * 32 + 8 * t, 8);
                     const __m512i xb = _mm512_set1_epi64(xv);
-                    if (X16) {
-                        memcpy(&xv, xr + 8, 8);
-                        const __m512i xo = _mm512_set1_epi64(xv);
-                        for (int h = 0; h < 2; h++) {
-                            acc[r][h] =
-                                _mm512_dpwssd_epi32(acc[r][h], _mm512_and_si512(q[h], lo8), xb);
-                            acc[r][h] =
-                                _mm512_dpwssd_epi32(acc[r][h], _mm512_srli_epi16(q[h], 8), xo);
-                        }
-                    } else {
-                        for (int h = 0; h < 2; h++)
-                            acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], q[h], xb);
-                    }
+                    for (int h = 0; h < 2; h++)
+                        acc[r][h] = _mm512_dpbusd_epi32(acc[r][h], q[h], xb);
                 }
             }
         }
@@ -311,21 +290,21 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
         const __mmask16 lm_ = (V) + (NVV)-1 < nfull ? (__mmask16)0xffff : tailm;                   \
         switch (MM) {                                                                              \
         case 1:                                                                                    \
-            TILE(J, KB, (V)*16, lm_, R0, b, X16, 1, NVV);                                          \
+            TILE(J, KB, (V)*16, lm_, R0, b, 1, NVV);                                               \
             break;                                                                                 \
         case 2:                                                                                    \
-            TILE(J, KB, (V)*16, lm_, R0, b, X16, 2, NVV);                                          \
+            TILE(J, KB, (V)*16, lm_, R0, b, 2, NVV);                                               \
             break;                                                                                 \
         case 3:                                                                                    \
-            TILE(J, KB, (V)*16, lm_, R0, b, X16, 3, NVV);                                          \
+            TILE(J, KB, (V)*16, lm_, R0, b, 3, NVV);                                               \
             break;                                                                                 \
         default:                                                                                   \
-            TILE(J, KB, (V)*16, lm_, R0, b, X16, 4, NVV);                                          \
+            TILE(J, KB, (V)*16, lm_, R0, b, 4, NVV);                                               \
             break;                                                                                 \
         }                                                                                          \
     } while (0)
 #define GPTQ_VNNI_RANGE(NAME, INL, TILE)                                                           \
-    INL void NAME(const vnni_job *j, int64_t v0, int64_t v1, const int b, const int X16) {         \
+    INL void NAME(const vnni_job *j, int64_t v0, int64_t v1, const int b) {                        \
         const int64_t   n = j->w->n, m = j->m;                                                     \
         const int64_t   nfull = n / 16; /* vectors with 16 valid columns */                        \
         const __mmask16 tailm = (__mmask16)((1u << (n % 16)) - 1u);                                \
@@ -340,10 +319,10 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
             return;                                                                                \
         }                                                                                          \
         /* a column block's word rows, copied contiguous once: in qweight they lie n words         \
-         * apart, and with n a power of two they fall into a few cache sets (AWQ: a block of      \
-         * 128 columns, repacked there from its own codes) */                                     \
+         * apart, and with n a power of two they fall into a few cache sets (AWQ: a block of       \
+         * 128 columns, repacked there from its own codes) */                                      \
         const int64_t rows = j->w->k * b / 32;                                                     \
-        uint32_t     *blk  = j->awq                ? j->awq_blk                                    \
+        uint32_t     *blk  = j->awq             ? j->awq_blk                                       \
                              : m >= VNNI_COPY_M ? malloc((size_t)(rows * 16 * VNNI_NV) * 4)        \
                                                 : NULL;                                            \
         int64_t       v    = v0;                                                                   \
@@ -378,108 +357,21 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
     }
 GPTQ_VNNI_RANGE(gptq_vnni_range, VNNI_INLINE, gptq_vnni_tile)
 
-/* One row of int16 activations over columns [16 v0, 16 v1): the word rows are read whole, in
- * runs of GPTQ_SEQ_V vectors, 4 rows at a time, with each vector's sums kept in an L1 buffer
- * across a block. The tiles above keep them in registers but read a block's word rows (32 of
- * them with 8-bit words) side by side, n words apart: with n a multiple of 1024 every row of a
- * tile falls into the same L1 sets, and one thread at 4096 x 11008 streamed the weights at 62%
- * of the copy bandwidth. (Generalized to 2-4 rows, with 2 word rows a pass from 3 rows, the
- * runs were no faster than the tiles: 2 rows of 4096 x 11008 on 1 thread 1.6-1.8 ms against
- * 2.1, of 11008 x 4096 1.5-1.7 against 1.2, 3 and 4 rows within 5%.) */
-#define GPTQ_SEQ_V 128 /* vectors a run: 8 KiB of sums */
-VNNI_INLINE void gptq_vnni_seq(const vnni_job *j, int64_t v0, int64_t v1, const int b) {
-    const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, ab = j->ab, nfull = n / 16;
-    const int         P = 16 / b, vpw = 32 / b;
-    const uint32_t   *qw    = j->qw - j->qcol0;
-    const int64_t     ldq   = j->ldq;
-    const __m512i     bmask = _mm512_set1_epi32((int)(((1u << b) - 1u) * 0x10001u));
-    const __mmask16   tailm = (__mmask16)((1u << (n % 16)) - 1u);
-    __m512i           sum[GPTQ_SEQ_V];
-    for (int64_t va = v0; va < v1; va += GPTQ_SEQ_V) {
-        const int64_t nv = v1 - va < GPTQ_SEQ_V ? v1 - va : GPTQ_SEQ_V;
-        for (int64_t kb = 0; kb < j->nkb; kb++) {
-            const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-            const int64_t w0 = c0 / vpw, w1 = c1 / vpw;
-            for (int64_t v = 0; v < nv; v++)
-                sum[v] = _mm512_setzero_si512();
-            for (int64_t wr = w0; wr < w1;) {
-                const int R = w1 - wr >= 4 ? 4 : 1; /* a block's rows come in fours but a tail */
-                __m512i   xb[4][8];
-                for (int t = 0; t < R; t++)
-                    for (int s = 0; s < P; s++) {
-                        int32_t xv;
-                        memcpy(&xv, j->xp + (wr + t) * vpw * 2 + s * 4, 4);
-                        xb[t][s] = _mm512_set1_epi32(xv);
-                    }
-                for (int64_t v = 0; v < nv; v++) {
-                    const __mmask16 vm  = va + v < nfull ? (__mmask16)0xffff : tailm;
-                    __m512i         acc = sum[v];
-                    for (int t = 0; t < R; t++) {
-                        /* a run's lines ahead, and the next four rows' into L2: a hardware
-                         * prefetcher stops at each 4 KiB page (without these the runs took
-                         * twice the time) */
-                        const uint32_t *row = qw + (wr + t) * ldq + (va + v) * 16;
-                        _mm_prefetch((const char *)(row + VNNI_PF_WORDS), _MM_HINT_T0);
-                        if (wr + 4 + t < w1)
-                            _mm_prefetch((const char *)(row + 4 * ldq), _MM_HINT_T1);
-                        const __m512i wv = _mm512_maskz_loadu_epi32(vm, (const void *)row);
-                        for (int s = 0; s < P; s++)
-                            acc = _mm512_dpwssd_epi32(
-                                acc,
-                                _mm512_and_si512(_mm512_srli_epi32(wv, (unsigned)(s * b)), bmask),
-                                xb[t][s]);
-                    }
-                    sum[v] = acc;
-                }
-                wr += R;
-            }
-            for (int64_t v = 0; v < nv; v += VNNI_NV) {
-                const int NV = nv - v < VNNI_NV ? (int)(nv - v) : VNNI_NV;
-                __m512i   acc[VNNI_M][VNNI_NV];
-                __mmask16 vm[VNNI_NV];
-                for (int jv = 0; jv < NV; jv++) {
-                    acc[0][jv] = sum[v + jv];
-                    vm[jv]     = va + v + jv < nfull ? (__mmask16)0xffff : tailm;
-                }
-                gptq_vnni_flush(j, kb, (va + v) * 16, vm, 0, 1, NV, acc);
-            }
-        }
-    }
-}
 GPTQ_VNNI_RANGE(gptq3_vnni_range, VBMI_INLINE, gptq3_vnni_tile)
 
 typedef void (*gptq_vnni_fn)(const vnni_job *j, int64_t v0, int64_t v1);
-#define GPTQ_VNNI_INST(B, X16)                                                                     \
-    VNNI_TARGET static void gptq_vnni_b##B##_x##X16(const vnni_job *j, int64_t v0, int64_t v1) {   \
-        gptq_vnni_range(j, v0, v1, B, X16);                                                        \
+#define GPTQ_VNNI_INST(B)                                                                          \
+    VNNI_TARGET static void gptq_vnni_b##B(const vnni_job *j, int64_t v0, int64_t v1) {            \
+        gptq_vnni_range(j, v0, v1, B);                                                             \
     }
-GPTQ_VNNI_INST(2, 0)
-GPTQ_VNNI_INST(4, 0)
-GPTQ_VNNI_INST(8, 0)
-GPTQ_VNNI_INST(2, 1)
-GPTQ_VNNI_INST(4, 1)
-VNNI_TARGET static void gptq_vnni_b8_seq(const vnni_job *j, int64_t v0, int64_t v1) {
-    /* the runs only where the tiles' word rows fall into the same L1 sets (a multiple of 4 KiB
-     * apart). 2 threads, tiles against runs: 11008 x 4096 0.70-0.74 against 0.74-0.76 ms
-     * (0.44-0.46 against 0.58-0.77 in a quieter spell); 4096 x 11008 and 14336 x 4096 0.79-1.12
-     * and 1.13-1.55 against 0.66-0.89 and 0.81-0.85 */
-    if (j->m == 1 && j->ldq % 1024 == 0)
-        gptq_vnni_seq(j, v0, v1, 8);
-    else
-        gptq_vnni_range(j, v0, v1, 8, 1);
+GPTQ_VNNI_INST(2)
+GPTQ_VNNI_INST(4)
+GPTQ_VNNI_INST(8)
+VBMI_TARGET static void gptq_vnni_b3(const vnni_job *j, int64_t v0, int64_t v1) {
+    gptq3_vnni_range(j, v0, v1, 3);
 }
-#define GPTQ3_VNNI_INST(X16)                                                                       \
-    VBMI_TARGET static void gptq_vnni_b3_x##X16(const vnni_job *j, int64_t v0, int64_t v1) {       \
-        gptq3_vnni_range(j, v0, v1, 3, X16);                                                       \
-    }
-GPTQ3_VNNI_INST(0)
-GPTQ3_VNNI_INST(1)
-static const gptq_vnni_fn k_gptq_vnni[2][4] = {
-    /* [int16][bits 2, 3, 4, 8] */
-    {gptq_vnni_b2_x0, gptq_vnni_b3_x0, gptq_vnni_b4_x0, gptq_vnni_b8_x0},
-    {gptq_vnni_b2_x1, gptq_vnni_b3_x1, gptq_vnni_b4_x1, gptq_vnni_b8_seq},
-};
+static const gptq_vnni_fn k_gptq_vnni[4] = {gptq_vnni_b2, gptq_vnni_b3, gptq_vnni_b4,
+                                            gptq_vnni_b8}; /* bits 2, 3, 4, 8 */
 
 /* awq: see vnni_job (then xbits 8, m >= VNNI_COPY_M, w->n a multiple of 128) */
 static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const float *x,
@@ -487,12 +379,11 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
     vnni_job j = {0};
     j.w        = w;
     j.awq      = awq;
-    j.xbits    = xbits;
     j.ab       = lq_gptq_qx_block(w, xbits);
-    if (!j.ab || (xbits != 8 && xbits != 16))
+    if (!j.ab || xbits != 8)
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
-    j.kp         = al64(w->k * (xbits / 8));
+    j.kp         = al64(w->k);
     j.m          = m;
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
@@ -505,7 +396,7 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
     const int          nt   = lq_cpu_threads(nthreads);
     const int64_t      nvec = (w->n + 15) / 16;
     const int          bi   = w->bits == 2 ? 0 : w->bits == 3 ? 1 : w->bits == 4 ? 2 : 3;
-    const gptq_vnni_fn fn   = k_gptq_vnni[xbits == 16][bi];
+    const gptq_vnni_fn fn   = k_gptq_vnni[bi];
     const size_t       per  = awq ? (size_t)(w->k / 8 * 128) : 0; /* words a thread */
     uint32_t          *blks = awq ? malloc(per * 4 * (size_t)nt) : NULL;
     if (awq && !blks)

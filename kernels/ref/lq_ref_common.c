@@ -82,12 +82,3 @@ int64_t lq_qx_block_size(int64_t gs, int64_t k, int64_t unit, int xbits) {
             return d;
     return 0;
 }
-
-int lq_qx_bits_for(int64_t m) {
-    if (m > LQ_QX_X8_MAX_M)
-        return 0;
-    /* int16 rows only where they are free: with AVX-512 VNNI a few rows are memory-bound either
-     * way; on AVX2 an int16 product costs a vpmaddwd and an add per 16 weights, an int8 one a
-     * vpmaddubsw per 32 (measured 1.25x at one row, 1.7x at four, 4096 x 4096) */
-    return m <= LQ_QX_X16_MAX_M && lq_cpu_vnni() ? 16 : 8;
-}
