@@ -278,8 +278,9 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * nearest even; products exact, float32 sums) with AVX-512 BF16 dot products where the CPU has
  * them, as llama.cpp does for BF16 weights: ~3e-6 NMSE on gaussian rows, twice the
  * multiply-adds of float32 FMAs a cycle on AMD (half on Intel). From 9 rows, where the CPU has
- * AMX-BF16, AMX tiles instead; to use them the library asks Linux for this process's tile
- * state (arch_prctl ARCH_REQ_XCOMP_PERM, a process-wide grant) when such a forward runs.
+ * AMX-BF16, AMX tiles instead (and NF4 on int8 activations from 16 rows where it has
+ * AMX-INT8); to use them the library asks Linux for this process's tile state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, a process-wide grant) when such a forward runs.
  * Elsewhere, and for other weights, the float kernels run. The workspace size depends on the
  * flags.
  */

@@ -372,6 +372,16 @@ lq_status lq_gemm_gptq_vnni(const lq_qlinear *w, const float *x, int64_t m, floa
 size_t    lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
+/* the CPU has AMX-INT8 besides lq_cpu_vnni and Linux lets this process use the tiles (asked
+ * for by the check itself, cpu/lq_cpu_amx.c): lq_gemm_nf4_vnni then runs its transposed path
+ * (from NF4_ROWS_M rows) on them */
+int lq_cpu_amx_int8(void);
+/* AMX's tile configuration (_tile_loadconfig, palette 1) */
+typedef struct lq_amx_cfg {
+    uint8_t  palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t  rows[16];
+} lq_amx_cfg;
 size_t    lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits);
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads);

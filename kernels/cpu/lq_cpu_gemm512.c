@@ -416,16 +416,10 @@ void lq_syrk512(int64_t k, int64_t t, float alpha, const float *x, float beta, f
 #define AMX_INLINE static inline __attribute__((always_inline)) AMX_TARGET
 enum { AMR = 32 }; /* rows of a block: two A tiles */
 
-typedef struct amx_cfg {
-    uint8_t  palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t  rows[16];
-} amx_cfg;
-
 /* tiles for blocks of r0 + r1 rows (r0 <= 16 rows in tiles 0, 1 and 4; r1 in 2, 3 and 5,
  * left unconfigured when 0) */
 AMX_INLINE void amx_config(int r0, int r1) {
-    amx_cfg c;
+    lq_amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; t++)

@@ -44,6 +44,10 @@
 #define VNNI_PF_WORDS 128 /* prefetch distance along a word row (m <= 2: the next blocks) */
 #define VNNI_COPY_M   16  /* from this many rows a column block's words are copied contiguous */
 
+#define AMXI_TARGET                                                                                \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,amx-tile,amx-int8")))
+#define AMXI_INLINE static inline __attribute__((always_inline)) AMXI_TARGET
+
 #define VBMI_TARGET                                                                                \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,avx512vbmi")))
 #define VBMI_INLINE static inline __attribute__((always_inline)) VBMI_TARGET
@@ -406,8 +410,7 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
-            lq_gptq_qx_row(w, j.ab, xbits, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb,
-                           dx + r * j.nkb);
+            lq_gptq_qx_row(w, j.ab, x + r * w->k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
         /* column vectors split evenly, in whole blocks where possible (AWQ: of 128 columns) */
         const int64_t unit = awq ? 2 * VNNI_NV : VNNI_NV, nblk = (nvec + unit - 1) / unit;
         const int64_t b0 = nblk * th / tn, b1 = nblk * (th + 1) / tn;
@@ -448,6 +451,7 @@ typedef struct nf4_job {
     const float      *dx; /* [m, nkb] */
     float             ts; /* code book scale */
     uint8_t           tq[16]; /* tq + 128 */
+    int               amx;    /* the transposed path on AMX tiles (nf4_amx_rows) */
     float            *y;
 } nf4_job;
 
@@ -533,11 +537,27 @@ VNNI_INLINE void nf4_vnni_decode(const nf4_job *j, int64_t i0, int64_t c0, int64
     }
 }
 
+/* y[rr, i0 .. i0 + 64) (+)= block kb's integer sums a[jv] of row rr, scaled by sb (the block's
+ * absmax * ts of the 64 columns) and the row's dx, as the reference does. First block (kb == 0)
+ * assigns. */
+VNNI_INLINE void nf4_vnni_flush(const nf4_job *j, const float *sb, int64_t kb, int64_t i0,
+                                int64_t rr, const __mmask16 vm[4], const __m512i a[4]) {
+    const __m512i off = _mm512_set1_epi32(128 * j->xs[rr * j->nkb + kb]);
+    const __m512  d   = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
+    float        *yr  = j->y + rr * j->w->n + i0;
+    for (int jv = 0; jv < 4; jv++) {
+        const __m512 t  = _mm512_cvtepi32_ps(_mm512_sub_epi32(a[jv], off));
+        const __m512 f  = _mm512_mul_ps(_mm512_loadu_ps(sb + 16 * jv), d);
+        __m512       yv = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], _mm512_fmadd_ps(t, f, yv));
+    }
+}
+
 /* Block kb of rows r0 .. r0 + M - 1 against the decoded columns [i0, i0 + 64). */
 VNNI_INLINE void nf4_vnni_tile(const nf4_job *j, const uint32_t *buf, const float *sc, int64_t c0,
                                int64_t kb, int64_t i0, int64_t r0, const __mmask16 vm[4],
                                const int M) {
-    const int64_t n = j->w->n, ab = j->ab, q0 = (kb * ab - c0) / 4;
+    const int64_t ab = j->ab, q0 = (kb * ab - c0) / 4;
     __m512i       acc[VNNI_M][4];
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < 4; jv++)
@@ -554,25 +574,83 @@ VNNI_INLINE void nf4_vnni_tile(const nf4_job *j, const uint32_t *buf, const floa
                 acc[r][jv] = _mm512_dpbusd_epi32(acc[r][jv], wv[jv], xb);
         }
     }
-    const float *sb = sc + (kb - c0 / ab) * 64;
-    for (int r = 0; r < M; r++) {
-        const int64_t rr  = r0 + r;
-        const __m512i off = _mm512_set1_epi32(128 * j->xs[rr * j->nkb + kb]);
-        const __m512  d   = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
-        float        *yr  = j->y + rr * n + i0;
-        for (int jv = 0; jv < 4; jv++) {
-            const __m512 t = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][jv], off));
-            const __m512 f = _mm512_mul_ps(_mm512_loadu_ps(sb + 16 * jv), d);
-            __m512 yv      = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
-            _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], _mm512_fmadd_ps(t, f, yv));
+    for (int r = 0; r < M; r++)
+        nf4_vnni_flush(j, sc + (kb - c0 / ab) * 64, kb, i0, r0 + r, vm, acc[r]);
+}
+
+/* The same on AMX tiles (j->amx: lq_cpu_amx_int8), every block of [c0, c1) for rows
+ * r0 .. r0 + mr - 1, mr <= 16. The decode buffer is already AMX's B layout (a row per channel
+ * quad, 4 codes a column) and xp's rows in channel order are A tiles: tdpbsud (signed x unsigned
+ * bytes) of 16 rows x 64 channels x 16 columns gives vpdpbusd's integer sums exactly. Tiles 0-3:
+ * C of the 64 columns; 4: A; 5-7: B. *cfg: the rows the tiles are configured for; acc: 16 x
+ * 64 int32. Not inlined: its target has AMX, its caller's does not. */
+/* block kb's sums into tiles 0-3 */
+AMXI_INLINE void nf4_amx_block(const nf4_job *j, const uint32_t *buf, int64_t c0, int64_t kb,
+                               int64_t r0) {
+    const int64_t ab = j->ab;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t s = 0; s < ab / 64; s++) {
+        const uint32_t *b = buf + ((kb * ab - c0) / 4 + 16 * s) * 64;
+        _tile_loadd(4, j->xp + r0 * j->kp + kb * ab + 64 * s, j->kp);
+        _tile_loadd(5, b, 256);
+        _tile_loadd(6, b + 16, 256);
+        _tile_loadd(7, b + 32, 256);
+        _tile_dpbsud(0, 4, 5);
+        _tile_dpbsud(1, 4, 6);
+        _tile_dpbsud(2, 4, 7);
+        _tile_loadd(5, b + 48, 256);
+        _tile_dpbsud(3, 4, 5);
+    }
+}
+
+AMXI_TARGET static void nf4_amx_rows(const nf4_job *j, const uint32_t *buf, const float *sc,
+                                     int64_t c0, int64_t c1, int64_t i0, int64_t r0, int mr,
+                                     const __mmask16 vm[4], int *cfg, int32_t *acc) {
+    const int64_t ab = j->ab;
+    if (*cfg != mr) {
+        lq_amx_cfg c;
+        memset(&c, 0, sizeof c);
+        c.palette = 1;
+        for (int t = 0; t < 8; t++) {
+            c.colsb[t] = 64;
+            c.rows[t]  = (uint8_t)(t < 5 ? mr : 16);
+        }
+        _tile_loadconfig(&c);
+        *cfg = mr;
+    }
+    /* block kb + 1's tile products are issued before block kb's sums are scaled into y, so
+     * that the tile unit and the vector epilogue overlap */
+    const int64_t kb0 = c0 / ab, kb1 = c1 / ab;
+    nf4_amx_block(j, buf, c0, kb0, r0);
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        _tile_stored(0, acc, 256);
+        _tile_stored(1, acc + 16, 256);
+        _tile_stored(2, acc + 32, 256);
+        _tile_stored(3, acc + 48, 256);
+        if (kb + 1 < kb1)
+            nf4_amx_block(j, buf, c0, kb + 1, r0);
+        for (int r = 0; r < mr; r++) {
+            __m512i a[4];
+            for (int jv = 0; jv < 4; jv++)
+                a[jv] = _mm512_loadu_si512((const void *)(acc + r * 64 + 16 * jv));
+            nf4_vnni_flush(j, sc + (kb - kb0) * 64, kb, i0, r0 + r, vm, a);
         }
     }
+}
+
+AMXI_TARGET static void nf4_amx_release(void) {
+    _tile_release();
 }
 
 /* One thread's 64-column blocks [b0, b1), with its decode buffers. */
 VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1, uint32_t *buf,
                                        float *sc) {
     const int64_t n = j->w->n, k = j->w->k, m = j->m;
+    int                  cfg = 0;
+    _Alignas(64) int32_t acc[16 * 64];
     for (int64_t blk = b0; blk < b1; blk++) {
         const int64_t i0 = blk * 64;
         __mmask16     vm[4];
@@ -585,7 +663,10 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
         for (int64_t c0 = 0; c0 < k; c0 += NF4_KC) {
             const int64_t c1 = c0 + NF4_KC < k ? c0 + NF4_KC : k;
             nf4_vnni_decode(j, i0, c0, c1, buf, sc);
-            for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)
+            for (int64_t r0 = 0; j->amx && r0 < m; r0 += 16)
+                nf4_amx_rows(j, buf, sc, c0, c1, i0, r0, m - r0 < 16 ? (int)(m - r0) : 16, vm, &cfg,
+                             acc);
+            for (int64_t r0 = 0; !j->amx && r0 < m; r0 += VNNI_M)
                 for (int64_t kb = c0 / j->ab; kb < c1 / j->ab; kb++)
                     switch (m - r0 < VNNI_M ? m - r0 : VNNI_M) {
                     case 1: nf4_vnni_tile(j, buf, sc, c0, kb, i0, r0, vm, 1); break;
@@ -595,6 +676,8 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
                     }
         }
     }
+    if (cfg)
+        nf4_amx_release();
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -746,6 +829,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     /* the kernel above, k-major codes (its absmax gather takes 32-bit indices into a group's
      * 16 rows) */
     const int rows = m < NF4_ROWS_M && 16 * (w->k / w->group_size) <= INT32_MAX;
+    j.amx          = !rows && lq_cpu_amx_int8();
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
      * rows: 16 x ab codes, and the 16 rows' absmax, copied or decoded a group at a time */
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
