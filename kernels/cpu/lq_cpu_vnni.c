@@ -14,7 +14,8 @@
  * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
  * the word rows of a block through its contiguous column range (the float kernel's order);
  * larger m: column blocks outer, rows in chunks of 4, every block of k inner, so a column
- * block's weights (64 columns x k) stay in L2 for all rows and its y tile in L1. */
+ * block's weights (64 columns x k) stay in L2 for all rows and its y tile in L1; from
+ * VNNI_COPY_M rows on a CPU with AMX-INT8 the same on AMX tiles (gptq_amx_cols). */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
@@ -90,6 +91,7 @@ typedef struct vnni_job {
      * thread's buffer for them: k / 8 word rows x 128 columns */
     const lq_qlinear *awq;
     uint32_t         *awq_blk;
+    int               amx; /* from VNNI_COPY_M rows on AMX tiles (gptq_amx_cols) */
 } vnni_job;
 
 /* The zero points of 16 columns starting at col (a multiple of 16) of group g, as float. */
@@ -117,35 +119,46 @@ VNNI_INLINE __m512 gptq_vnni_zeros(const lq_qlinear *w, int64_t g, int64_t col, 
         _mm512_and_si512(_mm512_add_epi32(_mm512_and_si512(v, mask), _mm512_set1_epi32(1)), mask));
 }
 
-/* y[r0 + r, i0 + 16 jv + l] (+)= block kb's integer sums acc (columns in order) scaled:
- * s * dx * (acc - z * sum(xq)). First block (kb == 0) assigns. */
+/* block kb's scales and zero points (as float) of the NV vectors of columns from i0 */
+VNNI_INLINE void gptq_vnni_sz(const vnni_job *j, int64_t kb, int64_t i0,
+                              const __mmask16 vm[VNNI_NV], const int NV, __m512 sc[VNNI_NV],
+                              __m512 zf[VNNI_NV]) {
+    const lq_qlinear *w = j->w;
+    const int64_t     g = kb * j->ab / w->group_size;
+    for (int jv = 0; jv < NV; jv++) {
+        const int64_t col = i0 + 16 * jv;
+        sc[jv]            = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                       vm[jv], (const void *)((const uint16_t *)w->scales + g * w->n + col)));
+        zf[jv]            = gptq_vnni_zeros(w, g, col, __builtin_popcount(vm[jv]));
+    }
+}
+
+/* y[rr, i0 + 16 jv + l] (+)= block kb's integer sums acc[jv] of row rr (columns in order)
+ * scaled: s * dx * (acc - z * sum(xq)). First block (kb == 0) assigns. */
+VNNI_INLINE void gptq_vnni_flush_row(const vnni_job *j, int64_t kb, int64_t i0,
+                                     const __mmask16 vm[VNNI_NV], int64_t rr, const int NV,
+                                     const __m512 sc[VNNI_NV], const __m512 zf[VNNI_NV],
+                                     const __m512i acc[VNNI_NV]) {
+    const __m512 xs = _mm512_set1_ps(j->xsf[rr * j->nkb + kb]);
+    const __m512 d  = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
+    float       *yr = j->y + rr * j->w->n + i0;
+    for (int jv = 0; jv < NV; jv++) {
+        /* acc - z * sum(xq), one rounding (none with int8: all below 2^24) */
+        const __m512 t  = _mm512_fnmadd_ps(zf[jv], xs, _mm512_cvtepi32_ps(acc[jv]));
+        const __m512 f  = _mm512_mul_ps(sc[jv], d);
+        __m512       yv = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], _mm512_fmadd_ps(t, f, yv));
+    }
+}
+
+/* rows r0 .. r0 + M - 1 of it */
 VNNI_INLINE void gptq_vnni_flush(const vnni_job *j, int64_t kb, int64_t i0,
                                  const __mmask16 vm[VNNI_NV], int64_t r0, const int M, const int NV,
                                  __m512i acc[VNNI_M][VNNI_NV]) {
-    const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, g = kb * j->ab / w->group_size;
-    __m512            sc[VNNI_NV], zf[VNNI_NV];
-    for (int jv = 0; jv < NV; jv++) {
-        const int64_t col = i0 + 16 * jv;
-        const int     nc  = __builtin_popcount(vm[jv]);
-        sc[jv]            = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
-                       vm[jv], (const void *)((const uint16_t *)w->scales + g * n + col)));
-        zf[jv]            = gptq_vnni_zeros(w, g, col, nc);
-    }
-    for (int r = 0; r < M; r++) {
-        const int64_t rr = r0 + r;
-        const __m512  xs = _mm512_set1_ps(j->xsf[rr * j->nkb + kb]);
-        const __m512  d  = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
-        float        *yr = j->y + rr * n + i0;
-        for (int jv = 0; jv < NV; jv++) {
-            /* acc - z * sum(xq), one rounding (none with int8: all below 2^24) */
-            const __m512 t = _mm512_fnmadd_ps(zf[jv], xs, _mm512_cvtepi32_ps(acc[r][jv]));
-            const __m512 f = _mm512_mul_ps(sc[jv], d);
-            __m512 yv      = kb ? _mm512_maskz_loadu_ps(vm[jv], yr + 16 * jv) : _mm512_setzero_ps();
-            yv             = _mm512_fmadd_ps(t, f, yv);
-            _mm512_mask_storeu_ps(yr + 16 * jv, vm[jv], yv);
-        }
-    }
+    __m512 sc[VNNI_NV], zf[VNNI_NV];
+    gptq_vnni_sz(j, kb, i0, vm, NV, sc, zf);
+    for (int r = 0; r < M; r++)
+        gptq_vnni_flush_row(j, kb, i0, vm, r0 + r, NV, sc, zf, acc[r]);
 }
 
 /* y[r0 + r, i0 + 16 jv + l] (+)= block kb of the product, r < M, jv < NV; the last vector's
@@ -189,6 +202,107 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
         }
     }
     gptq_vnni_flush(j, kb, i0, vm, r0, M, NV, acc);
+}
+
+/* AMX-INT8 tiles for mr <= 16 activation rows: 0-3 C (mr x 16 int32), 4 A (mr x 64 bytes),
+ * 5-7 B (16 x 64 bytes) */
+AMXI_INLINE void amxi_config(int mr) {
+    lq_amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 64;
+        c.rows[t]  = (uint8_t)(t < 5 ? mr : 16);
+    }
+    _tile_loadconfig(&c);
+}
+
+/* not inlined: an AMX target, called from VNNI ones */
+AMXI_TARGET static void amxi_release(void) {
+    _tile_release();
+}
+
+/* block kb's sums of rows r0 .. (as configured) into tiles 0-3, from gptq_amx_cols' B tiles */
+AMXI_INLINE void gptq_amx_block(const vnni_job *j, const uint8_t *bb, int64_t kb, int64_t r0) {
+    const int64_t ab = j->ab, k = j->w->k, g1 = (kb * ab + ab < k ? kb * ab + ab : k) / 64;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t g = kb * ab / 64; g < g1; g++) {
+        const uint8_t *t = bb + g * VNNI_NV * 1024;
+        _tile_loadd(4, j->xp + r0 * j->kp + g * 64, j->kp);
+        _tile_loadd(5, t, 64);
+        _tile_loadd(6, t + 1024, 64);
+        _tile_loadd(7, t + 2048, 64);
+        _tile_dpbsud(0, 4, 5);
+        _tile_dpbsud(1, 4, 6);
+        _tile_dpbsud(2, 4, 7);
+        _tile_loadd(5, t + 3072, 64);
+        _tile_dpbsud(3, 4, 5);
+    }
+}
+
+/* From VNNI_COPY_M rows where the CPU has AMX-INT8 (j->amx: bits 2, 4 or 8, blocks of whole
+ * 64-channel groups): columns [16 v, 16 v + 64) of every row. A word row shifted by s * b and
+ * masked per byte is slice s of xp's order, so the codes of 64 channels (2b word rows of 8/b
+ * slices) and 16 columns, slice-major, are an AMX B tile whose row t meets bytes 4t .. 4t + 3 of
+ * the activations' 64: bb gets the block's tiles (k / 64 groups x 4, 1 KiB each), then
+ * tdpbsud (signed activations x unsigned codes) of up to 16 rows into four C tiles gives
+ * vpdpbusd's integer sums, flushed per block as the tiles do. acc: 16 x 64 int32; *cfg: the
+ * rows the tiles are configured for. Not inlined: its target has AMX, its callers' do not. */
+__attribute__((noinline)) AMXI_TARGET static void
+gptq_amx_cols(const vnni_job *j, int64_t v, const int b, uint8_t *bb, int32_t *acc, int *cfg) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, m = j->m, i0 = v * 16, ldq = j->ldq;
+    const uint32_t   *qw = j->qw - j->qcol0;
+    const int         P = 8 / b, R = 2 * b;
+    const __m512i     bmask = _mm512_set1_epi8((char)((1 << b) - 1));
+    __mmask16         vm[VNNI_NV];
+    for (int jv = 0; jv < VNNI_NV; jv++) {
+        const int64_t left = n - i0 - 16 * jv;
+        vm[jv]             = left >= 16  ? (__mmask16)0xffff
+                             : left <= 0 ? (__mmask16)0
+                                         : (__mmask16)((1u << left) - 1u);
+    }
+    for (int64_t g = 0; g < k / 64; g++)
+        for (int jv = 0; jv < VNNI_NV; jv++) {
+            uint8_t *t = bb + (g * VNNI_NV + jv) * 1024;
+            for (int wl = 0; wl < R; wl++) {
+                const __m512i wv = _mm512_maskz_loadu_epi32(
+                    vm[jv], (const void *)(qw + (g * R + wl) * ldq + i0 + 16 * jv));
+                for (int s = 0; s < P; s++)
+                    _mm512_storeu_si512(
+                        (void *)(t + (wl * P + s) * 64),
+                        _mm512_and_si512(_mm512_srli_epi32(wv, (unsigned)(s * b)), bmask));
+            }
+        }
+    for (int64_t r0 = 0; r0 < m; r0 += 16) {
+        const int mr = m - r0 < 16 ? (int)(m - r0) : 16;
+        if (*cfg != mr) {
+            amxi_config(mr);
+            *cfg = mr;
+        }
+        /* block kb + 1's tile products are issued before block kb's sums are flushed, so that
+         * the tile unit and the vector epilogue overlap (as nf4_amx_rows) */
+        gptq_amx_block(j, bb, 0, r0);
+        for (int64_t kb = 0; kb < j->nkb; kb++) {
+            _tile_stored(0, acc, 256);
+            _tile_stored(1, acc + 16, 256);
+            _tile_stored(2, acc + 32, 256);
+            _tile_stored(3, acc + 48, 256);
+            if (kb + 1 < j->nkb)
+                gptq_amx_block(j, bb, kb + 1, r0);
+            __m512 sc[VNNI_NV], zf[VNNI_NV];
+            gptq_vnni_sz(j, kb, i0, vm, VNNI_NV, sc, zf);
+            for (int r = 0; r < mr; r++) {
+                __m512i a[VNNI_NV];
+                for (int jv = 0; jv < VNNI_NV; jv++)
+                    a[jv] = _mm512_loadu_si512((const void *)(acc + r * 64 + 16 * jv));
+                gptq_vnni_flush_row(j, kb, i0, vm, r0 + r, VNNI_NV, sc, zf, a);
+            }
+        }
+    }
 }
 
 /* 3-bit (needs VBMI): a unit of 32 channels is 3 word rows, 96 bits a column. Two qword views
@@ -326,10 +440,13 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
          * apart, and with n a power of two they fall into a few cache sets (AWQ: a block of       \
          * 128 columns, repacked there from its own codes) */                                      \
         const int64_t rows = j->w->k * b / 32;                                                     \
-        uint32_t     *blk  = j->awq             ? j->awq_blk                                       \
-                             : m >= VNNI_COPY_M ? malloc((size_t)(rows * 16 * VNNI_NV) * 4)        \
-                                                : NULL;                                            \
-        int64_t       v    = v0;                                                                   \
+        uint8_t      *bb   = j->amx ? malloc((size_t)(j->w->k * 64)) : NULL; /* gptq_amx_cols */   \
+        uint32_t     *blk  = j->awq                    ? j->awq_blk                                \
+                             : m >= VNNI_COPY_M && !bb ? malloc((size_t)(rows * 16 * VNNI_NV) * 4) \
+                                                       : NULL;                                     \
+        int           cfg  = 0;                                                                    \
+        _Alignas(64) int32_t acc[16 * 64];                                                         \
+        int64_t              v = v0;                                                               \
         for (; v + VNNI_NV <= v1; v += VNNI_NV) {                                                  \
             vnni_job jb = *j;                                                                      \
             if (j->awq) { /* v0 and v1 are whole 128-column blocks (lq_gemm_awq_vnni) */           \
@@ -348,12 +465,19 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
                 jb.ldq   = 16 * VNNI_NV;                                                           \
                 jb.qcol0 = v * 16;                                                                 \
             }                                                                                      \
+            if (bb) {                                                                              \
+                gptq_amx_cols(&jb, v, b, bb, acc, &cfg);                                           \
+                continue;                                                                          \
+            }                                                                                      \
             for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)                                             \
                 for (int64_t kb = 0; kb < j->nkb; kb++)                                            \
                     VNNI_TILE(TILE, &jb, kb, v, VNNI_NV, r0, m - r0 < VNNI_M ? m - r0 : VNNI_M);   \
         }                                                                                          \
         if (!j->awq)                                                                               \
             free(blk);                                                                             \
+        if (cfg)                                                                                   \
+            amxi_release();                                                                        \
+        free(bb);                                                                                  \
         for (; v < v1; v++)                                                                        \
             for (int64_t r0 = 0; r0 < m; r0 += VNNI_M)                                             \
                 for (int64_t kb = 0; kb < j->nkb; kb++)                                            \
@@ -389,6 +513,8 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
     j.nkb        = (w->k + j.ab - 1) / j.ab;
     j.kp         = al64(w->k);
     j.m          = m;
+    j.amx =
+        m >= VNNI_COPY_M && w->bits != 3 && j.ab % 64 == 0 && w->k % 64 == 0 && lq_cpu_amx_int8();
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
     j.xp                    = xp;
@@ -611,14 +737,7 @@ AMXI_TARGET static void nf4_amx_rows(const nf4_job *j, const uint32_t *buf, cons
                                      const __mmask16 vm[4], int *cfg, int32_t *acc) {
     const int64_t ab = j->ab;
     if (*cfg != mr) {
-        lq_amx_cfg c;
-        memset(&c, 0, sizeof c);
-        c.palette = 1;
-        for (int t = 0; t < 8; t++) {
-            c.colsb[t] = 64;
-            c.rows[t]  = (uint8_t)(t < 5 ? mr : 16);
-        }
-        _tile_loadconfig(&c);
+        amxi_config(mr);
         *cfg = mr;
     }
     /* block kb + 1's tile products are issued before block kb's sums are scaled into y, so
@@ -639,10 +758,6 @@ AMXI_TARGET static void nf4_amx_rows(const nf4_job *j, const uint32_t *buf, cons
             nf4_vnni_flush(j, sc + (kb - kb0) * 64, kb, i0, r0 + r, vm, a);
         }
     }
-}
-
-AMXI_TARGET static void nf4_amx_release(void) {
-    _tile_release();
 }
 
 /* One thread's 64-column blocks [b0, b1), with its decode buffers. */
@@ -677,7 +792,7 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
         }
     }
     if (cfg)
-        nf4_amx_release();
+        amxi_release();
 }
 
 /* ---------------------------------------------------------------------------------------
