@@ -373,8 +373,9 @@ size_t    lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
 /* the CPU has AMX-INT8 besides lq_cpu_vnni and Linux lets this process use the tiles (asked
- * for by the check itself, cpu/lq_cpu_amx.c): lq_gemm_nf4_vnni then runs its transposed path
- * (from NF4_ROWS_M rows) on them */
+ * for by the check itself, cpu/lq_cpu_amx.c): lq_gemm_nf4_vnni's transposed path (from 16
+ * rows) and lq_gemm_gptq_vnni / lq_gemm_awq_vnni from 16 rows (2/4/8-bit codes, activation
+ * blocks of whole 64-channel groups) then run on them, with the same results */
 int lq_cpu_amx_int8(void);
 /* AMX's tile configuration (_tile_loadconfig, palette 1) */
 typedef struct lq_amx_cfg {

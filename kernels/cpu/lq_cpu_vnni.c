@@ -222,25 +222,34 @@ AMXI_TARGET static void amxi_release(void) {
     _tile_release();
 }
 
-/* block kb's sums of rows r0 .. (as configured) into tiles 0-3, from gptq_amx_cols' B tiles */
-AMXI_INLINE void gptq_amx_block(const vnni_job *j, const uint8_t *bb, int64_t kb, int64_t r0) {
-    const int64_t ab = j->ab, k = j->w->k, g1 = (kb * ab + ab < k ? kb * ab + ab : k) / 64;
+/* tiles 0-3 = sum over steps s < ns of A (the configured rows of 64 bytes from a + 64 s, lda
+ * apart) times the four B tiles from b + bstep s, boff apart, rows ldb apart */
+AMXI_INLINE void amxi_c4(const void *a, int64_t lda, const void *b, int64_t ldb, int64_t boff,
+                         int64_t bstep, int64_t ns) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    for (int64_t g = kb * ab / 64; g < g1; g++) {
-        const uint8_t *t = bb + g * VNNI_NV * 1024;
-        _tile_loadd(4, j->xp + r0 * j->kp + g * 64, j->kp);
-        _tile_loadd(5, t, 64);
-        _tile_loadd(6, t + 1024, 64);
-        _tile_loadd(7, t + 2048, 64);
+    for (int64_t s = 0; s < ns; s++) {
+        const char *t = (const char *)b + s * bstep;
+        _tile_loadd(4, (const char *)a + 64 * s, lda);
+        _tile_loadd(5, t, ldb);
+        _tile_loadd(6, t + boff, ldb);
+        _tile_loadd(7, t + 2 * boff, ldb);
         _tile_dpbsud(0, 4, 5);
         _tile_dpbsud(1, 4, 6);
         _tile_dpbsud(2, 4, 7);
-        _tile_loadd(5, t + 3072, 64);
+        _tile_loadd(5, t + 3 * boff, ldb);
         _tile_dpbsud(3, 4, 5);
     }
+}
+
+/* block kb's sums of rows r0 .. (as configured) into tiles 0-3, from gptq_amx_cols' B tiles */
+AMXI_INLINE void gptq_amx_block(const vnni_job *j, const uint8_t *bb, int64_t kb, int64_t r0) {
+    const int64_t ab = j->ab, k = j->w->k, g0 = kb * ab / 64;
+    const int64_t g1 = (kb * ab + ab < k ? kb * ab + ab : k) / 64;
+    amxi_c4(j->xp + r0 * j->kp + g0 * 64, j->kp, bb + g0 * VNNI_NV * 1024, 64, 1024, VNNI_NV * 1024,
+            g1 - g0);
 }
 
 /* From VNNI_COPY_M rows where the CPU has AMX-INT8 (j->amx: bits 2, 4 or 8, blocks of whole
@@ -714,22 +723,8 @@ VNNI_INLINE void nf4_vnni_tile(const nf4_job *j, const uint32_t *buf, const floa
 AMXI_INLINE void nf4_amx_block(const nf4_job *j, const uint32_t *buf, int64_t c0, int64_t kb,
                                int64_t r0) {
     const int64_t ab = j->ab;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t s = 0; s < ab / 64; s++) {
-        const uint32_t *b = buf + ((kb * ab - c0) / 4 + 16 * s) * 64;
-        _tile_loadd(4, j->xp + r0 * j->kp + kb * ab + 64 * s, j->kp);
-        _tile_loadd(5, b, 256);
-        _tile_loadd(6, b + 16, 256);
-        _tile_loadd(7, b + 32, 256);
-        _tile_dpbsud(0, 4, 5);
-        _tile_dpbsud(1, 4, 6);
-        _tile_dpbsud(2, 4, 7);
-        _tile_loadd(5, b + 48, 256);
-        _tile_dpbsud(3, 4, 5);
-    }
+    amxi_c4(j->xp + r0 * j->kp + kb * ab, j->kp, buf + (kb * ab - c0) / 4 * 64, 256, 64, 16 * 256,
+            ab / 64);
 }
 
 AMXI_TARGET static void nf4_amx_rows(const nf4_job *j, const uint32_t *buf, const float *sc,
