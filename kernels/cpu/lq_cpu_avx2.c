@@ -1,7 +1,7 @@
 /* x86-64 AVX2 integer-activation kernels, for CPUs without AVX-512 VNNI (AMD Zen 1-3, Intel
- * before Ice Lake): GPTQ bits 2/4/8 (and 3: avx2_tile3) with the semantics of
- * lq_gemm_gptq_qx_ref, bit for bit, as lq_cpu_vnni.c has them with AVX-512. Chosen at run time
- * (lq_cpu_avx2i); elsewhere the float kernels run.
+ * before Ice Lake; and 3-bit where VNNI comes without VBMI): GPTQ bits 2/4/8 (and 3: avx2_tile3)
+ * with the semantics of lq_gemm_gptq_qx_ref, bit for bit, as lq_cpu_vnni.c has them with AVX-512.
+ * Chosen at run time (lq_cpu_avx2i); elsewhere the float kernels run.
  *
  * The activations are int8, laid out as for the VNNI kernels (lq_gptq_qx_row): a qweight word
  * shifted by s * b and masked per byte holds slice s (channels u * (8/b) + s, u = 0..3), so one

@@ -568,7 +568,7 @@ static int gptq_qx(const lq_qlinear *w, int64_t m) {
     const int vnni = gptq_vnni(w);
     if (!vnni && !lq_cpu_avx2i())
         return 0;
-    const int xb = lq_gptq_qx_bits(w, m); /* the AVX2 kernels take 3-bit on int8 only */
+    const int xb = lq_gptq_qx_bits(w, m); /* the AVX2 kernels need n % 8 == 0 */
     return xb && (vnni || lq_gptq_avx2_ok(w, xb)) ? xb : 0;
 }
 
