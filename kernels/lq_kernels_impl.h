@@ -255,7 +255,8 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
 /* GPTQ (bits 2/3/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
  * activations. The *_qx_bits of a format at m rows: 8 (int8 activations, up to LQ_QX_X8_MAX_M
  * rows: llama.cpp's Q8 activations, in smaller blocks), 16 (int16, AWQ as stored at
- * m <= LQ_QX_X16_MAX_M on a CPU with AVX-512 VNNI, within ~1e-9 NMSE of the float result) or 0
+ * m <= LQ_QX_X16_MAX_M on a CPU with AVX-512 VNNI but not VBMI, within ~1e-9 NMSE of the float
+ * result) or 0
  * (float kernels, or no such kernel for the layout). So AWQ's semantics at a few rows depend on
  * the CPU, both within tol_nmse_qx of the float result;
  * *_qx_block: channels per activation block (the group when small enough, else a divisor of

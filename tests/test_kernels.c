@@ -67,8 +67,19 @@ static int64_t first_diff(const float *a, const float *b, int64_t cnt) {
     return -1;
 }
 
+/* filter: substrings separated by commas, any of which selects */
 static int want(const char *filter, const char *name) {
-    return !filter || strstr(name, filter) != NULL;
+    if (!filter)
+        return 1;
+    for (const char *p = filter; *p;) {
+        const char *e   = strchr(p, ',');
+        size_t      len = e ? (size_t)(e - p) : strlen(p);
+        for (const char *s = name; len && strlen(s) >= len; s++)
+            if (!strncmp(s, p, len))
+                return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -798,8 +809,8 @@ static void test_sort(void) {
                 CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, y0, ws, w0, 0, fl));
                 CHECK_OK(lq_qlinear_forward_cpu_ex(&s, x, m, y1, ws, w1, 0, fl));
                 /* integer activations of one width where both layouts have them; else (AVX2
-                 * CPUs: the repacked one only; AVX-512 VNNI at m <= 4: AWQ as stored on int16,
-                 * the repacked one on int8) their NMSE bound */
+                 * CPUs: the repacked one only; AVX-512 VNNI without VBMI at m <= 4: AWQ as
+                 * stored on int16, the repacked one on int8) their NMSE bound */
                 const lq_format_traits *ta = lq_format_traits_get(c->fmt),
                                        *tg = lq_format_traits_get(LQ_FMT_GPTQ);
                 const int qa               = fl && ta->quantizes_x_cpu(w, m),
@@ -1180,7 +1191,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "perf"))
             o.perf = 1;
         else {
-            fprintf(stderr, "usage: %s [-f FMT] [-b cpu|cuda] [-v] [perf]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-f FMT[,FMT...]] [-b cpu|cuda] [-v] [perf]\n", argv[0]);
             return 2;
         }
     }

@@ -8,8 +8,9 @@
  * Layout: a qweight word holds 32/b input channels of one output column. Shifted by s*b and
  * masked per byte its bytes hold channels t*(8/b) + s, t = 0..3. The activations are stored in
  * that order (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x
- * against 16 columns of masked words is one instruction. AWQ as stored keeps int16 activations
- * (vpdpwssd, 2 x 2 per lane) at m <= 4: awq_vnni_seq.
+ * against 16 columns of masked words is one instruction. AWQ as stored at m <= 4 reads its words
+ * in place: int8 with VBMI (awq_vbmi_seq, 4 channel rows byte-transposed), else int16
+ * (vpdpwssd, 2 x 2 per lane: awq_vnni_seq).
  *
  * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
  * the word rows of a block through its contiguous column range (the float kernel's order);
@@ -57,8 +58,11 @@ int lq_cpu_vnni(void) { /* lq_cpu_avx512 also honours LQ_CPU_KERNELS=portable */
     return lq_cpu_avx512() && __builtin_cpu_supports("avx512vnni");
 }
 
+/* LQ_CPU_KERNELS=novbmi: as a VNNI CPU without VBMI (Cascade Lake) runs, so that the paths
+ * only such CPUs take are tested too (ctest kernels_novbmi) */
 int lq_cpu_vbmi(void) {
-    return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi");
+    const char *e = getenv("LQ_CPU_KERNELS");
+    return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi") && !(e && !strcmp(e, "novbmi"));
 }
 
 static int64_t al64(int64_t v) {
@@ -1127,6 +1131,96 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
     }
 }
 
+/* int8 at m <= 4 where the CPU has VBMI: four channel rows of 16 words byte-transposed so each
+ * 32-bit lane holds byte i of one word for 4 consecutive channels (vpermt2b pairs channels,
+ * vpermt2w pairs the pairs): its low nibbles are field 2i, its high ones field 2i + 1, and one
+ * 32-bit broadcast of the 4 channels' activations multiplies them. vpdpbusd of the raw bytes
+ * sums lo + 16 hi, of the bytes & 0xF0 16 hi; before the flush the two come apart exactly. The
+ * same runs and L1 sums as awq_vnni_seq, a quad of channels where it takes a pair, and half the
+ * operations a product: 4096 x 11008, 1 thread, one row: see lq_awq_qx_bits. */
+/* bytes 2s and 2s + 1 (ib: the byte pair's index) of 16 words of 4 channels (wv) into
+ * acc[r][f .. f + 3]: raw byte 2s, its high nibbles, raw byte 2s + 1, its high nibbles */
+VBMI_INLINE void awq_vbmi_pair(const __m512i wv[4], __m512i ib, const __m512i iw[2],
+                               const __m512i xb[4], const int M, __m512i acc[][8], const int f) {
+    const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
+    const __m512i ab  = _mm512_permutex2var_epi8(wv[0], ib, wv[1]);
+    const __m512i cd  = _mm512_permutex2var_epi8(wv[2], ib, wv[3]);
+    for (int t = 0; t < 2; t++) {
+        const __m512i q = _mm512_permutex2var_epi16(ab, iw[t], cd), qh = _mm512_and_si512(q, hi4);
+        for (int r = 0; r < M; r++) {
+            acc[r][f + 2 * t]     = _mm512_dpbusd_epi32(acc[r][f + 2 * t], q, xb[r]);
+            acc[r][f + 2 * t + 1] = _mm512_dpbusd_epi32(acc[r][f + 2 * t + 1], qh, xb[r]);
+        }
+    }
+}
+
+VBMI_INLINE void awq_vbmi_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
+    const uint32_t   *qw = (const uint32_t *)w->qweight;
+    const int         P = M == 1 ? 4 : 2, TH = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
+    uint8_t           ib[2][64];
+    uint16_t          iw[2][32];
+    for (int p = 0; p < 64; p++) /* byte e of lane l: channel e & 1 (A or B), byte (e >> 1) + 2h */
+        for (int h = 0; h < 2; h++)
+            ib[h][p] = (uint8_t)((p & ~3) + (p & 3) / 2 + 2 * h + 64 * (p & 1));
+    for (int p = 0; p < 32; p++) /* word e of lane l: pair e (AB or CD), its word t */
+        for (int t = 0; t < 2; t++)
+            iw[t][p] = (uint16_t)((p & ~1) + t + 32 * (p & 1));
+    const __m512i ibv[2] = {_mm512_loadu_si512(ib[0]), _mm512_loadu_si512(ib[1])};
+    const __m512i iwv[2] = {_mm512_loadu_si512(iw[0]), _mm512_loadu_si512(iw[1])};
+    __m512i       sum[AWQ_SEQ_B][8]; /* [block][row][2i: raw bytes i, 2i + 1: high nibbles] */
+    for (int64_t ba = b0; ba < b1; ba += RB) {
+        const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
+        for (int64_t kb = 0; kb < j->nkb; kb++) {
+            const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+            for (int64_t b = 0; b < nb * M; b++)
+                for (int f = 0; f < 8; f++)
+                    sum[b][f] = _mm512_setzero_si512();
+            for (int64_t c = c0; c < c1;) {
+                const int np = c1 - c >= 4 * P ? P : 1; /* channel quads this pass */
+                for (int64_t b = 0; b < nb; b++) {
+                    const int64_t   w0 = (ba + b) * 16;
+                    const __mmask16 wm = (__mmask16)((1u << (nw - w0 < 16 ? nw - w0 : 16)) - 1u);
+                    for (int h = 0; h < 4; h += TH) { /* bytes h .. h + TH - 1 */
+                        __m512i acc[4][8];
+                        for (int r = 0; r < M; r++)
+                            for (int f = 0; f < 2 * TH; f++)
+                                acc[r][f] = sum[b * M + r][2 * h + f];
+                        for (int p = 0; p < np; p++) {
+                            __m512i wv[4], xb[4];
+                            for (int t = 0; t < 4; t++) {
+                                const uint32_t *row = qw + (c + 4 * p + t) * nw + w0;
+                                if (h == 0)
+                                    _mm_prefetch((const char *)(row + 4 * P * nw), _MM_HINT_T0);
+                                wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
+                            }
+                            for (int r = 0; r < M; r++) {
+                                int32_t xv;
+                                memcpy(&xv, j->xp + r * j->kp + c + 4 * p, 4);
+                                xb[r] = _mm512_set1_epi32(xv);
+                            }
+                            for (int hh = 0; hh < TH; hh += 2)
+                                awq_vbmi_pair(wv, ibv[(h + hh) / 2], iwv, xb, M, acc, 2 * hh);
+                        }
+                        for (int r = 0; r < M; r++)
+                            for (int f = 0; f < 2 * TH; f++)
+                                sum[b * M + r][2 * h + f] = acc[r][f];
+                    }
+                }
+                c += 4 * np;
+            }
+            for (int64_t b = 0; b < nb * M; b++)
+                for (int i = 0; i < 4; i++) { /* raw = lo + hi16: fields 2i, 2i + 1 */
+                    sum[b][2 * i]     = _mm512_sub_epi32(sum[b][2 * i], sum[b][2 * i + 1]);
+                    sum[b][2 * i + 1] = _mm512_srai_epi32(sum[b][2 * i + 1], 4);
+                }
+            for (int64_t b = 0; b < nb; b++)
+                awq_vnni_flush(j, kb, (ba + b) * 16, 0, M, &sum[b * M]);
+        }
+    }
+}
+
 /* One thread's 16-word blocks [b0, b1). */
 VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
     switch (j->m) {
@@ -1134,6 +1228,23 @@ VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
     case 2: awq_vnni_seq(j, b0, b1, 2); break;
     case 3: awq_vnni_seq(j, b0, b1, 3); break;
     default: awq_vnni_seq(j, b0, b1, 4); break;
+    }
+}
+
+VBMI_TARGET static void awq_vbmi_x8(const awq_job *j, int64_t b0, int64_t b1) {
+    switch (j->m) {
+    case 1:
+        awq_vbmi_seq(j, b0, b1, 1);
+        break;
+    case 2:
+        awq_vbmi_seq(j, b0, b1, 2);
+        break;
+    case 3:
+        awq_vbmi_seq(j, b0, b1, 3);
+        break;
+    default:
+        awq_vbmi_seq(j, b0, b1, 4);
+        break;
     }
 }
 
@@ -1207,15 +1318,20 @@ static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int co
     }
 }
 
+/* the words as stored, read in place (awq_vnni_seq, awq_vbmi_seq), rather than repacked */
+static int awq_in_place(int64_t m, int xbits) {
+    return m <= LQ_QX_X16_MAX_M && (xbits == 16 || lq_cpu_vbmi());
+}
+
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     const int64_t ab = lq_awq_qx_block(w, xbits), np = awq_np(w);
     if (!ab)
         return 0;
-    if (xbits == 8) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
+    if (!awq_in_place(m, xbits)) /* the GPTQ copy (same blocks), its kernel's workspace, y */
         return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * np) * 4;
     const int64_t nkb = (w->k + ab - 1) / ab;
-    /* int16 codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
-    return (size_t)(m * al64(w->k * 2) + 2 * m * nkb * 4 + m * np * 4);
+    /* codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
+    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4 + m * np * 4);
 }
 
 /* y [m, n] in column order from the field-major yf [m, np] */
@@ -1233,7 +1349,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     const int     nt = lq_cpu_threads(nthreads);
     if (!ab || (xbits != 8 && xbits != 16))
         return LQ_ERR_UNSUPPORTED;
-    if (xbits == 8) {
+    if (!awq_in_place(m, xbits)) {
         /* from VNNI_COPY_M rows the GPTQ kernel copies each column block's words anyway: it
          * repacks them there instead, without the copy through memory (16 rows, 1 thread,
          * 11008 x 4096: 5.8 -> 3.4 ms; 3.1-3.2 with the codes sorted at load) */
@@ -1246,7 +1362,8 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
     }
-    awq_job  j  = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k * 2), .m = m, .np = np};
+    const int xb = xbits / 8; /* bytes a code */
+    awq_job  j = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k * xb), .m = m, .np = np};
     uint8_t *xp = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
     j.xp               = xp;
@@ -1259,16 +1376,22 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
         int32_t       tmp[256];
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) /* int16 activations in channel order */
+        for (int64_t r = 0; r < m; r++) /* activations in channel order */
             for (int64_t kb = 0; kb < j.nkb; kb++) {
                 const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-                xsf[r * j.nkb + kb] =
-                    (float)lq_qx_block(x + r * k + c0, c1 - c0, 32767.f, tmp, &dx[r * j.nkb + kb]);
+                xsf[r * j.nkb + kb] = (float)lq_qx_block(
+                    x + r * k + c0, c1 - c0, xb == 2 ? 32767.f : 127.f, tmp, &dx[r * j.nkb + kb]);
                 for (int64_t c = c0; c < c1; c++)
-                    ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
+                    if (xb == 2)
+                        ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
+                    else
+                        ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
             }
-        if (nblk * th / tn < nblk * (th + 1) / tn)
-            awq_vnni_x16(&j, nblk * th / tn, nblk * (th + 1) / tn);
+        const int64_t b0 = nblk * th / tn, b1 = nblk * (th + 1) / tn;
+        if (b0 < b1 && xb == 2)
+            awq_vnni_x16(&j, b0, b1);
+        else if (b0 < b1)
+            awq_vbmi_x8(&j, b0, b1);
     }
     awq_unpermute(yf, np, m, n, y, nt);
     return LQ_OK;

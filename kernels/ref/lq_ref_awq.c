@@ -29,11 +29,12 @@ static int32_t awq_zero(const lq_qlinear *w, int64_t g, int64_t i) {
 int lq_awq_qx_bits(const lq_qlinear *w, int64_t m) {
     if (m < 1 || m > LQ_QX_X8_MAX_M)
         return 0;
-    /* int16 at a few rows with AVX-512 VNNI, where the words as stored are read in place
-     * (awq_vnni_seq); its int8 path repacks them whole into GPTQ's layout each call, twice the
-     * time at one row (Emerald Rapids, 1 thread, 4096 x 11008: 1.6-2.0 ms against 3.8). The
-     * model loader repacks once (lq_qlinear_sort) and runs GPTQ's int8 kernels. */
-    const int xbits = m <= LQ_QX_X16_MAX_M && lq_cpu_vnni() ? 16 : 8;
+    /* At a few rows the words as stored are read in place: int8 with VBMI (awq_vbmi_seq),
+     * int16 on an AVX-512 VNNI CPU without it (awq_vnni_seq), whose int8 path repacks them
+     * whole into GPTQ's layout each call, twice the time at one row (Emerald Rapids, 1 thread,
+     * 4096 x 11008: 1.6-2.0 ms against 3.8). The model loader repacks once (lq_qlinear_sort)
+     * and runs GPTQ's int8 kernels. */
+    const int xbits = m <= LQ_QX_X16_MAX_M && lq_cpu_vnni() && !lq_cpu_vbmi() ? 16 : 8;
     return lq_awq_qx_block(w, xbits) ? xbits : 0;
 }
 
