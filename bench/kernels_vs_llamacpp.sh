@@ -19,7 +19,7 @@
 # q2_K, GPTQ-8 and LLM.int8 vs q8_0, dense fp16 / bf16 weights vs f16 / bf16 (dense-f32: OpenBLAS
 # sgemm on float32 weights, vs f16). llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
 # call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
-# int8 activations; AWQ as stored: int16 up to 4 rows without AVX-512 VBMI), "dense_bf16+bx" dense bf16 on bf16
+# int8 activations), "dense_bf16+bx" dense bf16 on bf16
 # activations (LQ_QLINEAR_BF16_X, AVX-512 BF16, as llama.cpp's bf16), the others keep float
 # activations.
 set -euo pipefail

@@ -269,10 +269,9 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * scaled to int8 too, ~1e-5 more NMSE) quantize the activations per row and block of channels
  * (the group, or 128/256 channels of it) and use integer dot products where the CPU has
  * AVX-512 VNNI, as llama.cpp does with its Q8 activations: int8 for 1 to 1024 rows (~5e-5 NMSE
- * on gaussian rows, more with outlier channels: see docs/kernels.md), except AWQ as stored at
- * m <= 4 rows on a CPU without AVX-512 VBMI: int16 (the float result within ~1e-9 NMSE).
- * GPTQ had int16 rows there too before 0.2.3, and AWQ as stored on every VNNI CPU; int8 is
- * faster on Intel's two 512-bit ports. On CPUs with AVX2 but not VNNI
+ * on gaussian rows, more with outlier channels: see docs/kernels.md). GPTQ and AWQ as stored
+ * had int16 at m <= 4 rows before 0.2.3 (the float result within ~1e-9 NMSE); int8 is faster
+ * on Intel's two 512-bit ports. On CPUs with AVX2 but not VNNI
  * (0.2.1), GPTQ 2/3/4/8-bit (AWQ once lq_qlinear_sort has put it in GPTQ's layout) has the
  * same semantics, bit for bit. Elsewhere the float kernels run.
  * LQ_QLINEAR_BF16_X (0.2.2) lets dense bf16 weights run on activations rounded to bf16 (to

@@ -230,7 +230,7 @@ LQ_VINL lq_v8f lq_v8f_from_f16(const uint16_t *h) {
 
 /* ---------------------------------------------------------------------------------------
  * Integer activations (the VNNI kernels): a block of len values quantized symmetrically to
- * +-qmax (127: int8, 32767: int16), dx = absmax / qmax, q = round-half-even(x * qmax / absmax)
+ * +-qmax (127: int8), dx = absmax / qmax, q = round-half-even(x * qmax / absmax)
  * clamped; returns the sum of the codes. One copy for the kernels and their scalar reference,
  * so both round alike.
  * --------------------------------------------------------------------------------------- */
@@ -254,27 +254,23 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
 
 /* GPTQ (bits 2/3/4/8, g_idx = c / group_size, whole-word groups) and AWQ with integer
  * activations. The *_qx_bits of a format at m rows: 8 (int8 activations, up to LQ_QX_X8_MAX_M
- * rows: llama.cpp's Q8 activations, in smaller blocks), 16 (int16, AWQ as stored at
- * m <= LQ_QX_X16_MAX_M on a CPU with AVX-512 VNNI but not VBMI, within ~1e-9 NMSE of the float
- * result) or 0
- * (float kernels, or no such kernel for the layout). So AWQ's semantics at a few rows depend on
- * the CPU, both within tol_nmse_qx of the float result;
- * *_qx_block: channels per activation block (the group when small enough, else a divisor of
- * it; int16 blocks <= 128 keep the int32 sums from overflowing). ref/ defines the semantics;
- * the CPU picks it only with AVX-512 VNNI or AVX2. */
-#define LQ_QX_X16_MAX_M 4
-#define LQ_QX_X8_MAX_M  LQ_QLINEAR_INT_X_ROWS
-int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit, int xbits);
+ * rows: llama.cpp's Q8 activations, in smaller blocks) or 0 (float kernels, or no such kernel
+ * for the layout); the same on every CPU (AWQ as stored had int16 at m <= 4 until 0.2.3);
+ * *_qx_block: channels per activation block (the group when <= 256 channels, else a divisor
+ * of it, a multiple of unit). ref/ defines the semantics; the CPU picks it only with AVX-512
+ * VNNI or AVX2. */
+#define LQ_QX_X8_MAX_M LQ_QLINEAR_INT_X_ROWS
+int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit);
 int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);
-int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits);
+int64_t lq_gptq_qx_block(const lq_qlinear *w);
 int     lq_awq_qx_bits(const lq_qlinear *w, int64_t m);
-int64_t lq_awq_qx_block(const lq_qlinear *w, int xbits);
+int64_t lq_awq_qx_block(const lq_qlinear *w);
 /* Scalar oracles: per block of channels, int32 sums of codes times weights, then
  * t = fma(-z, sum(xq), acc) and y = fma(t, s * dx, y) block by block in order, plus the bias. */
 typedef uint32_t (*lq_ref_code_fn)(const lq_qlinear *w, int64_t c, int64_t i);
 typedef int32_t (*lq_ref_zero_fn)(const lq_qlinear *w, int64_t g, int64_t i);
-void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int xbits,
-                    int64_t ab, const float *x, int64_t m, float *y);
+void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int64_t ab,
+                    const float *x, int64_t m, float *y);
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
 /* NF4 (ref/lq_ref_nf4.c): int8 at every m; the code book scaled to int8 too (tq, returning the

@@ -412,7 +412,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
                             int xbits, int nthreads) {
     avx2_job j = {0};
     j.w        = w;
-    j.ab       = lq_gptq_qx_block(w, xbits);
+    j.ab       = lq_gptq_qx_block(w);
     if (!j.ab || !lq_gptq_avx2_ok(w, xbits))
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;

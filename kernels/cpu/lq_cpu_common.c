@@ -146,7 +146,7 @@ void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, 
 /* Their workspace: xp [m, k * xbits/8 rounded up to 64 bytes] | block sums [m, nkb] | block
  * scales [m, nkb] (0: no such semantics for w). */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_gptq_qx_block(w, xbits);
+    const int64_t ab = lq_gptq_qx_block(w);
     if (!ab)
         return 0;
     const int64_t nkb = (w->k + ab - 1) / ab, kp = (w->k * (xbits / 8) + 63) & ~(int64_t)63;

@@ -9,8 +9,8 @@
  * masked per byte its bytes hold channels t*(8/b) + s, t = 0..3. The activations are stored in
  * that order (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x
  * against 16 columns of masked words is one instruction. AWQ as stored at m <= 4 reads its words
- * in place: int8 with VBMI (awq_vbmi_seq, 4 channel rows byte-transposed), else int16
- * (vpdpwssd, 2 x 2 per lane: awq_vnni_seq).
+ * in place, 4 channel rows byte-transposed (awq_vnni_seq); above, GPTQ's kernel on a repacked
+ * copy.
  *
  * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
  * the word rows of a block through its contiguous column range (the float kernel's order);
@@ -58,11 +58,8 @@ int lq_cpu_vnni(void) { /* lq_cpu_avx512 also honours LQ_CPU_KERNELS=portable */
     return lq_cpu_avx512() && __builtin_cpu_supports("avx512vnni");
 }
 
-/* LQ_CPU_KERNELS=novbmi: as a VNNI CPU without VBMI (Cascade Lake) runs, so that the paths
- * only such CPUs take are tested too (ctest kernels_novbmi) */
 int lq_cpu_vbmi(void) {
-    const char *e = getenv("LQ_CPU_KERNELS");
-    return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi") && !(e && !strcmp(e, "novbmi"));
+    return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi");
 }
 
 static int64_t al64(int64_t v) {
@@ -520,7 +517,7 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
     vnni_job j = {0};
     j.w        = w;
     j.awq      = awq;
-    j.ab       = lq_gptq_qx_block(w, xbits);
+    j.ab       = lq_gptq_qx_block(w);
     if (!j.ab || xbits != 8)
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
@@ -985,34 +982,23 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * AWQ: the semantics of lq_gemm_awq_qx_ref. Word (c, j) packs columns 8j + o of channel c, in
  * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
  * words is a vector whose lane l is column 8l + kAwqCol[f].
- * int16 (m <= 4): a lane of a vpdpwssd needs 2 consecutive channels of one column: field f of
- * 2 channel rows, shifted into the lane's halves. Results come out field-major and go to a
- * scratch y (rows padded to 128 columns), put back in column order at the end; the scales are
- * permuted to field-major with two vpermt2w per field at each block flush, the zeros come
- * packed like the codes.
- * int8 (more rows): see awq_repack_codes.
+ * m <= 4: a lane of a vpdpbusd needs 4 consecutive channels of one column: 4 channel rows
+ * byte-transposed in place (awq_vnni_quad). Results come out field-major and go to a scratch y
+ * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
+ * to field-major with two vpermt2w per field at each block flush, the zeros come packed like
+ * the codes.
+ * More rows: see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
 
 typedef struct awq_job {
     const lq_qlinear *w;
     int64_t           ab, nkb, kp, m, np; /* np: scratch row stride */
-    const uint8_t    *xp;                 /* [m, kp] int16 codes in channel order */
+    const uint8_t    *xp;                 /* [m, kp] int8 codes in channel order */
     const float      *xsf, *dx;
     float            *yf; /* [m, np] field-major */
 } awq_job;
 
 static const int kAwqCol[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-
-VNNI_INLINE __m512i awq_shift(__m512i v, const int d) { /* d > 0: left */
-    return d > 0 ? _mm512_slli_epi32(v, (unsigned)d) : _mm512_srli_epi32(v, (unsigned)-d);
-}
-
-/* int16 halves of each lane: field f of the words of channel c (w0), of channel c + 1 (w1) */
-VNNI_INLINE __m512i awq_field_pair(__m512i w0, __m512i w1, const int f) {
-    return _mm512_ternarylogic_epi32(
-        awq_shift(w1, 16 - 4 * f), _mm512_set1_epi32(0xF0000),
-        _mm512_and_si512(awq_shift(w0, -4 * f), _mm512_set1_epi32(0xF)), 0xEA); /* (a & b) | c */
-}
 
 /* yf (+)= block kb's integer sums acc[r][f] of words [w0, w0 + 16) scaled: zeros (packed like
  * the codes) and scales permuted to field-major. First block (kb == 0) assigns. */
@@ -1058,118 +1044,71 @@ VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_
     }
 }
 
-/* The int16 rows (m <= 4): channel pairs over runs of 16-word blocks, the sums of a run in an
- * L1 buffer, as gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes
- * apart, as tiles would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008
- * on 2 threads took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at
- * 4 rows, two rows a tile, 5.8 ms against 0.34 at one. Per pass, P channel pairs (4 at one
- * row, 2 above) and the fields in halves of FH (all 8 up to 2 rows, 4 above) keep M x FH
- * accumulators in registers; a run has 16, 8, 4 or 4 blocks at 1-4 rows (8 KiB of sums at most). */
+/* 16 words of 4 consecutive channel rows (wv, kAwqQuad) into acc[r][0..7]. Byte-interleaving
+ * the rows (vpunpck*bw, then *wd) puts in 32-bit lane (q, i) (128-bit lane q, dword i) byte i
+ * of word 4q + u of the 4 channels, u = 0..3 the four results; its low nibbles are field 2i,
+ * its high ones 2i + 1, and one 32-bit broadcast of the 4 channels' activations multiplies
+ * them. vpdpbusd of the raw bytes sums lo + 16 hi, of the bytes & 0xF0 16 hi: acc[r][2u] and
+ * [2u + 1], taken apart and put field-major once per block (awq_vnni_unquad). 8 shuffles, 4
+ * masks and 8 dot products for 512 products, where int16 pairs took 16 dot products and 64
+ * shifts and masks. Words u in [u0, u0 + NU) only: the halves above two rows. */
+VNNI_INLINE void awq_vnni_quad(const __m512i wv[4], const __m512i xb[4], const int M, const int u0,
+                               const int NU, __m512i acc[][8]) {
+    const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
+    for (int v = u0 / 2; v < (u0 + NU) / 2; v++) { /* byte-pairs of words 4q + 2v, 4q + 2v + 1 */
+        const __m512i ab =
+            v ? _mm512_unpackhi_epi8(wv[0], wv[1]) : _mm512_unpacklo_epi8(wv[0], wv[1]);
+        const __m512i cd =
+            v ? _mm512_unpackhi_epi8(wv[2], wv[3]) : _mm512_unpacklo_epi8(wv[2], wv[3]);
+        for (int t = 0; t < 2; t++) {
+            const __m512i q  = t ? _mm512_unpackhi_epi16(ab, cd) : _mm512_unpacklo_epi16(ab, cd);
+            const __m512i qh = _mm512_and_si512(q, hi4);
+            const int     f  = 2 * (2 * v + t - u0);
+            for (int r = 0; r < M; r++) {
+                acc[r][f]     = _mm512_dpbusd_epi32(acc[r][f], q, xb[r]);
+                acc[r][f + 1] = _mm512_dpbusd_epi32(acc[r][f + 1], qh, xb[r]);
+            }
+        }
+    }
+}
+
+/* One row's sums of a block from awq_vnni_quad's order (s[2u]: lo + 16 hi, s[2u + 1]: 16 hi,
+ * lane (q, i) = word 4q + u, byte i) to field-major (s[f], lane l = word l): per nibble, a 4 x 4
+ * transpose of dwords in each 128-bit lane. */
+VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
+    __m512i v[2][4];
+    for (int u = 0; u < 4; u++) {
+        v[1][u] = _mm512_srai_epi32(s[2 * u + 1], 4);
+        v[0][u] = _mm512_sub_epi32(s[2 * u], s[2 * u + 1]);
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m512i t0 = _mm512_unpacklo_epi32(v[h][0], v[h][1]);
+        const __m512i t1 = _mm512_unpackhi_epi32(v[h][0], v[h][1]);
+        const __m512i t2 = _mm512_unpacklo_epi32(v[h][2], v[h][3]);
+        const __m512i t3 = _mm512_unpackhi_epi32(v[h][2], v[h][3]);
+        s[0 + h]         = _mm512_unpacklo_epi64(t0, t2);
+        s[2 + h]         = _mm512_unpackhi_epi64(t0, t2);
+        s[4 + h]         = _mm512_unpacklo_epi64(t1, t3);
+        s[6 + h]         = _mm512_unpackhi_epi64(t1, t3);
+    }
+}
+
+/* m <= 4: channel quads over runs of 16-word blocks, the sums of a run in an L1 buffer, as
+ * gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles
+ * would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008 on 2 threads
+ * took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at 4 rows, two
+ * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (4 at one row, 2
+ * above) and the results in halves (all 8 up to 2 rows, 4 above) keep M x 8 or M x 4
+ * accumulators in registers; a run has 16, 8, 4 or 4 blocks at 1-4 rows (8 KiB of sums at
+ * most). */
+#define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
 #define AWQ_SEQ_B 16 /* blocks a run at one row */
 VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
     const uint32_t   *qw = (const uint32_t *)w->qweight;
-    const int         P = M == 1 ? 4 : 2, FH = M <= 2 ? 8 : 4, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
-    __m512i           sum[AWQ_SEQ_B][8]; /* [block][row][field], RB * M <= AWQ_SEQ_B */
-    for (int64_t ba = b0; ba < b1; ba += RB) {
-        const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
-        for (int64_t kb = 0; kb < j->nkb; kb++) {
-            const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-            for (int64_t b = 0; b < nb * M; b++)
-                for (int f = 0; f < 8; f++)
-                    sum[b][f] = _mm512_setzero_si512();
-            for (int64_t c = c0; c < c1;) {
-                const int np = c1 - c >= 2 * P ? P : 1; /* channel pairs this pass */
-                __m512i   x1[4];                        /* one row: the pass's, once */
-                for (int p = 0; M == 1 && p < np; p++) {
-                    int32_t xv;
-                    memcpy(&xv, j->xp + (c + 2 * p) * 2, 4);
-                    x1[p] = _mm512_set1_epi32(xv);
-                }
-                for (int64_t b = 0; b < nb; b++) {
-                    const int64_t   w0 = (ba + b) * 16;
-                    const __mmask16 wm = (__mmask16)((1u << (nw - w0 < 16 ? nw - w0 : 16)) - 1u);
-                    for (int h = 0; h < 8; h += FH) {
-                        __m512i acc[4][8];
-                        for (int r = 0; r < M; r++)
-                            for (int f = 0; f < FH; f++)
-                                acc[r][f] = sum[b * M + r][h + f];
-                        for (int p = 0; p < np; p++) {
-                            __m512i wv[2], xb[4];
-                            for (int t = 0; t < 2; t++) {
-                                const uint32_t *row = qw + (c + 2 * p + t) * nw + w0;
-                                if (h == 0)
-                                    _mm_prefetch((const char *)(row + 8 * nw), _MM_HINT_T0);
-                                wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
-                            }
-                            for (int r = 0; r < M; r++) {
-                                int32_t xv;
-                                if (M == 1) {
-                                    xb[0] = x1[p];
-                                    break;
-                                }
-                                memcpy(&xv, j->xp + r * j->kp + (c + 2 * p) * 2, 4);
-                                xb[r] = _mm512_set1_epi32(xv);
-                            }
-                            for (int f = 0; f < FH; f++) {
-                                const __m512i q = awq_field_pair(wv[0], wv[1], h + f);
-                                for (int r = 0; r < M; r++)
-                                    acc[r][f] = _mm512_dpwssd_epi32(acc[r][f], q, xb[r]);
-                            }
-                        }
-                        for (int r = 0; r < M; r++)
-                            for (int f = 0; f < FH; f++)
-                                sum[b * M + r][h + f] = acc[r][f];
-                    }
-                }
-                c += 2 * np;
-            }
-            for (int64_t b = 0; b < nb; b++)
-                awq_vnni_flush(j, kb, (ba + b) * 16, 0, M, &sum[b * M]);
-        }
-    }
-}
-
-/* int8 at m <= 4 where the CPU has VBMI: four channel rows of 16 words byte-transposed so each
- * 32-bit lane holds byte i of one word for 4 consecutive channels (vpermt2b pairs channels,
- * vpermt2w pairs the pairs): its low nibbles are field 2i, its high ones field 2i + 1, and one
- * 32-bit broadcast of the 4 channels' activations multiplies them. vpdpbusd of the raw bytes
- * sums lo + 16 hi, of the bytes & 0xF0 16 hi; before the flush the two come apart exactly. The
- * same runs and L1 sums as awq_vnni_seq, a quad of channels where it takes a pair, and half the
- * operations a product: 4096 x 11008, 1 thread, one row: see lq_awq_qx_bits. */
-/* bytes 2s and 2s + 1 (ib: the byte pair's index) of 16 words of 4 channels (wv) into
- * acc[r][f .. f + 3]: raw byte 2s, its high nibbles, raw byte 2s + 1, its high nibbles */
-VBMI_INLINE void awq_vbmi_pair(const __m512i wv[4], __m512i ib, const __m512i iw[2],
-                               const __m512i xb[4], const int M, __m512i acc[][8], const int f) {
-    const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
-    const __m512i ab  = _mm512_permutex2var_epi8(wv[0], ib, wv[1]);
-    const __m512i cd  = _mm512_permutex2var_epi8(wv[2], ib, wv[3]);
-    for (int t = 0; t < 2; t++) {
-        const __m512i q = _mm512_permutex2var_epi16(ab, iw[t], cd), qh = _mm512_and_si512(q, hi4);
-        for (int r = 0; r < M; r++) {
-            acc[r][f + 2 * t]     = _mm512_dpbusd_epi32(acc[r][f + 2 * t], q, xb[r]);
-            acc[r][f + 2 * t + 1] = _mm512_dpbusd_epi32(acc[r][f + 2 * t + 1], qh, xb[r]);
-        }
-    }
-}
-
-VBMI_INLINE void awq_vbmi_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
-    const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
-    const uint32_t   *qw = (const uint32_t *)w->qweight;
-    const int         P = M == 1 ? 4 : 2, TH = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
-    uint8_t           ib[2][64];
-    uint16_t          iw[2][32];
-    for (int p = 0; p < 64; p++) /* byte e of lane l: channel e & 1 (A or B), byte (e >> 1) + 2h */
-        for (int h = 0; h < 2; h++)
-            ib[h][p] = (uint8_t)((p & ~3) + (p & 3) / 2 + 2 * h + 64 * (p & 1));
-    for (int p = 0; p < 32; p++) /* word e of lane l: pair e (AB or CD), its word t */
-        for (int t = 0; t < 2; t++)
-            iw[t][p] = (uint16_t)((p & ~1) + t + 32 * (p & 1));
-    const __m512i ibv[2] = {_mm512_loadu_si512(ib[0]), _mm512_loadu_si512(ib[1])};
-    const __m512i iwv[2] = {_mm512_loadu_si512(iw[0]), _mm512_loadu_si512(iw[1])};
-    __m512i       sum[AWQ_SEQ_B][8]; /* [block][row][2i: raw bytes i, 2i + 1: high nibbles] */
+    const int         P = M == 1 ? 4 : 2, NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
+    __m512i           sum[AWQ_SEQ_B][8]; /* [block][row][awq_vnni_quad's order] */
     for (int64_t ba = b0; ba < b1; ba += RB) {
         const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
         for (int64_t kb = 0; kb < j->nkb; kb++) {
@@ -1182,16 +1121,16 @@ VBMI_INLINE void awq_vbmi_seq(const awq_job *j, int64_t b0, int64_t b1, const in
                 for (int64_t b = 0; b < nb; b++) {
                     const int64_t   w0 = (ba + b) * 16;
                     const __mmask16 wm = (__mmask16)((1u << (nw - w0 < 16 ? nw - w0 : 16)) - 1u);
-                    for (int h = 0; h < 4; h += TH) { /* bytes h .. h + TH - 1 */
+                    for (int u0 = 0; u0 < 4; u0 += NU) {
                         __m512i acc[4][8];
                         for (int r = 0; r < M; r++)
-                            for (int f = 0; f < 2 * TH; f++)
-                                acc[r][f] = sum[b * M + r][2 * h + f];
+                            for (int f = 0; f < 2 * NU; f++)
+                                acc[r][f] = sum[b * M + r][2 * u0 + f];
                         for (int p = 0; p < np; p++) {
                             __m512i wv[4], xb[4];
                             for (int t = 0; t < 4; t++) {
                                 const uint32_t *row = qw + (c + 4 * p + t) * nw + w0;
-                                if (h == 0)
+                                if (u0 == 0)
                                     _mm_prefetch((const char *)(row + 4 * P * nw), _MM_HINT_T0);
                                 wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
                             }
@@ -1200,21 +1139,20 @@ VBMI_INLINE void awq_vbmi_seq(const awq_job *j, int64_t b0, int64_t b1, const in
                                 memcpy(&xv, j->xp + r * j->kp + c + 4 * p, 4);
                                 xb[r] = _mm512_set1_epi32(xv);
                             }
-                            for (int hh = 0; hh < TH; hh += 2)
-                                awq_vbmi_pair(wv, ibv[(h + hh) / 2], iwv, xb, M, acc, 2 * hh);
+                            if (u0 == 0) /* constant u0: acc stays in registers */
+                                awq_vnni_quad(wv, xb, M, 0, NU, acc);
+                            else
+                                awq_vnni_quad(wv, xb, M, 2, NU, acc);
                         }
                         for (int r = 0; r < M; r++)
-                            for (int f = 0; f < 2 * TH; f++)
-                                sum[b * M + r][2 * h + f] = acc[r][f];
+                            for (int f = 0; f < 2 * NU; f++)
+                                sum[b * M + r][2 * u0 + f] = acc[r][f];
                     }
                 }
                 c += 4 * np;
             }
             for (int64_t b = 0; b < nb * M; b++)
-                for (int i = 0; i < 4; i++) { /* raw = lo + hi16: fields 2i, 2i + 1 */
-                    sum[b][2 * i]     = _mm512_sub_epi32(sum[b][2 * i], sum[b][2 * i + 1]);
-                    sum[b][2 * i + 1] = _mm512_srai_epi32(sum[b][2 * i + 1], 4);
-                }
+                awq_vnni_unquad(sum[b]);
             for (int64_t b = 0; b < nb; b++)
                 awq_vnni_flush(j, kb, (ba + b) * 16, 0, M, &sum[b * M]);
         }
@@ -1222,29 +1160,12 @@ VBMI_INLINE void awq_vbmi_seq(const awq_job *j, int64_t b0, int64_t b1, const in
 }
 
 /* One thread's 16-word blocks [b0, b1). */
-VNNI_TARGET static void awq_vnni_x16(const awq_job *j, int64_t b0, int64_t b1) {
+VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1) {
     switch (j->m) {
     case 1: awq_vnni_seq(j, b0, b1, 1); break;
     case 2: awq_vnni_seq(j, b0, b1, 2); break;
     case 3: awq_vnni_seq(j, b0, b1, 3); break;
     default: awq_vnni_seq(j, b0, b1, 4); break;
-    }
-}
-
-VBMI_TARGET static void awq_vbmi_x8(const awq_job *j, int64_t b0, int64_t b1) {
-    switch (j->m) {
-    case 1:
-        awq_vbmi_seq(j, b0, b1, 1);
-        break;
-    case 2:
-        awq_vbmi_seq(j, b0, b1, 2);
-        break;
-    case 3:
-        awq_vbmi_seq(j, b0, b1, 3);
-        break;
-    default:
-        awq_vbmi_seq(j, b0, b1, 4);
-        break;
     }
 }
 
@@ -1318,20 +1239,15 @@ static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int co
     }
 }
 
-/* the words as stored, read in place (awq_vnni_seq, awq_vbmi_seq), rather than repacked */
-static int awq_in_place(int64_t m, int xbits) {
-    return m <= LQ_QX_X16_MAX_M && (xbits == 16 || lq_cpu_vbmi());
-}
-
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_awq_qx_block(w, xbits), np = awq_np(w);
+    const int64_t ab = lq_awq_qx_block(w), np = awq_np(w);
     if (!ab)
         return 0;
-    if (!awq_in_place(m, xbits)) /* the GPTQ copy (same blocks), its kernel's workspace, y */
+    if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
         return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * np) * 4;
     const int64_t nkb = (w->k + ab - 1) / ab;
     /* codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
-    return (size_t)(m * al64(w->k * (xbits / 8)) + 2 * m * nkb * 4 + m * np * 4);
+    return (size_t)(m * al64(w->k) + 2 * m * nkb * 4 + m * np * 4);
 }
 
 /* y [m, n] in column order from the field-major yf [m, np] */
@@ -1345,11 +1261,11 @@ static void awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, flo
 
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads) {
-    const int64_t ab = lq_awq_qx_block(w, xbits), n = w->n, k = w->k, np = awq_np(w);
+    const int64_t ab = lq_awq_qx_block(w), n = w->n, k = w->k, np = awq_np(w);
     const int     nt = lq_cpu_threads(nthreads);
-    if (!ab || (xbits != 8 && xbits != 16))
+    if (!ab || xbits != 8)
         return LQ_ERR_UNSUPPORTED;
-    if (!awq_in_place(m, xbits)) {
+    if (m > AWQ_SEQ_M) {
         /* from VNNI_COPY_M rows the GPTQ kernel copies each column block's words anyway: it
          * repacks them there instead, without the copy through memory (16 rows, 1 thread,
          * 11008 x 4096: 5.8 -> 3.4 ms; 3.1-3.2 with the codes sorted at load) */
@@ -1362,8 +1278,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
     }
-    const int xb = xbits / 8; /* bytes a code */
-    awq_job  j = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k * xb), .m = m, .np = np};
+    awq_job  j   = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k), .m = m, .np = np};
     uint8_t *xp = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
     j.xp               = xp;
@@ -1379,19 +1294,13 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         for (int64_t r = 0; r < m; r++) /* activations in channel order */
             for (int64_t kb = 0; kb < j.nkb; kb++) {
                 const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-                xsf[r * j.nkb + kb] = (float)lq_qx_block(
-                    x + r * k + c0, c1 - c0, xb == 2 ? 32767.f : 127.f, tmp, &dx[r * j.nkb + kb]);
+                xsf[r * j.nkb + kb] =
+                    (float)lq_qx_block(x + r * k + c0, c1 - c0, 127.f, tmp, &dx[r * j.nkb + kb]);
                 for (int64_t c = c0; c < c1; c++)
-                    if (xb == 2)
-                        ((int16_t *)(void *)(xp + r * j.kp))[c] = (int16_t)tmp[c - c0];
-                    else
-                        ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
+                    ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
             }
-        const int64_t b0 = nblk * th / tn, b1 = nblk * (th + 1) / tn;
-        if (b0 < b1 && xb == 2)
-            awq_vnni_x16(&j, b0, b1);
-        else if (b0 < b1)
-            awq_vbmi_x8(&j, b0, b1);
+        if (nblk * th / tn < nblk * (th + 1) / tn)
+            awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn);
     }
     awq_unpermute(yf, np, m, n, y, nt);
     return LQ_OK;

@@ -27,24 +27,17 @@ static int32_t awq_zero(const lq_qlinear *w, int64_t g, int64_t i) {
 }
 
 int lq_awq_qx_bits(const lq_qlinear *w, int64_t m) {
-    if (m < 1 || m > LQ_QX_X8_MAX_M)
-        return 0;
-    /* At a few rows the words as stored are read in place: int8 with VBMI (awq_vbmi_seq),
-     * int16 on an AVX-512 VNNI CPU without it (awq_vnni_seq), whose int8 path repacks them
-     * whole into GPTQ's layout each call, twice the time at one row (Emerald Rapids, 1 thread,
-     * 4096 x 11008: 1.6-2.0 ms against 3.8). The model loader repacks once (lq_qlinear_sort)
-     * and runs GPTQ's int8 kernels. */
-    const int xbits = m <= LQ_QX_X16_MAX_M && lq_cpu_vnni() && !lq_cpu_vbmi() ? 16 : 8;
-    return lq_awq_qx_block(w, xbits) ? xbits : 0;
+    /* int8 at every row count, as GPTQ (int16 at m <= 4 until 0.2.3) */
+    return m >= 1 && m <= LQ_QX_X8_MAX_M && lq_awq_qx_block(w) ? 8 : 0;
 }
 
-int64_t lq_awq_qx_block(const lq_qlinear *w, int xbits) {
-    /* int16: a lane takes 2 consecutive channels; int8 runs GPTQ's kernel on a repacked copy,
-     * whose words hold 8 */
-    return lq_qx_block_size(w->group_size, w->k, xbits == 16 ? 2 : 8, xbits);
+int64_t lq_awq_qx_block(const lq_qlinear *w) {
+    /* in units of 8 channels: from 5 rows GPTQ's kernel runs on a repacked copy, whose words
+     * hold 8 */
+    return lq_qx_block_size(w->group_size, w->k, 8);
 }
 
 void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     const int xbits = lq_awq_qx_bits(w, m);
-    lq_ref_gemm_qx(w, awq_code, awq_zero, xbits, xbits ? lq_awq_qx_block(w, xbits) : 0, x, m, y);
+    lq_ref_gemm_qx(w, awq_code, awq_zero, xbits ? lq_awq_qx_block(w) : 0, x, m, y);
 }

@@ -39,8 +39,8 @@ void lq_ref_gemm(const lq_qlinear *w, lq_ref_weight_fn wf, const float *x, int64
 }
 
 /* Integer-activation oracle shared by GPTQ and AWQ (their decoders differ only). */
-void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int xbits,
-                    int64_t ab, const float *x, int64_t m, float *y) {
+void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zero, int64_t ab,
+                    const float *x, int64_t m, float *y) {
     const int64_t n = w->n, k = w->k;
     int32_t       q[256];
     float         xg[256];                  /* a block of x in stored order */
@@ -55,7 +55,7 @@ void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zer
             float         dx;
             for (int64_t c = c0; c < c0 + len; c++)
                 xg[c - c0] = x[r * k + in_channel(w, c)];
-            const int32_t xs = lq_qx_block(xg, len, xbits == 16 ? 32767.f : 127.f, q, &dx);
+            const int32_t xs = lq_qx_block(xg, len, 127.f, q, &dx);
             for (int64_t i = 0; i < n; i++) {
                 int32_t acc = 0;
                 for (int64_t c = c0; c < c0 + len; c++)
@@ -71,8 +71,8 @@ void lq_ref_gemm_qx(const lq_qlinear *w, lq_ref_code_fn code, lq_ref_zero_fn zer
                 y[r * n + i] += lq_f16_to_f32(w->bias[i]);
 }
 
-int64_t lq_qx_block_size(int64_t gs, int64_t k, int64_t unit, int xbits) {
-    const int64_t max = xbits == 16 ? 128 : 256;
+int64_t lq_qx_block_size(int64_t gs, int64_t k, int64_t unit) {
+    const int64_t max = 256;
     if (k % unit || gs % unit)
         return 0;
     if (gs <= max)

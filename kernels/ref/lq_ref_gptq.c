@@ -26,10 +26,10 @@ int lq_gptq_qx_bits(const lq_qlinear *w, int64_t m) {
     /* int8 at every row count: int16 codes double the shifts, masks and dot products a weight,
      * and on Intel's two 512-bit ports that is the pace even at one row (Emerald Rapids, 2
      * threads, GPTQ-4 at one row, 4096 x 11008: 0.87-1.10 ms on int16, 0.78-0.84 on int8) */
-    return m >= 1 && m <= LQ_QX_X8_MAX_M && lq_gptq_qx_block(w, 8) ? 8 : 0;
+    return m >= 1 && m <= LQ_QX_X8_MAX_M && lq_gptq_qx_block(w) ? 8 : 0;
 }
 
-int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits) {
+int64_t lq_gptq_qx_block(const lq_qlinear *w) {
     const int b = w->bits;
     if (b != 2 && b != 3 && b != 4 && b != 8)
         return 0;
@@ -37,11 +37,10 @@ int64_t lq_gptq_qx_block(const lq_qlinear *w, int xbits) {
         if (w->g_idx[c] != (int32_t)(c / w->group_size))
             return 0;
     /* whole words (3-bit: whole 32-channel units of 3 words) */
-    return lq_qx_block_size(w->group_size, w->k, b == 3 ? 32 : 32 / b, xbits);
+    return lq_qx_block_size(w->group_size, w->k, b == 3 ? 32 : 32 / b);
 }
 
 void lq_gemm_gptq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     const int xbits = lq_gptq_qx_bits(w, m);
-    lq_ref_gemm_qx(w, gptq_code, lq_gptq_zero, xbits, xbits ? lq_gptq_qx_block(w, xbits) : 0, x, m,
-                   y);
+    lq_ref_gemm_qx(w, gptq_code, lq_gptq_zero, xbits ? lq_gptq_qx_block(w) : 0, x, m, y);
 }
