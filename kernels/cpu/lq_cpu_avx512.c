@@ -29,13 +29,15 @@
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define AVX512_INLINE static inline __attribute__((always_inline)) AVX512_TARGET
 
-/* LQ_CPU_KERNELS=portable: the portable kernels only (the tests run both) */
+/* LQ_CPU_KERNELS=portable: the portable kernels only; =avx2: none of AVX-512 (nor AMX), as a
+ * CPU with AVX2 only runs (the tests run all three: ctest kernels, kernels_portable and
+ * kernels_avx2) */
 int lq_cpu_avx512(void) {
     const char *e = getenv("LQ_CPU_KERNELS");
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           !(e && !strcmp(e, "portable"));
+           !(e && (!strcmp(e, "portable") || !strcmp(e, "avx2")));
 }
 
 enum { NC = 4, KC = 256 }; /* columns per block; channels per decoded run (m > 4) */
