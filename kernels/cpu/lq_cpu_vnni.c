@@ -9,7 +9,7 @@
  * masked per byte its bytes hold channels t*(8/b) + s, t = 0..3. The activations are stored in
  * that order (xp: per word row, one 4-byte slice per shift), so one 32-bit broadcast of x
  * against 16 columns of masked words is one instruction. AWQ as stored at m <= 4 reads its words
- * in place, 4 channel rows byte-transposed (awq_vnni_seq); above, GPTQ's kernel on a repacked
+ * in place, 4 channel rows byte-interleaved (awq_vnni_seq); above, GPTQ's kernel on a repacked
  * copy.
  *
  * Loop order: m <= 4: activation blocks outer and column blocks inner, so each thread streams
@@ -983,7 +983,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
  * words is a vector whose lane l is column 8l + kAwqCol[f].
  * m <= 4: a lane of a vpdpbusd needs 4 consecutive channels of one column: 4 channel rows
- * byte-transposed in place (awq_vnni_quad). Results come out field-major and go to a scratch y
+ * byte-interleaved in registers (awq_vnni_quad). Results come out field-major and go to a scratch y
  * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
  * to field-major with two vpermt2w per field at each block flush, the zeros come packed like
  * the codes.
@@ -1044,14 +1044,15 @@ VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_
     }
 }
 
-/* 16 words of 4 consecutive channel rows (wv, kAwqQuad) into acc[r][0..7]. Byte-interleaving
+/* 16 words of 4 consecutive channel rows (wv) into acc[r][0..7]. Byte-interleaving
  * the rows (vpunpck*bw, then *wd) puts in 32-bit lane (q, i) (128-bit lane q, dword i) byte i
  * of word 4q + u of the 4 channels, u = 0..3 the four results; its low nibbles are field 2i,
  * its high ones 2i + 1, and one 32-bit broadcast of the 4 channels' activations multiplies
  * them. vpdpbusd of the raw bytes sums lo + 16 hi, of the bytes & 0xF0 16 hi: acc[r][2u] and
  * [2u + 1], taken apart and put field-major once per block (awq_vnni_unquad). 8 shuffles, 4
  * masks and 8 dot products for 512 products, where int16 pairs took 16 dot products and 64
- * shifts and masks. Words u in [u0, u0 + NU) only: the halves above two rows. */
+ * shifts and masks (no saturation: a block's raw sums stay below 256 x 255 x 128). Words u in
+ * [u0, u0 + NU) only: the halves above two rows. */
 VNNI_INLINE void awq_vnni_quad(const __m512i wv[4], const __m512i xb[4], const int M, const int u0,
                                const int NU, __m512i acc[][8]) {
     const __m512i hi4 = _mm512_set1_epi8((char)0xF0);
