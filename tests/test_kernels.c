@@ -71,15 +71,20 @@ static int64_t first_diff(const float *a, const float *b, int64_t cnt) {
 static int want(const char *filter, const char *name) {
     if (!filter)
         return 1;
-    for (const char *p = filter; *p;) {
+    for (const char *p = filter;; p++) {
         const char *e   = strchr(p, ',');
-        size_t      len = e ? (size_t)(e - p) : strlen(p);
-        for (const char *s = name; len && strlen(s) >= len; s++)
-            if (!strncmp(s, p, len))
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        char         tok[64];
+        if (len < sizeof tok) {
+            memcpy(tok, p, len);
+            tok[len] = '\0';
+            if (strstr(name, tok))
                 return 1;
-        p += len + (e != NULL);
+        }
+        if (!e)
+            return 0;
+        p = e;
     }
-    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
