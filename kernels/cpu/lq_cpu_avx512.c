@@ -304,8 +304,16 @@ int lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m) {
  * reads, left the next tile's starts to demand misses: 11008 x 4096 at 1 row took 2.83-2.93
  * ms instead of 2.33-2.38. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at
  * 1 row, 1.34-1.44 -> 1.01-1.07 at 4 with the prefetch; 512 or 4096 bytes ahead, or into L2
- * only, were slower. */
+ * only, were slower. On Zen 4 (AMD family 19h with AVX-512) 2 KiB ahead was the slowest of 64
+ * B-2 KiB: 4096 x 4096 at 1 row 2.0-2.4 ms against 1.4-1.7 at 256 or 512 B (fp16, bf16 and bf16
+ * activations, 1 thread, alternating builds), hence d16_pf. */
 #define D16_PF 1024
+
+/* the prefetch distance of the dense tiles, in elements, on this CPU */
+static int64_t d16_pf(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amdfam19h") ? 256 : D16_PF;
+}
 /* x rows a tile: 24 accumulators, 10 loads and 4 conversions per 24 FMAs (4 rows: 8 and 4 per
  * 16; 4096 x 4096 fp16 / bf16, 1 thread, Zen 5, from 16 rows 15-25% less time) */
 #define D16_MR 6
@@ -327,10 +335,10 @@ AVX512_INLINE void d16_zero(__m512 acc[D16_MR][4]) {
             acc[r][j] = _mm512_setzero_ps();
 }
 
-/* D16_PF elements ahead of channel c on each weight row; past a row's end the same row of the
+/* d (d16_pf) elements ahead of channel c on each weight row; past a row's end the same row of the
  * next tile (4 rows on), not the next row */
-AVX512_INLINE void d16_prefetch(const uint16_t *const wr[4], int64_t c, int64_t k) {
-    const int64_t pf = c + D16_PF < k ? c + D16_PF : c + D16_PF + 3 * k;
+AVX512_INLINE void d16_prefetch(const uint16_t *const wr[4], int64_t c, int64_t k, int64_t d) {
+    const int64_t pf = c + d < k ? c + d : c + d + 3 * k;
     for (int j = 0; j < 4; j++)
         _mm_prefetch((const char *)(wr[j] + pf), _MM_HINT_T0);
 }
@@ -338,8 +346,8 @@ AVX512_INLINE void d16_prefetch(const uint16_t *const wr[4], int64_t c, int64_t 
 /* y[r, i0 + j] (+)= the sum over channels [c0, c1) for r < mr <= D16_MR, j < nr <= 4
  * (constants once inlined); add: accumulate into y (every k range after the first) */
 AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_t i0, int nr,
-                            int mr, int bf, float *y, int64_t ldy, int64_t c0, int64_t c1,
-                            int add) {
+                            int mr, int bf, float *y, int64_t ldy, int64_t c0, int64_t c1, int add,
+                            int64_t pf) {
     const uint16_t *wr[4];
     const float    *xr[D16_MR];
     d16_rows(W, k, i0, nr, wr);
@@ -350,7 +358,7 @@ AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_
     int64_t c = c0;
     for (; c + 16 <= c1; c += 16) {
         __m512 wv[4];
-        d16_prefetch(wr, c, k);
+        d16_prefetch(wr, c, k, pf);
         for (int j = 0; j < 4; j++)
             wv[j] = d16_cvt(_mm256_loadu_si256((const __m256i *)(wr[j] + c)), bf);
         for (int r = 0; r < D16_MR; r++) {
@@ -385,7 +393,7 @@ AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_
  * (m rows) fit in 1 MiB, half an L2: a 4096 x 11008 at m = 64 ran 30% slower without them */
 #define D16_COLS(bf_)                                                                              \
     AVX512_TARGET static void d16_cols_##bf_(const lq_qlinear *w, const float *x, int64_t m,       \
-                                             float *y, int64_t a, int64_t b) {                     \
+                                             float *y, int64_t a, int64_t b, int64_t pf) {         \
         const uint16_t *W = w->dense;                                                              \
         const int64_t   k = w->k, n = w->n;                                                        \
         const int64_t   kr = ((int64_t)262144 / m) & ~(int64_t)15;                                 \
@@ -399,22 +407,22 @@ AVX512_INLINE void d16_tile(const uint16_t *W, int64_t k, const float *x, int64_
                     float       *yr = y + r * n;                                                   \
                     switch (m - r < D16_MR ? (int)(m - r) : D16_MR) {                              \
                     case 1:                                                                        \
-                        d16_tile(W, k, xr, i, nr, 1, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 1, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                         break;                                                                     \
                     case 2:                                                                        \
-                        d16_tile(W, k, xr, i, nr, 2, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 2, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                         break;                                                                     \
                     case 3:                                                                        \
-                        d16_tile(W, k, xr, i, nr, 3, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 3, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                         break;                                                                     \
                     case 4:                                                                        \
-                        d16_tile(W, k, xr, i, nr, 4, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 4, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                         break;                                                                     \
                     case 5:                                                                        \
-                        d16_tile(W, k, xr, i, nr, 5, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 5, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                         break;                                                                     \
                     default:                                                                       \
-                        d16_tile(W, k, xr, i, nr, 6, bf_, yr, n, c0, c1, c0 > 0);                  \
+                        d16_tile(W, k, xr, i, nr, 6, bf_, yr, n, c0, c1, c0 > 0, pf);              \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
@@ -439,16 +447,16 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
     if (!lq_dense16_avx512_ok(w, m))
         return LQ_ERR_INVALID_ARG;
     const int     bf   = w->dense_dtype == LQ_DENSE_BF16;
-    const int64_t nblk = (w->n + 3) / 4;
+    const int64_t nblk = (w->n + 3) / 4, pf = d16_pf();
 #pragma omp parallel num_threads(nthreads)
     {
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
         if (a < b) {
             if (bf)
-                d16_cols_1(w, x, m, y, a, b);
+                d16_cols_1(w, x, m, y, a, b, pf);
             else
-                d16_cols_0(w, x, m, y, a, b);
+                d16_cols_0(w, x, m, y, a, b, pf);
         }
     }
     return LQ_OK;
@@ -509,7 +517,8 @@ BX_INLINE __m128 bx_sum4(const __m512 a[4]) {
 
 /* d16_tile on bf16 activations (xr rows of stride ldx, 64-byte aligned) */
 BX_INLINE void bx_tile(const uint16_t *W, int64_t k, const uint16_t *x, int64_t ldx, int64_t i0,
-                       int nr, int mr, float *y, int64_t ldy, int64_t c0, int64_t c1, int add) {
+                       int nr, int mr, float *y, int64_t ldy, int64_t c0, int64_t c1, int add,
+                       int64_t pf) {
     const uint16_t *wr[4], *xr[D16_MR];
     d16_rows(W, k, i0, nr, wr);
     for (int r = 0; r < D16_MR; r++)
@@ -519,7 +528,7 @@ BX_INLINE void bx_tile(const uint16_t *W, int64_t k, const uint16_t *x, int64_t 
     int64_t c = c0;
     for (; c + 32 <= c1; c += 32) {
         __m512i wv[4];
-        d16_prefetch(wr, c, k);
+        d16_prefetch(wr, c, k, pf);
         for (int j = 0; j < 4; j++)
             wv[j] = _mm512_loadu_si512((const void *)(wr[j] + c));
         for (int r = 0; r < D16_MR; r++) {
@@ -556,7 +565,7 @@ BX_INLINE void bx_tile(const uint16_t *W, int64_t k, const uint16_t *x, int64_t 
 #define BX_KR_BYTES 1048576
 /* W rows [a, b) against every row of xb, D16_MR rows at a time, k in ranges of kb channels */
 BX_TARGET static void bx_cols(const lq_qlinear *w, const uint16_t *xb, int64_t m, float *y,
-                              int64_t a, int64_t b) {
+                              int64_t a, int64_t b, int64_t pf) {
     const uint16_t *W = w->dense;
     const int64_t   k = w->k, n = w->n, ld = bx_ld(k);
     const int64_t   kr = ((int64_t)BX_KR_BYTES / m) & ~(int64_t)31;
@@ -571,7 +580,7 @@ BX_TARGET static void bx_cols(const lq_qlinear *w, const uint16_t *xb, int64_t m
                 switch (m - r < D16_MR ? (int)(m - r) : D16_MR) {
 #define BX_CASE(M_)                                                                                \
     case M_:                                                                                       \
-        bx_tile(W, k, xr, ld, i, nr, M_, yr, n, c0, c1, c0 > 0);                                   \
+        bx_tile(W, k, xr, ld, i, nr, M_, yr, n, c0, c1, c0 > 0, pf);                               \
         break;
                     BX_CASE(1)
                     BX_CASE(2)
@@ -580,7 +589,7 @@ BX_TARGET static void bx_cols(const lq_qlinear *w, const uint16_t *xb, int64_t m
                     BX_CASE(5)
 #undef BX_CASE
                 default:
-                    bx_tile(W, k, xr, ld, i, nr, D16_MR, yr, n, c0, c1, c0 > 0);
+                    bx_tile(W, k, xr, ld, i, nr, D16_MR, yr, n, c0, c1, c0 > 0, pf);
                 }
             }
         }
@@ -600,7 +609,7 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
     if (!ws || ws_size < lq_ws_dense_bf16x(w->k, m) || ((uintptr_t)ws & 63))
         return LQ_ERR_INVALID_ARG;
     uint16_t     *xb   = ws;
-    const int64_t nblk = (w->n + 3) / 4;
+    const int64_t nblk = (w->n + 3) / 4, pf = d16_pf();
     /* the check (a syscall) only where AMX would run: not on the one-row decode path */
     const int amx = m > LQ_DENSE_BF16X_AMX_M && lq_cpu_amx_bf16();
     if (amx || m > LQ_DENSE_BF16X_ROWS_M) { /* a GEMM */
@@ -616,7 +625,7 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
         if (a < b)
-            bx_cols(w, xb, m, y, a, b);
+            bx_cols(w, xb, m, y, a, b, pf);
     }
     return LQ_OK;
 }
