@@ -305,7 +305,7 @@ int lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m) {
  * ms instead of 2.33-2.38. 4096 x 4096 fp16, 1 thread (Zen 5): 0.97-1.03 -> 0.80-0.83 ms at
  * 1 row, 1.34-1.44 -> 1.01-1.07 at 4 with the prefetch; 512 or 4096 bytes ahead, or into L2
  * only, were slower. On Zen 4 (AMD family 19h with AVX-512) 2 KiB ahead was the slowest of 64
- * B-2 KiB: 4096 x 4096 at 1 row 2.0-2.4 ms against 1.4-1.7 at 256 or 512 B (fp16, bf16 and bf16
+ * B-2 KiB: 4096 x 4096 at 1 row 2.1-2.5 ms against 1.1-1.8 at 256 or 512 B (fp16, bf16 and bf16
  * activations, 1 thread, alternating builds), hence d16_pf. */
 #define D16_PF 1024
 
