@@ -71,10 +71,24 @@ AVX512_TARGET void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t
     const float    off = w->nested_offset;
     const int64_t  nb  = w->nested_blocksize;
     int64_t        b   = b0;
+    __m512         tab[16];
+    if (b1 - b0 >= 16)
+        for (int t = 0; t < 16; t++)
+            tab[t] = _mm512_loadu_ps(w->nested_code + 16 * t);
     /* nested block g of block b, and b's place r in it, kept without a division a vector */
     for (int64_t g = b0 / nb, r = b0 % nb; b + 16 <= b1; b += 16) {
         const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + b)));
-        const __m512  c   = _mm512_i32gather_ps(idx, w->nested_code, 4);
+        /* code[idx]: 8 two-table permutes on the low 5 bits, then the 3 high bits select (a
+         * gather was most of this function's time on Zen 4) */
+        __m512 c8[8];
+        for (int t = 0; t < 8; t++)
+            c8[t] = _mm512_permutex2var_ps(tab[2 * t], idx, tab[2 * t + 1]);
+        for (int bit = 32, h = 8; bit <= 128; bit *= 2, h /= 2) {
+            const __mmask16 sel = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(bit));
+            for (int t = 0; t < h / 2; t++)
+                c8[t] = _mm512_mask_blend_ps(sel, c8[2 * t], c8[2 * t + 1]);
+        }
+        const __m512  c = c8[0];
         __m512        a;
         if (r + 15 < nb) {
             a = _mm512_set1_ps(w->nested_absmax[g]);
