@@ -95,6 +95,8 @@ static const kcase k_cases[] = {
     {"nf4_b64_k4096_dq", LQ_FMT_NF4, 4, 72, 4096, 64, 0, 1, 0, 0, 1, 0},
     /* AVX-512: a column tail, a partial run of 64 channels */
     {"nf4_b64_n37_k576_dq", LQ_FMT_NF4, 4, 37, 576, 64, 0, 1, 0, 0, 1, 0},
+    /* AVX-512 VNNI at one row: 37 blocks a row (two runs of 16, then 5), a group of 8 rows */
+    {"nf4_b64_n40_k2368", LQ_FMT_NF4, 4, 40, 2368, 64, 0, 0, 0, 0, 1, 0},
     /* AVX2 integer kernel: 9 blocks a column (a run of 8, then one alone), column 28's run
      * across a nested block; 512-channel blocks (2 of its 256-channel activation blocks each) */
     {"nf4_b64_n40_k576_dq", LQ_FMT_NF4, 4, 40, 576, 64, 0, 1, 0, 0, 0, 0},

@@ -72,6 +72,10 @@ static int64_t al64(int64_t v) {
     return (v + 63) & ~(int64_t)63;
 }
 
+static int64_t al128(int64_t v) {
+    return (v + 127) & ~(int64_t)127;
+}
+
 /* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
 static size_t gptq_vnni_ws(int64_t k, int64_t ab, int64_t m, int xbits) {
     const int64_t nkb = (k + ab - 1) / ab;
@@ -630,12 +634,24 @@ typedef struct nf4_job {
     float             ts; /* code book scale */
     uint8_t           tq[16]; /* tq + 128 */
     int               amx;    /* the transposed path on AMX tiles (nf4_amx_rows) */
+    int               row1;   /* one row, 64-channel blocks: nf4_row1_group */
     float            *y;
 } nf4_job;
 
 size_t lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m) {
     const int64_t ab = lq_nf4_qx_block(w);
-    return ab ? (size_t)(m * al64(w->k) + 2 * m * (w->k / ab) * 4) : 0;
+    return ab ? (size_t)(m * al128(w->k) + 2 * m * (w->k / ab) * 4) : 0;
+}
+
+/* where channel c's int8 activation goes in a row of xp: layout 0 in order (the transposed
+ * kernel), 1 per 64 channels the even ones then the odd (nf4_rows_group), 2 per 128 channels
+ * the even ones of both 64-channel blocks then the odd (nf4_row1_group) */
+static int64_t nf4_xpos(int layout, int64_t c) {
+    if (layout == 1)
+        return (c & ~(int64_t)63) + (c & 1) * 32 + (c & 63) / 2;
+    if (layout == 2)
+        return (c & ~(int64_t)127) + (c & 1) * 64 + (c & 64) / 2 + (c & 63) / 2;
+    return c;
 }
 
 /* r[i] lane l -> r[l] lane i (unpack 32, unpack 64, then 128-bit lanes twice) */
@@ -949,10 +965,88 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * NF4 at one row, 64-channel blocks: each weight row is read whole, one stream, where the
+ * kernel above reads 16 rows 32 bytes at a time (16 streams, which a Zen 4 core reads at about
+ * half the bandwidth of one). A 64-byte load is two blocks' codes; its even channels (the high
+ * nibbles) meet xp's even channels of both blocks, its odd ones the odd: lanes 0-7 of the sums
+ * are the first block's, 8-15 the second's, so 8 loads (16 blocks) reduce with nf4_pairs_sum to
+ * one vector of 16 blocks' sums. A 16-row group's sums and absmax, [row][block], are then
+ * transposed 16 blocks at a time and applied block by block as the reference does.
+ * xp: per 128 channels, the even channels of both blocks, then the odd ones (nf4_xpos).
+ * --------------------------------------------------------------------------------------- */
+VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, k = w->k, nkb = j->nkb, np = (nkb + 15) & ~(int64_t)15;
+    const __m512i     lut  = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
+    const int64_t     rows = n - i0 < 16 ? n - i0 : 16;
+    if (w->nested_blocksize > 0)
+        lq_nf4_absmax_avx512(w, amd, i0 * nkb, (i0 + rows) * nkb);
+    else
+        lq_nf4_absmax_range(w, i0 * nkb, (i0 + rows) * nkb, amd);
+    /* the group's rows past n: zero sums and absmax, dropped at the store */
+    memset(amd + rows * nkb, 0, (size_t)((16 - rows) * nkb) * sizeof(float));
+    memset(sums + rows * np, 0, (size_t)((16 - rows) * np) * sizeof(int32_t));
+    for (int64_t l = 0; l < rows; l++) {
+        const uint8_t *q = (const uint8_t *)w->qweight + (i0 + l) * k / 2;
+        for (int64_t b0 = 0; b0 < nkb; b0 += 16) {
+            const int64_t nb = nkb - b0 < 16 ? nkb - b0 : 16;
+            __m512i       acc[8];
+            for (int p = 0; p < 8; p++) {
+                acc[p] = _mm512_setzero_si512();
+                if (2 * p >= nb)
+                    continue;
+                /* an odd last block: its 32 code bytes alone (past them: the next row, or
+                 * the end of the array) */
+                const __mmask64 lm = 2 * p + 1 < nb ? ~(__mmask64)0 : (__mmask64)0xffffffffu;
+                const __m512i   v  = _mm512_maskz_loadu_epi8(lm, q + (b0 + 2 * p) * 32);
+                /* vpermb reads 6 index bits: the code book repeated 4 times */
+                const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut);
+                const __m512i lo = _mm512_permutexvar_epi8(v, lut);
+                const int8_t *xr = j->xp + (b0 + 2 * p) * 64;
+                acc[p] = _mm512_dpbusd_epi32(acc[p], hi, _mm512_loadu_si512((const void *)xr));
+                acc[p] =
+                    _mm512_dpbusd_epi32(acc[p], lo, _mm512_loadu_si512((const void *)(xr + 64)));
+            }
+            const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
+            const __m512i   xs = _mm512_maskz_loadu_epi32(bm, j->xs + b0);
+            _mm512_storeu_si512(
+                (void *)(sums + l * np + b0),
+                _mm512_sub_epi32(nf4_pairs_sum(acc), _mm512_slli_epi32(xs, 7))); /* 128 * xs */
+        }
+    }
+    const __mmask16 vm = rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1u);
+    __m512          y  = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nkb; b0 += 16) {
+        const int64_t   nb = nkb - b0 < 16 ? nkb - b0 : 16;
+        const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
+        __m512i         t[16], a[16];
+        for (int l = 0; l < 16; l++) {
+            t[l] = _mm512_loadu_si512((const void *)(sums + l * np + b0));
+            a[l] = _mm512_maskz_loadu_epi32(bm, amd + l * nkb + b0);
+        }
+        tr16x16_epi32(t);
+        tr16x16_epi32(a);
+        for (int64_t b = 0; b < nb; b++) { /* (absmax * ts) * dx, as the reference rounds it */
+            const __m512 f =
+                _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a[b]), _mm512_set1_ps(j->ts)),
+                              _mm512_set1_ps(j->dx[b0 + b]));
+            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[b]), f, y);
+        }
+    }
+    _mm512_mask_storeu_ps(j->y + i0, vm, y);
+}
+
 VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
                                        uint8_t *buf) {
     for (int64_t g = g0; g < g1; g++)
         nf4_rows_group(j, g * 16, amd, buf);
+}
+
+VBMI_TARGET static void nf4_row1_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
+                                       uint8_t *buf) {
+    for (int64_t g = g0; g < g1; g++)
+        nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf);
 }
 
 LQ_TREE_PRE_POP
@@ -969,7 +1063,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     for (int c = 0; c < 16; c++)
         j.tq[c] = (uint8_t)(tq[c] + 128);
     j.nkb        = w->k / j.ab;
-    j.kp         = al64(w->k);
+    j.kp         = al128(w->k);
     j.m          = m;
     int8_t  *xp  = ws;
     int32_t *xs  = (int32_t *)(void *)(xp + m * j.kp);
@@ -983,11 +1077,15 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
      * 16 rows) */
     const int rows = m < NF4_ROWS_M && 16 * (w->k / w->group_size) <= INT32_MAX;
     j.amx          = !rows && lq_cpu_amx_int8();
+    j.row1         = rows && m == 1 && j.ab == 64 && lq_cpu_vbmi();
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
-     * rows: 16 x ab codes, and the 16 rows' absmax, copied or decoded a group at a time */
+     * rows: 16 x ab codes (row1: 16 rows' block sums), and the 16 rows' absmax, copied or
+     * decoded a group at a time */
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
-    const size_t per = rows ? (size_t)(16 * j.ab) + amd
-                            : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
+    const size_t rb  = j.row1 ? (size_t)(16 * ((j.nkb + 15) & ~(int64_t)15)) * sizeof(int32_t)
+                              : (size_t)(16 * j.ab);
+    const size_t per =
+        rows ? rb + amd : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
@@ -998,20 +1096,23 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++) {
             int32_t tmp[256];
+            /* the pad (layout 2 puts an odd last block's odd channels there) */
+            memset(xp + r * j.kp + w->k, 0, (size_t)(j.kp - w->k));
             for (int64_t kb = 0; kb < j.nkb; kb++) {
                 const int64_t c0 = kb * j.ab;
                 xs[r * j.nkb + kb] = lq_qx_block(x + r * w->k + c0, j.ab, 127.f, tmp,
                                                  &dx[r * j.nkb + kb]);
-                for (int64_t c = 0; c < j.ab; c++) /* rows: even channels, then odd, per 64 */
-                    xp[r * j.kp + c0 +
-                       (rows ? (c & ~(int64_t)63) + (c & 1) * 32 + (c & 63) / 2 : c)] =
-                        (int8_t)tmp[c];
+                for (int64_t c = c0; c < c0 + j.ab; c++)
+                    xp[r * j.kp + nf4_xpos(rows + j.row1, c)] = (int8_t)tmp[c - c0];
             }
         }
         char *mine = bufs + per * (size_t)th;
-        if (rows)
-            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn,
-                           (float *)(void *)(mine + 16 * j.ab), (uint8_t *)mine);
+        if (j.row1)
+            nf4_row1_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
+                           (uint8_t *)mine);
+        else if (rows)
+            nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
+                           (uint8_t *)mine);
         else
             nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
                            (float *)(void *)(mine + (size_t)NF4_KC * 64));
