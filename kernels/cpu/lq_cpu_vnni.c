@@ -756,6 +756,10 @@ VNNI_INLINE void nf4_vnni_tile(const nf4_job *j, const uint32_t *buf, const floa
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < 4; jv++)
             acc[r][jv] = _mm512_setzero_si512();
+    /* unrolled, GCC 12 keeps the accumulators in place: rolled, it copied them between
+     * registers around the vpdpbusd (89 copies for the 40 of M = 1-4; 4096 x 4096 and 11008 x
+     * 4096, 16 and 64 rows, 1 thread, Zen 4: 4-7% less time, best of 4 alternated runs) */
+#pragma GCC unroll 4
     for (int64_t q = 0; q < ab / 4; q++) {
         __m512i wv[4];
         for (int jv = 0; jv < 4; jv++)
