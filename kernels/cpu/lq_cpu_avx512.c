@@ -72,9 +72,8 @@ AVX512_TARGET void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t
     const int64_t  nb  = w->nested_blocksize;
     int64_t        b   = b0;
     __m512         tab[16];
-    if (b1 - b0 >= 16)
-        for (int t = 0; t < 16; t++)
-            tab[t] = _mm512_loadu_ps(w->nested_code + 16 * t);
+    for (int t = 0; t < 16; t++)
+        tab[t] = _mm512_loadu_ps(w->nested_code + 16 * t);
     /* nested block g of block b, and b's place r in it, kept without a division a vector */
     for (int64_t g = b0 / nb, r = b0 % nb; b + 16 <= b1; b += 16) {
         const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + b)));
