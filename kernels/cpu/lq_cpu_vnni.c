@@ -418,7 +418,9 @@ VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mm
 
 /* AWQ word row wr (channels 8 wr .. 8 wr + 7), words [j0, j0 + 16) -> 128 columns in GPTQ's
  * layout, field-major: dst[16 f + l] = field f of word j0 + l of the 8 channels (an 8 x 8 nibble
- * transpose, three swap stages); see lq_gemm_awq_vnni */
+ * transpose, three swap stages); see lq_gemm_awq_vnni. The prefetch goes to L2 as in
+ * awq_vnni_seq (16 rows, 1 thread, best of 4: 4096 x 11008 7.6 -> 6.9 ms, 11008 x 4096 7.7 ->
+ * 7.0; Zen 4). */
 #define AWQ_PF_ROWS 4
 VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, uint32_t *dst) {
     const int64_t   nw = w->n / 8;
@@ -426,7 +428,7 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
     const __mmask16 wm = (__mmask16)((1u << (nw - j0 < 16 ? nw - j0 : 16)) - 1u);
     __m512i         r[8];
     for (int t = 0; t < 8; t++) {
-        _mm_prefetch((const char *)(qw + (t + 8 * AWQ_PF_ROWS) * nw + j0), _MM_HINT_T0);
+        _mm_prefetch((const char *)(qw + (t + 8 * AWQ_PF_ROWS) * nw + j0), _MM_HINT_T1);
         r[t] = _mm512_maskz_loadu_epi32(wm, (const void *)(qw + t * nw + j0));
     }
     /* transpose: afterwards r[f] holds field f of rows 0..7 as nibbles 0..7 */
@@ -1252,7 +1254,9 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
  * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (4 at one row, 2
  * above) and the results in halves (all 8 up to 2 rows, 4 above) keep M x 8 or M x 4
  * accumulators in registers; a run has 16, 8, 4 or 4 blocks at 1-4 rows (8 KiB of sums at
- * most). */
+ * most). Each load prefetches the same place P quads on, into L2: into L1 (T0) the 16 KiB in
+ * flight crowd out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms against
+ * 0.86-0.97 (Zen 4). */
 #define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
 #define AWQ_SEQ_B 16 /* blocks a run at one row */
 VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
@@ -1283,7 +1287,7 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
                             for (int t = 0; t < 4; t++) {
                                 const uint32_t *row = qw + (c + 4 * p + t) * nw + w0;
                                 if (u0 == 0)
-                                    _mm_prefetch((const char *)(row + 4 * P * nw), _MM_HINT_T0);
+                                    _mm_prefetch((const char *)(row + 4 * P * nw), _MM_HINT_T1);
                                 wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
                             }
                             for (int r = 0; r < M; r++) {
