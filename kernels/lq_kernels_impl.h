@@ -433,6 +433,10 @@ void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y);
 int lq_blas_tile_threads(int nthreads);
 /* OpenBLAS runs its AVX-512 kernels (the core it picked) */
 int lq_blas_avx512(void);
+/* v rounded up to a multiple of a, a power of two (workspace strides, padded block counts) */
+static inline int64_t lq_align_up(int64_t v, int64_t a) {
+    return (v + a - 1) & ~(a - 1);
+}
 #define LQ_TILE_ROWS 256
 static inline int64_t lq_tile_rows(const lq_qlinear *w) {
     return w->n < LQ_TILE_ROWS ? w->n : LQ_TILE_ROWS;

@@ -60,10 +60,6 @@ int lq_gptq_avx2_ok(const lq_qlinear *w, int xbits) {
     return (b == 2 || b == 3 || b == 4 || b == 8) && w->n % 8 == 0 && xbits == 8;
 }
 
-static int64_t al64(int64_t v) {
-    return (v + 63) & ~(int64_t)63;
-}
-
 size_t lq_ws_gptq_avx2(const lq_qlinear *w, int64_t m, int xbits) {
     return lq_gptq_qx_ws(w, m, xbits);
 }
@@ -416,7 +412,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     if (!j.ab || !lq_gptq_avx2_ok(w, xbits))
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
-    j.kp         = al64(w->k);
+    j.kp         = lq_align_up(w->k, 64);
     j.m          = m;
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb;
@@ -1151,7 +1147,8 @@ AVX2_TARGET static void nf4g_range(const nf4x_job *j, int64_t r0, int64_t t0, in
 
 /* x's bytes in the workspace: x and |x| for the rows kernel, x packed for nf4g_range */
 static int64_t nf4x_xbytes(const lq_qlinear *w, int64_t m) {
-    return m >= NF4G_M ? (m + NF4G_MR - 1) / NF4G_MR * NF4G_MR * w->k : 2 * m * al64(w->k);
+    return m >= NF4G_M ? (m + NF4G_MR - 1) / NF4G_MR * NF4G_MR * w->k
+                       : 2 * m * lq_align_up(w->k, 64);
 }
 
 size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
@@ -1172,7 +1169,7 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     j.ts            = lq_nf4_qx_table(w, tq);
     j.lut           = _mm_loadu_si128((const void *)tq);
     j.y             = y;
-    const int64_t k = w->k, kp = al64(k);
+    const int64_t k = w->k, kp = lq_align_up(k, 64);
     int8_t       *xp    = ws; /* x, then |x|; or x packed (nf4g_xat) */
     float        *dx    = (float *)(void *)((uint8_t *)ws + nf4x_xbytes(w, m));
     j.xp                = xp;

@@ -52,16 +52,13 @@ int lq_nf4_avx512_ok(const lq_qlinear *w, int64_t m) {
 }
 
 /* xp [m, k], then (double quant) the decoded absmax [nblocks] */
-static int64_t al16(int64_t v) {
-    return (v + 15) & ~(int64_t)15;
-}
 static int64_t nf4_nblocks(const lq_qlinear *w) {
     return (w->n * w->k + w->group_size - 1) / w->group_size;
 }
 
 size_t lq_ws_nf4_avx512(const lq_qlinear *w, int64_t m) {
-    const int64_t am = w->nested_blocksize > 0 ? al16(nf4_nblocks(w)) : 0;
-    return (size_t)(al16(m * w->k) + am + 16) * sizeof(float);
+    const int64_t am = w->nested_blocksize > 0 ? lq_align_up(nf4_nblocks(w), 16) : 0;
+    return (size_t)(lq_align_up(m * w->k, 16) + am + 16) * sizeof(float);
 }
 
 /* bitsandbytes' nested absmax, 16 blocks a vector: code[q] * absmax2 then + offset, two
@@ -264,14 +261,15 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
         return LQ_ERR_INVALID_ARG;
     float *const base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
     float       *xp   = base;
-    float       *am   = w->nested_blocksize > 0 ? xp + al16(m * w->k) : NULL;
+    float       *am   = w->nested_blocksize > 0 ? xp + lq_align_up(m * w->k, 16) : NULL;
     nf4_x_order(x, m, w->k, xp);
     if (am) {
         const int64_t nb = nf4_nblocks(w);
 #pragma omp parallel num_threads(nthreads)
         {
             const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-            const int64_t a0 = al16(nb * t / T), a1 = t + 1 == T ? nb : al16(nb * (t + 1) / T);
+            const int64_t a0 = lq_align_up(nb * t / T, 16),
+                          a1 = t + 1 == T ? nb : lq_align_up(nb * (t + 1) / T, 16);
             const int64_t b0 = a0 < nb ? a0 : nb, b1 = a1 < nb ? a1 : nb;
             lq_nf4_absmax_avx512(w, am + b0, b0, b1);
         }

@@ -68,18 +68,10 @@ int lq_cpu_vbmi(void) {
     return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi");
 }
 
-static int64_t al64(int64_t v) {
-    return (v + 63) & ~(int64_t)63;
-}
-
-static int64_t al128(int64_t v) {
-    return (v + 127) & ~(int64_t)127;
-}
-
 /* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
 static size_t gptq_vnni_ws(int64_t k, int64_t ab, int64_t m, int xbits) {
     const int64_t nkb = (k + ab - 1) / ab;
-    return (size_t)(m * al64(k * (xbits / 8)) + 2 * m * nkb * 4);
+    return (size_t)(m * lq_align_up(k * (xbits / 8), 64) + 2 * m * nkb * 4);
 }
 
 size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
@@ -569,7 +561,7 @@ static lq_status gptq_vnni_run(const lq_qlinear *w, const lq_qlinear *awq, const
     if (!j.ab || xbits != 8)
         return LQ_ERR_UNSUPPORTED;
     j.nkb        = (w->k + j.ab - 1) / j.ab;
-    j.kp         = al64(w->k);
+    j.kp         = lq_align_up(w->k, 64);
     j.m          = m;
     j.amx =
         m >= VNNI_COPY_M && w->bits != 3 && j.ab % 64 == 0 && w->k % 64 == 0 && lq_cpu_amx_int8();
@@ -642,7 +634,7 @@ typedef struct nf4_job {
 
 size_t lq_ws_nf4_vnni(const lq_qlinear *w, int64_t m) {
     const int64_t ab = lq_nf4_qx_block(w);
-    return ab ? (size_t)(m * al128(w->k) + 2 * m * (w->k / ab) * 4) : 0;
+    return ab ? (size_t)(m * lq_align_up(w->k, 128) + 2 * m * (w->k / ab) * 4) : 0;
 }
 
 /* where channel c's int8 activation goes in a row of xp: layout 0 in order (the transposed
@@ -987,7 +979,7 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
  * --------------------------------------------------------------------------------------- */
 VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums) {
     const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, nkb = j->nkb, np = (nkb + 15) & ~(int64_t)15;
+    const int64_t     n = w->n, k = w->k, nkb = j->nkb, np = lq_align_up(nkb, 16);
     const __m512i     lut  = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
     const int64_t     rows = n - i0 < 16 ? n - i0 : 16;
     if (w->nested_blocksize > 0)
@@ -1073,7 +1065,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     for (int c = 0; c < 16; c++)
         j.tq[c] = (uint8_t)(tq[c] + 128);
     j.nkb        = w->k / j.ab;
-    j.kp         = al128(w->k);
+    j.kp         = lq_align_up(w->k, 128);
     j.m          = m;
     int8_t  *xp  = ws;
     int32_t *xs  = (int32_t *)(void *)(xp + m * j.kp);
@@ -1092,8 +1084,8 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
      * rows: 16 x ab codes (row1: 16 rows' block sums), and the 16 rows' absmax, copied or
      * decoded a group at a time */
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
-    const size_t rb  = j.row1 ? (size_t)(16 * ((j.nkb + 15) & ~(int64_t)15)) * sizeof(int32_t)
-                              : (size_t)(16 * j.ab);
+    const size_t rb =
+        j.row1 ? (size_t)(16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
     const size_t per =
         rows ? rb + amd : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float);
     char        *bufs = malloc(per * (size_t)nt);
@@ -1344,16 +1336,17 @@ VNNI_TARGET static void awq_repack_codes(const lq_qlinear *w, int64_t wr, uint32
  * (stored minus one, as GPTQ v1), g_idx c / group_size; padding columns have scale 0 */
 static size_t awq_gptq_bytes(const lq_qlinear *w) {
     const int64_t np = awq_np(w), G = w->k / w->group_size;
-    return (size_t)(al64(w->k / 8 * np * 4) + al64(G * np * 2) + al64(G * np / 2) + al64(w->k * 4));
+    return (size_t)(lq_align_up(w->k / 8 * np * 4, 64) + lq_align_up(G * np * 2, 64) +
+                    lq_align_up(G * np / 2, 64) + lq_align_up(w->k * 4, 64));
 }
 
 static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int codes, int nt) {
     const int64_t n = w->n, k = w->k, np = awq_np(w), G = k / w->group_size, nw = n / 8;
     uint8_t      *p  = buf;
     uint32_t     *qg = (uint32_t *)(void *)p;
-    uint16_t     *sg = (uint16_t *)(void *)(p += al64(k / 8 * np * 4));
-    uint32_t     *zg = (uint32_t *)(void *)(p += al64(G * np * 2));
-    int32_t      *gi = (int32_t *)(void *)(p + al64(G * np / 2));
+    uint16_t     *sg = (uint16_t *)(void *)(p += lq_align_up(k / 8 * np * 4, 64));
+    uint32_t     *zg = (uint32_t *)(void *)(p += lq_align_up(G * np * 2, 64));
+    int32_t      *gi = (int32_t *)(void *)(p + lq_align_up(G * np / 2, 64));
     *g               = *w;
     g->format        = LQ_FMT_GPTQ;
     g->n             = np;
@@ -1400,10 +1393,11 @@ size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     if (!ab)
         return 0;
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
-        return awq_gptq_bytes(w) + al64(gptq_vnni_ws(w->k, ab, m, 8)) + (size_t)(m * np) * 4;
+        return awq_gptq_bytes(w) + lq_align_up(gptq_vnni_ws(w->k, ab, m, 8), 64) +
+               (size_t)(m * np) * 4;
     const int64_t nkb = (w->k + ab - 1) / ab;
     /* codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
-    return (size_t)(m * al64(w->k) + 2 * m * nkb * 4 + m * np * 4);
+    return (size_t)(m * lq_align_up(w->k, 64) + 2 * m * nkb * 4 + m * np * 4);
 }
 
 /* y [m, n] in column order from the field-major yf [m, np] */
@@ -1429,12 +1423,13 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         lq_qlinear g;
         awq_gptq_build(w, ws, &g, !fused, nt);
         uint8_t *gws = (uint8_t *)ws + awq_gptq_bytes(w);
-        float   *yf  = (float *)(void *)(gws + al64(gptq_vnni_ws(k, ab, m, 8)));
+        float   *yf  = (float *)(void *)(gws + lq_align_up(gptq_vnni_ws(k, ab, m, 8), 64));
         LQ_TRY(gptq_vnni_run(&g, fused ? w : NULL, x, m, yf, gws, 8, nthreads));
         awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
     }
-    awq_job  j   = {.w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = al64(k), .m = m, .np = np};
+    awq_job j = {
+        .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .m = m, .np = np};
     uint8_t *xp = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
     j.xp               = xp;
@@ -1541,13 +1536,13 @@ VNNI_TARGET static void int8_vnni_range(const int8_t *cb, int64_t n, int64_t k, 
 
 size_t lq_ws_int8_vnni(int64_t n, int64_t k, int64_t m) {
     (void)n;
-    return (size_t)(m * al64(k));
+    return (size_t)(m * lq_align_up(k, 64));
 }
 
 lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, void *ws, int nthreads) {
     uint8_t      *xu = ws;
-    const int64_t kp = al64(k);
+    const int64_t kp = lq_align_up(k, 64);
     const int     nt = lq_cpu_threads(nthreads);
 #pragma omp parallel num_threads(nt)
     {
