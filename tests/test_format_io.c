@@ -666,6 +666,29 @@ static void test_sorted_not_written(void) {
     lq_qbuf_free(&qb);
 }
 
+/* lq_qbuf_alloc: zeroed arrays, 64-byte aligned, and from 2 MiB on 2 MiB boundaries (where the
+ * huge pages it asks for start) */
+static void test_qbuf_alloc(void) {
+    const size_t sizes[] = {100, (size_t)2 << 20, ((size_t)2 << 20) + 1, (size_t)5 << 20};
+    lq_qbuf      qb;
+    memset(&qb, 0, sizeof qb);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        const uint8_t *p = lq_qbuf_alloc(&qb, sizes[i]);
+        CHECK_MSG(p != NULL, "%zu bytes", sizes[i]);
+        if (!p)
+            continue;
+        const uintptr_t align = sizes[i] >= ((size_t)2 << 20) ? (uintptr_t)2 << 20 : 64;
+        CHECK_MSG((uintptr_t)p % align == 0, "%zu bytes at %p", sizes[i], (const void *)p);
+        CHECK_MSG(p[0] == 0 && p[sizes[i] / 2] == 0 && p[sizes[i] - 1] == 0,
+                  "%zu bytes: not zeroed", sizes[i]);
+        CHECK_MSG(lq_qbuf_mut(&qb, p) == p, "%zu bytes: not owned", sizes[i]);
+    }
+    CHECK_EQ_INT(qb.nmem, 4);
+    CHECK_MSG(lq_qbuf_alloc(&qb, 0) == NULL, "0 bytes");
+    lq_qbuf_free(&qb);
+    CHECK_EQ_INT(qb.nmem, 0);
+}
+
 static void test_bad(void) {
     struct {
         int         io; /* index into k_io */
@@ -838,5 +861,6 @@ int main(int argc, char **argv) {
     test_checkpoint();
     test_bad();
     test_sorted_not_written();
+    test_qbuf_alloc();
     return lq_test_end("test_format_io");
 }
