@@ -31,6 +31,7 @@ MS=${MS:-1,16,64,512}
 THREADS=${THREADS:-"1 2"}
 SECS=${SECS:-0.3}
 ROUNDS=${ROUNDS:-2}
+LLAMA_HUGE=${LLAMA_HUGE:-1}
 mkdir -p "$WORK"
 
 bin=$("$SRC/bench/build_llamacpp.sh" ggml ggml-cpu | tail -1)
@@ -46,6 +47,8 @@ types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "CPU: $cpu ($(nproc) cores); llama.cpp: ggml of $(basename "$lsrc") ($ver); $(date -u +%F)"
+thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)
+echo "Transparent huge pages: $thp; llama.cpp $([ "$LLAMA_HUGE" = 1 ] && echo with || echo without) glibc.malloc.hugetlb=1"
 "$BUILD/bench/bench_kernels_cpu" -f none -s 64x64 -m 1 -r 0.01 2>&1 | grep -m1 'OpenBLAS kernels' || true
 echo
 rows="$WORK/rows.md"
@@ -62,7 +65,12 @@ for shape in $SHAPES; do
             "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" \
                 ${FILTER:+-f "$FILTER"} >>"$out" 2>&1
             for ty in $types; do
-                OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+                if [ "$LLAMA_HUGE" = 1 ]; then
+                    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=$t \
+                        "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+                else
+                    OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
+                fi
             done
         done
         # bench_kernels_cpu rows: name m nxk time ... ("dense-f32 sgemm" is two words)
