@@ -10,7 +10,7 @@
  * the whole 2 MiB pages they cover (not the tail, which would round the resident size up):
  * the kernels stream weights once per product, and with 4 KiB pages a matrix past the TLB's
  * reach misses the TLB every 4 KiB (one row of NF4 4096 x 11008 on 1 thread, Zen 4:
- * 1.8-1.9 -> 1.4 ms). Advice only: where the kernel declines, nothing changes. */
+ * 1.6-1.9 -> 1.4 ms). Advice only: where the kernel declines, nothing changes. */
 #define LQ_HUGE ((size_t)2 << 20)
 
 static void *qbuf_mem(size_t bytes) {
