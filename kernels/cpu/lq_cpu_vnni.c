@@ -682,6 +682,17 @@ VNNI_INLINE void nf4_vnni_decode(const nf4_job *j, int64_t i0, int64_t c0, int64
     const uint8_t    *qb  = w->qweight;
     const __m512i     lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
     const __m512i     m0f = _mm512_set1_epi16(0x000F);
+    /* the next range's codes (of the next 64 columns after the last) into L2 while this one's
+     * tiles run: 64 rows' 256 bytes each are too many short streams for the hardware
+     * prefetcher (16 rows, 1 thread, best of 3, Zen 4: 11008 x 4096 with double quant 8.8 ->
+     * 7.9 ms, 4096 x 11008 9.3 -> 8.4; 4096 x 4096 unchanged) */
+    for (int64_t l = 0; l < 64; l++) {
+        const int64_t i = c1 < k ? i0 + l : i0 + 64 + l, c = c1 < k ? c1 : 0;
+        const int64_t e = c + NF4_KC < k ? c + NF4_KC : k;
+        if (i < n)
+            for (int64_t o = 0; o < (e - c) / 2; o += 64)
+                _mm_prefetch((const char *)(qb + (i * k + c) / 2 + o), _MM_HINT_T1);
+    }
     for (int jv = 0; jv < 4; jv++) {
         for (int64_t c = c0; c < c1; c += 64) {
             __m512i r[16];
