@@ -32,6 +32,7 @@ THREADS=${THREADS:-"1 2"}
 SECS=${SECS:-0.3}
 ROUNDS=${ROUNDS:-2}
 LLAMA_HUGE=${LLAMA_HUGE:-1}
+tunables=$([ "$LLAMA_HUGE" = 1 ] && echo GLIBC_TUNABLES=glibc.malloc.hugetlb=1 || true)
 mkdir -p "$WORK"
 
 bin=$("$SRC/bench/build_llamacpp.sh" ggml ggml-cpu | tail -1)
@@ -65,12 +66,8 @@ for shape in $SHAPES; do
             "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" \
                 ${FILTER:+-f "$FILTER"} >>"$out" 2>&1
             for ty in $types; do
-                if [ "$LLAMA_HUGE" = 1 ]; then
-                    GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=$t \
-                        "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
-                else
-                    OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" "$SECS" >>"$gg"
-                fi
+                env $tunables OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" \
+                    "$SECS" >>"$gg"
             done
         done
         # bench_kernels_cpu rows: name m nxk time ... ("dense-f32 sgemm" is two words)
