@@ -295,8 +295,13 @@ void lq_nf4_absmax_avx512(const lq_qlinear *w, float *out, int64_t b0, int64_t b
 
 /* Dense fp16 / bf16 weights converted as they are read, m <= LQ_DENSE16_AVX512_M (AVX-512;
  * no workspace, no bias); lq_gemm512 above (4096 x 4096, 1 thread, Zen 5: a tie at 48 rows
- * for fp16, 10.3-10.8 ms against 11.7-12.0 at 64, bf16 10.2-10.4 against 12.4). */
+ * for fp16, 10.3-10.8 ms against 11.7-12.0 at 64, bf16 10.2-10.4 against 12.4). On Zen 4,
+ * whose 512-bit shuffles take both halves of its FP pipes, lq_gemm512's transposing pack
+ * costs more: there up to LQ_DENSE16_ZEN4_M rows (fp16, 1 thread, 64 rows: 4096 x 4096
+ * 19.5-20.1 ms against 22.6-23.8, 11008 x 4096 53-57 against 61-64; 96 rows a tie, 128 the
+ * GEMM ahead). */
 #define LQ_DENSE16_AVX512_M 48
+#define LQ_DENSE16_ZEN4_M   64
 int       lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                  int nthreads);
@@ -312,6 +317,10 @@ int       lq_cpu_avx512bf16(void);
  * GEMM: 4096 x 4096 3.90-4.07 / 3.98-4.22 at 32 rows, 5.29-5.59 / 4.74-5.09 at 48; 11008 x
  * 4096 10.3 / 11.6-12.2 at 32, 13.8-14.0 / 13.5-13.9 at 48) */
 #define LQ_DENSE_BF16X_ROWS_M 40
+/* the same on Zen 4 (as LQ_DENSE16_ZEN4_M; 4096 x 4096, 64 rows: 1 thread 12.2 ms
+ * against 11.8-12.5, 2 threads 5.3-6.0 against 5.9; 11008 x 4096 29-32 against 33-36, 48
+ * rows 9.0-9.4 against 9.3-9.6) */
+#define LQ_DENSE_BF16X_ZEN4_M 64
 /* the same where lq_cpu_amx_bf16() (AMX GEMM past it; 2-core Emerald Rapids VM, ms rows kernel
  * / AMX GEMM, 4096 x 4096, 1 thread: 3.14 / 3.32 at 8 rows, 4.68 / 3.48 at 12, 6.24 / 3.59 at
  * 16; 11008 x 4096 9.07 / 9.68 at 8, 13.2 / 10.1 at 12) */

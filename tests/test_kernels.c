@@ -41,7 +41,8 @@
 
 static const int64_t k_ms[] = {1, 2, 3, 4, 5, 7, 16, 118};
 /* the other instances of the register-blocked small-m kernels: exact mode only */
-static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13, 40}; /* 40: NF4 AVX-512 k ranges */
+/* 40: NF4 AVX-512 k ranges; 64: the top of the dense rows kernels on Zen 4 */
+static const int64_t k_ms_extra[] = {4, 5, 6, 8, 13, 40, 64};
 
 typedef struct opts {
     const char *fmt;     /* NULL: all */
