@@ -304,7 +304,7 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
  * stream two bytes a weight. Tiles of 4 W rows x 4 x rows (16 accumulators along k, summed
  * at the end); a short n or m tile repeats its last row and drops it. k's tail: masked loads.
  * --------------------------------------------------------------------------------------- */
-/* AMD family 19h with AVX-512: Zen 4 */
+/* AMD family 19h, which where AVX-512 runs is Zen 4 */
 static int zen4(void) {
     __builtin_cpu_init();
     return __builtin_cpu_is("amdfam19h");
@@ -361,7 +361,7 @@ AVX512_INLINE void d16_prefetch(const uint16_t *const wr[4], int64_t c, int64_t 
 
 /* the sums of a[0..3], in that order: a transposing tree (13 operations against 4 x 8 of
  * _mm512_reduce_add_ps; from 512 rows of bf16 activations the k ranges are short enough for
- * that to count; fp16 4096 x 11008 at 48-96 rows, 1 thread, Zen 4: 2-7% less time)  */
+ * that to count; fp16 4096 x 11008 at 48-96 rows, 1 thread, Zen 4: 2-7% less time) */
 AVX512_INLINE __m128 d16_sum4(const __m512 a[4]) {
     const __m512 s01 =
         _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));

@@ -673,10 +673,13 @@ VNNI_INLINE void tr16x16_epi32(__m512i r[16]) {
     }
 }
 
-/* whole blocks a row: nf4_vnni_range takes a block of 64 columns' absmax in place, or decodes
- * double quant's for all of k at once (else a column's are copied a range at a time) */
-static int nf4_vnni_amd(const lq_qlinear *w) {
-    return w->k % w->group_size == 0;
+/* Whole blocks a row: nf4_vnni_range takes a block of 64 columns' absmax in place, or decodes
+ * double quant's for all of k at once (else a column's are copied a range at a time); the
+ * bytes a thread needs for that decode. */
+static size_t nf4_vnni_amd_bytes(const lq_qlinear *w) {
+    return w->k % w->group_size == 0 && w->nested_blocksize > 0
+               ? (size_t)(64 * (w->k / w->group_size)) * sizeof(float)
+               : 0;
 }
 
 /* Columns [i0, i0 + 64) (zeros past n), channels [c0, c1): buf[q * 64 + col] = the unsigned
@@ -837,13 +840,12 @@ AMXI_TARGET static void nf4_amx_rows(const nf4_job *j, const uint32_t *buf, cons
     }
 }
 
-/* One thread's 64-column blocks [b0, b1), with its decode buffers; amd: room for 64 columns'
- * absmax where double quant's is decoded a block of columns at a time (nf4_vnni_amd) */
+/* One thread's 64-column blocks [b0, b1), with its decode buffers; amd: nf4_vnni_amd_bytes */
 VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1, uint32_t *buf,
                                        float *sc, float *amd) {
     const int64_t n = j->w->n, k = j->w->k, m = j->m;
-    const int64_t        nq  = nf4_vnni_amd(j->w) ? k / j->w->group_size : 0;
-    const int            dq  = j->w->nested_blocksize > 0;
+    const int64_t        nq  = k % j->w->group_size == 0 ? k / j->w->group_size : 0;
+    const int            dq  = nf4_vnni_amd_bytes(j->w) > 0;
     int                  cfg = 0;
     _Alignas(64) int32_t acc[16 * 64];
     for (int64_t blk = b0; blk < b1; blk++) {
@@ -859,7 +861,7 @@ VNNI_TARGET static void nf4_vnni_range(const nf4_job *j, int64_t b0, int64_t b1,
          * range one by one took a fifth of the time: 16 rows, 1 thread, Zen 4, 4096 x 4096
          * 3.1-3.3 -> 2.6-2.7 ms, 11008 x 4096 8.9-9.4 -> 6.9-7.7) */
         const float *amb = !nq ? NULL : dq ? amd : (const float *)j->w->absmax + i0 * nq;
-        for (int64_t l = 0; nq && dq && l < 64 && i0 + l < n; l++)
+        for (int64_t l = 0; dq && l < 64 && i0 + l < n; l++)
             lq_nf4_absmax_avx512(j->w, amd + l * nq, (i0 + l) * nq, (i0 + l + 1) * nq);
         for (int64_t c0 = 0; c0 < k; c0 += NF4_KC) {
             const int64_t c1 = c0 + NF4_KC < k ? c0 + NF4_KC : k;
@@ -1118,9 +1120,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         j.row1 ? (size_t)(16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
     const size_t per  = rows ? rb + amd
                              : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float) +
-                                  (nf4_vnni_amd(w) && w->nested_blocksize > 0
-                                        ? (size_t)(64 * (w->k / w->group_size)) * sizeof(float)
-                                        : 0);
+                                  nf4_vnni_amd_bytes(w);
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
