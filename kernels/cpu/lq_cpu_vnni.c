@@ -1118,9 +1118,9 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
     const size_t rb =
         j.row1 ? (size_t)(16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
-    const size_t per  = rows ? rb + amd
-                             : (size_t)NF4_KC * 64 + (size_t)(NF4_KC / 64) * 64 * sizeof(float) +
-                                  nf4_vnni_amd_bytes(w);
+    /* the transposed kernel's: codes, then scales, then nf4_vnni_amd_bytes */
+    const size_t cbytes = (size_t)NF4_KC * 64, sbytes = (size_t)(NF4_KC / 64) * 64 * sizeof(float);
+    const size_t per  = rows ? rb + amd : cbytes + sbytes + nf4_vnni_amd_bytes(w);
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
@@ -1150,9 +1150,8 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
                            (uint8_t *)mine);
         else
             nf4_vnni_range(&j, nblk * th / tn, nblk * (th + 1) / tn, (uint32_t *)(void *)mine,
-                           (float *)(void *)(mine + (size_t)NF4_KC * 64),
-                           (float *)(void *)(mine + (size_t)NF4_KC * 64 +
-                                             (size_t)(NF4_KC / 64) * 64 * sizeof(float)));
+                           (float *)(void *)(mine + cbytes),
+                           (float *)(void *)(mine + cbytes + sbytes));
     }
     free(bufs);
     return LQ_OK;
