@@ -464,6 +464,52 @@ D16_COLS(0)
 D16_COLS(1)
 #undef D16_COLS
 
+/* One row of x on Zen 4: each weight row read whole, one stream, 4 accumulators (llama.cpp's
+ * ggml_vec_dot_f16 loop). A Zen 4 core reads one stream faster than a tile's 4 (a probe over 32
+ * and 88 MiB of fp16 on float x, 1 thread: 24-33 GB/s against 19-24), but this loop loads x once
+ * a weight rather than once per 4 weights, so x has to stay in L1 (32 KiB) beside the stream: on
+ * 2 threads, whose vCPUs may be one core's two hyperthreads, one row read 28-32 GB/s with float x
+ * (16 KiB each at k = 4096) against 26-63 for the tiles, and 31-64 against 35-52 with bf16 x (8
+ * KiB). Hence one row where x's bytes, doubled when a second thread may share the L1, fit
+ * D16_ROW1_X_BYTES. In the library, 1 thread, alternated builds: fp16 4096 x 4096 1.11-1.20 ms
+ * against 1.32-1.57, 11008 x 4096 3.45-4.51 against 3.90-4.73; bf16 on bf16 activations
+ * 0.80-0.87 against 1.15-1.44 and 2.84-3.26 against 4.07-4.41 (2 threads: 0.25-0.69 against
+ * 0.40-0.53, 1.52-2.41 against 2.24-2.44). */
+#define D16_ROW1_X_BYTES 16384
+static int d16_row1_ok(int64_t m, int64_t xbytes, int64_t nthreads) {
+    return m == 1 && zen4() && xbytes * (nthreads > 1 ? 2 : 1) <= D16_ROW1_X_BYTES;
+}
+
+AVX512_INLINE float d16_row1(const uint16_t *wr, const float *x, int64_t k, int bf) {
+    __m512  a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
+    int64_t c    = 0;
+    for (; c + 64 <= k; c += 64)
+        for (int j = 0; j < 4; j++)
+            a[j] =
+                _mm512_fmadd_ps(d16_cvt(_mm256_loadu_si256((const __m256i *)(wr + c + 16 * j)), bf),
+                                _mm512_loadu_ps(x + c + 16 * j), a[j]);
+    for (int j = 0; c < k; c += 16, j++) {
+        const __mmask16 mk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1);
+        a[j]               = _mm512_fmadd_ps(d16_cvt(_mm256_maskz_loadu_epi16(mk, wr + c), bf),
+                                             _mm512_maskz_loadu_ps(mk, x + c), a[j]);
+    }
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+/* W rows [a, b) against the one row of x */
+AVX512_TARGET static void d16_rows1(const lq_qlinear *w, const float *x, float *y, int64_t a,
+                                    int64_t b, int bf) {
+    const uint16_t *W = w->dense;
+    if (bf)
+        for (int64_t i = a; i < b; i++)
+            y[i] = d16_row1(W + i * w->k, x, w->k, 1);
+    else
+        for (int64_t i = a; i < b; i++)
+            y[i] = d16_row1(W + i * w->k, x, w->k, 0);
+}
+
 AVX512_TARGET void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out) {
     int64_t e = 0;
     for (; e + 16 <= cnt; e += 16)
@@ -484,7 +530,9 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
     {
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
-        if (a < b) {
+        if (a < b && d16_row1_ok(m, w->k * (int64_t)sizeof(float), T)) {
+            d16_rows1(w, x, y, a, b, bf);
+        } else if (a < b) {
             if (bf)
                 d16_cols_1(w, x, m, y, a, b, pf);
             else
@@ -578,6 +626,32 @@ BX_INLINE void bx_tile(const uint16_t *W, int64_t k, const uint16_t *x, int64_t 
     }
 }
 
+/* d16_row1 on bf16 activations (zeros past k to the padded stride) */
+BX_INLINE float bx_row1(const uint16_t *wr, const uint16_t *x, int64_t k) {
+    __m512  a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
+    int64_t c    = 0;
+    for (; c + 128 <= k; c += 128)
+        for (int j = 0; j < 4; j++)
+            a[j] =
+                _mm512_dpbf16_ps(a[j], (__m512bh)_mm512_load_si512((const void *)(x + c + 32 * j)),
+                                 (__m512bh)_mm512_loadu_si512((const void *)(wr + c + 32 * j)));
+    for (int j = 0; c < k; c += 32, j++) {
+        const __mmask32 mk = k - c >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << (k - c)) - 1;
+        a[j] = _mm512_dpbf16_ps(a[j], (__m512bh)_mm512_load_si512((const void *)(x + c)),
+                                (__m512bh)_mm512_maskz_loadu_epi16(mk, wr + c));
+    }
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+/* W rows [a, b) against the one row of xb */
+BX_TARGET static void bx_rows1(const lq_qlinear *w, const uint16_t *xb, float *y, int64_t a,
+                               int64_t b) {
+    for (int64_t i = a; i < b; i++)
+        y[i] = bx_row1((const uint16_t *)w->dense + i * w->k, xb, w->k);
+}
+
 /* activations a k range: 1 MiB (at 512 rows, when this kernel ran there, 1 MiB against 256
  * KiB took 57-63 against 75-77 ms at 4096 x 4096) */
 #define BX_KR_BYTES 1048576
@@ -642,7 +716,9 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
         bx_round(x, m, w->k, xb); /* its barrier: every row is ready */
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
-        if (a < b)
+        if (a < b && d16_row1_ok(m, bx_ld(w->k) * 2, T))
+            bx_rows1(w, xb, y, a, b);
+        else if (a < b)
             bx_cols(w, xb, m, y, a, b, pf);
     }
     return LQ_OK;
