@@ -341,7 +341,8 @@ int main(int argc, char **argv) {
              * "+bx" (bf16) */
             for (int ix = 0; ix < 2; ix++)
                 for (int mi = 0; mi < nms; mi++) {
-                    if (ix && !(tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi])))
+                    if (ix &&
+                        !(tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi], tr->qx_flag)))
                         continue;
                     const unsigned fl  = ix ? tr->qx_flag : 0u;
                     const size_t   wss = lq_qlinear_workspace_cpu_ex(&qb.q, ms[mi], fl);
@@ -350,7 +351,10 @@ int main(int argc, char **argv) {
                     const double   t   = best_time(run_fwd, &fc, secs, cpu);
                     char           name[48];
                     snprintf(name, sizeof name, "%s%s", c->name,
-                             !ix ? "" : fl == LQ_QLINEAR_BF16_X ? "+bx" : "+ix");
+                             !ix ? ""
+                             : fl != LQ_QLINEAR_INT_X
+                                 ? qb.q.dense_dtype == LQ_DENSE_F16 ? "+hx" : "+bx"
+                                 : "+ix");
                     printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", name,
                            (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3,
                            wbytes / t / 1e9, 100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3,

@@ -82,7 +82,7 @@ for shape in $SHAPES; do
                 np = split(pairs, p, " ")
                 for (i = 1; i <= np; i++) { split(p[i], q, ":"); ty[q[1]] = q[2] }
             }
-            { base = $1; sub(/\+[ib]x$/, "", base) }
+            { base = $1; sub(/\+[ibh]x$/, "", base) }
             (base in ty) && $3 == shape {
                 key = $1 " " $2
                 if (!(key in best)) { order[++nk] = key; nm[key] = $1; mm[key] = $2; tb[key] = ty[base] }

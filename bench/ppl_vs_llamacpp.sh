@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Perplexity throughput against llama.cpp's llama-perplexity (issue #13, item 2), side by side on
-# the same F16 GGUF, text, context, chunks and threads, llama.cpp's protocol on both sides.
+# the same F16 GGUF, text, context, chunks and threads, llama.cpp's protocol on both sides; llmquant
+# also with --f16-activations (LQ_QLINEAR_F16_X: activations rounded to fp16, as llama.cpp's F16
+# matmul does).
 # Prints tokens/s and perplexity of each and their ratio; llmquant runs the OpenBLAS kernels it
 # picks for the CPU (named in the row).
 #
@@ -77,6 +79,7 @@ echo "| run | ppl | seconds | tokens/s | vs llama.cpp |"
 echo "|---|---:|---:|---:|---:|"
 llama_row "$GG" "F16 GGUF"
 llmquant_rows "$GG" "same GGUF"
+llmquant_rows "$GG" "same GGUF, --f16-activations" --f16-activations
 if [ "${BF16:-0}" = 1 ]; then
     GB=$WORK/model-bf16.gguf
     [ -f "$GB" ] || python3 "$CONV" "$MODEL" --outtype bf16 --outfile "$GB" \

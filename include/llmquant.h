@@ -30,9 +30,9 @@
 
 #define LQ_VERSION_MAJOR  0
 #define LQ_VERSION_MINOR  2
-#define LQ_VERSION_PATCH  3
+#define LQ_VERSION_PATCH  4
 #define LQ_VERSION_NUMBER (LQ_VERSION_MAJOR * 10000 + LQ_VERSION_MINOR * 100 + LQ_VERSION_PATCH)
-#define LQ_VERSION_STRING "0.2.3"
+#define LQ_VERSION_STRING "0.2.4"
 
 #if defined(_WIN32)
 #define LQ_API
@@ -281,12 +281,17 @@ LQ_API lq_status lq_qlinear_forward_cpu(const lq_qlinear *w, const float *x, int
  * AMX-BF16, AMX tiles instead (and NF4 on int8 activations from 16 rows where it has
  * AMX-INT8); to use them the library asks Linux for this process's tile state (arch_prctl
  * ARCH_REQ_XCOMP_PERM, a process-wide grant) when such a forward runs.
+ * LQ_QLINEAR_F16_X (0.2.4) does the same for dense fp16 weights on activations rounded to fp16
+ * (to nearest even; magnitudes from 65520 become infinities) where the CPU has AVX-512, as
+ * llama.cpp does for F16 weights: at one row the activations are read as fp16, half the cache
+ * of float32 ones beside the weight stream; elsewhere the float kernels on the rounded values.
  * Elsewhere, and for other weights, the float kernels run. The workspace size depends on the
  * flags.
  */
 #define LQ_QLINEAR_INT_X 1u
 #define LQ_QLINEAR_INT_X_ROWS 1024 /* the most rows the integer-activation kernels take */
 #define LQ_QLINEAR_BF16_X 2u
+#define LQ_QLINEAR_F16_X      4u
 LQ_API size_t    lq_qlinear_workspace_cpu_ex(const lq_qlinear *w, int64_t m, unsigned flags);
 LQ_API lq_status lq_qlinear_forward_cpu_ex(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                            void *ws, size_t ws_size, int nthreads, unsigned flags);

@@ -11,7 +11,7 @@ static const lq_format_traits *cpu_traits(const lq_qlinear *w) {
 
 /* Whether the reduced-precision activation kernels run for w at m rows under these flags. */
 static int use_qx(const lq_format_traits *t, const lq_qlinear *w, int64_t m, unsigned flags) {
-    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(w, m);
+    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(w, m, flags);
 }
 
 LQ_API size_t lq_qlinear_workspace_cpu_ex(const lq_qlinear *w, int64_t m, unsigned flags) {
@@ -24,7 +24,7 @@ LQ_API size_t lq_qlinear_workspace_cpu_ex(const lq_qlinear *w, int64_t m, unsign
 LQ_API lq_status lq_qlinear_forward_cpu_ex(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                            void *ws, size_t ws_size, int nthreads, unsigned flags) {
     const lq_format_traits *t = cpu_traits(w);
-    if (!t || (flags & ~(LQ_QLINEAR_INT_X | LQ_QLINEAR_BF16_X)))
+    if (!t || (flags & ~(LQ_QLINEAR_INT_X | LQ_QLINEAR_BF16_X | LQ_QLINEAR_F16_X)))
         return LQ_ERR_INVALID_ARG;
     if (m <= 0 || !x || !y)
         return m == 0 ? LQ_OK : LQ_ERR_INVALID_ARG;

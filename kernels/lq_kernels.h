@@ -96,14 +96,15 @@ typedef struct lq_format_traits {
                             CUDA's fp16 activations included) */
     double tol_nmse_cpu; /* tighter bound for the float32 CPU kernels */
 
-    /* Reduced-precision activations, under the flag qx_flag of lq_qlinear_forward_cpu_ex:
-     * where quantizes_x_cpu(w, m) (NULL: never), gemm_cpu_qx rounds the activations
-     * (LQ_QLINEAR_INT_X: to int16/int8, AVX-512 VNNI; LQ_QLINEAR_BF16_X: to bf16, AVX-512
-     * BF16) and equals gemm_qx_ref, the scalar oracle of that semantics, bit for bit where
-     * tol_nmse_qx_ref is 0 (else on small-integer inputs, and within tol_nmse_qx_ref on random
-     * ones: float sums in another order), and gemm_ref within tol_nmse_qx. */
+    /* Reduced-precision activations, under the flags qx_flag of lq_qlinear_forward_cpu_ex:
+     * where quantizes_x_cpu(w, m, flags) (NULL: never; flags: the caller's), gemm_cpu_qx rounds
+     * the activations (LQ_QLINEAR_INT_X: to int16/int8, AVX-512 VNNI; dense LQ_QLINEAR_BF16_X
+     * on bf16 weights: to bf16, AVX-512 BF16; LQ_QLINEAR_F16_X on fp16 weights: to fp16) and
+     * equals gemm_qx_ref, the scalar oracle of that semantics (which w alone fixes), bit for bit
+     * where tol_nmse_qx_ref is 0 (else on small-integer inputs, and within tol_nmse_qx_ref on
+     * random ones: float sums in another order), and gemm_ref within tol_nmse_qx. */
     unsigned qx_flag;
-    int (*quantizes_x_cpu)(const lq_qlinear *w, int64_t m);
+    int (*quantizes_x_cpu)(const lq_qlinear *w, int64_t m, unsigned flags);
     size_t (*ws_cpu_qx)(const lq_qlinear *w, int64_t m);
     lq_status (*gemm_cpu_qx)(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);

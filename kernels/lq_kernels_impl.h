@@ -307,6 +307,14 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
                                  int nthreads);
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32; only where lq_cpu_avx512() */
 void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out);
+/* Dense fp16 weights on fp16 activations (LQ_QLINEAR_F16_X), where lq_cpu_avx512: at one row
+ * (where lq_dense_f16x_row_ok for the threads that will run it) lq_gemm_dense_f16x_row, ws of
+ * k * 2 bytes, no bias; else the float kernels on x rounded by lq_round_f16_avx512 (x -> fp16 ->
+ * float32, to nearest even as lq_f32_to_f16). */
+int       lq_dense_f16x_row_ok(const lq_qlinear *w, int64_t m, int nthreads);
+void      lq_round_f16_avx512(const float *x, int64_t cnt, float *out);
+lq_status lq_gemm_dense_f16x_row(const lq_qlinear *w, const float *x, float *y, void *ws,
+                                 int nthreads);
 /* Dense bf16 weights on bf16 activations (LQ_QLINEAR_BF16_X): lq_cpu_avx512bf16, the CPU has
  * AVX-512 BF16 besides lq_cpu_avx512; y = round_bf16(x) @ W^T, products exact, float32 sums
  * (in another order than lq_gemm_dense_qx_ref's), for bf16 weights where lq_cpu_avx512bf16
@@ -399,20 +407,20 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
                             int32_t *acc, void *ws, int nthreads);
 /* The traits' reduced-precision activation entries (quantizes_x_cpu, ws_cpu_qx, gemm_cpu_qx,
  * gemm_qx_ref). */
-int       lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+int       lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags);
 size_t    lq_ws_dense_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_dense_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                void *ws, size_t ws_size, int nthreads);
 void      lq_gemm_dense_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y);
-int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+int       lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags);
 size_t    lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                               size_t ws_size, int nthreads);
-int       lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+int       lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags);
 size_t    lq_ws_nf4_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);
-int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m);
+int       lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags);
 size_t    lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads);

@@ -124,10 +124,23 @@ static void run_case(const kcase *c, int64_t n, int64_t k, int64_t m, int exact,
         lq_status st = lq_qlinear_forward_cpu(w, x, m, ycpu, ws, ws_size, 0);
         CHECK_MSG(st == LQ_OK, "%s cpu m=%lld: forward returned %s", c->name, (long long)m,
                   lq_status_name(st));
+        /* a flag of the format's that is not for these weights (LQ_QLINEAR_BF16_X on fp16
+         * weights, LQ_QLINEAR_F16_X on bf16) or this CPU: the float path, bit for bit */
+        for (unsigned f = 1; f <= t->qx_flag; f <<= 1) {
+            if (!(f & t->qx_flag) || (t->quantizes_x_cpu && t->quantizes_x_cpu(w, m, f)))
+                continue;
+            CHECK_EQ_INT(lq_qlinear_workspace_cpu_ex(w, m, f), ws_size);
+            float *yf = malloc((size_t)(m * n) * sizeof(float));
+            CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, yf, ws, ws_size, 0, f));
+            CHECK_MSG(!memcmp(yf, ycpu, (size_t)(m * n) * sizeof(float)),
+                      "%s cpu m=%lld flags %u: differs from the float path at %lld", c->name,
+                      (long long)m, f, (long long)first_diff(yf, ycpu, m * n));
+            free(yf);
+        }
         /* reduced-precision activations (the traits' qx_flag): the oracle of that semantics
          * bit for bit (or within tol_nmse_qx_ref where its sums run in another order), the
          * float one within tol_nmse_qx (random inputs) */
-        if (t->quantizes_x_cpu && t->quantizes_x_cpu(w, m)) {
+        if (t->quantizes_x_cpu && t->quantizes_x_cpu(w, m, t->qx_flag)) {
             const size_t wsq = lq_qlinear_workspace_cpu_ex(w, m, t->qx_flag);
             void        *wq  = wsq ? lq_aligned_alloc(wsq) : NULL;
             float       *yx  = malloc((size_t)(m * n) * sizeof(float));
@@ -818,8 +831,8 @@ static void test_sort(void) {
                  * (AVX2 CPUs: the repacked one only) their NMSE bound */
                 const lq_format_traits *ta = lq_format_traits_get(c->fmt),
                                        *tg = lq_format_traits_get(LQ_FMT_GPTQ);
-                const int qa               = fl && ta->quantizes_x_cpu(w, m),
-                          qg               = fl && tg->quantizes_x_cpu(&s, m);
+                const int qa               = fl && ta->quantizes_x_cpu(w, m, fl),
+                          qg               = fl && tg->quantizes_x_cpu(&s, m, fl);
                 const int same             = qa == qg;
                 if (qa && same)
                     CHECK_MSG(!memcmp(y0, y1, (size_t)(m * n) * 4),

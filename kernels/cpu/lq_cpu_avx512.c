@@ -542,6 +542,80 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
     return LQ_OK;
 }
 /* ---------------------------------------------------------------------------------------
+ * Dense fp16 weights on fp16 activations (LQ_QLINEAR_F16_X), what llama.cpp runs for F16
+ * weights: x rounded to fp16 (to nearest even; vcvtps2ph rounds as lq_f32_to_f16), products
+ * exact in float32 (11-bit significands), float32 sums. At one row, where d16_row1_ok holds for
+ * the fp16 activations (half the L1 of float ones beside the weight stream), the row kernel reads
+ * them as fp16; elsewhere the float kernels run on the rounded activations.
+ * --------------------------------------------------------------------------------------- */
+int lq_dense_f16x_row_ok(const lq_qlinear *w, int64_t m, int nthreads) {
+    return w->dense_dtype == LQ_DENSE_F16 && d16_row1_ok(m, w->k * 2, nthreads);
+}
+
+AVX512_TARGET void lq_round_f16_avx512(const float *x, int64_t cnt, float *out) {
+    int64_t e = 0;
+    for (; e + 16 <= cnt; e += 16)
+        _mm512_storeu_ps(out + e, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_loadu_ps(x + e),
+                                                                  _MM_FROUND_TO_NEAREST_INT)));
+    if (e < cnt) {
+        const __mmask16 mk = (__mmask16)((1u << (cnt - e)) - 1);
+        _mm512_mask_storeu_ps(out + e, mk,
+                              _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_maskz_loadu_ps(mk, x + e),
+                                                              _MM_FROUND_TO_NEAREST_INT)));
+    }
+}
+
+/* d16_row1 on fp16 activations */
+AVX512_INLINE float hx_row1(const uint16_t *wr, const uint16_t *x, int64_t k) {
+    __m512  a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
+    int64_t c    = 0;
+    for (; c + 64 <= k; c += 64)
+        for (int j = 0; j < 4; j++)
+            a[j] = _mm512_fmadd_ps(
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + c + 16 * j))),
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + c + 16 * j))), a[j]);
+    for (int j = 0; c < k; c += 16, j++) {
+        const __mmask16 mk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1);
+        a[j]               = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, wr + c)),
+                                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, x + c)), a[j]);
+    }
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+AVX512_TARGET static void hx_rows1(const lq_qlinear *w, const uint16_t *xh, float *y, int64_t a,
+                                   int64_t b) {
+    for (int64_t i = a; i < b; i++)
+        y[i] = hx_row1((const uint16_t *)w->dense + i * w->k, xh, w->k);
+}
+
+AVX512_TARGET static void hx_round(const float *x, int64_t k, uint16_t *xh) {
+    int64_t c = 0;
+    for (; c + 16 <= k; c += 16)
+        _mm256_storeu_si256((__m256i *)(xh + c),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + c), _MM_FROUND_TO_NEAREST_INT));
+    if (c < k) {
+        const __mmask16 mk = (__mmask16)((1u << (k - c)) - 1);
+        _mm256_mask_storeu_epi16(
+            xh + c, mk,
+            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mk, x + c), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+lq_status lq_gemm_dense_f16x_row(const lq_qlinear *w, const float *x, float *y, void *ws,
+                                 int nthreads) {
+    uint16_t *xh = ws;
+    hx_round(x, w->k, xh);
+#pragma omp parallel num_threads(nthreads)
+    {
+        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+        hx_rows1(w, xh, y, w->n * t / T, w->n * (t + 1) / T);
+    }
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Dense bf16 weights on bf16 activations (LQ_QLINEAR_BF16_X; AVX512_BF16), what llama.cpp
  * runs for BF16 weights: x rounded to bf16 (RNE) into the workspace, each row padded with zeros
  * to 32 channels; one vdpbf16ps then adds 32 exact products into 16 float32 lanes, with the
@@ -750,6 +824,18 @@ int lq_dense16_avx512_ok(const lq_qlinear *w, int64_t m) {
 }
 void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out) {
     (void)h, (void)bf, (void)cnt, (void)out;
+}
+int lq_dense_f16x_row_ok(const lq_qlinear *w, int64_t m, int nthreads) {
+    (void)w, (void)m, (void)nthreads;
+    return 0;
+}
+void lq_round_f16_avx512(const float *x, int64_t cnt, float *out) {
+    (void)x, (void)cnt, (void)out;
+}
+lq_status lq_gemm_dense_f16x_row(const lq_qlinear *w, const float *x, float *y, void *ws,
+                                 int nthreads) {
+    (void)w, (void)x, (void)y, (void)ws, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
 }
 lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                  int nthreads) {

@@ -215,8 +215,8 @@ static int awq_qx(const lq_qlinear *w, int64_t m) {
     return lq_cpu_vnni() ? lq_awq_qx_bits(w, m) : 0;
 }
 
-int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return awq_qx(w, m) != 0;
+int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
+    return (flags & LQ_QLINEAR_INT_X) && awq_qx(w, m) != 0;
 }
 
 size_t lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m) {

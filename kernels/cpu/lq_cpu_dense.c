@@ -103,19 +103,56 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     return LQ_OK;
 }
 
-/* bf16 activations (LQ_QLINEAR_BF16_X): bf16 weights on a CPU with AVX-512 BF16, at every m */
-int lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return m >= 1 && w->dense_dtype == LQ_DENSE_BF16 && lq_cpu_avx512bf16();
+/* Half activations, each flag for its own weights at every m: bf16 on a CPU with AVX-512 BF16
+ * (LQ_QLINEAR_BF16_X), fp16 on one with AVX-512 (LQ_QLINEAR_F16_X) */
+int lq_dense_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
+    if (m < 1)
+        return 0;
+    if (w->dense_dtype == LQ_DENSE_BF16)
+        return (flags & LQ_QLINEAR_BF16_X) && lq_cpu_avx512bf16();
+    return w->dense_dtype == LQ_DENSE_F16 && (flags & LQ_QLINEAR_F16_X) && lq_cpu_avx512();
+}
+
+static unsigned dense_qx_flag(const lq_qlinear *w) {
+    return w->dense_dtype == LQ_DENSE_BF16 ? LQ_QLINEAR_BF16_X : LQ_QLINEAR_F16_X;
+}
+
+/* fp16: the rounded activations as float32 (the row kernel's fp16 copy fits there), then the
+ * float kernels' workspace */
+static size_t ws_f16x(const lq_qlinear *w, int64_t m) {
+    int64_t      e;
+    const size_t fl = lq_ws_dense_cpu(w, m);
+    if (!lq_mul_i64(m, w->k, &e) || !lq_mul_i64(e, (int64_t)sizeof(float), &e) ||
+        !lq_add_i64(lq_align_up(e, 64), (int64_t)fl, &e) || (uint64_t)e > SIZE_MAX)
+        return SIZE_MAX;
+    return (size_t)e;
 }
 
 size_t lq_ws_dense_cpu_qx(const lq_qlinear *w, int64_t m) {
-    return lq_ws_dense_bf16x(w->k, m);
+    return w->dense_dtype == LQ_DENSE_BF16 ? lq_ws_dense_bf16x(w->k, m) : ws_f16x(w, m);
+}
+
+static lq_status gemm_f16x(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           size_t ws_size, int nthreads) {
+    const size_t need = ws_f16x(w, m);
+    if (!ws || ws_size < need)
+        return LQ_ERR_INVALID_ARG;
+    if (lq_dense_f16x_row_ok(w, m, nthreads)) {
+        LQ_TRY(lq_gemm_dense_f16x_row(w, x, y, ws, nthreads));
+        lq_add_bias_f16(w->bias, m, w->n, y);
+        return LQ_OK;
+    }
+    const size_t xb = (size_t)lq_align_up(m * w->k * (int64_t)sizeof(float), 64);
+    lq_round_f16_avx512(x, m * w->k, ws);
+    return lq_gemm_dense_cpu(w, ws, m, y, (char *)ws + xb, ws_size - xb, nthreads);
 }
 
 lq_status lq_gemm_dense_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                void *ws, size_t ws_size, int nthreads) {
-    if (!lq_blas_dims_ok(m, w->n, w->k) || !lq_dense_cpu_quantizes_x(w, m))
+    if (!lq_blas_dims_ok(m, w->n, w->k) || !lq_dense_cpu_quantizes_x(w, m, dense_qx_flag(w)))
         return LQ_ERR_UNSUPPORTED;
+    if (w->dense_dtype == LQ_DENSE_F16)
+        return gemm_f16x(w, x, m, y, ws, ws_size, lq_cpu_threads(nthreads));
     LQ_TRY(lq_gemm_dense_bf16x(w, x, m, y, ws, ws_size, lq_cpu_threads(nthreads)));
     lq_add_bias_f16(w->bias, m, w->n, y);
     return LQ_OK;

@@ -576,8 +576,8 @@ static size_t ws_qx_kernel(const lq_qlinear *w, int64_t m, int xb) {
     return gptq_vnni(w) ? lq_ws_gptq_vnni(w, m, xb) : lq_ws_gptq_avx2(w, m, xb);
 }
 
-int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return gptq_qx(w, m) != 0;
+int lq_gptq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
+    return (flags & LQ_QLINEAR_INT_X) && gptq_qx(w, m) != 0;
 }
 
 size_t lq_ws_gptq_cpu_qx(const lq_qlinear *w, int64_t m) {

@@ -263,19 +263,19 @@ static int nf4_qx_kind(const lq_qlinear *w) {
     return lq_cpu_vnni() ? 2 : lq_nf4_avx2_ok(w) && lq_cpu_avx2i() ? 1 : 0;
 }
 
-int lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m) {
-    return nf4_qx_kind(w) && lq_nf4_qx_bits(w, m);
+int lq_nf4_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
+    return (flags & LQ_QLINEAR_INT_X) && nf4_qx_kind(w) && lq_nf4_qx_bits(w, m);
 }
 
 size_t lq_ws_nf4_cpu_qx(const lq_qlinear *w, int64_t m) {
-    if (!lq_nf4_cpu_quantizes_x(w, m))
+    if (!lq_nf4_cpu_quantizes_x(w, m, LQ_QLINEAR_INT_X))
         return 0;
     return nf4_qx_kind(w) == 2 ? lq_ws_nf4_vnni(w, m) : lq_ws_nf4_avx2(w, m);
 }
 
 lq_status lq_gemm_nf4_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                              size_t ws_size, int nthreads) {
-    if (!lq_nf4_cpu_quantizes_x(w, m))
+    if (!lq_nf4_cpu_quantizes_x(w, m, LQ_QLINEAR_INT_X))
         return LQ_ERR_UNSUPPORTED;
     if (!ws || ws_size < lq_ws_nf4_cpu_qx(w, m))
         return LQ_ERR_INVALID_ARG;

@@ -23,7 +23,8 @@ void lq_gemm_dense_ref(const lq_qlinear *w, const float *x, int64_t m, float *y)
     lq_ref_gemm(w, dense_w, x, m, y);
 }
 
-/* LQ_QLINEAR_BF16_X: the float oracle on x rounded to bf16 (to nearest even) */
+/* LQ_QLINEAR_BF16_X / LQ_QLINEAR_F16_X: the float oracle on x rounded to the weights' own
+ * 16-bit type (to nearest even) */
 void lq_gemm_dense_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y) {
     float *xb = malloc((size_t)(m * w->k) * sizeof *xb);
     if (!xb) { /* the oracle has no error channel: make the failure impossible to miss */
@@ -32,7 +33,8 @@ void lq_gemm_dense_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float 
         return;
     }
     for (int64_t e = 0; e < m * w->k; e++)
-        xb[e] = lq_bf16_to_f32(lq_f32_to_bf16(x[e]));
+        xb[e] = w->dense_dtype == LQ_DENSE_F16 ? lq_round_f16(x[e])
+                                               : lq_bf16_to_f32(lq_f32_to_bf16(x[e]));
     lq_ref_gemm(w, dense_w, xb, m, y);
     free(xb);
 }

@@ -112,7 +112,7 @@ float *lq_linear_dense_mut(lq_linear *l) {
 }
 
 static int int_x_rows(const lq_format_traits *t, const lq_qlinear *q, int64_t mc, unsigned flags) {
-    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc);
+    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc, flags);
 }
 
 size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {

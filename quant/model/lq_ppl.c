@@ -566,7 +566,8 @@ lq_status lq_ppl_text(lq_model *m, const lq_tokenizer *tok, const char *data_fil
     o.ctx          = op->ctx;
     o.max_windows  = op->chunks;
     o.kernel_flags = (op->int_activations ? LQ_QLINEAR_INT_X : 0u) |
-                     (op->bf16_activations ? LQ_QLINEAR_BF16_X : 0u);
+                     (op->bf16_activations ? LQ_QLINEAR_BF16_X : 0u) |
+                     (op->f16_activations ? LQ_QLINEAR_F16_X : 0u);
     o.bos          = lq_tok_adds_bos(tok) ? lq_tok_bos_id(tok) : -1;
     o.cb           = cb;
     lq_ppl_exec ex = {.nthreads = (int)op->threads};
@@ -690,6 +691,8 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
             cJSON_AddBoolToObject(j, "int_activations", 1);
         if (op.bf16_activations)
             cJSON_AddBoolToObject(j, "bf16_activations", 1);
+        if (op.f16_activations)
+            cJSON_AddBoolToObject(j, "f16_activations", 1);
         cJSON_AddNumberToObject(j, "seconds", r.seconds);
         /* forward throughput: every token pushed through the model, scored or not */
         cJSON_AddNumberToObject(j, "tokens_per_second",

@@ -124,6 +124,12 @@ expect_rc 0 "convert --out-dtype bfloat16"
 ppl bf16 "$W/bf16" --tokenizer "$TOK"
 ppl bf16x "$W/bf16" --tokenizer "$TOK" --bf16-activations
 reduced_x bf16x bf16 1 bf16_activations avx512_bf16
+# --f16-activations: the same for fp16 weights and activations where the CPU has AVX-512
+run "$B" convert "$M" -o "$W/f16" --out-dtype float16 -q
+expect_rc 0 "convert --out-dtype float16"
+ppl f16 "$W/f16" --tokenizer "$TOK"
+ppl f16x "$W/f16" --tokenizer "$TOK" --f16-activations
+reduced_x f16x f16 1 f16_activations avx512f
 # AWQ's scales are folded into the norms (and v_proj / up_proj): the layer computes the same
 # function, so at 8 bits the model stays within 1% of FP16, and the 4-bit file is another file.
 CHECKS=$((CHECKS + 1))
