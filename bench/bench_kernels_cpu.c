@@ -9,7 +9,8 @@
  * "awq_g128_sorted": AWQ after lq_qlinear_sort (GPTQ's layout); "gptq3_g128_sorted": 3-bit
  * after lq_qlinear_sort (held as 4-bit codes).
  * Rows "<format>+ix": the same with LQ_QLINEAR_INT_X (integer activations), where the CPU has
- * those kernels; "dense_bf16+bx": with LQ_QLINEAR_BF16_X (bf16 activations, AVX-512 BF16).
+ * those kernels; "dense_bf16+bx": with LQ_QLINEAR_BF16_X (bf16 activations, AVX-512 BF16);
+ * "dense_f16+hx": with LQ_QLINEAR_F16_X (fp16 activations, AVX-512).
  *
  * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads]
  *                          [-r seconds]
@@ -337,8 +338,8 @@ int main(int argc, char **argv) {
             const double            wbytes = (double)lq_qlinear_bytes(&qb.q);
             const lq_format_traits *tr     = lq_format_traits_get((lq_format)qb.q.format);
             /* float activations, then (where this CPU has them) the reduced-precision
-             * activation kernels of the format's flag as a row "<format>+ix" (integer) or
-             * "+bx" (bf16) */
+             * activation kernels of the format's flags as a row "<format>+ix" (integer),
+             * "+bx" (bf16) or "+hx" (fp16) */
             for (int ix = 0; ix < 2; ix++)
                 for (int mi = 0; mi < nms; mi++) {
                     if (ix &&

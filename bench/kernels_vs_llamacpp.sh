@@ -20,8 +20,8 @@
 # sgemm on float32 weights, vs f16). llama.cpp's time includes quantizing the activations (Q8_K / Q8_0) on every
 # call; llmquant's rows "<format>+ix" are its integer-activation kernels (LQ_QLINEAR_INT_X,
 # int8 activations), "dense_bf16+bx" dense bf16 on bf16
-# activations (LQ_QLINEAR_BF16_X, AVX-512 BF16, as llama.cpp's bf16), the others keep float
-# activations.
+# activations (LQ_QLINEAR_BF16_X, AVX-512 BF16, as llama.cpp's bf16), "dense_f16+hx" dense fp16
+# on fp16 activations (LQ_QLINEAR_F16_X, as llama.cpp's f16), the others keep float activations.
 set -euo pipefail
 BUILD=$(realpath "$1")
 WORK=${2:-${TMPDIR:-/tmp}/lq_kernels_vs_llamacpp}
