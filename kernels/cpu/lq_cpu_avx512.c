@@ -480,7 +480,20 @@ static int d16_row1_ok(int64_t m, int64_t xbytes, int64_t nthreads) {
     return m == 1 && zen4() && xbytes * (nthreads > 1 ? 2 : 1) <= D16_ROW1_X_BYTES;
 }
 
-AVX512_INLINE float d16_row1(const uint16_t *wr, const float *x, int64_t k, int bf) {
+/* the 4 accumulators' total */
+AVX512_INLINE float d16_total4(const __m512 a[4]) {
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+
+/* 16 activations from channel c (mk: those below k), float32 or (xh) fp16 */
+AVX512_INLINE __m512 d16_x(const void *x, int64_t c, __mmask16 mk, int xh) {
+    return xh ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, (const uint16_t *)x + c))
+              : _mm512_maskz_loadu_ps(mk, (const float *)x + c);
+}
+
+/* one weight row (fp16, or bf16 when bf) against x (float32, or fp16 when xh) */
+AVX512_INLINE float d16_row1(const uint16_t *wr, const void *x, int64_t k, int bf, int xh) {
     __m512  a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                     _mm512_setzero_ps()};
     int64_t c    = 0;
@@ -488,14 +501,13 @@ AVX512_INLINE float d16_row1(const uint16_t *wr, const float *x, int64_t k, int 
         for (int j = 0; j < 4; j++)
             a[j] =
                 _mm512_fmadd_ps(d16_cvt(_mm256_loadu_si256((const __m256i *)(wr + c + 16 * j)), bf),
-                                _mm512_loadu_ps(x + c + 16 * j), a[j]);
-    for (int j = 0; c < k; c += 16, j++) {
+                                d16_x(x, c + 16 * j, (__mmask16)0xffff, xh), a[j]);
+    for (; c < k; c += 16) { /* into a[0] alone: a variable index kept a[] on the stack */
         const __mmask16 mk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1);
-        a[j]               = _mm512_fmadd_ps(d16_cvt(_mm256_maskz_loadu_epi16(mk, wr + c), bf),
-                                             _mm512_maskz_loadu_ps(mk, x + c), a[j]);
+        a[0]               = _mm512_fmadd_ps(d16_cvt(_mm256_maskz_loadu_epi16(mk, wr + c), bf),
+                                             d16_x(x, c, mk, xh), a[0]);
     }
-    return _mm512_reduce_add_ps(
-        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+    return d16_total4(a);
 }
 
 /* W rows [a, b) against the one row of x */
@@ -504,10 +516,10 @@ AVX512_TARGET static void d16_rows1(const lq_qlinear *w, const float *x, float *
     const uint16_t *W = w->dense;
     if (bf)
         for (int64_t i = a; i < b; i++)
-            y[i] = d16_row1(W + i * w->k, x, w->k, 1);
+            y[i] = d16_row1(W + i * w->k, x, w->k, 1, 0);
     else
         for (int64_t i = a; i < b; i++)
-            y[i] = d16_row1(W + i * w->k, x, w->k, 0);
+            y[i] = d16_row1(W + i * w->k, x, w->k, 0, 0);
 }
 
 AVX512_TARGET void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out) {
@@ -565,29 +577,10 @@ AVX512_TARGET void lq_round_f16_avx512(const float *x, int64_t cnt, float *out) 
     }
 }
 
-/* d16_row1 on fp16 activations */
-AVX512_INLINE float hx_row1(const uint16_t *wr, const uint16_t *x, int64_t k) {
-    __m512  a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                    _mm512_setzero_ps()};
-    int64_t c    = 0;
-    for (; c + 64 <= k; c += 64)
-        for (int j = 0; j < 4; j++)
-            a[j] = _mm512_fmadd_ps(
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + c + 16 * j))),
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + c + 16 * j))), a[j]);
-    for (int j = 0; c < k; c += 16, j++) {
-        const __mmask16 mk = k - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - c)) - 1);
-        a[j]               = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, wr + c)),
-                                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mk, x + c)), a[j]);
-    }
-    return _mm512_reduce_add_ps(
-        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
-}
-
 AVX512_TARGET static void hx_rows1(const lq_qlinear *w, const uint16_t *xh, float *y, int64_t a,
                                    int64_t b) {
     for (int64_t i = a; i < b; i++)
-        y[i] = hx_row1((const uint16_t *)w->dense + i * w->k, xh, w->k);
+        y[i] = d16_row1((const uint16_t *)w->dense + i * w->k, xh, w->k, 0, 1);
 }
 
 AVX512_TARGET static void hx_round(const float *x, int64_t k, uint16_t *xh) {
@@ -710,13 +703,12 @@ BX_INLINE float bx_row1(const uint16_t *wr, const uint16_t *x, int64_t k) {
             a[j] =
                 _mm512_dpbf16_ps(a[j], (__m512bh)_mm512_load_si512((const void *)(x + c + 32 * j)),
                                  (__m512bh)_mm512_loadu_si512((const void *)(wr + c + 32 * j)));
-    for (int j = 0; c < k; c += 32, j++) {
+    for (; c < k; c += 32) { /* into a[0] alone (as d16_row1) */
         const __mmask32 mk = k - c >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << (k - c)) - 1;
-        a[j] = _mm512_dpbf16_ps(a[j], (__m512bh)_mm512_load_si512((const void *)(x + c)),
+        a[0] = _mm512_dpbf16_ps(a[0], (__m512bh)_mm512_load_si512((const void *)(x + c)),
                                 (__m512bh)_mm512_maskz_loadu_epi16(mk, wr + c));
     }
-    return _mm512_reduce_add_ps(
-        _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+    return d16_total4(a);
 }
 
 /* W rows [a, b) against the one row of xb */
