@@ -15,6 +15,9 @@
  * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads]
  *                          [-r seconds]
  *                          [-c (CPU time instead of wall time)]
+ *                          [-e MiB (before each timed run, untimed, read a buffer of that many
+ *                           MiB: the weights come from memory, as in a model's forward, not
+ *                           from an L3 that holds the one matrix being repeated)]
  */
 #include "bench_blas.h"
 #include "lq_kernels.h"
@@ -164,13 +167,29 @@ static double clock_s(int cpu) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* -e: a buffer read between runs (reads only: written lines would be written back during the
+ * next run); the sum goes to a volatile so that the reads stay */
+typedef struct evict_buf {
+    const uint64_t *p;
+    size_t          n;
+} evict_buf;
+
+static void evict(const evict_buf *e) {
+    uint64_t s = 0;
+    for (size_t i = 0; e && i < e->n; i += 8) /* one word a cache line */
+        s += e->p[i];
+    volatile uint64_t sink = s;
+    (void)sink;
+}
+
 /* Best-of time of fn over at least `secs` seconds (and 3 runs). */
 typedef void (*run_fn)(void *ctx);
-static double best_time(run_fn fn, void *ctx, double secs, int cpu) {
+static double best_time(run_fn fn, void *ctx, double secs, int cpu, const evict_buf *ev) {
     fn(ctx); /* warm up: page in, thread pools */
     double best = 1e30, t0 = lq_now();
     int    it = 0;
     while (it < 3 || lq_now() - t0 < secs) {
+        evict(ev);
         const double a = clock_s(cpu);
         fn(ctx);
         const double d = clock_s(cpu) - a;
@@ -229,7 +248,7 @@ int main(int argc, char **argv) {
     const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
     int         nt   = 0;
     double      secs = 0.5;
-    int         cpu  = 0;
+    int         cpu = 0, evict_mib = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-c")) {
             cpu = 1;
@@ -247,6 +266,8 @@ int main(int argc, char **argv) {
             nt = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r"))
             secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-e"))
+            evict_mib = atoi(argv[i + 1]);
         i++;
     }
     /* -t bounds OpenBLAS too: its OpenMP build (the one llmquant links) takes the OpenMP thread
@@ -254,6 +275,14 @@ int main(int argc, char **argv) {
     if (nt > 0)
         omp_set_num_threads(nt);
     const int threads = nt > 0 ? nt : omp_get_max_threads();
+    evict_buf evb     = {NULL, (size_t)(evict_mib > 0 ? evict_mib : 0) << 17}; /* words */
+    uint64_t *evm     = evb.n ? lq_aligned_alloc(evb.n * sizeof(uint64_t)) : NULL;
+    for (size_t i = 0; evm && i < evb.n; i++)
+        evm[i] = i;
+    evb.p               = evm;
+    const evict_buf *ev = evm ? &evb : NULL;
+    if (evict_mib > 0)
+        printf("between runs: %d MiB read (weights from memory)\n", evict_mib);
 
     /* STREAM-like copy: 2 x 256 MiB, bytes = read + write */
     copy_ctx cc = {NULL, NULL, 64ll << 20, threads};
@@ -261,7 +290,7 @@ int main(int argc, char **argv) {
     cc.b        = lq_aligned_alloc((size_t)cc.n * 4);
     for (int64_t i = 0; i < cc.n; i++)
         cc.a[i] = (float)i, cc.b[i] = 0.f;
-    const double tc = best_time(run_copy, &cc, 1.0, 0);
+    const double tc = best_time(run_copy, &cc, 1.0, 0, NULL);
     const double bw = 2.0 * (double)cc.n * 4 / tc / 1e9;
     lq_aligned_free(cc.a);
     lq_aligned_free(cc.b);
@@ -318,7 +347,7 @@ int main(int argc, char **argv) {
         double tsg[16];
         for (int mi = 0; mi < nms; mi++) {
             sgemm_ctx sc = {x, dense, y, (int)ms[mi], (int)n, (int)k};
-            tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu);
+            tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu, ev);
             if (!ffilter || strstr("dense", ffilter))
                 printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n",
                        "dense-f32 sgemm", (long long)ms[mi], (long long)n, (long long)k, "",
@@ -349,7 +378,7 @@ int main(int argc, char **argv) {
                     const size_t   wss = lq_qlinear_workspace_cpu_ex(&qb.q, ms[mi], fl);
                     void          *ws  = wss ? lq_aligned_alloc(wss) : NULL;
                     fwd_ctx        fc  = {&qb.q, x, ms[mi], y, ws, wss, nt, fl};
-                    const double   t   = best_time(run_fwd, &fc, secs, cpu);
+                    const double   t   = best_time(run_fwd, &fc, secs, cpu, ev);
                     char           name[48];
                     snprintf(name, sizeof name, "%s%s", c->name,
                              !ix ? ""
@@ -369,6 +398,7 @@ int main(int argc, char **argv) {
         lq_aligned_free(x);
         lq_aligned_free(y);
     }
+    lq_aligned_free(evm);
     printf("time: best of repeats; GB/s: stored weight bytes / time; vs sgemm > 1: faster than "
            "OpenBLAS on the dense float32 weights\n");
     return 0;

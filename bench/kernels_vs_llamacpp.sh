@@ -11,7 +11,9 @@
 #        SECS=0.3 (seconds of repeats per point), ROUNDS=2 (whole passes; each point keeps its
 #        best: a 2-core VM's neighbours slow down stretches of seconds, not single runs),
 #        PAIRS="nf4_b64:q4_K ..." (a subset of the pairs below), FILTER=nf4 (only the
-#        bench_kernels_cpu formats whose name holds it: much faster with a subset of PAIRS)
+#        bench_kernels_cpu formats whose name holds it: much faster with a subset of PAIRS),
+#        EVICT=96 (MiB read between timed runs on both sides, untimed: the weights then come
+#        from memory, as in a model's forward, rather than from an L3 holding the one matrix)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 (as stored, and held
@@ -50,6 +52,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "CPU: $cpu ($(nproc) cores); llama.cpp: ggml of $(basename "$lsrc") ($ver); $(date -u +%F)"
 thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)
 echo "Transparent huge pages: $thp; llama.cpp $([ "$LLAMA_HUGE" = 1 ] && echo with || echo without) glibc.malloc.hugetlb=1"
+echo "Between timed runs: ${EVICT:-0} MiB read on both sides (0: the matrix may stay in the L3)"
 "$BUILD/bench/bench_kernels_cpu" -f none -s 64x64 -m 1 -r 0.01 2>&1 | grep -m1 'OpenBLAS kernels' || true
 echo
 rows="$WORK/rows.md"
@@ -64,10 +67,10 @@ for shape in $SHAPES; do
         : >"$gg"
         for ((round = 0; round < ROUNDS; round++)); do
             "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" \
-                ${FILTER:+-f "$FILTER"} >>"$out" 2>&1
+                ${FILTER:+-f "$FILTER"} ${EVICT:+-e "$EVICT"} >>"$out" 2>&1
             for ty in $types; do
                 env $tunables OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" \
-                    "$SECS" >>"$gg"
+                    "$SECS" ${EVICT:+"$EVICT"} >>"$gg"
             done
         done
         # bench_kernels_cpu rows: name m nxk time ... ("dense-f32 sgemm" is two words)

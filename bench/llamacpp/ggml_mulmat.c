@@ -7,8 +7,10 @@
  * compute, which is what llama.cpp runs per linear: for the quantized types that includes
  * quantizing the activations (Q8_K / Q8_0) on every call, as llmquant's kernels count theirs.
  *
- * Usage: ggml_mulmat TYPE N K M[,M...] THREADS [SECONDS]   (TYPE: q4_K q3_K q8_0 f16 ...)
+ * Usage: ggml_mulmat TYPE N K M[,M...] THREADS [SECONDS [EVICT_MIB]]   (TYPE: q4_K q3_K q8_0 f16 ...)
  * Prints per M: "ggml TYPE n k m threads ms" (best of repeats over SECONDS, at least 3 runs).
+ * EVICT_MIB > 0: before each timed run, untimed, a buffer of that many MiB is read (as
+ * bench_kernels_cpu -e), so that the weights come from memory.
  */
 #include "ggml-cpu.h"
 #include "ggml.h"
@@ -59,6 +61,10 @@ int main(int argc, char **argv) {
     }
     const int    nt   = atoi(argv[5]);
     const double secs = argc > 6 ? atof(argv[6]) : 0.5;
+    const size_t evn  = argc > 7 && atoi(argv[7]) > 0 ? (size_t)atoi(argv[7]) << 17 : 0;
+    uint64_t    *ev   = evn ? malloc(evn * sizeof(uint64_t)) : NULL;
+    for (size_t i = 0; ev && i < evn; i++)
+        ev[i] = i;
     if (n <= 0 || k <= 0 || nms == 0 || nt <= 0) {
         fprintf(stderr, "ggml_mulmat: bad arguments\n");
         return 2;
@@ -105,6 +111,11 @@ int main(int argc, char **argv) {
         ggml_graph_compute(gf, &cp); /* warm up: page in, thread pool */
         double best = 1e30, t0 = now_s();
         for (int it = 0; it < 1000 && (it < 3 || now_s() - t0 < secs); it++) {
+            uint64_t es = 0; /* reads only, one word a cache line */
+            for (size_t i = 0; ev && i < evn; i += 8)
+                es += ev[i];
+            volatile uint64_t sink = es;
+            (void)sink;
             const double a = now_s();
             if (ggml_graph_compute(gf, &cp) != GGML_STATUS_SUCCESS) {
                 fprintf(stderr, "ggml_mulmat: graph compute failed\n");
@@ -119,5 +130,6 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     ggml_free(ctx);
+    free(ev);
     return 0;
 }
