@@ -467,11 +467,11 @@ D16_COLS(1)
 /* One row of x on Zen 4: each weight row read whole, one stream, 4 accumulators (llama.cpp's
  * ggml_vec_dot_f16 loop). A Zen 4 core reads one stream faster than a tile's 4 (a probe over 32
  * and 88 MiB of fp16 on float x, 1 thread: 24-33 GB/s against 19-24), but this loop loads x once
- * a weight rather than once per 4 weights, so x has to stay in L1 (32 KiB) beside the stream: on
- * 2 threads, whose vCPUs may be one core's two hyperthreads, one row read 28-32 GB/s with float x
- * (16 KiB each at k = 4096) against 26-63 for the tiles, and 31-64 against 35-52 with bf16 x (8
- * KiB). Hence one row where x's bytes, doubled when a second thread may share the L1, fit
- * D16_ROW1_X_BYTES. In the library, 1 thread, alternated builds: fp16 4096 x 4096 1.11-1.20 ms
+ * a weight rather than once per 4 weights, so x has to stay in L1 (32 KiB) beside the stream. On
+ * 2 threads one row read 28-32 GB/s with float x (16 KiB each at k = 4096) against 26-63 for the
+ * tiles, and 31-64 against 35-52 with bf16 x (8 KiB); the two vCPUs there are two cores with an
+ * L1 each (their FMA rate adds up), so why float x does not scale is not known. Hence, as
+ * measured, one row where x's bytes, doubled with a second thread, fit D16_ROW1_X_BYTES. In the library, 1 thread, alternated builds: fp16 4096 x 4096 1.11-1.20 ms
  * against 1.32-1.57, 11008 x 4096 3.45-4.51 against 3.90-4.73; bf16 on bf16 activations
  * 0.80-0.87 against 1.15-1.44 and 2.84-3.26 against 4.07-4.41 (2 threads: 0.25-0.69 against
  * 0.40-0.53, 1.52-2.41 against 2.24-2.44). */
