@@ -7,7 +7,8 @@
  * compute, which is what llama.cpp runs per linear: for the quantized types that includes
  * quantizing the activations (Q8_K / Q8_0) on every call, as llmquant's kernels count theirs.
  *
- * Usage: ggml_mulmat TYPE N K M[,M...] THREADS [SECONDS [EVICT_MIB]]   (TYPE: q4_K q3_K q8_0 f16 ...)
+ * Usage: ggml_mulmat TYPE N K M[,M...] THREADS [SECONDS [EVICT_MIB]]
+ *        (TYPE: q4_K q3_K q8_0 f16 ...)
  * Prints per M: "ggml TYPE n k m threads ms" (best of repeats over SECONDS, at least 3 runs).
  * EVICT_MIB > 0: before each timed run, untimed, a buffer of that many MiB is read (as
  * bench_kernels_cpu -e), so that the weights come from memory.
@@ -62,13 +63,17 @@ int main(int argc, char **argv) {
     const int    nt   = atoi(argv[5]);
     const double secs = argc > 6 ? atof(argv[6]) : 0.5;
     const size_t evn  = argc > 7 && atoi(argv[7]) > 0 ? (size_t)atoi(argv[7]) << 17 : 0;
-    uint64_t    *ev   = evn ? malloc(evn * sizeof(uint64_t)) : NULL;
-    for (size_t i = 0; ev && i < evn; i++)
-        ev[i] = i;
     if (n <= 0 || k <= 0 || nms == 0 || nt <= 0) {
         fprintf(stderr, "ggml_mulmat: bad arguments\n");
         return 2;
     }
+    uint64_t *ev = evn ? malloc(evn * sizeof(uint64_t)) : NULL;
+    if (evn && !ev) {
+        fprintf(stderr, "ggml_mulmat: no memory for the %zu MiB eviction buffer\n", evn >> 17);
+        return 1;
+    }
+    for (size_t i = 0; i < evn; i++)
+        ev[i] = i;
 
     ggml_cpu_init();
     const size_t wbytes = ggml_row_size(type, k) * (size_t)n;

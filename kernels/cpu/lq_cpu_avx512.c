@@ -471,10 +471,11 @@ D16_COLS(1)
  * 2 threads one row read 28-32 GB/s with float x (16 KiB each at k = 4096) against 26-63 for the
  * tiles, and 31-64 against 35-52 with bf16 x (8 KiB); the two vCPUs there are two cores with an
  * L1 each (their FMA rate adds up), so why float x does not scale is not known. Hence, as
- * measured, one row where x's bytes, doubled with a second thread, fit D16_ROW1_X_BYTES. In the library, 1 thread, alternated builds: fp16 4096 x 4096 1.11-1.20 ms
- * against 1.32-1.57, 11008 x 4096 3.45-4.51 against 3.90-4.73; bf16 on bf16 activations
- * 0.80-0.87 against 1.15-1.44 and 2.84-3.26 against 4.07-4.41 (2 threads: 0.25-0.69 against
- * 0.40-0.53, 1.52-2.41 against 2.24-2.44). */
+ * measured, one row where x's bytes, doubled with a second thread, fit D16_ROW1_X_BYTES. In the
+ * library, 1 thread, alternated builds: fp16 4096 x 4096 1.11-1.20 ms against 1.32-1.57,
+ * 11008 x 4096 3.45-4.51 against 3.90-4.73; bf16 on bf16 activations 0.80-0.87 against 1.15-1.44
+ * and 2.84-3.26 against 4.07-4.41 (2 threads: 0.25-0.69 against 0.40-0.53, 1.52-2.41 against
+ * 2.24-2.44). */
 #define D16_ROW1_X_BYTES 16384
 static int d16_row1_ok(int64_t m, int64_t xbytes, int64_t nthreads) {
     return m == 1 && zen4() && xbytes * (nthreads > 1 ? 2 : 1) <= D16_ROW1_X_BYTES;
