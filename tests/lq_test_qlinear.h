@@ -62,8 +62,10 @@ static const kcase k_cases[] = {
     {"gptq8_g32_actorder_n40", LQ_FMT_GPTQ, 8, 40, 256, 32, 1, 0, 0, 0, 0, 0},
     /* AVX2 integer kernel, 16 rows: the words copied 2 blocks at a time, a short last block */
     {"gptq8_g128_k1000", LQ_FMT_GPTQ, 8, 32, 1000, 128, 0, 0, 0, 0, 0, 0},
-    /* AVX-512 VNNI, up to 4 rows: 8-bit blocks in slices of 8 word rows, the last block one */
+    /* AVX-512 VNNI, up to 4 rows: 8- and 4-bit blocks in slices of 8 word rows, the last block
+     * one (4-bit: under one; gptq4_ragged_k200_n72: one and a row) */
     {"gptq8_g128_k928", LQ_FMT_GPTQ, 8, 40, 928, 128, 0, 0, 0, 0, 0, 0},
+    {"gptq4_g128_k928", LQ_FMT_GPTQ, 4, 40, 928, 128, 0, 0, 0, 0, 0, 0},
     /* the one-row 8-bit kernel reads word rows in runs of 2048 columns: two runs a thread */
     {"gptq8_g128_n4200", LQ_FMT_GPTQ, 8, 4200, 256, 128, 0, 0, 0, 0, 1, 0},
     {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1, 0},

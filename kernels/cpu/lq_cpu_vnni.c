@@ -43,13 +43,18 @@
 #define VNNI_INLINE   static inline __attribute__((always_inline)) VNNI_TARGET
 #define VNNI_NV       4   /* 16-column vectors per column block */
 #define VNNI_M        4   /* activation rows per chunk */
-#define VNNI_PF_WORDS 128 /* prefetch distance along a word row (m <= 2: the next blocks) */
 #define VNNI_COPY_M   16  /* from this many rows a column block's words are copied contiguous */
-/* m <= VNNI_M, 8-bit: a block's word rows (32 at 128 channels) in slices of this many, each
- * across all the thread's columns before the next, the int32 sums kept between them (vnni_job
- * part). 32 word rows n words apart were 32 streams at once, which one Zen 4 core read at 11-12
- * GB/s: 11008 x 4096 at 1 row, 1 thread, 3.9-4.7 -> 1.7-2.8 ms (16 rows: 2.3-4.0; 4: as 8;
- * 4-bit's 16 word rows in slices of 8: no change) */
+/* m <= VNNI_M, 4- and 8-bit: a block's word rows (16 or 32 at 128 channels) in slices of this
+ * many, each across all the thread's columns before the next, the int32 sums kept between them
+ * (vnni_job part). 32 word rows n words apart were 32 streams at once, which one Zen 4 core read
+ * at 11-12 GB/s: 11008 x 4096 at 1 row, 1 thread, 3.9-4.7 -> 1.7-2.8 ms (16 rows: 2.3-4.0; 4: as
+ * 8). 4-bit's 16 in slices of 8 gain where the codes come from memory (bench_kernels_cpu -e 96,
+ * 1 thread; both without the prefetch below: 4096 x 4096 one row 0.53-0.57 -> 0.45-0.46 ms;
+ * against the whole block with it: two rows 0.59-0.69 -> 0.49-0.51, 11008 x 4096 two rows
+ * 1.23-1.43 -> 1.00-1.04; slices of 2 or 1 slower) and lose up to 10% where the L3 holds them. No
+ * software prefetch along the word rows: with it (128 words ahead at m <= 2; 256-1024 worse) the
+ * same one row of GPTQ-8 from memory took 0.88-0.91 ms against 0.71-0.75, GPTQ-3 0.43-0.45 against
+ * 0.37-0.38. */
 #define VNNI_SLICE 8
 
 #define AMXI_TARGET                                                                                \
@@ -192,19 +197,16 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
     __m512i       acc[VNNI_M][VNNI_NV];
     const int64_t wa = c0 / vpw, wb = c1 / vpw;
     const int64_t w1   = j->sl1 > 0 && j->sl1 < wb - wa ? wa + j->sl1 : wb; /* sl1 0: to the end */
-    int32_t      *part = j->part ? j->part + ((i0 / 16 - j->pv0) * VNNI_M) * 16 : NULL;
+    int32_t      *part = j->part ? j->part + ((i0 / 16 - j->pv0) * M) * 16 : NULL;
     if (j->sl0 && wa + j->sl0 >= wb)
         return; /* a short last block, already flushed */
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < NV; jv++)
-            acc[r][jv] = j->sl0 ? _mm512_loadu_si512((const void *)(part + (jv * VNNI_M + r) * 16))
+            acc[r][jv] = j->sl0 ? _mm512_loadu_si512((const void *)(part + (jv * M + r) * 16))
                                 : _mm512_setzero_si512();
     for (int64_t wr = wa + j->sl0; wr < w1; wr++) {
         const uint32_t *row = qw + wr * ldq + i0;
         __m512i         wv[VNNI_NV];
-        if (M <= 2)
-            for (int jv = 0; jv < NV; jv++)
-                _mm_prefetch((const char *)(row + VNNI_PF_WORDS + 16 * jv), _MM_HINT_T0);
         for (int jv = 0; jv < NV; jv++)
             wv[jv] = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 16 * jv));
         const uint8_t *xw = j->xp + wr * vpw;
@@ -224,7 +226,7 @@ VNNI_INLINE void gptq_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mma
     if (w1 < wb) { /* a slice before the block's last */
         for (int r = 0; r < M; r++)
             for (int jv = 0; jv < NV; jv++)
-                _mm512_storeu_si512((void *)(part + (jv * VNNI_M + r) * 16), acc[r][jv]);
+                _mm512_storeu_si512((void *)(part + (jv * M + r) * 16), acc[r][jv]);
         return;
     }
     gptq_vnni_flush(j, kb, i0, vm, r0, M, NV, acc);
@@ -375,10 +377,7 @@ VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mm
         for (int r = 0; r < M; r++)
             acc[r][0] = acc[r][1] = _mm512_setzero_si512();
         for (int64_t u = c0 / 32; u < c1 / 32; u++) {
-            const uint32_t *row = qw + 3 * u * ldq + i0 + 16 * jv;
-            if (M <= 2)
-                for (int t = 0; t < 3; t++)
-                    _mm_prefetch((const char *)(row + t * ldq + 3 * VNNI_PF_WORDS), _MM_HINT_T0);
+            const uint32_t *row        = qw + 3 * u * ldq + i0 + 16 * jv;
             const __m512i a  = _mm512_maskz_loadu_epi32(vm[jv], (const void *)row);
             const __m512i bw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + ldq));
             const __m512i cw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 2 * ldq));
@@ -469,14 +468,14 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
         if (m <= VNNI_M) {                                                                         \
             vnni_job      jb  = *j;                                                                \
             const int64_t wpb = j->ab * b / 32; /* word rows a block */                            \
-            jb.part           = b == 8 && wpb > VNNI_SLICE                                         \
-                                    ? malloc((size_t)((v1 - v0) * VNNI_M * 16) * sizeof(int32_t))  \
-                                    : NULL;                                                        \
-            jb.pv0            = v0;                                                                \
+            const int64_t sl  = b == 4 || b == 8 ? VNNI_SLICE : wpb;                               \
+            jb.part =                                                                              \
+                wpb > sl ? malloc((size_t)((v1 - v0) * VNNI_M * 16) * sizeof(int32_t)) : NULL;     \
+            jb.pv0 = v0;                                                                           \
             for (int64_t kb = 0; kb < j->nkb; kb++)                                                \
-                for (int64_t s0 = 0; s0 < wpb; s0 += jb.part ? VNNI_SLICE : wpb) {                 \
+                for (int64_t s0 = 0; s0 < wpb; s0 += jb.part ? sl : wpb) {                         \
                     jb.sl0    = s0;                                                                \
-                    jb.sl1    = jb.part && s0 + VNNI_SLICE < wpb ? s0 + VNNI_SLICE : 0;            \
+                    jb.sl1    = jb.part && s0 + sl < wpb ? s0 + sl : 0;                            \
                     int64_t v = v0;                                                                \
                     for (; v + VNNI_NV <= v1; v += VNNI_NV)                                        \
                         VNNI_TILE(TILE, &jb, kb, v, VNNI_NV, 0, m);                                \
