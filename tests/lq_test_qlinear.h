@@ -66,7 +66,8 @@ static const kcase k_cases[] = {
      * one (4-bit: under one; gptq4_ragged_k200_n72: one and a row) */
     {"gptq8_g128_k928", LQ_FMT_GPTQ, 8, 40, 928, 128, 0, 0, 0, 0, 0, 0},
     {"gptq4_g128_k928", LQ_FMT_GPTQ, 4, 40, 928, 128, 0, 0, 0, 0, 0, 0},
-    /* the one-row 8-bit kernel reads word rows in runs of 2048 columns: two runs a thread */
+    /* many column blocks a thread, the slices' sums of each kept (see VNNI_SLICE), a last
+     * partial vector */
     {"gptq8_g128_n4200", LQ_FMT_GPTQ, 8, 4200, 256, 128, 0, 0, 0, 0, 1, 0},
     {"gptq4_splitk_actorder", LQ_FMT_GPTQ, 4, 160, 4096, 128, 1, 0, 0, 0, 1, 0},
     /* act-order sorted by group at load: the plain kernels on x gathered by perm */
