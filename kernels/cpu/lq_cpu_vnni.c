@@ -377,10 +377,10 @@ VBMI_INLINE void gptq3_vnni_tile(const vnni_job *j, int64_t kb, int64_t i0, __mm
         for (int r = 0; r < M; r++)
             acc[r][0] = acc[r][1] = _mm512_setzero_si512();
         for (int64_t u = c0 / 32; u < c1 / 32; u++) {
-            const uint32_t *row        = qw + 3 * u * ldq + i0 + 16 * jv;
-            const __m512i a  = _mm512_maskz_loadu_epi32(vm[jv], (const void *)row);
-            const __m512i bw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + ldq));
-            const __m512i cw = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 2 * ldq));
+            const uint32_t *row = qw + 3 * u * ldq + i0 + 16 * jv;
+            const __m512i   a   = _mm512_maskz_loadu_epi32(vm[jv], (const void *)row);
+            const __m512i   bw  = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + ldq));
+            const __m512i   cw  = _mm512_maskz_loadu_epi32(vm[jv], (const void *)(row + 2 * ldq));
             const __m512i view[2][2] = {
                 {_mm512_unpacklo_epi32(a, bw), _mm512_unpacklo_epi32(bw, cw)},
                 {_mm512_unpackhi_epi32(a, bw), _mm512_unpackhi_epi32(bw, cw)}};
