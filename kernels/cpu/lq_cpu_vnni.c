@@ -469,9 +469,8 @@ VNNI_INLINE void awq_repack_group(const lq_qlinear *w, int64_t wr, int64_t j0, u
             vnni_job      jb  = *j;                                                                \
             const int64_t wpb = j->ab * b / 32; /* word rows a block */                            \
             const int64_t sl  = b == 4 || b == 8 ? VNNI_SLICE : wpb;                               \
-            jb.part =                                                                              \
-                wpb > sl ? malloc((size_t)((v1 - v0) * VNNI_M * 16) * sizeof(int32_t)) : NULL;     \
-            jb.pv0 = v0;                                                                           \
+            jb.part = wpb > sl ? malloc((size_t)((v1 - v0) * m * 16) * sizeof(int32_t)) : NULL;    \
+            jb.pv0  = v0;                                                                          \
             for (int64_t kb = 0; kb < j->nkb; kb++)                                                \
                 for (int64_t s0 = 0; s0 < wpb; s0 += jb.part ? sl : wpb) {                         \
                     jb.sl0    = s0;                                                                \
