@@ -1043,9 +1043,10 @@ VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_
                 /* an odd last block: its 32 code bytes alone (past them: the next row, or
                  * the end of the array) */
                 const __mmask64 lm = 2 * p + 1 < nb ? ~(__mmask64)0 : (__mmask64)0xffffffffu;
-                if (qo + (b0 + 2 * p) * 32 + NF4_ROW1_PF < n * k / 2)
-                    _mm_prefetch((const char *)(q + (b0 + 2 * p) * 32 + NF4_ROW1_PF), _MM_HINT_T1);
-                const __m512i v = _mm512_maskz_loadu_epi8(lm, q + (b0 + 2 * p) * 32);
+                const int64_t   o  = (b0 + 2 * p) * 32;
+                if (qo + o + NF4_ROW1_PF < n * k / 2)
+                    _mm_prefetch((const char *)(q + o + NF4_ROW1_PF), _MM_HINT_T1);
+                const __m512i v = _mm512_maskz_loadu_epi8(lm, q + o);
                 /* vpermb reads 6 index bits: the code book repeated 4 times */
                 const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut);
                 const __m512i lo = _mm512_permutexvar_epi8(v, lut);
