@@ -626,7 +626,7 @@ typedef struct nf4_job {
     float             ts; /* code book scale */
     uint8_t           tq[16]; /* tq + 128 */
     int               amx;    /* the transposed path on AMX tiles (nf4_amx_rows) */
-    int               row1;   /* one row, 64-channel blocks: nf4_row1_group */
+    int               row1;   /* 1-2 rows, 64-channel blocks: nf4_row1_group */
     float            *y;
 } nf4_job;
 
@@ -998,7 +998,7 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
 }
 
 /* ---------------------------------------------------------------------------------------
- * NF4 at one row, 64-channel blocks: each weight row is read whole, one stream, where the
+ * NF4 at one or two rows, 64-channel blocks: each weight row is read whole, one stream, where the
  * kernel above reads 16 rows 32 bytes at a time (16 streams, which a Zen 4 core reads at about
  * half the bandwidth of one). A 64-byte load is two blocks' codes; its even channels (the high
  * nibbles) meet xp's even channels of both blocks, its odd ones the odd: lanes 0-7 of the sums
@@ -1014,8 +1014,14 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
  * slower than none, 16-32 KB as 8, into L1 slower than none; two threads within the noise).
  * --------------------------------------------------------------------------------------- */
 #define NF4_ROW1_PF 8192
+/* Up to this many activation rows share each decoded 64-byte load (their sums kept apart, the
+ * absmax transposed once): two rows went through the kernel above at 2.7 times one row's time
+ * (from memory, 1 thread, 4096 x 4096: 1.17-1.34 ms against 0.43; now 0.62-0.96; 11008 x 4096
+ * 3.2-3.8 -> 1.6-2.2). Three would need 24 accumulators. */
+#define NF4_ROW1_M 2
 
-VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums) {
+VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums,
+                                const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nkb = j->nkb, np = lq_align_up(nkb, 16);
     const __m512i     lut  = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
@@ -1026,7 +1032,8 @@ VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_
         lq_nf4_absmax_range(w, i0 * nkb, (i0 + rows) * nkb, amd);
     /* the group's rows past n: zero sums and absmax, dropped at the store */
     memset(amd + rows * nkb, 0, (size_t)((16 - rows) * nkb) * sizeof(float));
-    memset(sums + rows * np, 0, (size_t)((16 - rows) * np) * sizeof(int32_t));
+    for (int r = 0; r < M; r++)
+        memset(sums + (r * 16 + rows) * np, 0, (size_t)((16 - rows) * np) * sizeof(int32_t));
     const int64_t esz = w->nested_blocksize > 0 ? 1 : 4, amn = (i0 + 16) * nkb;
     for (int64_t l = 0; l < rows; l++) {
         const int64_t  qo = (i0 + l) * k / 2; /* the row's first code byte */
@@ -1035,9 +1042,10 @@ VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_
             const int64_t nb = nkb - b0 < 16 ? nkb - b0 : 16;
             if (amn + l * nkb + b0 < n * nkb)
                 _mm_prefetch((const char *)w->absmax + (amn + l * nkb + b0) * esz, _MM_HINT_T1);
-            __m512i acc[8];
+            __m512i acc[NF4_ROW1_M][8];
             for (int p = 0; p < 8; p++) {
-                acc[p] = _mm512_setzero_si512();
+                for (int r = 0; r < M; r++)
+                    acc[r][p] = _mm512_setzero_si512();
                 if (2 * p >= nb)
                     continue;
                 /* an odd last block: its 32 code bytes alone (past them: the next row, or
@@ -1050,38 +1058,49 @@ VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_
                 /* vpermb reads 6 index bits: the code book repeated 4 times */
                 const __m512i hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), lut);
                 const __m512i lo = _mm512_permutexvar_epi8(v, lut);
-                const int8_t *xr = j->xp + (b0 + 2 * p) * 64;
-                acc[p] = _mm512_dpbusd_epi32(acc[p], hi, _mm512_loadu_si512((const void *)xr));
-                acc[p] =
-                    _mm512_dpbusd_epi32(acc[p], lo, _mm512_loadu_si512((const void *)(xr + 64)));
+                for (int r = 0; r < M; r++) {
+                    const int8_t *xr = j->xp + r * j->kp + (b0 + 2 * p) * 64;
+                    acc[r][p] =
+                        _mm512_dpbusd_epi32(acc[r][p], hi, _mm512_loadu_si512((const void *)xr));
+                    acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], lo,
+                                                    _mm512_loadu_si512((const void *)(xr + 64)));
+                }
             }
             const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
-            const __m512i   xs = _mm512_maskz_loadu_epi32(bm, j->xs + b0);
-            _mm512_storeu_si512(
-                (void *)(sums + l * np + b0),
-                _mm512_sub_epi32(nf4_pairs_sum(acc), _mm512_slli_epi32(xs, 7))); /* 128 * xs */
+            for (int r = 0; r < M; r++) {
+                const __m512i xs = _mm512_maskz_loadu_epi32(bm, j->xs + r * nkb + b0);
+                _mm512_storeu_si512((void *)(sums + (r * 16 + l) * np + b0),
+                                    _mm512_sub_epi32(nf4_pairs_sum(acc[r]),
+                                                     _mm512_slli_epi32(xs, 7))); /* 128 * xs */
+            }
         }
     }
     const __mmask16 vm = rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1u);
-    __m512          y  = _mm512_setzero_ps();
+    __m512          y[NF4_ROW1_M];
+    for (int r = 0; r < M; r++)
+        y[r] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nkb; b0 += 16) {
         const int64_t   nb = nkb - b0 < 16 ? nkb - b0 : 16;
         const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
-        __m512i         t[16], a[16];
-        for (int l = 0; l < 16; l++) {
-            t[l] = _mm512_loadu_si512((const void *)(sums + l * np + b0));
+        __m512i         a[16];
+        for (int l = 0; l < 16; l++)
             a[l] = _mm512_maskz_loadu_epi32(bm, amd + l * nkb + b0);
-        }
-        tr16x16_epi32(t);
         tr16x16_epi32(a);
-        for (int64_t b = 0; b < nb; b++) { /* (absmax * ts) * dx, as the reference rounds it */
-            const __m512 f =
-                _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a[b]), _mm512_set1_ps(j->ts)),
-                              _mm512_set1_ps(j->dx[b0 + b]));
-            y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[b]), f, y);
+        for (int r = 0; r < M; r++) {
+            __m512i t[16];
+            for (int l = 0; l < 16; l++)
+                t[l] = _mm512_loadu_si512((const void *)(sums + (r * 16 + l) * np + b0));
+            tr16x16_epi32(t);
+            for (int64_t b = 0; b < nb; b++) { /* (absmax * ts) * dx, as the reference rounds */
+                const __m512 f =
+                    _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a[b]), _mm512_set1_ps(j->ts)),
+                                  _mm512_set1_ps(j->dx[r * nkb + b0 + b]));
+                y[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[b]), f, y[r]);
+            }
         }
     }
-    _mm512_mask_storeu_ps(j->y + i0, vm, y);
+    for (int r = 0; r < M; r++)
+        _mm512_mask_storeu_ps(j->y + r * n + i0, vm, y[r]);
 }
 
 VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
@@ -1093,7 +1112,10 @@ VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1,
 VBMI_TARGET static void nf4_row1_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
                                        uint8_t *buf) {
     for (int64_t g = g0; g < g1; g++)
-        nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf);
+        if (j->m == 1)
+            nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf, 1);
+        else
+            nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf, 2);
 }
 
 LQ_TREE_PRE_POP
@@ -1124,13 +1146,13 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
      * 16 rows) */
     const int rows = m < NF4_ROWS_M && 16 * (w->k / w->group_size) <= INT32_MAX;
     j.amx          = !rows && lq_cpu_amx_int8();
-    j.row1         = rows && m == 1 && j.ab == 64 && lq_cpu_vbmi();
+    j.row1         = rows && m <= NF4_ROW1_M && j.ab == 64 && lq_cpu_vbmi();
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
-     * rows: 16 x ab codes (row1: 16 rows' block sums), and the 16 rows' absmax, copied or
+     * rows: 16 x ab codes (row1: 16 rows' block sums a row), and the 16 rows' absmax, copied or
      * decoded a group at a time */
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
     const size_t rb =
-        j.row1 ? (size_t)(16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
+        j.row1 ? (size_t)(m * 16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
     /* the transposed kernel's: codes, then scales, then nf4_vnni_amd_bytes */
     const size_t cbytes = (size_t)NF4_KC * 64, sbytes = (size_t)(NF4_KC / 64) * 64 * sizeof(float);
     const size_t per  = rows ? rb + amd : cbytes + sbytes + nf4_vnni_amd_bytes(w);
