@@ -34,6 +34,15 @@
  * rows of 4-bit ones, and a long distance then evicts lines from L1 before they are read
  * (4096 x 11008, 1 thread, one row: 4.2 ms at 128 words, 3.4-3.7 at 32) */
 #define AVX2_PF(b) ((b) == 8 ? 32 : 128)
+/* At one row, a block of more than 16 word rows (8-bit codes at 128 channels: 32 rows n words
+ * apart, at n = 4096 all 4 KiB-aliased, so a tile's 64 lines fall into the same two L1 sets) is
+ * read in parts of this many rows, each part across all of the thread's tiles, the sums carried
+ * between parts in a buffer of 4 bytes a column. Plain loads over 8 MiB in tiles of 32 such rows
+ * ran at 4-7 GB/s, in tiles of 16 or 8 rows at 15-20 (Zen 3). 8-bit, 1 thread, weights from
+ * memory: 4096 x 4096 1.05-1.12 -> 0.76-0.85 ms, 11008 x 4096 3.2-3.7 -> 1.8-1.9 (parts of 16
+ * rows, a noisier run: 1.05-1.43 and 3.0-5.4 against 1.48-2.46 and 4.2-5.1). At 2-4 rows (tiles
+ * of 16 columns) and for 4-bit blocks of 16 rows, parts were no faster. */
+#define AVX2_SPLIT_ROWS 8
 /* Below AVX2_KC_M rows a copied column block holds AVX2_KC_ROWS word rows (whole blocks) at a
  * time, all of a thread's tiles taking their turn before the next rows: 16 rows, 1 thread,
  * 4096 x 4096: 8-bit 7.3-7.8 -> 5.7-6.0 ms, 4-bit 4.7 -> 4.1; 4096 x 11008: 8-bit 22 -> 16, 4-bit
@@ -75,6 +84,8 @@ typedef struct avx2_job {
     uint8_t           ctl3[8][32]; /* 3-bit: per 4 channels, vpshufb and vpmullw operands */
     int16_t           mul3[8][16];
     uint32_t         *x3buf; /* 3-bit from AVX2_X3_M rows: this thread's 4-bit words */
+    __m256i          *carry; /* [m, cld] sums of vectors cv0.. between a block's row parts */
+    int64_t           cv0, cld;
 } avx2_job;
 
 /* The zero points of columns col .. col + 7 (col % 8 == 0) of group g (v1 stores zero - 1), as
@@ -127,7 +138,7 @@ AVX2_INLINE void avx2_flush(const avx2_job *j, int64_t kb, int64_t i0, int64_t r
 
 /* y[r0 + r, i0 + 8 jv + l] (+)= block kb of the product, r < M, jv < NV (avx2_flush). */
 AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int b,
-                           const int M, const int NV) {
+                           const int M, const int NV, int64_t h, int64_t nh) {
     const lq_qlinear *w = j->w;
     const int64_t     k = w->k, ab = j->ab;
     const int         P = 8 / b, vpw = 32 / b;
@@ -144,10 +155,15 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
      * threads, 3 to 8 rows: 4/8-bit 5-40% faster with it, 2-bit within -5%..+3%) */
     const int         pf     = ldq == w->n && (M <= 2 || b >= 4);
     __m256i           acc[AVX2_M][AVX2_NV_MAX];
+    const int64_t     wa = c0 / vpw, wz = c1 / vpw;
+    __m256i          *cy = nh > 1 ? j->carry + r0 * j->cld + (i0 / 8 - j->cv0) : NULL;
     for (int r = 0; r < M; r++)
         for (int jv = 0; jv < NV; jv++)
-            acc[r][jv] = _mm256_setzero_si256();
-    for (int64_t wr = c0 / vpw; wr < c1 / vpw; wr++) {
+            acc[r][jv] = h ? _mm256_loadu_si256(cy + r * j->cld + jv) : _mm256_setzero_si256();
+    /* part h of nh of the block's word rows (avx2_range) */
+    const int64_t ws = wa + h * AVX2_SPLIT_ROWS < wz ? wa + h * AVX2_SPLIT_ROWS : wz;
+    const int64_t we = h + 1 < nh && ws + AVX2_SPLIT_ROWS < wz ? ws + AVX2_SPLIT_ROWS : wz;
+    for (int64_t wr = ws; wr < we; wr++) {
         const uint32_t *row = qw + wr * ldq + i0;
         if (pf)
             for (int jv = 0; jv < NV; jv += 2)
@@ -182,6 +198,12 @@ AVX2_INLINE void avx2_tile(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0
                 }
             }
         }
+    }
+    if (h + 1 < nh) {
+        for (int r = 0; r < M; r++)
+            for (int jv = 0; jv < NV; jv++)
+                _mm256_storeu_si256(cy + r * j->cld + jv, acc[r][jv]);
+        return;
     }
     avx2_flush(j, kb, i0, r0, M, NV, acc, zshift);
 }
@@ -294,13 +316,13 @@ static void avx2_tile3_ops(avx2_job *j) {
 /* tile of rows r0 .. r0 + mm - 1 (mm <= AVX2_M) at vector v, nv vectors: the range's whole
  * tile (AVX2_NV of its row count), or one */
 AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t mm,
-                             int64_t nv, const int b) {
+                             int64_t nv, const int b, int64_t h, int64_t nh) {
 #define AVX2_TILE(MM, NVV)                                                                         \
     do {                                                                                           \
         if (b == 3)                                                                                \
             avx2_tile3(j, kb, v * 8, r0, MM, NVV);                                                 \
         else                                                                                       \
-            avx2_tile(j, kb, v * 8, r0, b, MM, NVV);                                               \
+            avx2_tile(j, kb, v * 8, r0, b, MM, NVV, h, nh);                                        \
     } while (0)
 #define AVX2_CASE(MM)                                                                              \
     case MM:                                                                                       \
@@ -324,8 +346,8 @@ AVX2_INLINE void avx2_tile_m(const avx2_job *j, int64_t kb, int64_t v, int64_t r
 
 /* the tile of row chunk r0 (of m rows) */
 AVX2_INLINE void avx2_tile_b(const avx2_job *j, int64_t kb, int64_t v, int64_t r0, int64_t m,
-                             int64_t nv, const int b) {
-    avx2_tile_m(j, kb, v, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, nv, b);
+                             int64_t nv, const int b, int64_t h, int64_t nh) {
+    avx2_tile_m(j, kb, v, r0, m - r0 < AVX2_M ? m - r0 : AVX2_M, nv, b, h, nh);
 }
 
 /* One thread's 8-column vectors [v0, v1): whole tiles, then single vectors. */
@@ -337,16 +359,26 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
      * TLB for every tile (tiles outer streamed each tile down all of k: 4096 x 11008, 1 thread,
      * 8 rows: 8-bit 11.7-11.9 -> 8.8-9.0 ms, 4-bit 7.1-7.2 -> 6.1-6.2). */
     if (m < AVX2_COPY_M && !x3) {
-        const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
-        for (int64_t kb = 0; kb < j->nkb; kb++) {
-            int64_t v = v0;
-            for (; v + nv <= v1; v += nv)
-                for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    avx2_tile_b(j, kb, v, r0, m, nv, b);
-            for (; v < v1; v++)
-                for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
-                    avx2_tile_b(j, kb, v, r0, m, 1, b);
+        const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M), rpb = j->ab * b / 32;
+        avx2_job      jc = *j;
+        int64_t       nh = 1;
+        if (m == 1 && b != 3 && rpb > 16) { /* see AVX2_SPLIT_ROWS */
+            jc.cv0   = v0;
+            jc.cld   = v1 - v0;
+            jc.carry = aligned_alloc(32, (size_t)jc.cld * sizeof(__m256i));
+            nh       = jc.carry ? (rpb + AVX2_SPLIT_ROWS - 1) / AVX2_SPLIT_ROWS : 1;
         }
+        for (int64_t kb = 0; kb < j->nkb; kb++)
+            for (int64_t h = 0; h < nh; h++) {
+                int64_t v = v0;
+                for (; v + nv <= v1; v += nv)
+                    for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                        avx2_tile_b(&jc, kb, v, r0, m, nv, b, h, nh);
+                for (; v < v1; v++)
+                    for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
+                        avx2_tile_b(&jc, kb, v, r0, m, 1, b, h, nh);
+            }
+        free(jc.carry);
         return;
     }
     const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32, rpb = j->ab * b / 32;
@@ -379,11 +411,11 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
                 for (int64_t r0 = 0; r0 < m; r0 += AVX2_M)
                     for (int64_t kb = kb0; kb < kb1; kb++) {
                         if (x3)
-                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4);
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, 4, 0, 1);
                         else if (cp)
-                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, b);
+                            avx2_tile_b(&jb, kb, vv, r0, m, nvv, b, 0, 1);
                         else
-                            avx2_tile_b(j, kb, vv, r0, m, nvv, b);
+                            avx2_tile_b(j, kb, vv, r0, m, nvv, b, 0, 1);
                     }
             }
         }
