@@ -354,18 +354,19 @@ AVX2_INLINE void avx2_tile_b(const avx2_job *j, int64_t kb, int64_t v, int64_t r
 AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int b) {
     const int64_t m  = j->m;
     const int     x3 = b == 3 && m >= AVX2_X3_M; /* see avx2_3to4 */
+    const int64_t rpb = j->ab * b / 32;           /* word rows a block */
     /* Words read in place: blocks outer, every tile of the thread inside, row chunks
      * innermost, so a block's words stay in L1 for every chunk and a block's word rows in the
      * TLB for every tile (tiles outer streamed each tile down all of k: 4096 x 11008, 1 thread,
      * 8 rows: 8-bit 11.7-11.9 -> 8.8-9.0 ms, 4-bit 7.1-7.2 -> 6.1-6.2). */
     if (m < AVX2_COPY_M && !x3) {
-        const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M), rpb = j->ab * b / 32;
+        const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
         avx2_job      jc = *j;
         int64_t       nh = 1;
         if (m == 1 && b != 3 && rpb > 16) { /* see AVX2_SPLIT_ROWS */
             jc.cv0   = v0;
             jc.cld   = v1 - v0;
-            jc.carry = aligned_alloc(32, (size_t)jc.cld * sizeof(__m256i));
+            jc.carry = aligned_alloc(32, (size_t)(m * jc.cld) * sizeof(__m256i));
             nh       = jc.carry ? (rpb + AVX2_SPLIT_ROWS - 1) / AVX2_SPLIT_ROWS : 1;
         }
         for (int64_t kb = 0; kb < j->nkb; kb++)
@@ -381,7 +382,7 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
         free(jc.carry);
         return;
     }
-    const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32, rpb = j->ab * b / 32;
+    const int64_t nv = AVX2_NV(AVX2_M), rows = j->w->k * b / 32;
     const int64_t kc = x3 || m >= AVX2_KC_M ? j->nkb : AVX2_KC_ROWS > rpb ? AVX2_KC_ROWS / rpb : 1;
     const int64_t crows = kc * rpb < rows ? kc * rpb : rows;
     uint32_t     *blk   = x3 ? j->x3buf : malloc((size_t)(crows * 8 * nv) * 4);
