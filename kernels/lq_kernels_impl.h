@@ -343,6 +343,17 @@ void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *x
                     float *dx);
 /* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits). */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
+/* AWQ as stored on int8 activations at a few rows, read in place (lq_cpu_vnni.c, lq_cpu_avx2.c;
+ * cpu/lq_cpu_common.c): a row's activations in channel order, int8, with block sums and scales
+ * as lq_gptq_qx_row's; the sums come out field-major (128-column blocks: field f of word l at
+ * 16 f + l) into a scratch y of lq_awq_np(w) floats a row, put back in column order by
+ * lq_awq_unpermute. lq_awq_seq_ws: the workspace of m rows (codes [m, k rounded up to 64], sums
+ * and scales [m, nkb], the scratch y). */
+int64_t lq_awq_np(const lq_qlinear *w);
+size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);
+void    lq_awq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
+                      float *dx);
+void    lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt);
 
 /* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
  * lq_cpu_avx2i: the CPU has AVX2 and FMA (so F16C) and LQ_CPU_KERNELS is not "portable".
@@ -361,6 +372,13 @@ void      lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *
 int       lq_nf4_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads);
+/* AWQ as stored on int8 activations (lq_gemm_awq_qx_ref's semantics) at 1..LQ_AWQ_AVX2_M rows
+ * where lq_cpu_avx2i(), the words read in place; ws of lq_ws_awq_avx2 bytes, no bias. More rows
+ * keep the float kernels. */
+#define LQ_AWQ_AVX2_M 4
+size_t    lq_ws_awq_avx2(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
 /* NF4 on float activations, m <= LQ_FUSED_M, where lq_nf4f_avx2_ok (blocks of a multiple of 16
  * that divide k) and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref within rounding. */

@@ -490,6 +490,237 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
 }
 
 /* ---------------------------------------------------------------------------------------
+ * AWQ as stored, up to LQ_AWQ_AVX2_M rows: the semantics of lq_gemm_awq_qx_ref, bit for bit,
+ * the words read in place (without this the float kernel ran: 4096 x 4096 at one row, 1 thread,
+ * 1.36 ms against llama.cpp's Q4_K 0.85). Word (c, j) packs columns 8j + o of channel c in
+ * field [0,4,1,5,2,6,3,7][o]. As the VNNI kernel (awq_vnni_quad): 4 consecutive channel rows
+ * byte-interleaved (two unpack stages) put in 32-bit lane (q, i) byte i of word 4q + u of the
+ * 4 channels, u = 0..3 the four results, against one 32-bit broadcast of their activations.
+ * vpmaddubsw takes each nibble masked apart (raw bytes would saturate its int16 pairs): pairs of
+ * at most 2 * 15 * 127, AWQ2_Q channel quads summed in int16 (at most 15240), then widened by
+ * vpmaddwd against ones into int32 sums per (word, field) in the workspace, 512 bytes a block
+ * and row. A block is 16 words (128 columns: the field-major scratch of lq_awq_np) read as two
+ * halves of 8; the sums are transposed to field-major (a 4 x 4 dword transpose per nibble) and
+ * scaled once per activation block (awq2_flush).
+ * --------------------------------------------------------------------------------------- */
+#define AWQ2_Q  4  /* channel quads a chunk: 16 rows, whose lines stay in L1 between passes */
+#define AWQ2_PF 16 /* rows ahead (awq2_seq) */
+
+typedef struct awq2_job {
+    const lq_qlinear *w;
+    int64_t           ab, nkb, kp, np;
+    const uint8_t    *xp; /* [m, kp] int8 codes in channel order */
+    const float      *xsf, *dx;
+    float            *yf;  /* [m, np] field-major */
+    __m256i          *sum; /* [16-word block][m][16] int32 sums of an activation block */
+} awq2_job;
+
+/* lanes l < valid of a half's 8 words */
+AVX2_INLINE __m256i awq2_mask(int64_t valid) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(valid < 0   ? 0
+                                                      : valid > 8 ? 8
+                                                                  : valid)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* yf (+)= block kb's sums s[r][f] (field f, lane l = word w0 + l, l < vw) of rows r < M:
+ * t = fma(-z, sum(xq), acc), y = fma(t, s * dx, y); the first block assigns. The 64 scales are
+ * put field-major by an 8 x 8 transpose, the zeros come packed like the codes. */
+AVX2_INLINE void awq2_flush(const awq2_job *j, int64_t kb, int64_t w0, int64_t vw, int64_t ycol,
+                            const int M, __m256i s[][8]) {
+    const lq_qlinear *w = j->w;
+    const int64_t     n = w->n, nw = n / 8, g = kb * j->ab / w->group_size;
+    const uint16_t   *sp = (const uint16_t *)w->scales + g * n + 8 * w0;
+    __m256            sc[8];
+    for (int l = 0; l < 8; l++)
+        sc[l] = l < vw ? _mm256_cvtph_ps(_mm_loadu_si128((const void *)(sp + 8 * l)))
+                       : _mm256_setzero_ps();
+    lq_avx2_tr8(sc); /* sc[o]: column o of each word */
+    const __m256i zw = _mm256_maskload_epi32((const int *)w->qzeros + g * nw + w0, awq2_mask(vw));
+    static const int col[8] = {0, 2, 4, 6, 1, 3, 5, 7}; /* of field f */
+    for (int f = 0; f < 8; f++) {
+        const __m256 zf = _mm256_cvtepi32_ps(
+            _mm256_and_si256(_mm256_srli_epi32(zw, 4 * f), _mm256_set1_epi32(15)));
+        for (int r = 0; r < M; r++) {
+            const __m256 xs = _mm256_set1_ps(j->xsf[r * j->nkb + kb]);
+            const __m256 d  = _mm256_set1_ps(j->dx[r * j->nkb + kb]);
+            float       *yp = j->yf + r * j->np + ycol + 16 * f;
+            const __m256 t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(s[r][f]));
+            const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc[col[f]], d), yv));
+        }
+    }
+}
+
+/* One chunk of nq channel quads from c for the 16-word block at w0 into its sums
+ * sum[(r * 2 + half) * 8 + 2u + nibble]. A pass takes H halves and NU of the 4 words u per
+ * lane (M x H x NU x 2 int16 accumulators); FULL: all 16 words valid, else masked loads. */
+AVX2_INLINE void awq2_chunk(const awq2_job *j, int64_t c, int nq, int64_t w0, int64_t vw,
+                            __m256i *sum, const int M, const int H, const int NU, const int FULL) {
+    const int64_t   nw = j->w->n / 8;
+    const uint32_t *qw = (const uint32_t *)j->w->qweight + c * nw + w0;
+    const __m256i   m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    for (int hs = 0; hs < 2 && 8 * hs < vw; hs += H) {
+        __m256i lm[2];
+        for (int hh = 0; hh < H; hh++)
+            lm[hh] = awq2_mask(vw - 8 * (hs + hh));
+        for (int u0 = 0; u0 < 4; u0 += NU) {
+            __m256i acc[4][2][2][2]; /* [r][hh][uu][nibble] */
+            for (int r = 0; r < M; r++)
+                for (int hh = 0; hh < H; hh++)
+                    for (int uu = 0; uu < NU; uu++)
+                        acc[r][hh][uu][0] = acc[r][hh][uu][1] = _mm256_setzero_si256();
+            for (int p = 0; p < nq; p++) {
+                __m256i xb[4];
+                for (int r = 0; r < M; r++) {
+                    int32_t xv;
+                    memcpy(&xv, j->xp + r * j->kp + c + 4 * p, 4);
+                    xb[r] = _mm256_set1_epi32(xv);
+                }
+                for (int hh = 0; hh < H; hh++) {
+                    const uint32_t *row = qw + 4 * p * nw + 8 * (hs + hh);
+                    __m256i         wv[4];
+                    if (u0 == 0 && hs + hh == 0) /* a line each (see awq2_seq) */
+                        for (int t = 0; t < 4; t++)
+                            _mm_prefetch((const char *)(row + (t + AWQ2_PF) * nw), _MM_HINT_T1);
+                    for (int t = 0; t < 4; t++)
+                        wv[t] = FULL ? _mm256_loadu_si256((const void *)(row + t * nw))
+                                     : _mm256_maskload_epi32((const int *)(row + t * nw), lm[hh]);
+                    /* bytes of words 4q + 2v, 4q + 2v + 1 of rows 0|1 and 2|3 */
+                    const __m256i ab = u0 < 2 ? _mm256_unpacklo_epi8(wv[0], wv[1])
+                                              : _mm256_unpackhi_epi8(wv[0], wv[1]);
+                    const __m256i cd = u0 < 2 ? _mm256_unpacklo_epi8(wv[2], wv[3])
+                                              : _mm256_unpackhi_epi8(wv[2], wv[3]);
+                    for (int uu = 0; uu < NU; uu++) {
+                        const __m256i v  = (u0 + uu) & 1 ? _mm256_unpackhi_epi16(ab, cd)
+                                                         : _mm256_unpacklo_epi16(ab, cd);
+                        const __m256i lo = _mm256_and_si256(v, m4);
+                        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        for (int r = 0; r < M; r++) {
+                            acc[r][hh][uu][0] = _mm256_add_epi16(acc[r][hh][uu][0],
+                                                                 _mm256_maddubs_epi16(lo, xb[r]));
+                            acc[r][hh][uu][1] = _mm256_add_epi16(acc[r][hh][uu][1],
+                                                                 _mm256_maddubs_epi16(hi, xb[r]));
+                        }
+                    }
+                }
+            }
+            for (int r = 0; r < M; r++)
+                for (int hh = 0; hh < H; hh++)
+                    for (int uu = 0; uu < NU; uu++)
+                        for (int e = 0; e < 2; e++) {
+                            __m256i *sp = sum + (r * 2 + hs + hh) * 8 + 2 * (u0 + uu) + e;
+                            *sp = _mm256_add_epi32(*sp, _mm256_madd_epi16(acc[r][hh][uu][e], ones));
+                        }
+        }
+    }
+}
+
+/* A thread's 16-word blocks [b0, b1), sums at sum [block][r][half][2u + nibble]: per
+ * activation block, every chunk of channel rows across all of the thread's blocks (each row
+ * read in order along the thread's columns, as the GPTQ kernel reads its word rows), then the
+ * flushes. Each line is prefetched AWQ2_PF rows ahead into L2 (awq2_chunk). One row, 1
+ * thread, three alternated rounds (Zen 3): runs of 16 blocks (sums in 8 KiB of L1) without
+ * prefetch 4096 x 4096 1.0-1.4 ms, 11008 x 4096 2.2-4.7, 4096 x 11008 3.5-4.2; the whole range
+ * with it 0.83-0.87, 1.5-2.5, 2.1-2.2; chunks of 8 quads (32 rows, the sums widened half as
+ * often) 1.0-1.2, 2.2-2.4, 2.7-2.9. */
+AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *sum, const int M,
+                          const int H, const int NU) {
+    const int64_t nw = j->w->n / 8, k = j->w->k, ab = j->ab, nb = b1 - b0;
+    for (int64_t kb = 0; kb < j->nkb; kb++) {
+        const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
+        for (int64_t e = 0; e < nb * M * 16; e++)
+            sum[e] = _mm256_setzero_si256();
+        for (int64_t c = c0; c < c1; c += 4 * AWQ2_Q) {
+            const int nq = c1 - c < 4 * AWQ2_Q ? (int)(c1 - c) / 4 : AWQ2_Q;
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t w0 = (b0 + b) * 16, vw = nw - w0 < 16 ? nw - w0 : 16;
+                if (vw == 16)
+                    awq2_chunk(j, c, nq, w0, vw, sum + b * M * 16, M, H, NU, 1);
+                else
+                    awq2_chunk(j, c, nq, w0, vw, sum + b * M * 16, M, H, NU, 0);
+            }
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t w0 = (b0 + b) * 16, vw = nw - w0 < 16 ? nw - w0 : 16;
+            for (int h = 0; h < 2 && 8 * h < vw; h++) {
+                __m256i s[4][8]; /* [r][field], lane l = word w0 + 8h + l */
+                for (int r = 0; r < M; r++)
+                    for (int e = 0; e < 2; e++) { /* 4 x 4 dword transpose per 128 bits */
+                        const __m256i *q  = sum + b * M * 16 + (r * 2 + h) * 8 + e;
+                        const __m256i  t0 = _mm256_unpacklo_epi32(q[0], q[2]);
+                        const __m256i  t1 = _mm256_unpackhi_epi32(q[0], q[2]);
+                        const __m256i  t2 = _mm256_unpacklo_epi32(q[4], q[6]);
+                        const __m256i  t3 = _mm256_unpackhi_epi32(q[4], q[6]);
+                        s[r][0 + e]       = _mm256_unpacklo_epi64(t0, t2);
+                        s[r][2 + e]       = _mm256_unpackhi_epi64(t0, t2);
+                        s[r][4 + e]       = _mm256_unpacklo_epi64(t1, t3);
+                        s[r][6 + e]       = _mm256_unpackhi_epi64(t1, t3);
+                    }
+                awq2_flush(j, kb, w0 + 8 * h, vw - 8 * h, (b0 + b) * 128 + 8 * h, M, s);
+            }
+        }
+    }
+}
+
+/* passes: all 4 words u and both halves at one row (8 accumulators), fewer above */
+AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t m, int64_t b0, int64_t b1) {
+    __m256i *sum = j->sum + b0 * m * 16;
+    switch (m) {
+    case 1:
+        awq2_seq(j, b0, b1, sum, 1, 2, 2);
+        break;
+    case 2:
+        awq2_seq(j, b0, b1, sum, 2, 1, 2);
+        break;
+    case 3:
+        awq2_seq(j, b0, b1, sum, 3, 1, 1);
+        break;
+    default:
+        awq2_seq(j, b0, b1, sum, 4, 1, 1);
+        break;
+    }
+}
+
+/* lq_awq_seq_ws's, then the int32 sums: 512 bytes a row and 16-word block */
+static int64_t awq2_nblk(const lq_qlinear *w) {
+    return (w->n / 8 + 15) / 16;
+}
+size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
+    const size_t s = m >= 1 && m <= LQ_AWQ_AVX2_M ? lq_awq_seq_ws(w, m) : 0;
+    return s ? (size_t)lq_align_up((int64_t)s, 64) + (size_t)(awq2_nblk(w) * m) * 512 : 0;
+}
+
+lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads) {
+    const int64_t ab = lq_awq_qx_block(w), k = w->k;
+    if (!ab || m < 1 || m > LQ_AWQ_AVX2_M)
+        return LQ_ERR_UNSUPPORTED;
+    awq2_job j = {
+        .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .np = lq_awq_np(w)};
+    uint8_t *xp  = ws;
+    float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
+    j.xp  = xp;
+    j.xsf = xsf;
+    j.dx  = dx;
+    j.yf  = yf;
+    j.sum = (__m256i *)(void *)((uint8_t *)ws + lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64));
+    const int     nt   = lq_cpu_threads(nthreads);
+    const int64_t nblk = awq2_nblk(w);
+#pragma omp parallel num_threads(nt)
+    {
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < m; r++)
+            lq_awq_qx_row(w, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
+        if (nblk * th / tn < nblk * (th + 1) / tn)
+            awq2_rows(&j, m, nblk * th / tn, nblk * (th + 1) / tn);
+    }
+    lq_awq_unpermute(yf, j.np, m, w->n, y, nt);
+    return LQ_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Dense fp16 / bf16 weights below LQ_GEMM256_M rows (as lq_cpu_avx512.c's kernel, 8 wide): W
  * rows converted as they are read (vcvtph2ps; bf16 is the top half of a float32), tiles of W
  * rows x rows of x (accumulators along k, summed at the end); k's tail scalar. From there
@@ -1456,6 +1687,15 @@ size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
     return 0;
 }
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                           int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;

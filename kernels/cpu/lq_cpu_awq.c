@@ -209,10 +209,10 @@ static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0,
         }
 }
 
-/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c): their width at m rows, 0 where the
- * CPU or the layout has none. Worked out once per call: it scans g_idx. */
+/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c; AVX2 up to LQ_AWQ_AVX2_M rows,
+ * cpu/lq_cpu_avx2.c): their width at m rows, 0 where the CPU or the layout has none. */
 static int awq_qx(const lq_qlinear *w, int64_t m) {
-    return lq_cpu_vnni() ? lq_awq_qx_bits(w, m) : 0;
+    return lq_cpu_vnni() || (m <= LQ_AWQ_AVX2_M && lq_cpu_avx2i()) ? lq_awq_qx_bits(w, m) : 0;
 }
 
 int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
@@ -221,7 +221,7 @@ int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {
 
 size_t lq_ws_awq_cpu_qx(const lq_qlinear *w, int64_t m) {
     const int xb = awq_qx(w, m);
-    return xb ? lq_ws_awq_vnni(w, m, xb) : 0;
+    return !xb ? 0 : lq_cpu_vnni() ? lq_ws_awq_vnni(w, m, xb) : lq_ws_awq_avx2(w, m);
 }
 
 lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -229,9 +229,12 @@ lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, flo
     const int xb = awq_qx(w, m);
     if (!xb)
         return LQ_ERR_UNSUPPORTED;
-    if (!ws || ws_size < lq_ws_awq_vnni(w, m, xb))
+    if (!ws || ws_size < lq_ws_awq_cpu_qx(w, m))
         return LQ_ERR_INVALID_ARG;
-    LQ_TRY(lq_gemm_awq_vnni(w, x, m, y, ws, xb, nthreads));
+    if (lq_cpu_vnni())
+        LQ_TRY(lq_gemm_awq_vnni(w, x, m, y, ws, xb, nthreads));
+    else
+        LQ_TRY(lq_gemm_awq_avx2(w, x, m, y, ws, nthreads));
     lq_add_bias_f16(w->bias, m, w->n, y);
     return LQ_OK;
 }

@@ -1386,10 +1386,6 @@ VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1) 
     }
 }
 
-static int64_t awq_np(const lq_qlinear *w) {
-    return (w->n + 127) / 128 * 128;
-}
-
 /* More rows: the codes are repacked once into GPTQ's layout (a word per column holding 8
  * channels: an 8 x 8 nibble transpose of 8 channel rows, three swap stages) in field-major
  * column order, the scales and zeros likewise, and the GPTQ kernel runs on that: the same
@@ -1404,13 +1400,13 @@ VNNI_TARGET static void awq_repack_codes(const lq_qlinear *w, int64_t wr, uint32
 /* the GPTQ descriptor of the repacked copy: [k/8, np] codes, [G, np] scales, [G, np/8] zeros
  * (stored minus one, as GPTQ v1), g_idx c / group_size; padding columns have scale 0 */
 static size_t awq_gptq_bytes(const lq_qlinear *w) {
-    const int64_t np = awq_np(w), G = w->k / w->group_size;
+    const int64_t np = lq_awq_np(w), G = w->k / w->group_size;
     return (size_t)(lq_align_up(w->k / 8 * np * 4, 64) + lq_align_up(G * np * 2, 64) +
                     lq_align_up(G * np / 2, 64) + lq_align_up(w->k * 4, 64));
 }
 
 static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int codes, int nt) {
-    const int64_t n = w->n, k = w->k, np = awq_np(w), G = k / w->group_size, nw = n / 8;
+    const int64_t n = w->n, k = w->k, np = lq_awq_np(w), G = k / w->group_size, nw = n / 8;
     uint8_t      *p  = buf;
     uint32_t     *qg = (uint32_t *)(void *)p;
     uint16_t     *sg = (uint16_t *)(void *)(p += lq_align_up(k / 8 * np * 4, 64));
@@ -1458,29 +1454,18 @@ static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int co
 }
 
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_awq_qx_block(w), np = awq_np(w);
+    const int64_t ab = lq_awq_qx_block(w), np = lq_awq_np(w);
     if (!ab)
         return 0;
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
         return awq_gptq_bytes(w) + lq_align_up(gptq_vnni_ws(w->k, ab, m, 8), 64) +
                (size_t)(m * np) * 4;
-    const int64_t nkb = (w->k + ab - 1) / ab;
-    /* codes [m, kp], block sums and scales [m, nkb] each, y field-major [m, np] */
-    return (size_t)(m * lq_align_up(w->k, 64) + 2 * m * nkb * 4 + m * np * 4);
-}
-
-/* y [m, n] in column order from the field-major yf [m, np] */
-static void awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t r = 0; r < m; r++)
-        for (int64_t i = 0; i < n; i++)
-            y[r * n + i] =
-                yf[r * np + i / 128 * 128 + 16 * lq_awq_field_of((int)(i % 8)) + (i % 128) / 8];
+    return lq_awq_seq_ws(w, m);
 }
 
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int xbits, int nthreads) {
-    const int64_t ab = lq_awq_qx_block(w), n = w->n, k = w->k, np = awq_np(w);
+    const int64_t ab = lq_awq_qx_block(w), n = w->n, k = w->k, np = lq_awq_np(w);
     const int     nt = lq_cpu_threads(nthreads);
     if (!ab || xbits != 8)
         return LQ_ERR_UNSUPPORTED;
@@ -1494,7 +1479,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         uint8_t *gws = (uint8_t *)ws + awq_gptq_bytes(w);
         float   *yf  = (float *)(void *)(gws + lq_align_up(gptq_vnni_ws(k, ab, m, 8), 64));
         LQ_TRY(gptq_vnni_run(&g, fused ? w : NULL, x, m, yf, gws, 8, nthreads));
-        awq_unpermute(yf, np, m, n, y, nt);
+        lq_awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
     }
     awq_job j = {
@@ -1509,20 +1494,13 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-        int32_t       tmp[256];
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) /* activations in channel order */
-            for (int64_t kb = 0; kb < j.nkb; kb++) {
-                const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
-                xsf[r * j.nkb + kb] =
-                    (float)lq_qx_block(x + r * k + c0, c1 - c0, 127.f, tmp, &dx[r * j.nkb + kb]);
-                for (int64_t c = c0; c < c1; c++)
-                    ((int8_t *)(xp + r * j.kp))[c] = (int8_t)tmp[c - c0];
-            }
+        for (int64_t r = 0; r < m; r++)
+            lq_awq_qx_row(w, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
         if (nblk * th / tn < nblk * (th + 1) / tn)
             awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn);
     }
-    awq_unpermute(yf, np, m, n, y, nt);
+    lq_awq_unpermute(yf, np, m, n, y, nt);
     return LQ_OK;
 }
 
