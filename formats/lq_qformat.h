@@ -288,8 +288,12 @@ static inline int64_t lq_gptq_groups(const lq_qlinear *w) {
     return (w->k + w->group_size - 1) / w->group_size;
 }
 
-/* AutoAWQ GEMM interleave: field i of a word holds column 8c + k_awq_order[i]; the inverse maps
- * a column within its 8-column word to its field. */
+/* AutoAWQ GEMM interleave: field i of a word holds column 8c + lq_awq_col_of(i); the inverse
+ * maps a column within its 8-column word to its field. */
+static inline int lq_awq_col_of(int field) {
+    static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    return order[field];
+}
 static inline int lq_awq_field_of(int col_in_word) {
     static const int inv[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     return inv[col_in_word];

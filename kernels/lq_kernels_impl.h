@@ -341,8 +341,10 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
  * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
 void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
                     float *dx);
-/* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits). */
+/* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits); of k
+ * channels in blocks of ab. */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
+size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits);
 /* AWQ as stored on int8 activations at a few rows, read in place (lq_cpu_vnni.c, lq_cpu_avx2.c;
  * cpu/lq_cpu_common.c): a row's activations in channel order, int8, with block sums and scales
  * as lq_gptq_qx_row's; the sums come out field-major (128-column blocks: field f of word l at
@@ -350,6 +352,16 @@ size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
  * lq_awq_unpermute. lq_awq_seq_ws: the workspace of m rows (codes [m, k rounded up to 64], sums
  * and scales [m, nkb], the scratch y). */
 int64_t lq_awq_np(const lq_qlinear *w);
+/* From more rows (cpu/lq_cpu_awq.c): the codes repacked once into GPTQ's layout (a word per
+ * column holding 8 channels: an 8 x 8 nibble transpose of 8 channel rows) in that field-major
+ * column order, the scales and zeros likewise, and a GPTQ kernel run on it: the same blocks and
+ * integer sums, so the same result bit for bit. lq_awq_gptq_build fills buf (lq_awq_gptq_bytes)
+ * and the descriptor g; codes (NULL: leave the codes out, for a kernel that repacks them
+ * itself) writes word row wr (channels 8 wr .. 8 wr + 7) of them, np words a row. */
+typedef void (*lq_awq_codes_fn)(const lq_qlinear *w, int64_t wr, uint32_t *qg, int64_t np);
+size_t  lq_awq_gptq_bytes(const lq_qlinear *w);
+void    lq_awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, lq_awq_codes_fn codes,
+                          int nt);
 size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);
 void    lq_awq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
                       float *dx);
@@ -373,10 +385,12 @@ int       lq_nf4_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
-/* AWQ as stored on int8 activations (lq_gemm_awq_qx_ref's semantics) at 1..LQ_AWQ_AVX2_M rows
- * where lq_cpu_avx2i(), the words read in place; ws of lq_ws_awq_avx2 bytes, no bias. More rows
- * keep the float kernels. */
-#define LQ_AWQ_AVX2_M 4
+/* AWQ as stored on int8 activations (lq_gemm_awq_qx_ref's semantics) where lq_cpu_avx2i(): up
+ * to LQ_AWQ_AVX2_M rows the words read in place (4 rows a pass), above on a GPTQ copy
+ * (lq_awq_gptq_build); ws of lq_ws_awq_avx2 bytes, no bias. 1 thread, ms in place / on the copy
+ * (Zen 3, weights from memory): 4096 x 4096 at 5 rows 2.6 / 3.5, 8 rows 3.9 / 4.2, 16 rows 8.4
+ * (four passes at 4) / 6.6. */
+#define LQ_AWQ_AVX2_M 8
 size_t    lq_ws_awq_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);

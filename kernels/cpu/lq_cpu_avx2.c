@@ -503,6 +503,7 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
  * halves of 8; the sums are transposed to field-major (a 4 x 4 dword transpose per nibble) and
  * scaled once per activation block (awq2_flush).
  * --------------------------------------------------------------------------------------- */
+#define AWQ2_M  4 /* activation rows a pass over the words */
 #define AWQ2_Q  4  /* channel quads a chunk: 16 rows, whose lines stay in L1 between passes */
 #define AWQ2_PF 16 /* rows ahead (awq2_seq) */
 
@@ -512,7 +513,8 @@ typedef struct awq2_job {
     const uint8_t    *xp; /* [m, kp] int8 codes in channel order */
     const float      *xsf, *dx;
     float            *yf;  /* [m, np] field-major */
-    __m256i          *sum; /* [16-word block][m][16] int32 sums of an activation block */
+    __m256i          *sum; /* [16-word block][summ][16] int32 sums of an activation block */
+    int64_t           summ; /* rows a pass at most: min(m, AWQ2_M) */
 } awq2_job;
 
 /* lanes l < valid of a half's 8 words */
@@ -537,7 +539,6 @@ AVX2_INLINE void awq2_flush(const awq2_job *j, int64_t kb, int64_t w0, int64_t v
                        : _mm256_setzero_ps();
     lq_avx2_tr8(sc); /* sc[o]: column o of each word */
     const __m256i zw = _mm256_maskload_epi32((const int *)w->qzeros + g * nw + w0, awq2_mask(vw));
-    static const int col[8] = {0, 2, 4, 6, 1, 3, 5, 7}; /* of field f */
     for (int f = 0; f < 8; f++) {
         const __m256 zf = _mm256_cvtepi32_ps(
             _mm256_and_si256(_mm256_srli_epi32(zw, 4 * f), _mm256_set1_epi32(15)));
@@ -547,7 +548,7 @@ AVX2_INLINE void awq2_flush(const awq2_job *j, int64_t kb, int64_t w0, int64_t v
             float       *yp = j->yf + r * j->np + ycol + 16 * f;
             const __m256 t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(s[r][f]));
             const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
-            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc[col[f]], d), yv));
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc[lq_awq_col_of(f)], d), yv));
         }
     }
 }
@@ -664,38 +665,94 @@ AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *su
 }
 
 /* passes: all 4 words u and both halves at one row (8 accumulators), fewer above */
-AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t m, int64_t b0, int64_t b1) {
-    __m256i *sum = j->sum + b0 * m * 16;
-    switch (m) {
+/* rows [r0, r0 + mc), mc <= AWQ2_M, of a thread's blocks [b0, b1) */
+AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t r0, int64_t mc, int64_t b0,
+                                  int64_t b1) {
+    awq2_job jr = *j;
+    jr.xp += r0 * j->kp;
+    jr.xsf += r0 * j->nkb;
+    jr.dx += r0 * j->nkb;
+    jr.yf += r0 * j->np;
+    __m256i *sum = j->sum + b0 * j->summ * 16; /* this thread's, whatever mc */
+    switch (mc) {
     case 1:
-        awq2_seq(j, b0, b1, sum, 1, 2, 2);
+        awq2_seq(&jr, b0, b1, sum, 1, 2, 2);
         break;
     case 2:
-        awq2_seq(j, b0, b1, sum, 2, 1, 2);
+        awq2_seq(&jr, b0, b1, sum, 2, 1, 2);
         break;
     case 3:
-        awq2_seq(j, b0, b1, sum, 3, 1, 1);
+        awq2_seq(&jr, b0, b1, sum, 3, 1, 1);
         break;
     default:
-        awq2_seq(j, b0, b1, sum, 4, 1, 1);
+        awq2_seq(&jr, b0, b1, sum, 4, 1, 1);
         break;
     }
 }
 
-/* lq_awq_seq_ws's, then the int32 sums: 512 bytes a row and 16-word block */
+/* More rows: word row wr of the codes in GPTQ's layout, field-major (lq_awq_gptq_build), 8
+ * words at a time: an 8 x 8 nibble transpose of the 8 channel rows, three swap stages, after
+ * which r[f] holds field f of the 8 channels as nibbles 0..7. Padding words are zero. */
+AVX2_TARGET static void awq2_repack_codes(const lq_qlinear *w, int64_t wr, uint32_t *qg,
+                                          int64_t np) {
+    const int64_t   nw = w->n / 8;
+    const uint32_t *qw = (const uint32_t *)w->qweight + wr * 8 * nw;
+    for (int64_t j0 = 0; j0 < np / 8; j0 += 8) {
+        const __m256i lm = awq2_mask(nw - j0);
+        __m256i       r[8];
+        for (int t = 0; t < 8; t++)
+            r[t] = _mm256_maskload_epi32((const int *)(qw + t * nw + j0), lm);
+        for (int sh = 4, st = 1; st < 8; sh *= 2, st *= 2) {
+            const __m256i mk = _mm256_set1_epi32(sh == 4   ? 0x0F0F0F0F
+                                                 : sh == 8 ? 0x00FF00FF
+                                                           : 0x0000FFFF);
+            for (int t = 0; t < 8; t++) {
+                if (t & st)
+                    continue;
+                const __m256i d =
+                    _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(r[t], sh), r[t + st]), mk);
+                r[t + st] = _mm256_xor_si256(r[t + st], d);
+                r[t]      = _mm256_xor_si256(r[t], _mm256_slli_epi32(d, sh));
+            }
+        }
+        uint32_t *dst = qg + wr * np + j0 / 16 * 128 + j0 % 16;
+        for (int f = 0; f < 8; f++)
+            _mm256_storeu_si256((void *)(dst + 16 * f), r[f]);
+    }
+}
+
+/* Up to LQ_AWQ_AVX2_M rows: lq_awq_seq_ws's, then the int32 sums, 512 bytes a row and 16-word
+ * block. More: the GPTQ copy, the GPTQ kernel's activations, y field-major. */
 static int64_t awq2_nblk(const lq_qlinear *w) {
     return (w->n / 8 + 15) / 16;
 }
 size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
-    const size_t s = m >= 1 && m <= LQ_AWQ_AVX2_M ? lq_awq_seq_ws(w, m) : 0;
-    return s ? (size_t)lq_align_up((int64_t)s, 64) + (size_t)(awq2_nblk(w) * m) * 512 : 0;
+    const int64_t ab = lq_awq_qx_block(w);
+    if (!ab || m < 1)
+        return 0;
+    if (m > LQ_AWQ_AVX2_M)
+        return lq_awq_gptq_bytes(w) +
+               (size_t)lq_align_up((int64_t)lq_qx_ws_bytes(w->k, ab, m, 8), 64) +
+               (size_t)(m * lq_awq_np(w)) * 4;
+    return (size_t)lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64) +
+           (size_t)(awq2_nblk(w) * (m < AWQ2_M ? m : AWQ2_M)) * 512;
 }
 
 lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     const int64_t ab = lq_awq_qx_block(w), k = w->k;
-    if (!ab || m < 1 || m > LQ_AWQ_AVX2_M)
+    if (!ab || m < 1)
         return LQ_ERR_UNSUPPORTED;
+    if (m > LQ_AWQ_AVX2_M) {
+        const int  nt = lq_cpu_threads(nthreads);
+        lq_qlinear g;
+        lq_awq_gptq_build(w, ws, &g, awq2_repack_codes, nt);
+        uint8_t *gws = (uint8_t *)ws + lq_awq_gptq_bytes(w);
+        float *yf = (float *)(void *)(gws + lq_align_up((int64_t)lq_qx_ws_bytes(k, ab, m, 8), 64));
+        LQ_TRY(lq_gemm_gptq_avx2(&g, x, m, yf, gws, 8, nthreads));
+        lq_awq_unpermute(yf, g.n, m, w->n, y, nt);
+        return LQ_OK;
+    }
     awq2_job j = {
         .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .np = lq_awq_np(w)};
     uint8_t *xp  = ws;
@@ -705,6 +762,7 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     j.dx  = dx;
     j.yf  = yf;
     j.sum = (__m256i *)(void *)((uint8_t *)ws + lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64));
+    j.summ             = m < AWQ2_M ? m : AWQ2_M;
     const int     nt   = lq_cpu_threads(nthreads);
     const int64_t nblk = awq2_nblk(w);
 #pragma omp parallel num_threads(nt)
@@ -713,8 +771,9 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
             lq_awq_qx_row(w, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
-        if (nblk * th / tn < nblk * (th + 1) / tn)
-            awq2_rows(&j, m, nblk * th / tn, nblk * (th + 1) / tn);
+        for (int64_t r0 = 0; r0 < m && nblk * th / tn < nblk * (th + 1) / tn; r0 += AWQ2_M)
+            awq2_rows(&j, r0, m - r0 < AWQ2_M ? m - r0 : AWQ2_M, nblk * th / tn,
+                      nblk * (th + 1) / tn);
     }
     lq_awq_unpermute(yf, j.np, m, w->n, y, nt);
     return LQ_OK;

@@ -209,10 +209,68 @@ static void awq_tail(const lq_qlinear *w, const float *x, int64_t m, int64_t i0,
         }
 }
 
-/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c; AVX2 up to LQ_AWQ_AVX2_M rows,
- * cpu/lq_cpu_avx2.c): their width at m rows, 0 where the CPU or the layout has none. */
+/* The GPTQ descriptor of a repacked copy (lq_awq_gptq_build): [k/8, np] codes, [G, np] scales,
+ * [G, np/8] zeros (stored minus one, as GPTQ v1), g_idx c / group_size; padding columns have
+ * scale 0. */
+size_t lq_awq_gptq_bytes(const lq_qlinear *w) {
+    const int64_t np = lq_awq_np(w), G = w->k / w->group_size;
+    return (size_t)(lq_align_up(w->k / 8 * np * 4, 64) + lq_align_up(G * np * 2, 64) +
+                    lq_align_up(G * np / 2, 64) + lq_align_up(w->k * 4, 64));
+}
+
+void lq_awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, lq_awq_codes_fn codes,
+                       int nt) {
+    const int64_t n = w->n, k = w->k, np = lq_awq_np(w), G = k / w->group_size, nw = n / 8;
+    uint8_t      *p  = buf;
+    uint32_t     *qg = (uint32_t *)(void *)p;
+    uint16_t     *sg = (uint16_t *)(void *)(p += lq_align_up(k / 8 * np * 4, 64));
+    uint32_t     *zg = (uint32_t *)(void *)(p += lq_align_up(G * np * 2, 64));
+    int32_t      *gi = (int32_t *)(void *)(p + lq_align_up(G * np / 2, 64));
+    *g               = *w;
+    g->format        = LQ_FMT_GPTQ;
+    g->n             = np;
+    g->qweight       = qg;
+    g->scales        = sg;
+    g->qzeros        = zg;
+    g->g_idx         = gi;
+    g->bias          = NULL;
+#pragma omp parallel num_threads(nt)
+    {
+#pragma omp for schedule(static)
+        for (int64_t wr = 0; wr < (codes ? k / 8 : 0); wr++)
+            codes(w, wr, qg, np);
+#pragma omp for schedule(static)
+        for (int64_t gg = 0; gg < G; gg++) {
+            const uint16_t *s  = (const uint16_t *)w->scales + gg * n;
+            const uint32_t *zw = (const uint32_t *)w->qzeros + gg * nw;
+            for (int64_t pw = 0; pw < np / 8; pw++) { /* zero word: positions 8 pw .. 8 pw + 7 */
+                uint32_t zword = 0;
+                for (int t = 0; t < 8; t++) {
+                    const int64_t pos = 8 * pw + t, blk = pos / 128, f = (pos % 128) / 16,
+                                  l = pos % 16, j = blk * 16 + l;
+                    const int64_t col = blk * 128 + 8 * l + lq_awq_col_of((int)f);
+                    uint32_t      z   = 0;
+                    uint16_t      sc  = 0;
+                    if (j < nw && col < n) {
+                        z  = (zw[j] >> (4 * f)) & 15u;
+                        sc = s[col];
+                    }
+                    zword |= ((z - 1u) & 15u) << (4 * t);
+                    sg[gg * np + pos] = sc;
+                }
+                zg[gg * (np / 8) + pw] = zword;
+            }
+        }
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < k; c++)
+            gi[c] = (int32_t)(c / w->group_size);
+    }
+}
+
+/* Integer activations (AVX-512 VNNI, cpu/lq_cpu_vnni.c; AVX2, cpu/lq_cpu_avx2.c): their width
+ * at m rows, 0 where the CPU or the layout has none. */
 static int awq_qx(const lq_qlinear *w, int64_t m) {
-    return lq_cpu_vnni() || (m <= LQ_AWQ_AVX2_M && lq_cpu_avx2i()) ? lq_awq_qx_bits(w, m) : 0;
+    return lq_cpu_vnni() || lq_cpu_avx2i() ? lq_awq_qx_bits(w, m) : 0;
 }
 
 int lq_awq_cpu_quantizes_x(const lq_qlinear *w, int64_t m, unsigned flags) {

@@ -147,10 +147,12 @@ void lq_group_sums(const float *x, int64_t m, int64_t k, int64_t gs, int64_t G, 
  * scales [m, nkb] (0: no such semantics for w). */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits) {
     const int64_t ab = lq_gptq_qx_block(w);
-    if (!ab)
-        return 0;
-    const int64_t nkb = (w->k + ab - 1) / ab, kp = (w->k * (xbits / 8) + 63) & ~(int64_t)63;
-    return (size_t)(m * kp + 2 * m * nkb * 4);
+    return ab ? lq_qx_ws_bytes(w->k, ab, m, xbits) : 0;
+}
+
+size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits) {
+    const int64_t nkb = (k + ab - 1) / ab;
+    return (size_t)(m * lq_align_up(k * (xbits / 8), 64) + 2 * m * nkb * 4);
 }
 
 /* The integer kernels' activation layout (lq_cpu_vnni.c, lq_cpu_avx2.c): xr quantized to int8

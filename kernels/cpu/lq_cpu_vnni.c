@@ -73,12 +73,6 @@ int lq_cpu_vbmi(void) {
     return lq_cpu_vnni() && __builtin_cpu_supports("avx512vbmi");
 }
 
-/* xp [m, kp] codes, then block sums [m, nkb] and scales [m, nkb] as float */
-static size_t gptq_vnni_ws(int64_t k, int64_t ab, int64_t m, int xbits) {
-    const int64_t nkb = (k + ab - 1) / ab;
-    return (size_t)(m * lq_align_up(k * (xbits / 8), 64) + 2 * m * nkb * 4);
-}
-
 size_t lq_ws_gptq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     return lq_gptq_qx_ws(w, m, xbits);
 }
@@ -1195,7 +1189,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
 /* ---------------------------------------------------------------------------------------
  * AWQ: the semantics of lq_gemm_awq_qx_ref. Word (c, j) packs columns 8j + o of channel c, in
  * field [0,4,1,5,2,6,3,7][o]. A block is 16 words of a row (128 columns): field f of the 16
- * words is a vector whose lane l is column 8l + kAwqCol[f].
+ * words is a vector whose lane l is column 8l + lq_awq_col_of(f).
  * m <= 4: a lane of a vpdpbusd needs 4 consecutive channels of one column: 4 channel rows
  * byte-interleaved in registers (awq_vnni_quad). Results come out field-major and go to a scratch y
  * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
@@ -1211,8 +1205,6 @@ typedef struct awq_job {
     const float      *xsf, *dx;
     float            *yf; /* [m, np] field-major */
 } awq_job;
-
-static const int kAwqCol[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 /* yf (+)= block kb's integer sums acc[r][f] of words [w0, w0 + 16) scaled: zeros (packed like
  * the codes) and scales permuted to field-major. First block (kb == 0) assigns. */
@@ -1235,7 +1227,7 @@ VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_
         sh[h]                = _mm512_maskz_loadu_epi16(hm, (const void *)(sp + 32 * h));
     }
     for (int f = 0; f < 8; f++) {
-        const int o = kAwqCol[f];
+        const int o = lq_awq_col_of(f);
         /* lanes 0..7: columns 8l + o of the first 64 (sh[0], sh[1]); 8..15: of the next 64 */
         const __m512i idx =
             _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -1397,68 +1389,12 @@ VNNI_TARGET static void awq_repack_codes(const lq_qlinear *w, int64_t wr, uint32
         awq_repack_group(w, wr, j0, qg + wr * np + j0 * 8);
 }
 
-/* the GPTQ descriptor of the repacked copy: [k/8, np] codes, [G, np] scales, [G, np/8] zeros
- * (stored minus one, as GPTQ v1), g_idx c / group_size; padding columns have scale 0 */
-static size_t awq_gptq_bytes(const lq_qlinear *w) {
-    const int64_t np = lq_awq_np(w), G = w->k / w->group_size;
-    return (size_t)(lq_align_up(w->k / 8 * np * 4, 64) + lq_align_up(G * np * 2, 64) +
-                    lq_align_up(G * np / 2, 64) + lq_align_up(w->k * 4, 64));
-}
-
-static void awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, int codes, int nt) {
-    const int64_t n = w->n, k = w->k, np = lq_awq_np(w), G = k / w->group_size, nw = n / 8;
-    uint8_t      *p  = buf;
-    uint32_t     *qg = (uint32_t *)(void *)p;
-    uint16_t     *sg = (uint16_t *)(void *)(p += lq_align_up(k / 8 * np * 4, 64));
-    uint32_t     *zg = (uint32_t *)(void *)(p += lq_align_up(G * np * 2, 64));
-    int32_t      *gi = (int32_t *)(void *)(p + lq_align_up(G * np / 2, 64));
-    *g               = *w;
-    g->format        = LQ_FMT_GPTQ;
-    g->n             = np;
-    g->qweight       = qg;
-    g->scales        = sg;
-    g->qzeros        = zg;
-    g->g_idx         = gi;
-    g->bias          = NULL;
-#pragma omp parallel num_threads(nt)
-    {
-#pragma omp for schedule(static)
-        for (int64_t wr = 0; wr < (codes ? k / 8 : 0); wr++)
-            awq_repack_codes(w, wr, qg, np);
-#pragma omp for schedule(static)
-        for (int64_t gg = 0; gg < G; gg++) {
-            const uint16_t *s  = (const uint16_t *)w->scales + gg * n;
-            const uint32_t *zw = (const uint32_t *)w->qzeros + gg * nw;
-            for (int64_t pw = 0; pw < np / 8; pw++) { /* zero word: positions 8 pw .. 8 pw + 7 */
-                uint32_t zword = 0;
-                for (int t = 0; t < 8; t++) {
-                    const int64_t pos = 8 * pw + t, blk = pos / 128, f = (pos % 128) / 16,
-                                  l = pos % 16, j = blk * 16 + l;
-                    const int64_t col = blk * 128 + 8 * l + kAwqCol[f];
-                    uint32_t      z   = 0;
-                    uint16_t      sc  = 0;
-                    if (j < nw && col < n) {
-                        z  = (zw[j] >> (4 * f)) & 15u;
-                        sc = s[col];
-                    }
-                    zword |= ((z - 1u) & 15u) << (4 * t);
-                    sg[gg * np + pos] = sc;
-                }
-                zg[gg * (np / 8) + pw] = zword;
-            }
-        }
-#pragma omp for schedule(static)
-        for (int64_t c = 0; c < k; c++)
-            gi[c] = (int32_t)(c / w->group_size);
-    }
-}
-
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     const int64_t ab = lq_awq_qx_block(w), np = lq_awq_np(w);
     if (!ab)
         return 0;
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
-        return awq_gptq_bytes(w) + lq_align_up(gptq_vnni_ws(w->k, ab, m, 8), 64) +
+        return lq_awq_gptq_bytes(w) + lq_align_up(lq_qx_ws_bytes(w->k, ab, m, 8), 64) +
                (size_t)(m * np) * 4;
     return lq_awq_seq_ws(w, m);
 }
@@ -1475,9 +1411,9 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
          * 11008 x 4096: 5.8 -> 3.4 ms; 3.1-3.2 with the codes sorted at load) */
         const int  fused = m >= VNNI_COPY_M;
         lq_qlinear g;
-        awq_gptq_build(w, ws, &g, !fused, nt);
-        uint8_t *gws = (uint8_t *)ws + awq_gptq_bytes(w);
-        float   *yf  = (float *)(void *)(gws + lq_align_up(gptq_vnni_ws(k, ab, m, 8), 64));
+        lq_awq_gptq_build(w, ws, &g, fused ? NULL : awq_repack_codes, nt);
+        uint8_t *gws = (uint8_t *)ws + lq_awq_gptq_bytes(w);
+        float   *yf  = (float *)(void *)(gws + lq_align_up(lq_qx_ws_bytes(k, ab, m, 8), 64));
         LQ_TRY(gptq_vnni_run(&g, fused ? w : NULL, x, m, yf, gws, 8, nthreads));
         lq_awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
