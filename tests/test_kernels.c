@@ -8,7 +8,7 @@
  *   random  gaussian activations, realistic scales: NMSE(gemm_cpu, gemm_ref) <= tol_nmse_cpu,
  *           dequant_cpu == dequant_ref exactly
  *   int-x   where the CPU has reduced-precision activation kernels for the case (the traits'
- *           quantizes_x_cpu under their qx_flag: GPTQ/AWQ/NF4 with AVX-512 VNNI,
+ *           quantizes_x_cpu under their qx_flag: GPTQ/AWQ/NF4 with AVX-512 VNNI or AVX2,
  *           LQ_QLINEAR_INT_X; dense bf16 with AVX-512 BF16, LQ_QLINEAR_BF16_X): bit-identical
  *           to gemm_qx_ref, the scalar oracle of that semantics, in both modes (where
  *           tol_nmse_qx_ref is set: in exact mode, and within it in random mode), and NMSE
@@ -828,7 +828,7 @@ static void test_sort(void) {
                 CHECK_OK(lq_qlinear_forward_cpu_ex(w, x, m, y0, ws, w0, 0, fl));
                 CHECK_OK(lq_qlinear_forward_cpu_ex(&s, x, m, y1, ws, w1, 0, fl));
                 /* integer activations where both layouts have them (int8 either way); else
-                 * (AVX2 CPUs: the repacked one only) their NMSE bound */
+                 * (a CPU with a kernel for one layout only) their NMSE bound */
                 const lq_format_traits *ta = lq_format_traits_get(c->fmt),
                                        *tg = lq_format_traits_get(LQ_FMT_GPTQ);
                 const int qa               = fl && ta->quantizes_x_cpu(w, m, fl),
