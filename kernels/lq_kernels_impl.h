@@ -360,6 +360,10 @@ int64_t lq_awq_np(const lq_qlinear *w);
  * itself) writes word row wr (channels 8 wr .. 8 wr + 7) of them, np words a row. */
 typedef void (*lq_awq_codes_fn)(const lq_qlinear *w, int64_t wr, uint32_t *qg, int64_t np);
 size_t  lq_awq_gptq_bytes(const lq_qlinear *w);
+/* that path's workspace at m rows: the copy, then the GPTQ kernel's activations (from
+ * lq_awq_gptq_bytes on), then y field-major [m, np] (lq_awq_gptq_yf) */
+size_t  lq_awq_gptq_ws(const lq_qlinear *w, int64_t m);
+float  *lq_awq_gptq_yf(const lq_qlinear *w, int64_t m, void *ws);
 void    lq_awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, lq_awq_codes_fn codes,
                           int nt);
 size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);

@@ -501,7 +501,8 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
  * vpmaddwd against ones into int32 sums per (word, field) in the workspace, 512 bytes a block
  * and row. A block is 16 words (128 columns: the field-major scratch of lq_awq_np) read as two
  * halves of 8; the sums are transposed to field-major (a 4 x 4 dword transpose per nibble) and
- * scaled once per activation block (awq2_flush).
+ * scaled once per activation block (awq2_flush). More rows run the GPTQ kernel on a copy
+ * (awq2_repack_codes).
  * --------------------------------------------------------------------------------------- */
 #define AWQ2_M  4 /* activation rows a pass over the words */
 #define AWQ2_Q  4  /* channel quads a chunk: 16 rows, whose lines stay in L1 between passes */
@@ -664,8 +665,8 @@ AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *su
     }
 }
 
-/* passes: all 4 words u and both halves at one row (8 accumulators), fewer above */
-/* rows [r0, r0 + mc), mc <= AWQ2_M, of a thread's blocks [b0, b1) */
+/* rows [r0, r0 + mc), mc <= AWQ2_M, of a thread's blocks [b0, b1); a pass takes all 4 words u
+ * and both halves at one row (8 int16 accumulators), fewer above */
 AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t r0, int64_t mc, int64_t b0,
                                   int64_t b1) {
     awq2_job jr = *j;
@@ -731,9 +732,7 @@ size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
     if (!ab || m < 1)
         return 0;
     if (m > LQ_AWQ_AVX2_M)
-        return lq_awq_gptq_bytes(w) +
-               (size_t)lq_align_up((int64_t)lq_qx_ws_bytes(w->k, ab, m, 8), 64) +
-               (size_t)(m * lq_awq_np(w)) * 4;
+        return lq_awq_gptq_ws(w, m);
     return (size_t)lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64) +
            (size_t)(awq2_nblk(w) * (m < AWQ2_M ? m : AWQ2_M)) * 512;
 }
@@ -747,9 +746,8 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
         const int  nt = lq_cpu_threads(nthreads);
         lq_qlinear g;
         lq_awq_gptq_build(w, ws, &g, awq2_repack_codes, nt);
-        uint8_t *gws = (uint8_t *)ws + lq_awq_gptq_bytes(w);
-        float *yf = (float *)(void *)(gws + lq_align_up((int64_t)lq_qx_ws_bytes(k, ab, m, 8), 64));
-        LQ_TRY(lq_gemm_gptq_avx2(&g, x, m, yf, gws, 8, nthreads));
+        float *yf = lq_awq_gptq_yf(w, m, ws);
+        LQ_TRY(lq_gemm_gptq_avx2(&g, x, m, yf, (uint8_t *)ws + lq_awq_gptq_bytes(w), 8, nthreads));
         lq_awq_unpermute(yf, g.n, m, w->n, y, nt);
         return LQ_OK;
     }

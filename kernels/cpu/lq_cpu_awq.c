@@ -218,6 +218,16 @@ size_t lq_awq_gptq_bytes(const lq_qlinear *w) {
                     lq_align_up(G * np / 2, 64) + lq_align_up(w->k * 4, 64));
 }
 
+size_t lq_awq_gptq_ws(const lq_qlinear *w, int64_t m) {
+    const int64_t ab = lq_awq_qx_block(w);
+    return lq_awq_gptq_bytes(w) + (size_t)lq_align_up((int64_t)lq_qx_ws_bytes(w->k, ab, m, 8), 64) +
+           (size_t)(m * lq_awq_np(w)) * 4;
+}
+
+float *lq_awq_gptq_yf(const lq_qlinear *w, int64_t m, void *ws) {
+    return (float *)(void *)((uint8_t *)ws + lq_awq_gptq_ws(w, m) - (size_t)(m * lq_awq_np(w)) * 4);
+}
+
 void lq_awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, lq_awq_codes_fn codes,
                        int nt) {
     const int64_t n = w->n, k = w->k, np = lq_awq_np(w), G = k / w->group_size, nw = n / 8;

@@ -1390,12 +1390,10 @@ VNNI_TARGET static void awq_repack_codes(const lq_qlinear *w, int64_t wr, uint32
 }
 
 size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
-    const int64_t ab = lq_awq_qx_block(w), np = lq_awq_np(w);
-    if (!ab)
+    if (!lq_awq_qx_block(w))
         return 0;
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
-        return lq_awq_gptq_bytes(w) + lq_align_up(lq_qx_ws_bytes(w->k, ab, m, 8), 64) +
-               (size_t)(m * np) * 4;
+        return lq_awq_gptq_ws(w, m);
     return lq_awq_seq_ws(w, m);
 }
 
@@ -1413,7 +1411,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         lq_qlinear g;
         lq_awq_gptq_build(w, ws, &g, fused ? NULL : awq_repack_codes, nt);
         uint8_t *gws = (uint8_t *)ws + lq_awq_gptq_bytes(w);
-        float   *yf  = (float *)(void *)(gws + lq_align_up(lq_qx_ws_bytes(k, ab, m, 8), 64));
+        float   *yf  = lq_awq_gptq_yf(w, m, ws);
         LQ_TRY(gptq_vnni_run(&g, fused ? w : NULL, x, m, yf, gws, 8, nthreads));
         lq_awq_unpermute(yf, np, m, n, y, nt);
         return LQ_OK;
