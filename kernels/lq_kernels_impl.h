@@ -338,20 +338,23 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
                               size_t ws_size, int nthreads);
 
 /* The integer kernels' activations of one row (cpu/lq_cpu_common.c): xp [k bytes of int8],
- * block sums and scales [ceil(k / ab)] each, in the layout their tiles read. */
+ * block sums and scales [ceil(k / ab)] each, in the layout their tiles read; lq_qx_row in
+ * channel order (GPTQ 3-bit, AWQ). */
 void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
                     float *dx);
+void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, float *xsf, float *dx);
 /* The bytes of a workspace of m such rows (0: no integer semantics for w at xbits); of k
  * channels in blocks of ab. */
 size_t lq_gptq_qx_ws(const lq_qlinear *w, int64_t m, int xbits);
 size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits);
 /* AWQ as stored on int8 activations at a few rows, read in place (lq_cpu_vnni.c, lq_cpu_avx2.c;
- * cpu/lq_cpu_common.c): a row's activations in channel order, int8, with block sums and scales
- * as lq_gptq_qx_row's; the sums come out field-major (128-column blocks: field f of word l at
- * 16 f + l) into a scratch y of lq_awq_np(w) floats a row, put back in column order by
- * lq_awq_unpermute. lq_awq_seq_ws: the workspace of m rows (codes [m, k rounded up to 64], sums
- * and scales [m, nkb], the scratch y). */
+ * cpu/lq_cpu_common.c): a row's activations in channel order (lq_qx_row); the sums come out
+ * field-major (128-column blocks: field f of word l at 16 f + l) into a scratch y of lq_awq_np(w)
+ * floats a row, put back in column order by lq_awq_unpermute. lq_awq_seq_ws: the workspace of m
+ * rows (codes [m, k rounded up to 64], sums and scales [m, nkb], the scratch y). */
 int64_t lq_awq_np(const lq_qlinear *w);
+size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);
+void    lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt);
 /* From more rows (cpu/lq_cpu_awq.c): the codes repacked once into GPTQ's layout (a word per
  * column holding 8 channels: an 8 x 8 nibble transpose of 8 channel rows) in that field-major
  * column order, the scales and zeros likewise, and a GPTQ kernel run on it: the same blocks and
@@ -366,10 +369,6 @@ size_t  lq_awq_gptq_ws(const lq_qlinear *w, int64_t m);
 float  *lq_awq_gptq_yf(const lq_qlinear *w, int64_t m, void *ws);
 void    lq_awq_gptq_build(const lq_qlinear *w, void *buf, lq_qlinear *g, lq_awq_codes_fn codes,
                           int nt);
-size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);
-void    lq_awq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
-                      float *dx);
-void    lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt);
 
 /* AVX2 integer-activation kernels (cpu/lq_cpu_avx2.c) for CPUs without AVX-512 VNNI:
  * lq_cpu_avx2i: the CPU has AVX2 and FMA (so F16C) and LQ_CPU_KERNELS is not "portable".

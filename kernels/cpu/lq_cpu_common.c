@@ -165,14 +165,13 @@ void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *x
     const int64_t k = w->k, nkb = (k + ab - 1) / ab;
     const int     b = w->bits, vpw = 32 / b;
     int32_t       tmp[256];
+    if (b == 3) {
+        lq_qx_row(k, ab, xr, xp, xsf, dx);
+        return;
+    }
     for (int64_t kb = 0; kb < nkb; kb++) {
         const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
         xsf[kb] = (float)lq_qx_block(xr + c0, c1 - c0, 127.f, tmp, &dx[kb]);
-        if (b == 3) {
-            for (int64_t c = c0; c < c1; c++)
-                ((int8_t *)xp)[c] = (int8_t)tmp[c - c0];
-            continue;
-        }
         for (int64_t c = c0; c < c1; c += vpw) {
             const int32_t *t = tmp + (c - c0);
             int8_t        *o = (int8_t *)(xp + c);
@@ -189,15 +188,11 @@ int64_t lq_awq_np(const lq_qlinear *w) {
 
 size_t lq_awq_seq_ws(const lq_qlinear *w, int64_t m) {
     const int64_t ab = lq_awq_qx_block(w);
-    if (!ab)
-        return 0;
-    const int64_t nkb = (w->k + ab - 1) / ab;
-    return (size_t)(m * lq_align_up(w->k, 64) + 2 * m * nkb * 4 + m * lq_awq_np(w) * 4);
+    return ab ? lq_qx_ws_bytes(w->k, ab, m, 8) + (size_t)(m * lq_awq_np(w)) * 4 : 0;
 }
 
-void lq_awq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
-                   float *dx) {
-    const int64_t k = w->k, nkb = (k + ab - 1) / ab;
+void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, float *xsf, float *dx) {
+    const int64_t nkb = (k + ab - 1) / ab;
     int32_t       tmp[256];
     for (int64_t kb = 0; kb < nkb; kb++) {
         const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
@@ -207,10 +202,11 @@ void lq_awq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp
     }
 }
 
-void        lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt) {
+void lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt) {
+    const int64_t bc = 128; /* columns a field-major block (lq_awq_np) */
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t r = 0; r < m; r++)
         for (int64_t i = 0; i < n; i++)
             y[r * n + i] =
-                yf[r * np + i / 128 * 128 + 16 * lq_awq_field_of((int)(i % 8)) + (i % 128) / 8];
+                yf[r * np + i / bc * bc + 16 * lq_awq_field_of((int)(i % 8)) + (i % bc) / 8];
 }

@@ -1430,7 +1430,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
-            lq_awq_qx_row(w, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
+            lq_qx_row(k, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
         if (nblk * th / tn < nblk * (th + 1) / tn)
             awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn);
     }
