@@ -220,12 +220,26 @@ static inline float lq_f16_to_f32_fast(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
-/* 8 consecutive fp16 values as a vector, built in registers: 8 scalars stored to an array and
- * loaded as one vector stall on store forwarding (the kernels' per-group scales) */
+/* 8 consecutive fp16 values as a vector: lq_f16_to_f32_fast lane-wise, same bits (selects as
+ * masks). Per-group scales are decoded once per column block and group, and scalar decoding
+ * (with the zero points') took 27-32% of the float GPTQ kernel at one row (AVX2, 4096 x 4096,
+ * 1 thread: 0.96 ms, 0.70 without). */
 LQ_VINL lq_v8f lq_v8f_from_f16(const uint16_t *h) {
-    return (lq_v8f){lq_f16_to_f32_fast(h[0]), lq_f16_to_f32_fast(h[1]), lq_f16_to_f32_fast(h[2]),
-                    lq_f16_to_f32_fast(h[3]), lq_f16_to_f32_fast(h[4]), lq_f16_to_f32_fast(h[5]),
-                    lq_f16_to_f32_fast(h[6]), lq_f16_to_f32_fast(h[7])};
+    typedef uint16_t lq_v8h __attribute__((vector_size(16)));
+    lq_v8h           hv;
+    memcpy(&hv, h, sizeof hv);
+    const lq_v8u u    = __builtin_convertvector(hv, lq_v8u);
+    const lq_v8u em   = u & lq_v8u_splat(0x7fffu);
+    const lq_v8u infm = (lq_v8u)(em >= lq_v8u_splat(0x7c00u)); /* all ones where Inf/NaN */
+    const lq_v8u subm = (lq_v8u)(em < lq_v8u_splat(0x400u));   /* subnormal or zero */
+    const lq_v8u nb   = (em << 13) + lq_v8u_splat(0x38000000u) + (infm & lq_v8u_splat(0x38000000u));
+    const lq_v8f sf   = __builtin_convertvector((lq_v8i)em, lq_v8f) * lq_v8f_splat(0x1p-24f);
+    lq_v8u       sb;
+    memcpy(&sb, &sf, sizeof sb);
+    const lq_v8u r = ((nb & ~subm) | (sb & subm)) | ((u & lq_v8u_splat(0x8000u)) << 16);
+    lq_v8f       f;
+    memcpy(&f, &r, sizeof f);
+    return f;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -435,15 +435,23 @@ static void test_layouts(void) {
     }
 }
 
-/* The branchless fp16 decode of the CPU kernels equals the reference one on all 65536 inputs
- * (NaN payloads included: compared as bits). */
+/* The branchless fp16 decodes of the CPU kernels, scalar and 8 lanes, equal the reference one
+ * on all 65536 inputs (NaN payloads included: compared as bits). */
 static void test_f16_fast(void) {
-    int bad = 0;
-    for (uint32_t h = 0; h < 65536; h++) {
-        const float a = lq_f16_to_f32((uint16_t)h), b = lq_f16_to_f32_fast((uint16_t)h);
-        bad += memcmp(&a, &b, 4) != 0;
+    int bad = 0, badv = 0;
+    for (uint32_t h = 0; h < 65536; h += 8) {
+        uint16_t hs[8];
+        for (int l = 0; l < 8; l++)
+            hs[l] = (uint16_t)(h + (uint32_t)l);
+        const lq_v8f v = lq_v8f_from_f16(hs);
+        for (int l = 0; l < 8; l++) {
+            const float a = lq_f16_to_f32(hs[l]), b = lq_f16_to_f32_fast(hs[l]), c = v[l];
+            bad += memcmp(&a, &b, 4) != 0;
+            badv += memcmp(&a, &c, 4) != 0;
+        }
     }
     CHECK_MSG(bad == 0, "lq_f16_to_f32_fast differs on %d inputs", bad);
+    CHECK_MSG(badv == 0, "lq_v8f_from_f16 differs on %d inputs", badv);
 }
 
 /* The AVX-512 GEMM under the large-m paths (lq_gemm512), where the CPU has it: every B kind

@@ -190,17 +190,25 @@ static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
 
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
-/* Scale and scale * zero (v1: zero - 1, masked) of group g, columns [c, c + 8), as vectors (see
- * lq_v8f_from_f16). */
+/* Scale and scale * zero (v1: zero - 1, masked) of group g, columns [c, c + 8) (c % 8 == 0), as
+ * vectors: the 8 zero fields are 8 b contiguous bits of one word (b = 2, 4) or 8 bytes (b = 8),
+ * split by a variable shift or widened (see lq_v8f_from_f16 for why not lane by lane). */
 static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, int64_t g,
                                                            int64_t c, const int b, lq_v8f *s,
                                                            lq_v8f *zs) {
     const int64_t   n = w->n, zw = n * b / 32;
-    const uint32_t *qz = (const uint32_t *)w->qzeros;
-#define LQ_Z(j) (qz[g * zw + (c + (j)) * b / 32] >> (((c + (j)) * b) & 31))
-    *s              = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + c);
-    const lq_v8u zf = {LQ_Z(0), LQ_Z(1), LQ_Z(2), LQ_Z(3), LQ_Z(4), LQ_Z(5), LQ_Z(6), LQ_Z(7)};
-#undef LQ_Z
+    const uint32_t *qz = (const uint32_t *)w->qzeros + g * zw;
+    *s                 = lq_v8f_from_f16((const uint16_t *)w->scales + g * n + c);
+    lq_v8u zf;
+    if (b == 8) {
+        typedef uint8_t lq_v8b __attribute__((vector_size(8)));
+        lq_v8b          zb;
+        memcpy(&zb, (const uint8_t *)qz + c, sizeof zb);
+        zf = __builtin_convertvector(zb, lq_v8u);
+    } else {
+        const lq_v8u f = {0, (uint32_t)b, 2u * b, 3u * b, 4u * b, 5u * b, 6u * b, 7u * b};
+        zf             = lq_v8u_splat(qz[c * b / 32] >> ((c * b) & 31)) >> f;
+    }
     *zs = *s * lq_v8u_to_f((zf + 1u) & lq_v8u_splat((1u << b) - 1u));
 }
 
