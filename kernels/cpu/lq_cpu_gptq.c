@@ -189,6 +189,14 @@ static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
 #define GPTQ_PRE(B) ((B) != 2)
 
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
+/* A group of more than this many word rows (4-bit: 16, 8-bit: 32 at group size 128, all n words
+ * apart, 4 KiB-aliased at n = 4096) is read in parts of this many rows, each across all of the
+ * thread's blocks, the accumulators carried between parts (as the AVX2 integer kernels' 8-bit
+ * one-row path, AVX2_SPLIT_ROWS). AVX2, 1 thread, weights from memory, 4096 x 4096 / 4096 x
+ * 11008: 8-bit one row 1.20-1.22 -> 0.93-0.98 / 3.12-3.34 -> 2.57-2.64 ms, 4-bit one row
+ * 0.82-0.92 -> 0.76-0.80 / 2.24-2.32 -> 2.08-2.20, two rows 1.24-1.25 -> 1.11 / 3.32-3.37 ->
+ * 2.98-3.01; parts of 4 rows were slower than of 8. */
+#define GPTQ_SPLIT 8
 
 /* Scale and scale * zero (v1: zero - 1, masked) of group g, columns [c, c + 8) (c % 8 == 0), as
  * vectors: the 8 zero fields are 8 b contiguous bits of one word (b = 2, 4) or 8 bytes (b = 8),
@@ -242,7 +250,8 @@ static inline __attribute__((always_inline)) lq_v8f gptq_field(lq_v8u w, int v, 
  * shift (with its 16 fields a word two sets took one row from 1.19 to 1.49-1.52 ms). */
 static inline __attribute__((always_inline)) void
 gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t g, int64_t i0,
-                 float *y, const int b, const int M, const int NV, const int P, const int PRE) {
+                 float *y, const int b, const int M, const int NV, const int P, const int PRE,
+                 int64_t h, int64_t nh, lq_v8f *cy) {
     const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
     const uint32_t *qw = (const uint32_t *)w->qweight;
@@ -250,9 +259,11 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
     for (int p = 0; p < P; p++)
         for (int r = 0; r < M; r++)
             for (int jv = 0; jv < NV; jv++)
-                acc[p][r][jv] = lq_v8f_splat(0.f);
-    const int64_t wr0 = g * gs / vpw;
-    const int64_t wr1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / vpw;
+                acc[p][r][jv] = h && !p ? cy[r * NV + jv] : lq_v8f_splat(0.f);
+    const int64_t wg0 = g * gs / vpw;
+    const int64_t wg1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / vpw;
+    const int64_t wr0 = wg0 + h * GPTQ_SPLIT < wg1 ? wg0 + h * GPTQ_SPLIT : wg1;
+    const int64_t wr1 = h + 1 < nh && wr0 + GPTQ_SPLIT < wg1 ? wr0 + GPTQ_SPLIT : wg1;
     for (int64_t wr = wr0; wr < wr1; wr++) {
         const uint32_t *row = qw + wr * n + i0;
         const float    *xc  = xp + wr * vpw;
@@ -268,6 +279,12 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
                     acc[v % P][r][jv] += xb * q[jv];
             }
         }
+    }
+    if (h + 1 < nh) {
+        for (int r = 0; r < M; r++)
+            for (int jv = 0; jv < NV; jv++)
+                cy[r * NV + jv] = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
+        return;
     }
     lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
     for (int jv = 0; jv < NV; jv++)
@@ -376,11 +393,20 @@ static lq_status gptq_gidx_sums(const lq_qlinear *w, const float *x, int64_t m, 
 static inline __attribute__((always_inline)) void
 gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0, int64_t blk1,
                  float *y, const int b, const int M, const int NV) {
-    const int64_t G = lq_gptq_groups(w);
+    const int64_t G = lq_gptq_groups(w), rpg = w->group_size * b / 32;
+    lq_v8f       *cy = NULL;
+    int64_t       nh = 1;
+    if (rpg > GPTQ_SPLIT) {
+        cy = aligned_alloc(32, (size_t)((blk1 - blk0) * M * NV) * sizeof(lq_v8f));
+        nh = cy ? (rpg + GPTQ_SPLIT - 1) / GPTQ_SPLIT : 1;
+    }
     for (int64_t g = 0; g < G; g++)
-        for (int64_t bi = blk0; bi < blk1; bi++)
-            gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV, M * NV <= 4 && b != 2 ? 2 : 1,
-                             GPTQ_PRE(b));
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t bi = blk0; bi < blk1; bi++)
+                gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV,
+                                 M * NV <= 4 && b != 2 ? 2 : 1, GPTQ_PRE(b), h, nh,
+                                 cy ? cy + (bi - blk0) * M * NV : NULL);
+    free(cy);
 }
 
 /* xp[i] = x[i] * 2^-(b * f) for channels in field f of their word, except the top field (f =
