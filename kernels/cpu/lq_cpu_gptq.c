@@ -184,10 +184,6 @@ static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
     return (j / GPTQ_PB) * G * GPTQ_PB + g * GPTQ_PB + j % GPTQ_PB;
 }
 
-/* Vectors of 8 columns per block for M < LQ_BUF_M rows: M * NV <= 8 accumulator registers;
- * which bit widths take prescaled activations (2-bit's 16 fields: see gptq_group_block). */
-#define GPTQ_PRE(B) ((B) != 2)
-
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 /* A group of more than this many word rows (4-bit: 16, 8-bit: 32 at group size 128, all n words
  * apart, 4 KiB-aliased at n = 4096) is read in parts of this many rows, each across all of the
@@ -231,27 +227,27 @@ static inline __attribute__((always_inline)) void gptq_load_words(const uint32_t
         wv[jv] = lq_v8u_load(row + 8 * jv);
 }
 
-/* Field v of the words w as floats: with PRE masked in place (against x prescaled by
- * gptq_prescale), the top field shifted down; without, shifted and masked. */
-static inline __attribute__((always_inline)) lq_v8f gptq_field(lq_v8u w, int v, const int b,
-                                                               const int PRE) {
+/* Field v of the words w as floats, masked in place (against x prescaled by gptq_prescale),
+ * the top field shifted down. */
+static inline __attribute__((always_inline)) lq_v8f gptq_field(lq_v8u w, int v, const int b) {
     const uint32_t fmask = (1u << b) - 1u;
-    return lq_v8u_to_f(!PRE             ? (w >> (uint32_t)(b * v)) & lq_v8u_splat(fmask)
-                       : v + 1 == 32 / b ? w >> (uint32_t)(32 - b)
-                                         : w & lq_v8u_splat(fmask << (b * v)));
+    return lq_v8u_to_f(v + 1 == 32 / b ? w >> (uint32_t)(32 - b)
+                                       : w & lq_v8u_splat(fmask << (b * v)));
 }
 
-/* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). With PRE, xp
- * is x with channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
+/* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). xp is x with
+ * channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
  * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
  * a weight costs an AND and a conversion (the top field: a logical shift, no mask) instead of a
- * shift, an AND and a conversion. Without PRE xp is x. P accumulator sets take alternate fields
- * so that M * NV * P >= 8 chains hide the multiply-add latency; 2-bit keeps one set and the
- * shift (with its 16 fields a word two sets took one row from 1.19 to 1.49-1.52 ms). */
+ * shift, an AND and a conversion. 2-bit took the shift before (its 16 masks do not fit
+ * the registers): in place it is faster all the same (AVX2, 1 thread, one row of 4096 x 4096
+ * 1.01 -> 0.79 ms, 11008 x 4096 2.63 -> 2.05, two rows 1.22 -> 1.14). P accumulator sets take
+ * alternate fields so that M * NV * P >= 8 chains hide the multiply-add latency; 2-bit keeps one
+ * set (two took one row from 0.79 to 1.29 ms). Parts h of nh: see GPTQ_SPLIT. */
 static inline __attribute__((always_inline)) void
 gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t g, int64_t i0,
-                 float *y, const int b, const int M, const int NV, const int P, const int PRE,
-                 int64_t h, int64_t nh, lq_v8f *cy) {
+                 float *y, const int b, const int M, const int NV, const int P, int64_t h,
+                 int64_t nh, lq_v8f *cy) {
     const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
     const uint32_t *qw = (const uint32_t *)w->qweight;
@@ -272,7 +268,7 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
         for (int v = 0; v < vpw; v++) {
             lq_v8f q[NBW_MAX / 8];
             for (int jv = 0; jv < NV; jv++)
-                q[jv] = gptq_field(wv[jv], v, b, PRE);
+                q[jv] = gptq_field(wv[jv], v, b);
             for (int r = 0; r < M; r++) {
                 const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
                 for (int jv = 0; jv < NV; jv++)
@@ -308,7 +304,7 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
  * costs what it costs the grouped kernel plus a load and a store. */
 static inline __attribute__((always_inline)) void
 gptq_gidx_block(const lq_qlinear *w, const float *xp, const float *xs, int64_t i0, float *y,
-                float *acc, const int b, const int M, const int NV, const int PRE) {
+                float *acc, const int b, const int M, const int NV) {
     const int       vpw = 32 / b, AW = M * NV * 8; /* floats of a group's accumulators */
     const int64_t   n = w->n, k = w->k, G = lq_gptq_groups(w);
     const uint32_t *qw = (const uint32_t *)w->qweight;
@@ -324,7 +320,7 @@ gptq_gidx_block(const lq_qlinear *w, const float *xp, const float *xs, int64_t i
             float *a = acc + (int64_t)gi[wr * vpw + v] * AW;
             lq_v8f q[NBW_MAX / 8];
             for (int jv = 0; jv < NV; jv++)
-                q[jv] = gptq_field(wv[jv], v, b, PRE);
+                q[jv] = gptq_field(wv[jv], v, b);
             for (int r = 0; r < M; r++) {
                 const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
                 for (int jv = 0; jv < NV; jv++) {
@@ -361,8 +357,7 @@ typedef void (*gptq_gidx_fn)(const lq_qlinear *w, const float *xp, const float *
                                                 float *y) {                                        \
         float acc[GPTQ_ACC_MAX] __attribute__((aligned(32)));                                      \
         for (int64_t bi = blk0; bi < blk1; bi++)                                                   \
-            gptq_gidx_block(w, xp, xs, bi * 8 * GPTQ_NV(M), y, acc, B, M, GPTQ_NV(M),              \
-                            GPTQ_PRE(B));                                                          \
+            gptq_gidx_block(w, xp, xs, bi * 8 * GPTQ_NV(M), y, acc, B, M, GPTQ_NV(M));             \
     }
 #define GPTQ_GIDX_INST_B(B) GPTQ_GIDX_INST(B, 1) GPTQ_GIDX_INST(B, 2)
 GPTQ_GIDX_INST_B(2)
@@ -404,7 +399,7 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
         for (int64_t h = 0; h < nh; h++)
             for (int64_t bi = blk0; bi < blk1; bi++)
                 gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV,
-                                 M * NV <= 4 && b != 2 ? 2 : 1, GPTQ_PRE(b), h, nh,
+                                 M * NV <= 4 && b != 2 ? 2 : 1, h, nh,
                                  cy ? cy + (bi - blk0) * M * NV : NULL);
     free(cy);
 }
@@ -465,7 +460,7 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
             float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
             for (int v = 0; v < vpw; v++)
                 for (int h = 0; h < 2; h++)
-                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h, gptq_field(wv[h], v, b, 1));
+                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h, gptq_field(wv[h], v, b));
         }
         lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
     }
@@ -676,8 +671,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         else
             lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
-        if (m >= LQ_BUF_M || GPTQ_PRE(w->bits))
-            gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
+        gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
         const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
         const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
 #pragma omp parallel num_threads(nt)
@@ -685,13 +679,11 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
             const int64_t nblk = n / nbw;
             if (path == PATH_FUSED_GIDX)
-                k_gptq_gidx[bi][m - 1](w, GPTQ_PRE(w->bits) ? xp : x, xsum, nblk * th / tn,
-                                       nblk * (th + 1) / tn, y);
+                k_gptq_gidx[bi][m - 1](w, xp, xsum, nblk * th / tn, nblk * (th + 1) / tn, y);
             else if (m >= LQ_BUF_M)
                 k_gptq_buf[bi](w, xp, xsum, m, nblk * th / tn, nblk * (th + 1) / tn, y);
             else
-                k_gptq_fused[bi][m - 1](w, GPTQ_PRE(w->bits) ? xp : x, xsum, nblk * th / tn,
-                                        nblk * (th + 1) / tn, y);
+                k_gptq_fused[bi][m - 1](w, xp, xsum, nblk * th / tn, nblk * (th + 1) / tn, y);
         }
         /* the n % nbw last columns: the generic kernel, NB at a time */
         float *sc = xsum + m * G;
