@@ -8,11 +8,12 @@
  * whole words; m <= 16 with AVX-512, 48 without): per group acc = sum_c x[c] * q[c], then
  * y += s * acc - (s * z) * sum_c x[c]; one multiply-add per weight, scales/zeros decoded once
  * per group; up to 4 rows the weights are decoded in registers, from 5 into an L1 buffer that
- * every row reads. Act-order g_idx (b in {2,4,8}, m <= 2): the same decoding, each product added
- * into its channel's group accumulator in L1 (gptq_gidx_block). Any other layout (3-bit, act-order
- * from 3 rows; m <= 8) dequantizes each weight with scale and scale*zero precomputed as floats in
- * the workspace. Register-blocked instances per m (see gptq_group_block), software prefetch along
- * the word rows.
+ * every row reads. 3-bit below 5 rows (group size a multiple of 32): the same, over 34 items a
+ * unit of 32 channels (gptq3_group_block). Act-order g_idx (b in {2,4,8}, m <= 2): the same
+ * decoding, each product added into its channel's group accumulator in L1 (gptq_gidx_block). Any
+ * other layout (3-bit from 5 rows, act-order from 3 rows; m <= 8) dequantizes each weight with
+ * scale and scale*zero precomputed as floats in the workspace. Register-blocked instances per
+ * m (see gptq_group_block), software prefetch along the word rows.
  * Large m: tiles of W^T ([k, nt], the natural order of qweight) dequantized into the workspace,
  * then sgemm. */
 #include "lq_kernels_impl.h"
@@ -58,6 +59,8 @@ static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
         return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
+    if (b == 3 && m < LQ_BUF_M && w->group_size % 32 == 0 && gptq_monotone(w))
+        return PATH_FUSED_GROUPS; /* gptq3_group_block */
     if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * m * 8 * GPTQ_NV(m) <= GPTQ_ACC_MAX)
         return PATH_FUSED_GIDX;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
@@ -195,8 +198,9 @@ static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
 #define GPTQ_SPLIT 8
 
 /* Scale and scale * zero (v1: zero - 1, masked) of group g, columns [c, c + 8) (c % 8 == 0), as
- * vectors: the 8 zero fields are 8 b contiguous bits of one word (b = 2, 4) or 8 bytes (b = 8),
- * split by a variable shift or widened (see lq_v8f_from_f16 for why not lane by lane). */
+ * vectors: the 8 zero fields are 8 b contiguous bits (b = 2, 3, 4: 3-bit ones may cross a word
+ * boundary) split by a variable shift, or 8 bytes (b = 8) widened (see lq_v8f_from_f16 for why
+ * not lane by lane). */
 static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, int64_t g,
                                                            int64_t c, const int b, lq_v8f *s,
                                                            lq_v8f *zs) {
@@ -210,8 +214,12 @@ static inline __attribute__((always_inline)) void gptq_sz8(const lq_qlinear *w, 
         memcpy(&zb, (const uint8_t *)qz + c, sizeof zb);
         zf = __builtin_convertvector(zb, lq_v8u);
     } else {
-        const lq_v8u f = {0, (uint32_t)b, 2u * b, 3u * b, 4u * b, 5u * b, 6u * b, 7u * b};
-        zf             = lq_v8u_splat(qz[c * b / 32] >> ((c * b) & 31)) >> f;
+        const lq_v8u  f   = {0, (uint32_t)b, 2u * b, 3u * b, 4u * b, 5u * b, 6u * b, 7u * b};
+        const int64_t bit = c * b;
+        uint64_t      u   = qz[bit >> 5];
+        if ((bit & 31) + 8 * b > 32)
+            u |= (uint64_t)qz[(bit >> 5) + 1] << 32;
+        zf = lq_v8u_splat((uint32_t)(u >> (bit & 31))) >> f;
     }
     *zs = *s * lq_v8u_to_f((zf + 1u) & lq_v8u_splat((1u << b) - 1u));
 }
@@ -285,6 +293,133 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
     lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
     for (int jv = 0; jv < NV; jv++)
         gptq_sz8(w, g, i0 + 8 * jv, b, &s[jv], &zs[jv]);
+    for (int r = 0; r < M; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int jv = 0; jv < NV; jv++) {
+            const lq_v8f a    = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
+            const lq_v8f part = s[jv] * a - zs[jv] * xs;
+            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
+        }
+    }
+}
+
+/* 3-bit: a unit of 32 channels is 3 word rows (channel i at bit 3i of a column's 96 bits), so
+ * two channels straddle words. Each straddling code splits into its two parts, the part in the
+ * next word weighted by 4 (channel 10: bit 32) or 2 (channel 21: bits 64-65): code x = lo x +
+ * hi (4x or 2x). That makes 34 items a unit, each a field masked in place (or a word's top one
+ * shifted down) against its channel's x times 2^e (e = -offset, or 2 / 1 for the high parts),
+ * the 4-bit kernel's decode: an AND and a conversion per 8 weights (the generic path took a
+ * shift, a mask and the per-weight scale: one row of 4096 x 4096 on AVX2, 1 thread, 2.93 ms).
+ * Item t of word j (words 0 / 1 / 2 hold 11 / 12 / 11 items): mask (0: shift by sh), channel
+ * and exponent. */
+#define GPTQ3_ITEMS 34
+/* word j: its first channel (also the index of its first mask among the 31), its masked items
+ * (the next, its last, is shifted down), and that shift */
+static const int k_gptq3_first[3] = {0, 10, 21}, k_gptq3_nmask[3] = {10, 11, 10},
+                 k_gptq3_tsh[3] = {30, 31, 29};
+static inline __attribute__((always_inline)) void gptq3_item(int j, int t, uint32_t *mask, int *sh,
+                                                             int *ch, int *e) {
+    const int *first = k_gptq3_first;
+    *sh              = 0;
+    if (t == k_gptq3_nmask[j]) { /* bits sh..31: channel 10's low 2 bits, 21's low bit, 31 whole */
+        *mask = 0;
+        *sh   = k_gptq3_tsh[j];
+        *ch   = j == 0 ? 10 : j == 1 ? 21 : 31;
+        *e    = 0;
+    } else if (j > 0 && t == 0) { /* the high part of the code straddling from word j - 1 */
+        *mask = j == 1 ? 1u : 3u;
+        *ch   = first[j];
+        *e    = j == 1 ? 2 : 1;
+    } else { /* whole: channel first[j] + t at bit 3 (first[j] + t) - 32 j */
+        const int p = 3 * (first[j] + t) - 32 * j;
+        *mask       = 7u << p;
+        *ch         = first[j] + t;
+        *e          = -p;
+    }
+}
+static inline int gptq3_item0(int j) { /* index of word j's first item in a unit */
+    return k_gptq3_first[j] + j;
+}
+
+/* xp[r * (k / 32 * 34) + 34 u + item] = x[r, 32 u + channel] * 2^e (exact, as gptq_prescale) */
+static void gptq3_prescale(const float *x, int64_t m, int64_t k, float *xp) {
+    int   ch[GPTQ3_ITEMS];
+    float f[GPTQ3_ITEMS];
+    for (int j = 0; j < 3; j++)
+        for (int t = 0; t <= k_gptq3_nmask[j]; t++) {
+            uint32_t mask;
+            int      sh, c, e;
+            gptq3_item(j, t, &mask, &sh, &c, &e);
+            ch[gptq3_item0(j) + t] = c;
+            f[gptq3_item0(j) + t]  = ldexpf(1.f, e);
+        }
+    const int64_t k3 = k / 32 * GPTQ3_ITEMS;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t u = 0; u < k / 32; u++)
+            for (int i = 0; i < GPTQ3_ITEMS; i++)
+                xp[r * k3 + u * GPTQ3_ITEMS + i] = x[r * k + u * 32 + ch[i]] * f[i];
+}
+
+/* gptq_group_block for 3-bit (group size a multiple of 32): units of 3 word rows. mk: the 31
+ * masks of the items in order, without the 3 shifted ones (each word's last: item i of word j is
+ * mask i - j). A loop over a word's masks, two at a time (written as one loop over the items,
+ * they did not fold to constants: 1.85 ms at one row of 4096 x 4096, AVX2, 1 thread; now 1.11).
+ * One accumulator set (P = 1): with two, the decoded pairs and 8 accumulators spilled (1.35 ms).
+ * Groups are not read in parts (GPTQ_SPLIT): parts of 2 units were 2-6% slower. */
+static inline __attribute__((always_inline)) void
+gptq3_word(const uint32_t *row, const uint32_t *mk, const float *xc, int64_t k3, const int j,
+           const int M, const int NV, const int P, lq_v8f acc[2][LQ_FUSED_M][NBW_MAX / 8]) {
+    const int *m0 = k_gptq3_first, *tsh = k_gptq3_tsh, nm = k_gptq3_nmask[j], p1 = P == 2;
+    lq_v8u     wv[NBW_MAX / 8];
+    gptq_load_words(row, wv, NV);
+    for (int t = 0; t < nm; t += 2) {
+        const int two = t + 1 < nm;
+        lq_v8f    q0[NBW_MAX / 8], q1[NBW_MAX / 8];
+        for (int jv = 0; jv < NV; jv++) {
+            q0[jv] = lq_v8u_to_f(wv[jv] & lq_v8u_splat(mk[m0[j] + t]));
+            q1[jv] = two ? lq_v8u_to_f(wv[jv] & lq_v8u_splat(mk[m0[j] + t + 1]))
+                         : lq_v8u_to_f(wv[jv] >> (uint32_t)tsh[j]);
+        }
+        for (int r = 0; r < M; r++) {
+            const lq_v8f x0 = lq_v8f_splat(xc[r * k3 + m0[j] + j + t]);
+            const lq_v8f x1 = lq_v8f_splat(xc[r * k3 + m0[j] + j + t + 1]);
+            for (int jv = 0; jv < NV; jv++) {
+                acc[0][r][jv] += x0 * q0[jv];
+                acc[p1][r][jv] += x1 * q1[jv];
+            }
+        }
+    }
+    if (!(nm & 1)) { /* the top field (with an odd count it went as the last pair's second) */
+        for (int r = 0; r < M; r++) {
+            const lq_v8f x1 = lq_v8f_splat(xc[r * k3 + m0[j] + j + nm]);
+            for (int jv = 0; jv < NV; jv++)
+                acc[p1][r][jv] += x1 * lq_v8u_to_f(wv[jv] >> (uint32_t)tsh[j]);
+        }
+    }
+}
+static inline __attribute__((always_inline)) void
+gptq3_group_block(const lq_qlinear *w, const float *xp, const float *xsum, const uint32_t *mk,
+                  int64_t g, int64_t i0, float *y, const int M, const int NV, const int P) {
+    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
+    const int64_t   k3 = k / 32 * GPTQ3_ITEMS;
+    const uint32_t *qw = (const uint32_t *)w->qweight;
+    lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < M; r++)
+            for (int jv = 0; jv < NV; jv++)
+                acc[p][r][jv] = lq_v8f_splat(0.f);
+    const int64_t u1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / 32;
+    for (int64_t u = g * gs / 32; u < u1; u++) {
+        const uint32_t *row = qw + 3 * u * n + i0;
+        const float    *xc  = xp + u * GPTQ3_ITEMS;
+        gptq3_word(row, mk, xc, k3, 0, M, NV, P, acc);
+        gptq3_word(row + n, mk, xc, k3, 1, M, NV, P, acc);
+        gptq3_word(row + 2 * n, mk, xc, k3, 2, M, NV, P, acc);
+    }
+    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
+    for (int jv = 0; jv < NV; jv++)
+        gptq_sz8(w, g, i0 + 8 * jv, 3, &s[jv], &zs[jv]);
     for (int r = 0; r < M; r++) {
         const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
         float       *yr = y + r * n + i0;
@@ -388,19 +523,30 @@ static lq_status gptq_gidx_sums(const lq_qlinear *w, const float *x, int64_t m, 
 static inline __attribute__((always_inline)) void
 gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0, int64_t blk1,
                  float *y, const int b, const int M, const int NV) {
-    const int64_t G = lq_gptq_groups(w), rpg = w->group_size * b / 32;
-    lq_v8f       *cy = NULL;
-    int64_t       nh = 1;
-    if (rpg > GPTQ_SPLIT) {
+    const int64_t G   = lq_gptq_groups(w);
+    const int64_t rpg = w->group_size * b / 32;
+    lq_v8f       *cy  = NULL;
+    int64_t       nh  = 1;
+    if (b != 3 && rpg > GPTQ_SPLIT) {
         cy = aligned_alloc(32, (size_t)((blk1 - blk0) * M * NV) * sizeof(lq_v8f));
         nh = cy ? (rpg + GPTQ_SPLIT - 1) / GPTQ_SPLIT : 1;
     }
+    const int P = M * NV <= 4 && b != 2 && b != 3 ? 2 : 1;
+    uint32_t  mk[GPTQ3_ITEMS - 3]; /* 3-bit: the masks of the items (gptq3_group_block) */
+    for (int j = 0; b == 3 && j < 3; j++)
+        for (int t = 0; t < k_gptq3_nmask[j]; t++) {
+            int sh, c, e;
+            gptq3_item(j, t, &mk[gptq3_item0(j) - j + t], &sh, &c, &e);
+        }
     for (int64_t g = 0; g < G; g++)
         for (int64_t h = 0; h < nh; h++)
-            for (int64_t bi = blk0; bi < blk1; bi++)
-                gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV,
-                                 M * NV <= 4 && b != 2 ? 2 : 1, h, nh,
-                                 cy ? cy + (bi - blk0) * M * NV : NULL);
+            for (int64_t bi = blk0; bi < blk1; bi++) {
+                lq_v8f *c = cy ? cy + (bi - blk0) * M * NV : NULL;
+                if (b == 3)
+                    gptq3_group_block(w, x, xsum, mk, g, bi * 8 * NV, y, M, NV, P);
+                else
+                    gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV, P, h, nh, c);
+            }
     free(cy);
 }
 
@@ -431,11 +577,13 @@ typedef void (*gptq_fused_fn)(const lq_qlinear *w, const float *x, const float *
     }
 #define GPTQ_INST_B(B) GPTQ_INST(B, 1) GPTQ_INST(B, 2) GPTQ_INST(B, 3) GPTQ_INST(B, 4)
 GPTQ_INST_B(2)
+GPTQ_INST_B(3)
 GPTQ_INST_B(4)
 GPTQ_INST_B(8)
 #define GPTQ_ROW(B)                                                                                \
     { gptq_fused_b##B##_m1, gptq_fused_b##B##_m2, gptq_fused_b##B##_m3, gptq_fused_b##B##_m4 }
-static const gptq_fused_fn k_gptq_fused[3][LQ_BUF_M - 1] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8)};
+static const gptq_fused_fn k_gptq_fused[4][LQ_BUF_M - 1] = {GPTQ_ROW(2), GPTQ_ROW(4), GPTQ_ROW(8),
+                                                            GPTQ_ROW(3)};
 _Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
 
 /* From LQ_BUF_M rows the grouped kernel decodes each weight once into an L1 buffer of
@@ -636,8 +784,9 @@ static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     const int64_t G = lq_gptq_groups(w);
     switch (gptq_path_for(w, m)) {
     case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + scaled x */
-    case PATH_FUSED_GIDX:
-        return (size_t)(m * G + 2 * G * NB + m * w->k) * sizeof(float);
+    case PATH_FUSED_GIDX:   /* (3-bit: 34 items a unit of 32 channels, gptq3_prescale) */
+        return (size_t)(m * G + 2 * G * NB + m * (w->bits == 3 ? w->k / 32 * GPTQ3_ITEMS : w->k)) *
+               sizeof(float);
     case PATH_FUSED_GENERIC:
         return (size_t)(2 * G * ((w->n + GPTQ_PB - 1) / GPTQ_PB * GPTQ_PB)) * sizeof(float);
     default: /* tile [k, nt] + its scales and scale*zero [G, nt] */
@@ -671,8 +820,11 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         else
             lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
-        gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
-        const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : 2;
+        if (w->bits == 3) /* fused 3-bit runs below LQ_BUF_M rows only (gptq_path_for) */
+            gptq3_prescale(x, m, k, xp);
+        else
+            gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
+        const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : w->bits == 8 ? 2 : 3;
         const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
 #pragma omp parallel num_threads(nt)
         {
