@@ -243,6 +243,27 @@ static inline __attribute__((always_inline)) lq_v8f gptq_field(lq_v8u w, int v, 
                                        : w & lq_v8u_splat(fmask << (b * v)));
 }
 
+/* y[r, i0 ..] (+)= s * (sum of the P accumulator sets) - s * z * sum_g(x), group g's share of
+ * columns [i0, i0 + 8 * NV) (g == 0 assigns) */
+static inline __attribute__((always_inline)) void
+gptq_group_flush(const lq_qlinear *w, const float *xsum, int64_t g, int64_t i0, float *y,
+                 const int b, const int M, const int NV, const int P,
+                 lq_v8f acc[2][LQ_FUSED_M][NBW_MAX / 8]) {
+    const int64_t n = w->n, G = lq_gptq_groups(w);
+    lq_v8f        s[NBW_MAX / 8], zs[NBW_MAX / 8];
+    for (int jv = 0; jv < NV; jv++)
+        gptq_sz8(w, g, i0 + 8 * jv, b, &s[jv], &zs[jv]);
+    for (int r = 0; r < M; r++) {
+        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
+        float       *yr = y + r * n + i0;
+        for (int jv = 0; jv < NV; jv++) {
+            const lq_v8f a    = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
+            const lq_v8f part = s[jv] * a - zs[jv] * xs;
+            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
+        }
+    }
+}
+
 /* Accumulate group g of columns [i0, i0 + 8 * NV) into y (first group: assign). xp is x with
  * channel c scaled by 2^-(b * (c % vpw)) except the word's top field (exact, see
  * gptq_prescale): a field masked in place, times its scaled x, is the field times x, so decoding
@@ -257,7 +278,7 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
                  float *y, const int b, const int M, const int NV, const int P, int64_t h,
                  int64_t nh, lq_v8f *cy) {
     const int       vpw = 32 / b;
-    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
+    const int64_t   n = w->n, k = w->k, gs = w->group_size;
     const uint32_t *qw = (const uint32_t *)w->qweight;
     lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
     for (int p = 0; p < P; p++)
@@ -290,18 +311,7 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
                 cy[r * NV + jv] = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
         return;
     }
-    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
-    for (int jv = 0; jv < NV; jv++)
-        gptq_sz8(w, g, i0 + 8 * jv, b, &s[jv], &zs[jv]);
-    for (int r = 0; r < M; r++) {
-        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
-        float       *yr = y + r * n + i0;
-        for (int jv = 0; jv < NV; jv++) {
-            const lq_v8f a    = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
-            const lq_v8f part = s[jv] * a - zs[jv] * xs;
-            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
-        }
-    }
+    gptq_group_flush(w, xsum, g, i0, y, b, M, NV, P, acc);
 }
 
 /* 3-bit: a unit of 32 channels is 3 word rows (channel i at bit 3i of a column's 96 bits), so
@@ -401,7 +411,7 @@ gptq3_word(const uint32_t *row, const uint32_t *mk, const float *xc, int64_t k3,
 static inline __attribute__((always_inline)) void
 gptq3_group_block(const lq_qlinear *w, const float *xp, const float *xsum, const uint32_t *mk,
                   int64_t g, int64_t i0, float *y, const int M, const int NV, const int P) {
-    const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
+    const int64_t   n = w->n, k = w->k, gs = w->group_size;
     const int64_t   k3 = k / 32 * GPTQ3_ITEMS;
     const uint32_t *qw = (const uint32_t *)w->qweight;
     lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
@@ -417,18 +427,7 @@ gptq3_group_block(const lq_qlinear *w, const float *xp, const float *xsum, const
         gptq3_word(row + n, mk, xc, k3, 1, M, NV, P, acc);
         gptq3_word(row + 2 * n, mk, xc, k3, 2, M, NV, P, acc);
     }
-    lq_v8f s[NBW_MAX / 8], zs[NBW_MAX / 8];
-    for (int jv = 0; jv < NV; jv++)
-        gptq_sz8(w, g, i0 + 8 * jv, 3, &s[jv], &zs[jv]);
-    for (int r = 0; r < M; r++) {
-        const lq_v8f xs = lq_v8f_splat(xsum[r * G + g]);
-        float       *yr = y + r * n + i0;
-        for (int jv = 0; jv < NV; jv++) {
-            const lq_v8f a    = P == 2 ? acc[0][r][jv] + acc[1][r][jv] : acc[0][r][jv];
-            const lq_v8f part = s[jv] * a - zs[jv] * xs;
-            lq_v8f_store(yr + 8 * jv, g ? lq_v8f_load(yr + 8 * jv) + part : part);
-        }
-    }
+    gptq_group_flush(w, xsum, g, i0, y, 3, M, NV, P, acc);
 }
 
 /* Act-order g_idx: the weights in stored order, each added into its channel's group
