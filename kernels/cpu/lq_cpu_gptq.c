@@ -330,21 +330,18 @@ static const int k_gptq3_first[3] = {0, 10, 21}, k_gptq3_nmask[3] = {10, 11, 10}
                  k_gptq3_tsh[3] = {30, 31, 29};
 static inline __attribute__((always_inline)) void gptq3_item(int j, int t, uint32_t *mask, int *sh,
                                                              int *ch, int *e) {
-    const int *first = k_gptq3_first;
-    *sh              = 0;
+    *ch = k_gptq3_first[j] + t;
+    *sh = 0;
     if (t == k_gptq3_nmask[j]) { /* bits sh..31: channel 10's low 2 bits, 21's low bit, 31 whole */
         *mask = 0;
         *sh   = k_gptq3_tsh[j];
-        *ch   = j == 0 ? 10 : j == 1 ? 21 : 31;
         *e    = 0;
     } else if (j > 0 && t == 0) { /* the high part of the code straddling from word j - 1 */
         *mask = j == 1 ? 1u : 3u;
-        *ch   = first[j];
         *e    = j == 1 ? 2 : 1;
-    } else { /* whole: channel first[j] + t at bit 3 (first[j] + t) - 32 j */
-        const int p = 3 * (first[j] + t) - 32 * j;
+    } else { /* whole, at bit 3 ch - 32 j */
+        const int p = 3 * *ch - 32 * j;
         *mask       = 7u << p;
-        *ch         = first[j] + t;
         *e          = -p;
     }
 }
@@ -375,12 +372,14 @@ static void gptq3_prescale(const float *x, int64_t m, int64_t k, float *xp) {
  * masks of the items in order, without the 3 shifted ones (each word's last: item i of word j is
  * mask i - j). A loop over a word's masks, two at a time (written as one loop over the items,
  * they did not fold to constants: 1.85 ms at one row of 4096 x 4096, AVX2, 1 thread; now 1.11).
- * One accumulator set (P = 1): with two, the decoded pairs and 8 accumulators spilled (1.35 ms).
- * Groups are not read in parts (GPTQ_SPLIT): parts of 2 units were 2-6% slower. */
+ * One accumulator set: with two, the decoded pairs and 8 accumulators spilled (1.35 ms). Up to 2
+ * rows a pair's products go into it as one sum (one add in its chain, not two multiply-adds:
+ * one / two rows of 4096 x 4096 1.10 -> 1.05 / 1.68 -> 1.40 ms; 4 rows 1.85 -> 2.35). Groups are
+ * not read in parts (GPTQ_SPLIT): parts of 2 units were 2-6% slower. */
 static inline __attribute__((always_inline)) void
 gptq3_word(const uint32_t *row, const uint32_t *mk, const float *xc, int64_t k3, const int j,
-           const int M, const int NV, const int P, lq_v8f acc[2][LQ_FUSED_M][NBW_MAX / 8]) {
-    const int *m0 = k_gptq3_first, *tsh = k_gptq3_tsh, nm = k_gptq3_nmask[j], p1 = P == 2;
+           const int M, const int NV, lq_v8f acc[2][LQ_FUSED_M][NBW_MAX / 8]) {
+    const int *m0 = k_gptq3_first, *tsh = k_gptq3_tsh, nm = k_gptq3_nmask[j];
     lq_v8u     wv[NBW_MAX / 8];
     gptq_load_words(row, wv, NV);
     for (int t = 0; t < nm; t += 2) {
@@ -395,8 +394,12 @@ gptq3_word(const uint32_t *row, const uint32_t *mk, const float *xc, int64_t k3,
             const lq_v8f x0 = lq_v8f_splat(xc[r * k3 + m0[j] + j + t]);
             const lq_v8f x1 = lq_v8f_splat(xc[r * k3 + m0[j] + j + t + 1]);
             for (int jv = 0; jv < NV; jv++) {
-                acc[0][r][jv] += x0 * q0[jv];
-                acc[p1][r][jv] += x1 * q1[jv];
+                if (M <= 2) /* see above */
+                    acc[0][r][jv] += x0 * q0[jv] + x1 * q1[jv];
+                else {
+                    acc[0][r][jv] += x0 * q0[jv];
+                    acc[0][r][jv] += x1 * q1[jv];
+                }
             }
         }
     }
@@ -404,30 +407,29 @@ gptq3_word(const uint32_t *row, const uint32_t *mk, const float *xc, int64_t k3,
         for (int r = 0; r < M; r++) {
             const lq_v8f x1 = lq_v8f_splat(xc[r * k3 + m0[j] + j + nm]);
             for (int jv = 0; jv < NV; jv++)
-                acc[p1][r][jv] += x1 * lq_v8u_to_f(wv[jv] >> (uint32_t)tsh[j]);
+                acc[0][r][jv] += x1 * lq_v8u_to_f(wv[jv] >> (uint32_t)tsh[j]);
         }
     }
 }
 static inline __attribute__((always_inline)) void
 gptq3_group_block(const lq_qlinear *w, const float *xp, const float *xsum, const uint32_t *mk,
-                  int64_t g, int64_t i0, float *y, const int M, const int NV, const int P) {
+                  int64_t g, int64_t i0, float *y, const int M, const int NV) {
     const int64_t   n = w->n, k = w->k, gs = w->group_size;
     const int64_t   k3 = k / 32 * GPTQ3_ITEMS;
     const uint32_t *qw = (const uint32_t *)w->qweight;
-    lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8];
-    for (int p = 0; p < P; p++)
-        for (int r = 0; r < M; r++)
-            for (int jv = 0; jv < NV; jv++)
-                acc[p][r][jv] = lq_v8f_splat(0.f);
+    lq_v8f          acc[2][LQ_FUSED_M][NBW_MAX / 8]; /* one set (see above) */
+    for (int r = 0; r < M; r++)
+        for (int jv = 0; jv < NV; jv++)
+            acc[0][r][jv] = lq_v8f_splat(0.f);
     const int64_t u1 = ((g + 1) * gs < k ? (g + 1) * gs : k) / 32;
     for (int64_t u = g * gs / 32; u < u1; u++) {
         const uint32_t *row = qw + 3 * u * n + i0;
         const float    *xc  = xp + u * GPTQ3_ITEMS;
-        gptq3_word(row, mk, xc, k3, 0, M, NV, P, acc);
-        gptq3_word(row + n, mk, xc, k3, 1, M, NV, P, acc);
-        gptq3_word(row + 2 * n, mk, xc, k3, 2, M, NV, P, acc);
+        gptq3_word(row, mk, xc, k3, 0, M, NV, acc);
+        gptq3_word(row + n, mk, xc, k3, 1, M, NV, acc);
+        gptq3_word(row + 2 * n, mk, xc, k3, 2, M, NV, acc);
     }
-    gptq_group_flush(w, xsum, g, i0, y, 3, M, NV, P, acc);
+    gptq_group_flush(w, xsum, g, i0, y, 3, M, NV, 1, acc);
 }
 
 /* Act-order g_idx: the weights in stored order, each added into its channel's group
@@ -530,7 +532,7 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
         cy = aligned_alloc(32, (size_t)((blk1 - blk0) * M * NV) * sizeof(lq_v8f));
         nh = cy ? (rpg + GPTQ_SPLIT - 1) / GPTQ_SPLIT : 1;
     }
-    const int P = M * NV <= 4 && b != 2 && b != 3 ? 2 : 1;
+    const int P = M * NV <= 4 && b != 2 ? 2 : 1;
     uint32_t  mk[GPTQ3_ITEMS - 3]; /* 3-bit: the masks of the items (gptq3_group_block) */
     for (int j = 0; b == 3 && j < 3; j++)
         for (int t = 0; t < k_gptq3_nmask[j]; t++) {
@@ -542,7 +544,7 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
             for (int64_t bi = blk0; bi < blk1; bi++) {
                 lq_v8f *c = cy ? cy + (bi - blk0) * M * NV : NULL;
                 if (b == 3)
-                    gptq3_group_block(w, x, xsum, mk, g, bi * 8 * NV, y, M, NV, P);
+                    gptq3_group_block(w, x, xsum, mk, g, bi * 8 * NV, y, M, NV);
                 else
                     gptq_group_block(w, x, xsum, g, bi * 8 * NV, y, b, M, NV, P, h, nh, c);
             }
