@@ -1555,28 +1555,39 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
  * NF4 on float activations, up to LQ_FUSED_M rows (lq_gemm_nf4_cpu's small-m path where
  * lq_nf4f_avx2_ok): the 16-entry code book is split into its four byte planes; 32 codes are
  * looked up by four vpshufb, one a plane, and eight unpacks interleave the bytes back into four
- * vectors of 8 floats. That is 14 shuffle-pipe operations per 32 weights where two vpermps,
- * two variable shifts and a blend per 8 (20 per 32) took 2.52 ms at one row against 1.63 here
- * (4096 x 4096, 1 thread). A block's dot product is scaled by its absmax once.
+ * vectors of 8 floats. That is 12 shuffle-pipe operations per 32 weights where two vpermps,
+ * two variable shifts and a blend per 8 (20 per 32) took 2.52 ms at one row against 1.63 with
+ * 13 (4096 x 4096, 1 thread). The weights come out in an order of their own (nf4f_decode32),
+ * and x is copied into it once per call: putting each byte's two codes in order took one more
+ * shuffle per 32 weights, 9% of the time at one row. A block's dot product is scaled by its
+ * absmax once.
  * --------------------------------------------------------------------------------------- */
 int lq_nf4f_avx2_ok(const lq_qlinear *w) {
     const int64_t bs = w->group_size;
     return bs > 0 && bs % 32 == 0 && w->k % bs == 0;
 }
 
-/* 32 codes from 16 packed bytes, the high nibble first, into 4 vectors of 8 floats in order.
- * The unpacks take a lane's code bytes 0-3 to floats 0-3 of that lane in vector 0, 4-7 to
- * vector 1 and so on, so `spread` gives lane 0 the bytes of weights 0-3, 8-11, 16-19, 24-27 and
- * lane 1 the others, each byte twice: once for its high nibble (the even weight), once for its
- * low one. x is then read as stored. */
+/* the code book's four byte planes, each in both lanes */
+AVX2_INLINE void nf4f_planes(const lq_qlinear *w, __m256i plane[4]) {
+    for (int j = 0; j < 4; j++) {
+        uint8_t t[16];
+        for (int c = 0; c < 16; c++) {
+            uint32_t u;
+            memcpy(&u, &w->quant_map[c], 4);
+            t[c] = (uint8_t)(u >> (8 * j));
+        }
+        plane[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
+    }
+}
+
+/* 32 codes from 16 packed bytes (weight 2i in byte i's high nibble, 2i + 1 in its low one) into
+ * 4 vectors of 8 floats. Lane 0 looks up the 16 bytes' low nibbles, lane 1 their high ones,
+ * and the unpacks take a lane's bytes 4h .. 4h + 3 to vector h: vector h holds weights 8h + 1,
+ * 8h + 3, 8h + 5, 8h + 7, 8h, 8h + 2, 8h + 4, 8h + 6 (nf4f_xperm, nf4f_src). */
 AVX2_INLINE void nf4f_decode32(const uint8_t *q, const __m256i plane[4], __m256 wv[4]) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13, 2,
-                                            2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
-    const __m256i d      = _mm256_shuffle_epi8(
-             _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q)), spread);
-    const __m256i c =
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(d, 4), _mm256_set1_epi16(0x000f)),
-                        _mm256_and_si256(d, _mm256_set1_epi16(0x0f00)));
+    const __m256i d    = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q));
+    const __m256i c    = _mm256_and_si256(_mm256_blend_epi32(d, _mm256_srli_epi16(d, 4), 0xF0),
+                                          _mm256_set1_epi8(0x0f));
     const __m256i p0   = _mm256_shuffle_epi8(plane[0], c);
     const __m256i p1   = _mm256_shuffle_epi8(plane[1], c);
     const __m256i p2   = _mm256_shuffle_epi8(plane[2], c);
@@ -1589,84 +1600,82 @@ AVX2_INLINE void nf4f_decode32(const uint8_t *q, const __m256i plane[4], __m256 
     wv[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(hi01, hi23));
 }
 
-/* Output columns i0..i1 over blocks c0..c1 of k, with x's rows xs floats apart from the
- * chunk's start: y is set where c0 is 0 and added to after. */
-AVX2_INLINE void nf4f_chunk(const lq_qlinear *w, const __m256i plane[4], const float *xc,
-                            int64_t xs, int64_t c0, int64_t c1, int64_t i0, int64_t i1, float *y,
-                            const int M) {
-    const int64_t  n = w->n, k = w->k, bs = w->group_size, nb = k / bs;
-    const uint8_t *qb = w->qweight;
-    /* two accumulator sets hide the multiply-add latency at one and two rows; at 3 and 4 they
-     * took 5% longer */
-    const int P = M <= 2 ? 2 : 1;
-    float     am[64];
-    for (int64_t i = i0; i < i1; i++) {
-        __m256 yv[LQ_FUSED_M];
-        for (int r = 0; r < M; r++)
-            yv[r] = _mm256_setzero_ps();
-        for (int64_t b0 = c0; b0 < c1; b0 += 64) {
-            const int64_t b1 = b0 + 64 < c1 ? b0 + 64 : c1;
-            lq_nf4_absmax_range(w, i * nb + b0, i * nb + b1, am);
-            for (int64_t b = b0; b < b1; b++) {
-                const uint8_t *q  = qb + (i * k + b * bs) / 2;
-                const float   *xb = xc + (b - c0) * bs;
-                __m256         acc[LQ_FUSED_M][2];
-                for (int r = 0; r < M; r++)
-                    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-                /* a chunk's next column, or further along this one */
-                _mm_prefetch((const char *)q + (c1 - c0 < nb ? k / 2 : 512), _MM_HINT_T0);
-                for (int64_t t = 0; t < bs; t += 32) {
-                    __m256 wv[4];
-                    nf4f_decode32(q + t / 2, plane, wv);
-                    for (int r = 0; r < M; r++)
-                        for (int h = 0; h < 4; h++)
-                            acc[r][h % P] = _mm256_fmadd_ps(
-                                _mm256_loadu_ps(xb + r * xs + t + 8 * h), wv[h], acc[r][h % P]);
-                }
-                const __m256 a = _mm256_set1_ps(am[b - b0]);
-                for (int r = 0; r < M; r++)
-                    yv[r] = _mm256_fmadd_ps(
-                        P == 2 ? _mm256_add_ps(acc[r][0], acc[r][1]) : acc[r][0], a, yv[r]);
-            }
-        }
-        for (int r = 0; r < M; r++)
-            y[r * n + i] = (c0 ? y[r * n + i] : 0.0f) + hsum8(yv[r]);
-    }
+/* the channel whose weight nf4f_decode32 puts at position c (of a run starting on a multiple
+ * of 8) */
+static inline int64_t nf4f_src(int64_t c) {
+    const int64_t l = c & 7;
+    return (c & ~(int64_t)7) + (l < 4 ? 2 * l + 1 : 2 * (l - 4));
+}
+
+/* dst[c] = src[nf4f_src(c)] for c < len (len % 8 == 0) */
+AVX2_INLINE void nf4f_xperm(const float *src, int64_t len, float *dst) {
+    const __m256i ix = _mm256_setr_epi32(1, 3, 5, 7, 0, 2, 4, 6);
+    for (int64_t c = 0; c < len; c += 8)
+        _mm256_storeu_ps(dst + c, _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + c), ix));
 }
 
 #define NF4F_XC  4096 /* floats of x a chunk holds: 16 KiB of L1 */
 #define NF4F_PAD 16   /* floats between a copied chunk's rows: 64 bytes */
-AVX2_INLINE void nf4f_rows(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y,
-                           const int M) {
-    const int64_t k = w->k, bs = w->group_size, nb = k / bs;
-    __m256i       plane[4];
-    for (int j = 0; j < 4; j++) {
-        uint8_t t[16];
-        for (int c = 0; c < 16; c++) {
-            uint32_t u;
-            memcpy(&u, &w->quant_map[c], 4);
-            t[c] = (uint8_t)(u >> (8 * j));
-        }
-        plane[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
-    }
-    /* From 4 rows the multiply-adds wait on x, read again for every output column: k is cut
-     * into chunks whose x stays in L1 (16 KiB), copied with rows 64 bytes apart from the 4 KiB
-     * multiples they are stored at, which share L1 sets (8 rows: 6.07 -> 5.2 ms). */
-    const int64_t kb = M < 4 ? nb : NF4F_XC / M / bs > 1 ? NF4F_XC / M / bs : 1;
-    if (kb >= nb) {
-        nf4f_chunk(w, plane, x, k, 0, nb, i0, i1, y, M);
-        return;
-    }
-    _Alignas(32) float xbuf[NF4F_XC + LQ_FUSED_M * NF4F_PAD];
-    for (int64_t c0 = 0; c0 < nb; c0 += kb) {
-        const int64_t c1 = c0 + kb < nb ? c0 + kb : nb, len = (c1 - c0) * bs;
-        if (M * len > NF4F_XC) { /* one block too large to copy */
-            nf4f_chunk(w, plane, x + c0 * bs, k, c0, c1, i0, i1, y, M);
-            continue;
+
+/* Output columns [i0, i1) over channels [e0, e1) (multiples of 32), x in nf4f_decode32's order
+ * with rows xs floats apart from channel e0: y is set where e0 is 0 and added to after. */
+AVX2_INLINE void nf4f_chunk(const lq_qlinear *w, const __m256i plane[4], const float *xc,
+                            int64_t xs, int64_t e0, int64_t e1, int64_t i0, int64_t i1, float *y,
+                            const int M) {
+    const int64_t  n = w->n, k = w->k, bs = w->group_size, nb = k / bs;
+    const uint8_t *qb = w->qweight;
+    const int64_t  b0 = e0 / bs, b1 = (e1 - 1) / bs + 1;
+    /* two accumulator sets hide the multiply-add latency at one and two rows; at 3 and 4 they
+     * took 5% longer (four at one row: no change) */
+    const int P = M <= 2 ? 2 : 1;
+    float     am[NF4F_XC / 32 + 1];
+    for (int64_t i = i0; i < i1; i++) {
+        __m256 yv[LQ_FUSED_M];
+        for (int r = 0; r < M; r++)
+            yv[r] = _mm256_setzero_ps();
+        lq_nf4_absmax_range(w, i * nb + b0, i * nb + b1, am);
+        for (int64_t s = e0; s < e1;) {
+            const int64_t  b = s / bs, end = (b + 1) * bs < e1 ? (b + 1) * bs : e1;
+            const uint8_t *q = qb + (i * k + s) / 2;
+            __m256         acc[LQ_FUSED_M][2];
+            for (int r = 0; r < M; r++)
+                acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+            /* a chunk's next column, or further along this one */
+            _mm_prefetch((const char *)q + (e1 - e0 < k ? k / 2 : 512), _MM_HINT_T0);
+            for (int64_t t = 0; t < end - s; t += 32) {
+                __m256 wv[4];
+                nf4f_decode32(q + t / 2, plane, wv);
+                for (int r = 0; r < M; r++)
+                    for (int h = 0; h < 4; h++)
+                        acc[r][h % P] =
+                            _mm256_fmadd_ps(_mm256_loadu_ps(xc + r * xs + (s - e0) + t + 8 * h),
+                                            wv[h], acc[r][h % P]);
+            }
+            const __m256 a = _mm256_set1_ps(am[b - b0]);
+            for (int r = 0; r < M; r++)
+                yv[r] = _mm256_fmadd_ps(P == 2 ? _mm256_add_ps(acc[r][0], acc[r][1]) : acc[r][0], a,
+                                        yv[r]);
+            s = end;
         }
         for (int r = 0; r < M; r++)
-            memcpy(xbuf + r * (len + NF4F_PAD), x + r * k + c0 * bs, (size_t)len * sizeof(float));
-        nf4f_chunk(w, plane, xbuf, len + NF4F_PAD, c0, c1, i0, i1, y, M);
+            y[r * n + i] = (e0 ? y[r * n + i] : 0.0f) + hsum8(yv[r]);
+    }
+}
+
+/* k is taken in chunks of x copied (in nf4f_decode32's order) into L1, rows 64 bytes apart
+ * from the 4 KiB multiples they are stored at, which share L1 sets (8 rows: 6.07 -> 5.2 ms
+ * before the copy was made at every m). */
+AVX2_INLINE void nf4f_rows(const lq_qlinear *w, const float *x, int64_t i0, int64_t i1, float *y,
+                           const int M) {
+    const int64_t k = w->k, len = NF4F_XC / M / 32 * 32;
+    __m256i       plane[4];
+    nf4f_planes(w, plane);
+    _Alignas(32) float xbuf[NF4F_XC + LQ_FUSED_M * NF4F_PAD];
+    for (int64_t e0 = 0; e0 < k; e0 += len) {
+        const int64_t e1 = e0 + len < k ? e0 + len : k;
+        for (int r = 0; r < M; r++)
+            nf4f_xperm(x + r * k + e0, e1 - e0, xbuf + r * (e1 - e0 + NF4F_PAD));
+        nf4f_chunk(w, plane, xbuf, e1 - e0 + NF4F_PAD, e0, e1, i0, i1, y, M);
     }
 }
 
@@ -1697,6 +1706,85 @@ lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
         fn(w, x, w->n * th / tn, w->n * (th + 1) / tn, y);
+    }
+    return LQ_OK;
+}
+
+/* From LQ_FUSED_M + 1 rows (to LQ_BUF_MAX_M): LQ_BUF_NC columns x LQ_BUF_KC channels decoded
+ * once into an L1 buffer buf[c][LQ_BUF_NC] (each weight map[code] * absmax, the reference's
+ * product), then every row run over it (lq_buf_rows, x channel-major in nf4f_decode32's
+ * order), as GPTQ's buffered kernel. Eight columns' decoded vectors are transposed into the
+ * buffer's rows. 1 thread, weights from memory: 4096 x 4096 at 16 rows 9.6-10.1 ms against
+ * 12.8-13.4 through dequantized tiles and sgemm, 11008 x 4096 26.1 / 36.0, 4096 x 11008 25.3 /
+ * 41.0; at 48 rows the two tie (25.5-26.0 / 25.1-26.5), and from 5 to 8 rows the fused kernel
+ * stays ahead (8 rows: 5.3-5.4 against 6.4-6.5). */
+AVX2_INLINE void nf4b_decode(const lq_qlinear *w, const __m256i plane[4], int64_t i0, int64_t c0,
+                             int64_t kc, float *buf) {
+    const int64_t  k = w->k, bs = w->group_size;
+    const uint8_t *qb = w->qweight;
+    for (int jb = 0; jb < LQ_BUF_NC; jb += 8)
+        for (int64_t t = 0; t < kc; t += 32) {
+            __m256 d[8][4];
+            for (int i = 0; i < 8; i++) {
+                const int64_t e = (i0 + jb + i) * k + c0 + t;
+                nf4f_decode32(qb + e / 2, plane, d[i]);
+                const __m256 a = _mm256_set1_ps(lq_nf4_absmax(w, e / bs));
+                for (int h = 0; h < 4; h++)
+                    d[i][h] = _mm256_mul_ps(d[i][h], a);
+            }
+            for (int h = 0; h < 4; h++) {
+                __m256 r[8];
+                for (int i = 0; i < 8; i++)
+                    r[i] = d[i][h];
+                lq_avx2_tr8(r);
+                for (int q = 0; q < 8; q++)
+                    _mm256_store_ps(buf + (t + 8 * h + q) * LQ_BUF_NC + jb, r[q]);
+            }
+        }
+}
+
+AVX2_TARGET static void nf4b_range(const lq_qlinear *w, const float *xt, int64_t m, int64_t blk0,
+                                   int64_t blk1, float *y) {
+    _Alignas(32) float buf[LQ_BUF_KC * LQ_BUF_NC];
+    _Alignas(32) float part[LQ_BUF_MAX_M * LQ_BUF_NC];
+    const int64_t      n = w->n, k = w->k;
+    __m256i            plane[4];
+    nf4f_planes(w, plane);
+    for (int64_t bi = blk0; bi < blk1; bi++) {
+        const int64_t i0 = bi * LQ_BUF_NC;
+        for (int64_t cc = 0; cc < k; cc += LQ_BUF_KC) {
+            const int64_t kc = k - cc < LQ_BUF_KC ? k - cc : LQ_BUF_KC;
+            nf4b_decode(w, plane, i0, cc, kc, buf);
+            lq_buf_rows(xt + cc * m, m, buf, kc, part, cc == 0);
+        }
+        for (int64_t r = 0; r < m; r++)
+            memcpy(y + r * n + i0, part + r * LQ_BUF_NC, LQ_BUF_NC * sizeof(float));
+    }
+}
+
+size_t lq_ws_nf4b_avx2(const lq_qlinear *w, int64_t m) {
+    return (size_t)(m * w->k) * sizeof(float);
+}
+
+lq_status lq_gemm_nf4b_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int nthreads) {
+    if (m <= LQ_FUSED_M || m > LQ_BUF_MAX_M || !lq_nf4f_avx2_ok(w))
+        return LQ_ERR_UNSUPPORTED;
+    const int64_t n = w->n, k = w->k, nblk = n / LQ_BUF_NC;
+    float        *xt = ws;
+#pragma omp parallel num_threads(nthreads)
+    {
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < k; c++)
+            for (int64_t r = 0; r < m; r++)
+                xt[c * m + r] = x[r * k + nf4f_src(c)];
+        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+        nf4b_range(w, xt, m, nblk * th / tn, nblk * (th + 1) / tn, y);
+    }
+    /* the n % LQ_BUF_NC last columns: the fused kernel, LQ_FUSED_M rows at a time */
+    for (int64_t r0 = 0; r0 < m && nblk * LQ_BUF_NC < n; r0 += LQ_FUSED_M) {
+        const int64_t mc = m - r0 < LQ_FUSED_M ? m - r0 : LQ_FUSED_M;
+        k_nf4f[mc - 1](w, x + r0 * k, nblk * LQ_BUF_NC, n, y + r0 * n);
     }
     return LQ_OK;
 }
@@ -1733,6 +1821,15 @@ void lq_dense16_to_f32_avx2(const uint16_t *h, int bf, int64_t cnt, float *out) 
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,
                             int32_t *acc, int nthreads) {
     (void)cb, (void)n, (void)k, (void)qx, (void)m, (void)acc, (void)nthreads;
+    return LQ_ERR_UNSUPPORTED;
+}
+size_t lq_ws_nf4b_avx2(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_nf4b_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+                            int nthreads) {
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
 }
 int lq_nf4_avx2_ok(const lq_qlinear *w) {
