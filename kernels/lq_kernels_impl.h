@@ -411,15 +411,13 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 size_t    lq_ws_awq_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
-/* NF4 on float activations, m <= LQ_FUSED_M, where lq_nf4f_avx2_ok (blocks of a multiple of 16
- * that divide k) and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref within rounding. */
+/* NF4 on float activations up to LQ_BUF_MAX_M rows, where lq_nf4f_avx2_ok (blocks of a
+ * multiple of 32 that divide k) and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref
+ * within rounding. Up to LQ_FUSED_M rows fused, above through a decoded L1 buffer; ws: x
+ * channel-major, lq_ws_nf4f_avx2 bytes (0 up to LQ_FUSED_M rows). */
 int       lq_nf4f_avx2_ok(const lq_qlinear *w);
-lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
-                            int nthreads);
-/* ... and from LQ_FUSED_M + 1 to LQ_BUF_MAX_M rows through a decoded L1 buffer; ws: x
- * channel-major, lq_ws_nf4b_avx2 bytes. */
-size_t    lq_ws_nf4b_avx2(const lq_qlinear *w, int64_t m);
-lq_status lq_gemm_nf4b_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+size_t    lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m);
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int nthreads);
 /* LLM.int8's integer sums as lq_int8_dots_vnni, no workspace (only where lq_cpu_avx2i()). */
 lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t *qx, int64_t m,

@@ -1697,19 +1697,6 @@ static const nf4f_fn k_nf4f[LQ_FUSED_M] = {nf4f_m1, nf4f_m2, nf4f_m3, nf4f_m4,
                                            nf4f_m5, nf4f_m6, nf4f_m7, nf4f_m8};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
-lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
-                            int nthreads) {
-    if (m < 1 || m > LQ_FUSED_M || !lq_nf4f_avx2_ok(w))
-        return LQ_ERR_UNSUPPORTED;
-    const nf4f_fn fn = k_nf4f[m - 1];
-#pragma omp parallel num_threads(nthreads)
-    {
-        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-        fn(w, x, w->n * th / tn, w->n * (th + 1) / tn, y);
-    }
-    return LQ_OK;
-}
-
 /* From LQ_FUSED_M + 1 rows (to LQ_BUF_MAX_M): LQ_BUF_NC columns x LQ_BUF_KC channels decoded
  * once into an L1 buffer buf[c][LQ_BUF_NC] (each weight map[code] * absmax, the reference's
  * product), then every row run over it (lq_buf_rows, x channel-major in nf4f_decode32's
@@ -1762,14 +1749,23 @@ AVX2_TARGET static void nf4b_range(const lq_qlinear *w, const float *xt, int64_t
     }
 }
 
-size_t lq_ws_nf4b_avx2(const lq_qlinear *w, int64_t m) {
-    return (size_t)(m * w->k) * sizeof(float);
+size_t lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m) {
+    return m > LQ_FUSED_M ? (size_t)(m * w->k) * sizeof(float) : 0;
 }
 
-lq_status lq_gemm_nf4b_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int nthreads) {
-    if (m <= LQ_FUSED_M || m > LQ_BUF_MAX_M || !lq_nf4f_avx2_ok(w))
+    if (m < 1 || m > LQ_BUF_MAX_M || !lq_nf4f_avx2_ok(w))
         return LQ_ERR_UNSUPPORTED;
+    if (m <= LQ_FUSED_M) {
+        const nf4f_fn fn = k_nf4f[m - 1];
+#pragma omp parallel num_threads(nthreads)
+        {
+            const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
+            fn(w, x, w->n * th / tn, w->n * (th + 1) / tn, y);
+        }
+        return LQ_OK;
+    }
     const int64_t n = w->n, k = w->k, nblk = n / LQ_BUF_NC;
     float        *xt = ws;
 #pragma omp parallel num_threads(nthreads)
@@ -1823,15 +1819,6 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
     (void)cb, (void)n, (void)k, (void)qx, (void)m, (void)acc, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
 }
-size_t lq_ws_nf4b_avx2(const lq_qlinear *w, int64_t m) {
-    (void)w, (void)m;
-    return 0;
-}
-lq_status lq_gemm_nf4b_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
-                            int nthreads) {
-    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
-    return LQ_ERR_UNSUPPORTED;
-}
 int lq_nf4_avx2_ok(const lq_qlinear *w) {
     (void)w;
     return 0;
@@ -1858,9 +1845,13 @@ int lq_nf4f_avx2_ok(const lq_qlinear *w) {
     (void)w;
     return 0;
 }
-lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y,
+size_t lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m) {
+    (void)w, (void)m;
+    return 0;
+}
+lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int nthreads) {
-    (void)w, (void)x, (void)m, (void)y, (void)nthreads;
+    (void)w, (void)x, (void)m, (void)y, (void)ws, (void)nthreads;
     return LQ_ERR_UNSUPPORTED;
 }
 #endif

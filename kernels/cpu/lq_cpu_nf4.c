@@ -7,7 +7,7 @@
  * lies in one block. w = quant_map[code] * absmax is the same float product as the reference.
  * Small m: decode a chunk of a row into L1 and dot it with the m activation rows (with AVX2,
  * cpu/lq_cpu_avx2.c: lq_gemm_nf4f_avx2 looks 32 codes up by vpshufb on byte planes instead).
- * From 9 to LQ_BUF_MAX_M rows with AVX2 (lq_gemm_nf4b_avx2): 16 columns x 128 channels decoded
+ * From 9 to LQ_BUF_MAX_M rows with AVX2 (lq_gemm_nf4f_avx2): 16 columns x 128 channels decoded
  * into an L1 buffer that every row runs over. Large m: rows of W dequantized into a workspace
  * tile, then sgemm. */
 #include "lq_kernels_impl.h"
@@ -201,15 +201,16 @@ static const nf4_fast_fn k_nf4_fast[LQ_FUSED_M] = {nf4_fast_m1, nf4_fast_m2, nf4
                                                    nf4_fast_m7, nf4_fast_m8};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
-/* the buffered AVX2 kernel's rows (lq_gemm_nf4b_avx2) */
-static int nf4b_ok(const lq_qlinear *w, int64_t m) {
-    return m > LQ_FUSED_M && m <= LQ_BUF_MAX_M && lq_nf4f_avx2_ok(w) && lq_cpu_avx2i() &&
-           !lq_cpu_avx512();
+/* the AVX2 kernels' rows (lq_gemm_nf4f_avx2): from 9 rows only where there is no AVX-512 (its
+ * own kernels, or sgemm on lq_gemm512) */
+static int nf4f_ok(const lq_qlinear *w, int64_t m) {
+    return lq_nf4f_avx2_ok(w) && lq_cpu_avx2i() &&
+           (m <= LQ_FUSED_M || (m <= LQ_BUF_MAX_M && !lq_cpu_avx512()));
 }
 
 size_t lq_ws_nf4_cpu(const lq_qlinear *w, int64_t m) {
-    if (nf4b_ok(w, m))
-        return lq_ws_nf4b_avx2(w, m);
+    if (m > LQ_FUSED_M && nf4f_ok(w, m))
+        return lq_ws_nf4f_avx2(w, m);
     const size_t tile = m <= LQ_FUSED_M ? 0 : (size_t)(lq_tile_rows(w) * w->k) * sizeof(float);
     const size_t v512 = lq_nf4_avx512_ok(w, m) ? lq_ws_nf4_avx512(w, m) : 0;
     return tile > v512 ? tile : v512;
@@ -221,12 +222,10 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     const int     nt = lq_cpu_threads(nthreads);
     if (lq_nf4_avx512_ok(w, m) && ws && ws_size >= lq_ws_nf4_avx512(w, m) && lq_cpu_avx512()) {
         LQ_TRY(lq_gemm_nf4_avx512(w, x, m, y, ws, ws_size, nt));
-    } else if (nf4b_ok(w, m)) {
-        if (!ws || ws_size < lq_ws_nf4b_avx2(w, m))
+    } else if (nf4f_ok(w, m)) {
+        if (ws_size < lq_ws_nf4f_avx2(w, m) || (m > LQ_FUSED_M && !ws))
             return LQ_ERR_INVALID_ARG;
-        LQ_TRY(lq_gemm_nf4b_avx2(w, x, m, y, ws, nt));
-    } else if (m <= LQ_FUSED_M && lq_nf4f_avx2_ok(w) && lq_cpu_avx2i()) {
-        LQ_TRY(lq_gemm_nf4f_avx2(w, x, m, y, nt));
+        LQ_TRY(lq_gemm_nf4f_avx2(w, x, m, y, ws, nt));
     } else if (m <= LQ_FUSED_M && k % 8 == 0) {
         const nf4_fast_fn fn = k_nf4_fast[m - 1];
 #pragma omp parallel num_threads(nt)
