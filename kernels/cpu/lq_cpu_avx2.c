@@ -1552,15 +1552,15 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 }
 
 /* ---------------------------------------------------------------------------------------
- * NF4 on float activations, up to LQ_FUSED_M rows (lq_gemm_nf4_cpu's small-m path where
- * lq_nf4f_avx2_ok): the 16-entry code book is split into its four byte planes; 32 codes are
- * looked up by four vpshufb, one a plane, and eight unpacks interleave the bytes back into four
- * vectors of 8 floats. That is 12 shuffle-pipe operations per 32 weights where two vpermps,
- * two variable shifts and a blend per 8 (20 per 32) took 2.52 ms at one row against 1.63 with
- * 13 (4096 x 4096, 1 thread). The weights come out in an order of their own (nf4f_decode32),
- * and x is copied into it once per call: putting each byte's two codes in order took one more
- * shuffle per 32 weights, 9% of the time at one row. A block's dot product is scaled by its
- * absmax once.
+ * NF4 on float activations, up to LQ_BUF_MAX_M rows (lq_gemm_nf4_cpu's small-m path where
+ * lq_nf4f_avx2_ok; from LQ_FUSED_M + 1 rows through a decoded buffer, below): the 16-entry code
+ * book is split into its four byte planes; 32 codes are looked up by four vpshufb, one a plane, and
+ * eight unpacks interleave the bytes back into four vectors of 8 floats. That is 12 shuffle-pipe
+ * operations per 32 weights where two vpermps, two variable shifts and a blend per 8 (20 per 32)
+ * took 2.52 ms at one row against 1.63 with 13 (4096 x 4096, 1 thread). The weights come out in an
+ * order of their own (nf4f_decode32), and x is copied into it once per call: putting each byte's
+ * two codes in order took one more shuffle per 32 weights, 8% of the time at one row (1.66 -> 1.53
+ * ms). A block's dot product is scaled by its absmax once.
  * --------------------------------------------------------------------------------------- */
 int lq_nf4f_avx2_ok(const lq_qlinear *w) {
     const int64_t bs = w->group_size;
