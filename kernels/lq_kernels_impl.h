@@ -517,17 +517,33 @@ static inline int64_t lq_tile_rows(const lq_qlinear *w) {
  *           sc / zs (row stride ld)
  *   kn:     W^T[c0:c1, i0:i0+nc] into out (row stride ldo) from those parameters (stride ldp)
  * --------------------------------------------------------------------------------------- */
+/* A GEMM panel (LQ_GEMM_B_PACK, below): pan[kk * ldp + j] = B(column n0 + j, channel k0 + kk) for
+ * kk < kc and j < ldp, zero from nr: a format decodes its weights straight into the GEMM's panel
+ * instead of into a tile that sgemm then packs again. */
+typedef void (*lq_gemm_pack_fn)(const void *ctx, int64_t n0, int nr, int64_t k0, int kc, float *pan,
+                                int ldp);
 typedef struct lq_kn_ops {
     void (*params)(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, int64_t nc, int64_t ld,
                    float *sc, float *zs);
     void (*kn)(const lq_qlinear *w, int64_t c0, int64_t c1, int64_t i0, int64_t nc, const float *sc,
                const float *zs, int64_t ldp, float *out, int64_t ldo);
+    /* optional: a GEMM panel's decode (ctx an lq_kn_pack), where the layout allows (else NULL) */
+    int (*pack_ok)(const lq_qlinear *w);
+    lq_gemm_pack_fn pack;
 } lq_kn_ops;
+/* what an lq_kn_ops pack reads: the descriptor and its scales and scale * zero, [G, n] */
+typedef struct lq_kn_pack {
+    const lq_qlinear *w;
+    const float      *sc, *zs;
+} lq_kn_pack;
 /* out[n, k] = W, G groups; blocks of 16 columns x 64 channels across the threads. */
 lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, float *out,
                             int nthreads);
 /* y[m, n] = x @ W^T by LQ_TILE_ROWS-column tiles of W^T dequantized into ws ([tr * k] tile,
- * then [G, tr] scales and zeros) and sgemm. */
+ * then [G, tr] scales and zeros) and sgemm; where the ops' pack takes the layout and the CPU has
+ * AVX2 but not AVX-512, lq_gemm256 with the weights decoded into its panels (ws: its own, then
+ * [G, n] scales and zeros). ws: lq_ws_kn_tiled bytes. */
+size_t    lq_ws_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, int64_t m);
 lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
                            int64_t m, float *y, float *ws, int nthreads);
 /* xsum[r * G + g] = sum of x[r, c] over group g's channels (the last group may be short). */
@@ -558,11 +574,19 @@ void lq_sgemm_blas(const float *x, int64_t m, int64_t k, const float *tile, int6
  * [k, nt] float32 (LQ_GEMM_B_KN, element (j, c) at p[c * ld + j]) or as rows [nt, k] of float32,
  * fp16 or bf16 (element (j, c) at p[j * ld + c]); y[m, nt] (row stride ldy) = beta * y + x @ B
  * (y not read when beta is 0), x rows k apart. */
-typedef enum { LQ_GEMM_B_KN, LQ_GEMM_B_F32, LQ_GEMM_B_F16, LQ_GEMM_B_BF16 } lq_gemm_b_kind;
+typedef enum {
+    LQ_GEMM_B_KN,
+    LQ_GEMM_B_F32,
+    LQ_GEMM_B_F16,
+    LQ_GEMM_B_BF16,
+    LQ_GEMM_B_PACK /* a quantized format's decoder packs B (pack, ctx; p and ld unused) */
+} lq_gemm_b_kind;
 typedef struct lq_gemm_b {
-    const void    *p;
-    int64_t        ld;
-    lq_gemm_b_kind kind;
+    const void     *p;
+    int64_t         ld;
+    lq_gemm_b_kind  kind;
+    lq_gemm_pack_fn pack;
+    const void     *ctx;
 } lq_gemm_b;
 void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float beta, int nthreads);

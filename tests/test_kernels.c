@@ -491,10 +491,11 @@ static void test_gemm512(void) {
                         for (int64_t rr = 0; rr < m; rr++)
                             for (int64_t j = nt; j < ldy; j++)
                                 y[rr * ldy + j] = 7.f;
-                        const lq_gemm_b src = {kind == LQ_GEMM_B_KN    ? (const void *)bf
-                                               : kind == LQ_GEMM_B_F32 ? (const void *)w
-                                                                       : (const void *)bh,
-                                               kind == LQ_GEMM_B_KN ? nt : k, (lq_gemm_b_kind)kind};
+                        const lq_gemm_b src = {.p    = kind == LQ_GEMM_B_KN    ? (const void *)bf
+                                                       : kind == LQ_GEMM_B_F32 ? (const void *)w
+                                                                               : (const void *)bh,
+                                               .ld   = kind == LQ_GEMM_B_KN ? nt : k,
+                                               .kind = (lq_gemm_b_kind)kind};
                         lq_gemm512(x, m, k, &src, nt, y, ldy, (float)beta, 2);
                         for (int64_t rr = 0; rr < m; rr++)
                             for (int64_t j = 0; j < ldy; j++) {

@@ -53,7 +53,7 @@ LQ_CLONES static void awq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_
     }
 }
 
-static const lq_kn_ops k_awq_kn = {awq_params, awq_kn};
+static const lq_kn_ops k_awq_kn = {.params = awq_params, .kn = awq_kn};
 
 lq_status lq_dequant_awq_cpu(const lq_qlinear *w, float *out, int nthreads) {
     return lq_dequant_kn_cpu(w, &k_awq_kn, w->k / w->group_size, out, nthreads);
@@ -311,7 +311,7 @@ size_t lq_ws_awq_cpu(const lq_qlinear *w, int64_t m) {
     const int64_t G = w->k / w->group_size;
     if (m <= lq_grouped_max_m()) /* x sums [m, G] + an 8-column tail buffer + x channel-major */
         return (size_t)(m * G + w->k * 8 + 2 * G * 8 + m * w->k) * sizeof(float);
-    return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
+    return lq_ws_kn_tiled(w, &k_awq_kn, G, m);
 }
 
 lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,

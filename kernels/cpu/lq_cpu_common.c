@@ -47,7 +47,8 @@ int lq_blas_dims_ok(int64_t m, int64_t n, int64_t k) {
 void lq_sgemm_tile(const float *x, int64_t m, int64_t k, const float *tile, int64_t nt, int kn,
                    float *y, int64_t ldy, float beta, int nthreads) {
     if (lq_cpu_avx512() && (kn || m >= LQ_GEMM512_MIN_M)) {
-        const lq_gemm_b b = {tile, kn ? nt : k, kn ? LQ_GEMM_B_KN : LQ_GEMM_B_F32};
+        const lq_gemm_b b = {
+            .p = tile, .ld = kn ? nt : k, .kind = kn ? LQ_GEMM_B_KN : LQ_GEMM_B_F32};
         lq_gemm512(x, m, k, &b, nt, y, ldy, beta, lq_cpu_threads(nthreads));
         return;
     }
@@ -74,7 +75,7 @@ void lq_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, cons
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
               int nthreads) {
     if (lq_cpu_avx512()) {
-        const lq_gemm_b b = {B, ldb, tb ? LQ_GEMM_B_F32 : LQ_GEMM_B_KN};
+        const lq_gemm_b b = {.p = B, .ld = ldb, .kind = tb ? LQ_GEMM_B_F32 : LQ_GEMM_B_KN};
         lq_gemm512_ex(A, ta ? 1 : lda, ta ? lda : 1, m, k, &b, n, C, ldc, alpha, beta,
                       nthreads == 1 ? 1 : lq_cpu_threads(nthreads));
         return;
@@ -107,12 +108,41 @@ lq_status lq_dequant_kn_cpu(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G
     return LQ_OK;
 }
 
+/* The format's panel decode into lq_gemm256 where sgemm would be OpenBLAS's (no AVX-512). Zen
+ * 3, GPTQ-4 4096 x 4096 (weights from memory): 64 rows 29.4-30.3 -> 25.2-25.3 ms on 1 thread,
+ * 16.1-16.5 -> 12.9-13.0 on 2; 512 rows on 2 threads 127 -> 104; 118 rows on 1 thread 51.7-55.2
+ * -> 44.7-45.2. Below 49 rows GPTQ's buffered kernel stays: at 24-48 rows on 2 threads the GEMM
+ * took 10-27% longer (on 1 thread 1-11% less from 32 rows). Through the formats' generic kn
+ * hook (a group lookup per channel and 8 columns) the decode cost what the GEMM saved (64 rows:
+ * 31.4-31.6 ms). */
+static int kn_gemm256(const lq_qlinear *w, const lq_kn_ops *ops) {
+    return ops->pack && ops->pack_ok(w) && !lq_cpu_avx512() && lq_cpu_avx2i();
+}
+
+size_t lq_ws_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, int64_t m) {
+    if (kn_gemm256(w, ops))
+        return lq_gemm256_ws(m, w->k) + (size_t)(2 * G * w->n) * sizeof(float);
+    return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
+}
+
 lq_status lq_gemm_kn_tiled(const lq_qlinear *w, const lq_kn_ops *ops, int64_t G, const float *x,
                            int64_t m, float *y, float *ws, int nthreads) {
     enum { CB = 256 }; /* input channels per piece of a tile's dequantization */
     const int64_t n = w->n, k = w->k, tr = lq_tile_rows(w), ncb = (k + CB - 1) / CB;
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
+    if (kn_gemm256(w, ops)) {
+        float    *sc = ws + lq_gemm256_ws(m, k) / sizeof(float), *zs = sc + G * n;
+        const int nt = lq_cpu_threads(nthreads);
+        enum { PB = 256 }; /* columns a piece of the parameters */
+#pragma omp parallel for schedule(static) num_threads(nt)
+        for (int64_t i0 = 0; i0 < n; i0 += PB)
+            ops->params(w, 0, G, i0, n - i0 < PB ? n - i0 : PB, n, sc + i0, zs + i0);
+        const lq_kn_pack ctx = {w, sc, zs};
+        const lq_gemm_b  b   = {.kind = LQ_GEMM_B_PACK, .pack = ops->pack, .ctx = &ctx};
+        lq_gemm256(x, m, k, &b, n, y, n, ws, nt);
+        return LQ_OK;
+    }
     float    *tile = ws, *sc = ws + tr * k, *zs = sc + G * tr;
     const int nt   = lq_blas_tile_threads(nthreads); /* see LQ_TILE_ROWS */
     for (int64_t i0 = 0; i0 < n; i0 += tr) {

@@ -69,7 +69,7 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     if (!lq_blas_dims_ok(m, n, k))
         return LQ_ERR_UNSUPPORTED;
     if (gemm256_ok(m)) {
-        const lq_gemm_b b = {w->dense, k, dense_kind(w)};
+        const lq_gemm_b b = {.p = w->dense, .ld = k, .kind = dense_kind(w)};
         if (!ws || ws_size < lq_gemm256_ws(m, k))
             return LQ_ERR_INVALID_ARG;
         lq_gemm256(x, m, k, &b, n, y, n, ws, lq_cpu_threads(nthreads));
@@ -82,7 +82,7 @@ lq_status lq_gemm_dense_cpu(const lq_qlinear *w, const float *x, int64_t m, floa
     } else if (lq_dense16_avx512_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx512(w, x, m, y, lq_cpu_threads(nthreads)));
     } else if (gemm512_ok(w, m)) {
-        const lq_gemm_b b = {w->dense, k, dense_kind(w)};
+        const lq_gemm_b b = {.p = w->dense, .ld = k, .kind = dense_kind(w)};
         lq_gemm512(x, m, k, &b, n, y, n, 0.f, lq_cpu_threads(nthreads));
     } else if (lq_dense16_avx2_ok(w, m)) {
         LQ_TRY(lq_gemm_dense16_avx2(w, x, m, y, lq_cpu_threads(nthreads)));

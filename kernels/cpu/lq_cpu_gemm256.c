@@ -31,6 +31,10 @@ enum { NR = 16, MR = 6, NV = NR / 8, KC = 256, MC = 288, KCH = 4096 };
 
 /* pan[kk * NR + j] = B(column n0 + j, channel k0 + kk) for kk < kc, j < NR; zero past nr */
 G256_INLINE void pack_w(const lq_gemm_b *b, int64_t n0, int nr, int64_t k0, int kc, float *pan) {
+    if (b->kind == LQ_GEMM_B_PACK) {
+        b->pack(b->ctx, n0, nr, k0, kc, pan, NR);
+        return;
+    }
     const int64_t   ld = b->ld;
     const int       bf = b->kind == LQ_GEMM_B_BF16, f32 = b->kind == LQ_GEMM_B_F32;
     const float    *p32 = f32 ? (const float *)b->p + n0 * ld + k0 : NULL;
@@ -104,10 +108,11 @@ G256_TARGET static void panel(const float *xs, int64_t kch, int64_t mm, const lq
         const int kc = c1 - k0 < KC ? (int)(c1 - k0) : KC;
         pack_w(b, n0, nr, k0, kc, pan);
         /* the next block's weight lines into L2, a share before each tile (gemm512's panel) */
-        const int64_t nk = k0 + KC < c1 ? (c1 - k0 - KC < KC ? c1 - k0 - KC : KC) : 0;
+        const int     pf = b->kind != LQ_GEMM_B_PACK; /* (a decoder fetches its own) */
+        const int64_t nk = pf && k0 + KC < c1 ? (c1 - k0 - KC < KC ? c1 - k0 - KC : KC) : 0;
         const int64_t es = b->kind == LQ_GEMM_B_F32 ? 4 : 2, row = b->ld * es;
         const int64_t lpr = (nk * es + 63) / 64, nl = lpr * nr, nti = (mm + MR - 1) / MR;
-        const char   *nb    = (const char *)b->p + (n0 * b->ld + k0 + KC) * es;
+        const char   *nb    = pf ? (const char *)b->p + (n0 * b->ld + k0 + KC) * es : NULL;
         const float  *xk    = xs + (k0 - c0) * MR;
         const int     first = k0 == 0;
         int64_t       l = 0, r = 0;

@@ -134,6 +134,9 @@ G512_TARGET static void pack(const lq_gemm_b *b, int64_t n0, int nr, int64_t k0,
     case LQ_GEMM_B_BF16:
         pack_nk16(1, b, n0, nr, k0, kc, pan);
         break;
+    case LQ_GEMM_B_PACK:
+        b->pack(b->ctx, n0, nr, k0, kc, pan, NR);
+        break;
     }
 }
 
@@ -210,7 +213,7 @@ G512_TARGET static void panel(const float *x, int64_t rs, int64_t cs, int64_t m,
         const int     pf  = b->kind == LQ_GEMM_B_F16 || b->kind == LQ_GEMM_B_BF16;
         const int64_t nk  = pf && k0 + KC < k ? (k - k0 - KC < KC ? k - k0 - KC : KC) : 0;
         const int64_t lpr = (nk * 2 + 63) / 64, nl = lpr * nr, nti = m / MR > 0 ? m / MR : 1;
-        const char   *nb = (const char *)((const uint16_t *)b->p + n0 * b->ld + k0 + KC);
+        const char *nb = pf ? (const char *)((const uint16_t *)b->p + n0 * b->ld + k0 + KC) : NULL;
         int64_t       l  = 0;
         for (; r + MR <= m; r += MR) {
             for (const int64_t l1 = nl * (r / MR + 1) / nti; l < l1; l++)
@@ -366,7 +369,7 @@ void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
  * is x[kk * k + r], so a tile's six broadcasts per channel come from one line of x. */
 G512_TARGET static void syrk_panel(const float *x, int64_t t, int64_t k, float alpha, int64_t n0,
                                    int nr, float *H, float beta, float *pan) {
-    const lq_gemm_b b    = {x, k, LQ_GEMM_B_KN};
+    const lq_gemm_b b    = {.p = x, .ld = k, .kind = LQ_GEMM_B_KN};
     const int64_t   rows = n0 + nr;
     for (int64_t k0 = 0; k0 < t; k0 += KC) {
         const int kc = t - k0 < KC ? (int)(t - k0) : KC;

@@ -109,7 +109,46 @@ LQ_CLONES static void gptq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64
     }
 }
 
-static const lq_kn_ops k_gptq_kn = {gptq_params, gptq_kn};
+/* The panel decode (lq_kn_ops.pack) of whole-word groups in channel order (b 2/4/8, g_idx c /
+ * group_size): a word row's 32 / b channels of 16 columns straight into the panel's rows, the
+ * group's scales loaded once a row (gptq_kn looks the group up per channel and per 8 columns).
+ * A short panel (nr < 16) goes through gptq_kn. */
+static int gptq_pack_ok(const lq_qlinear *w) {
+    const int b = w->bits;
+    return (b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w);
+}
+
+LQ_CLONES static void gptq_pack(const void *ctx, int64_t n0, int nr, int64_t k0, int kc, float *pan,
+                                int ldp) {
+    const lq_kn_pack *p = ctx;
+    const lq_qlinear *w = p->w;
+    const int64_t     n = w->n, gs = w->group_size;
+    if (nr < 16 || ldp != 16) {
+        gptq_kn(w, k0, k0 + kc, n0, nr, p->sc + n0, p->zs + n0, n, pan, ldp);
+        for (int kk = 0; kk < kc; kk++)
+            memset(pan + kk * ldp + nr, 0, (size_t)(ldp - nr) * sizeof(float));
+        return;
+    }
+    const int       b = w->bits, vpw = 32 / b;
+    const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
+    const uint32_t *qw   = (const uint32_t *)w->qweight;
+    for (int64_t c = k0; c < k0 + kc; c += vpw) { /* k0 is a multiple of vpw */
+        const int64_t   g   = c / gs;
+        const uint32_t *row = qw + c / vpw * n + n0;
+        const lq_v8u    w0 = lq_v8u_load(row), w1 = lq_v8u_load(row + 8);
+        const lq_v8f s0 = lq_v8f_load(p->sc + g * n + n0), s1 = lq_v8f_load(p->sc + g * n + n0 + 8);
+        const lq_v8f z0 = lq_v8f_load(p->zs + g * n + n0), z1 = lq_v8f_load(p->zs + g * n + n0 + 8);
+        const int    vn = k0 + kc - c < vpw ? (int)(k0 + kc - c) : vpw;
+        for (int v = 0; v < vn; v++) {
+            float *o = pan + (c - k0 + v) * 16;
+            lq_v8f_store(o, s0 * lq_v8u_to_f((w0 >> (uint32_t)(b * v)) & mask) - z0);
+            lq_v8f_store(o + 8, s1 * lq_v8u_to_f((w1 >> (uint32_t)(b * v)) & mask) - z1);
+        }
+    }
+}
+
+static const lq_kn_ops k_gptq_kn = {
+    .params = gptq_params, .kn = gptq_kn, .pack_ok = gptq_pack_ok, .pack = gptq_pack};
 
 /* ---------------------------------------------------------------------------------------
  * A sorted descriptor (perm, lq_qlinear_sort) is the plain layout of the permuted input
@@ -790,8 +829,8 @@ static size_t ws_plain(const lq_qlinear *w, int64_t m) {
                sizeof(float);
     case PATH_FUSED_GENERIC:
         return (size_t)(2 * G * ((w->n + GPTQ_PB - 1) / GPTQ_PB * GPTQ_PB)) * sizeof(float);
-    default: /* tile [k, nt] + its scales and scale*zero [G, nt] */
-        return (size_t)(lq_tile_rows(w) * (w->k + 2 * G)) * sizeof(float);
+    default:
+        return lq_ws_kn_tiled(w, &k_gptq_kn, G, m);
     }
 }
 
