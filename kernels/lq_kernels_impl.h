@@ -411,10 +411,10 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
 size_t    lq_ws_awq_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads);
-/* NF4 on float activations up to LQ_BUF_MAX_M rows, where lq_nf4f_avx2_ok (blocks of a
- * multiple of 32 that divide k) and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref
- * within rounding. Up to LQ_FUSED_M rows fused, above through a decoded L1 buffer; ws: x
- * channel-major, lq_ws_nf4f_avx2 bytes (0 up to LQ_FUSED_M rows). */
+/* NF4 on float activations where lq_nf4f_avx2_ok (blocks of a multiple of 32 that divide k)
+ * and lq_cpu_avx2i(); the float semantics of lq_gemm_nf4_ref within rounding. Up to
+ * LQ_FUSED_M rows fused, to LQ_BUF_MAX_M through a decoded L1 buffer, above on lq_gemm256; ws:
+ * lq_ws_nf4f_avx2 bytes (0 up to LQ_FUSED_M rows). */
 int       lq_nf4f_avx2_ok(const lq_qlinear *w);
 size_t    lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m);
 lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,

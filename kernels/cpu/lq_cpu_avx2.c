@@ -1705,14 +1705,18 @@ _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
  * 12.8-13.4 through dequantized tiles and sgemm, 11008 x 4096 26.1 / 36.0, 4096 x 11008 25.3 /
  * 41.0; at 48 rows the two tie (25.5-26.0 / 25.1-26.5), and from 5 to 8 rows the fused kernel
  * stays ahead (8 rows: 5.3-5.4 against 6.4-6.5). */
-AVX2_INLINE void nf4b_decode(const lq_qlinear *w, const __m256i plane[4], int64_t i0, int64_t c0,
-                             int64_t kc, float *buf) {
+AVX2_INLINE void nf4b_decode(const lq_qlinear *w, const __m256i plane[4], int64_t i0, int nc,
+                             int64_t c0, int64_t kc, float *buf) {
     const int64_t  k = w->k, bs = w->group_size;
     const uint8_t *qb = w->qweight;
     for (int jb = 0; jb < LQ_BUF_NC; jb += 8)
         for (int64_t t = 0; t < kc; t += 32) {
             __m256 d[8][4];
             for (int i = 0; i < 8; i++) {
+                if (jb + i >= nc) { /* past a short panel's columns */
+                    d[i][0] = d[i][1] = d[i][2] = d[i][3] = _mm256_setzero_ps();
+                    continue;
+                }
                 const int64_t e = (i0 + jb + i) * k + c0 + t;
                 nf4f_decode32(qb + e / 2, plane, d[i]);
                 const __m256 a = _mm256_set1_ps(lq_nf4_absmax(w, e / bs));
@@ -1741,7 +1745,7 @@ AVX2_TARGET static void nf4b_range(const lq_qlinear *w, const float *xt, int64_t
         const int64_t i0 = bi * LQ_BUF_NC;
         for (int64_t cc = 0; cc < k; cc += LQ_BUF_KC) {
             const int64_t kc = k - cc < LQ_BUF_KC ? k - cc : LQ_BUF_KC;
-            nf4b_decode(w, plane, i0, cc, kc, buf);
+            nf4b_decode(w, plane, i0, LQ_BUF_NC, cc, kc, buf);
             lq_buf_rows(xt + cc * m, m, buf, kc, part, cc == 0);
         }
         for (int64_t r = 0; r < m; r++)
@@ -1749,14 +1753,51 @@ AVX2_TARGET static void nf4b_range(const lq_qlinear *w, const float *xt, int64_t
     }
 }
 
+/* From LQ_BUF_MAX_M + 1 rows: lq_gemm256 with nf4b_decode packing its panels (16 columns, as
+ * the buffer), x copied in nf4f_decode32's order, instead of rows dequantized into a tile for
+ * OpenBLAS's sgemm. 4096 x 4096, weights from memory: 64 rows 30.5-31.6 -> 27.9 ms on 1 thread,
+ * 17.0 -> 15.0 on 2; 118 rows 52.7 -> 47.8 (1); 512 rows 115.5 -> 103.6 (2). */
+typedef struct nf4p_ctx {
+    const lq_qlinear *w;
+    __m256i           plane[4];
+} nf4p_ctx;
+
+AVX2_TARGET static void nf4p_pack(const void *ctx, int64_t n0, int nr, int64_t k0, int kc,
+                                  float *pan, int ldp) {
+    const nf4p_ctx *c = ctx;
+    (void)ldp; /* lq_gemm256's 16, LQ_BUF_NC */
+    nf4b_decode(c->w, c->plane, n0, nr, k0, kc, pan);
+}
+
+AVX2_TARGET static void nf4p_gemm(const lq_qlinear *w, const float *xp, int64_t m, float *y,
+                                  float *ws, int nthreads) {
+    nf4p_ctx ctx = {.w = w};
+    nf4f_planes(w, ctx.plane);
+    const lq_gemm_b b = {.kind = LQ_GEMM_B_PACK, .pack = nf4p_pack, .ctx = &ctx};
+    lq_gemm256(xp, m, w->k, &b, w->n, y, w->n, ws, nthreads);
+}
+
+AVX2_TARGET static void nf4p_xcopy(const float *x, int64_t m, int64_t k, float *xp, int nthreads) {
+#pragma omp             parallel for schedule(static) num_threads(nthreads)
+    for (int64_t r = 0; r < m; r++)
+        nf4f_xperm(x + r * k, k, xp + r * k);
+}
+
 size_t lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m) {
-    return m > LQ_FUSED_M ? (size_t)(m * w->k) * sizeof(float) : 0;
+    const size_t xb = (size_t)(m * w->k) * sizeof(float);
+    return m <= LQ_FUSED_M ? 0 : m <= LQ_BUF_MAX_M ? xb : xb + lq_gemm256_ws(m, w->k);
 }
 
 lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                             int nthreads) {
-    if (m < 1 || m > LQ_BUF_MAX_M || !lq_nf4f_avx2_ok(w))
+    if (m < 1 || !lq_nf4f_avx2_ok(w))
         return LQ_ERR_UNSUPPORTED;
+    if (m > LQ_BUF_MAX_M) {
+        float *xp = ws;
+        nf4p_xcopy(x, m, w->k, xp, nthreads);
+        nf4p_gemm(w, xp, m, y, xp + m * w->k, nthreads);
+        return LQ_OK;
+    }
     if (m <= LQ_FUSED_M) {
         const nf4f_fn fn = k_nf4f[m - 1];
 #pragma omp parallel num_threads(nthreads)

@@ -7,9 +7,10 @@
  * lies in one block. w = quant_map[code] * absmax is the same float product as the reference.
  * Small m: decode a chunk of a row into L1 and dot it with the m activation rows (with AVX2,
  * cpu/lq_cpu_avx2.c: lq_gemm_nf4f_avx2 looks 32 codes up by vpshufb on byte planes instead).
- * From 9 to LQ_BUF_MAX_M rows with AVX2 (lq_gemm_nf4f_avx2): 16 columns x 128 channels decoded
- * into an L1 buffer that every row runs over. Large m: rows of W dequantized into a workspace
- * tile, then sgemm. */
+ * With AVX2 (and no AVX-512) lq_gemm_nf4f_avx2 takes every m: from 9 to LQ_BUF_MAX_M rows 16
+ * columns x 128 channels decoded into an L1 buffer that every row runs over, above decoded
+ * into the panels of the AVX2 GEMM. Else large m: rows of W dequantized into a workspace tile,
+ * then sgemm. */
 #include "lq_kernels_impl.h"
 
 #include <omp.h>
@@ -201,11 +202,10 @@ static const nf4_fast_fn k_nf4_fast[LQ_FUSED_M] = {nf4_fast_m1, nf4_fast_m2, nf4
                                                    nf4_fast_m7, nf4_fast_m8};
 _Static_assert(LQ_FUSED_M == 8, "one instance per m <= LQ_FUSED_M");
 
-/* the AVX2 kernels' rows (lq_gemm_nf4f_avx2): from 9 rows only where there is no AVX-512 (its
- * own kernels, or sgemm on lq_gemm512) */
+/* the AVX2 kernels (lq_gemm_nf4f_avx2): from 9 rows only where there is no AVX-512 (its own
+ * kernels, or sgemm on lq_gemm512) */
 static int nf4f_ok(const lq_qlinear *w, int64_t m) {
-    return lq_nf4f_avx2_ok(w) && lq_cpu_avx2i() &&
-           (m <= LQ_FUSED_M || (m <= LQ_BUF_MAX_M && !lq_cpu_avx512()));
+    return lq_nf4f_avx2_ok(w) && lq_cpu_avx2i() && (m <= LQ_FUSED_M || !lq_cpu_avx512());
 }
 
 size_t lq_ws_nf4_cpu(const lq_qlinear *w, int64_t m) {
