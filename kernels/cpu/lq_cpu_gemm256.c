@@ -108,7 +108,7 @@ G256_TARGET static void panel(const float *xs, int64_t kch, int64_t mm, const lq
         const int kc = c1 - k0 < KC ? (int)(c1 - k0) : KC;
         pack_w(b, n0, nr, k0, kc, pan);
         /* the next block's weight lines into L2, a share before each tile (gemm512's panel) */
-        const int     pf = b->kind != LQ_GEMM_B_PACK; /* (a decoder fetches its own) */
+        const int     pf = b->kind != LQ_GEMM_B_PACK; /* (a decoder's codes: not fetched) */
         const int64_t nk = pf && k0 + KC < c1 ? (c1 - k0 - KC < KC ? c1 - k0 - KC : KC) : 0;
         const int64_t es = b->kind == LQ_GEMM_B_F32 ? 4 : 2, row = b->ld * es;
         const int64_t lpr = (nk * es + 63) / 64, nl = lpr * nr, nti = (mm + MR - 1) / MR;
