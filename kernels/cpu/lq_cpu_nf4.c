@@ -223,7 +223,8 @@ lq_status lq_gemm_nf4_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
     if (lq_nf4_avx512_ok(w, m) && ws && ws_size >= lq_ws_nf4_avx512(w, m) && lq_cpu_avx512()) {
         LQ_TRY(lq_gemm_nf4_avx512(w, x, m, y, ws, ws_size, nt));
     } else if (nf4f_ok(w, m)) {
-        if (ws_size < lq_ws_nf4f_avx2(w, m) || (m > LQ_FUSED_M && !ws))
+        const size_t need = lq_ws_nf4f_avx2(w, m);
+        if (need && (!ws || ws_size < need))
             return LQ_ERR_INVALID_ARG;
         LQ_TRY(lq_gemm_nf4f_avx2(w, x, m, y, ws, nt));
     } else if (m <= LQ_FUSED_M && k % 8 == 0) {
