@@ -587,6 +587,9 @@ typedef struct lq_gemm_b {
     lq_gemm_b_kind  kind;
     lq_gemm_pack_fn pack;
     const void     *ctx;
+    /* lq_gemm256 with _PACK only, NULL elsewhere: the decoder's channel order within each run of
+     * 8 (k and the chunks multiples of 8): B's channel c meets x's c - c % 8 + x8[c % 8] */
+    const int8_t *x8;
 } lq_gemm_b;
 void lq_gemm512(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_t nt, float *y,
                 int64_t ldy, float beta, int nthreads);

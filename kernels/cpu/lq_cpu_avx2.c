@@ -1754,9 +1754,11 @@ AVX2_TARGET static void nf4b_range(const lq_qlinear *w, const float *xt, int64_t
 }
 
 /* From LQ_BUF_MAX_M + 1 rows: lq_gemm256 with nf4b_decode packing its panels (16 columns, as
- * the buffer), x copied in nf4f_decode32's order, instead of rows dequantized into a tile for
- * OpenBLAS's sgemm. 4096 x 4096, weights from memory: 64 rows 30.5-31.6 -> 27.9 ms on 1 thread,
- * 17.0 -> 15.0 on 2; 118 rows 52.7 -> 47.8 (1); 512 rows 115.5 -> 103.6 (2). */
+ * the buffer), x taken in nf4f_decode32's order by the GEMM's own copy (x8), instead of rows
+ * dequantized into a tile for OpenBLAS's sgemm. 4096 x 4096, weights from memory: 64 rows 30.5-31.6
+ * -> 27.9 ms on 1 thread, 17.0 -> 15.0 on 2; 118 rows 52.7 -> 47.8 (1); 512 rows 115.5 -> 103.6
+ * (2). A copy of all of x in that order first took m x k floats more workspace for no time
+ * (512 rows of 4096 x 4096, 2 threads: 112.1-115.7 ms with it, 104.1-108.6 without). */
 typedef struct nf4p_ctx {
     const lq_qlinear *w;
     __m256i           plane[4];
@@ -1769,23 +1771,19 @@ AVX2_TARGET static void nf4p_pack(const void *ctx, int64_t n0, int nr, int64_t k
     nf4b_decode(c->w, c->plane, n0, nr, k0, kc, pan);
 }
 
-AVX2_TARGET static void nf4p_gemm(const lq_qlinear *w, const float *xp, int64_t m, float *y,
+AVX2_TARGET static void nf4p_gemm(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                   float *ws, int nthreads) {
-    nf4p_ctx ctx = {.w = w};
+    static const int8_t x8[8] = {1, 3, 5, 7, 0, 2, 4, 6}; /* nf4f_src */
+    nf4p_ctx            ctx   = {.w = w};
     nf4f_planes(w, ctx.plane);
-    const lq_gemm_b b = {.kind = LQ_GEMM_B_PACK, .pack = nf4p_pack, .ctx = &ctx};
-    lq_gemm256(xp, m, w->k, &b, w->n, y, w->n, ws, nthreads);
-}
-
-AVX2_TARGET static void nf4p_xcopy(const float *x, int64_t m, int64_t k, float *xp, int nthreads) {
-#pragma omp             parallel for schedule(static) num_threads(nthreads)
-    for (int64_t r = 0; r < m; r++)
-        nf4f_xperm(x + r * k, k, xp + r * k);
+    const lq_gemm_b b = {.kind = LQ_GEMM_B_PACK, .pack = nf4p_pack, .ctx = &ctx, .x8 = x8};
+    lq_gemm256(x, m, w->k, &b, w->n, y, w->n, ws, nthreads);
 }
 
 size_t lq_ws_nf4f_avx2(const lq_qlinear *w, int64_t m) {
-    const size_t xb = (size_t)(m * w->k) * sizeof(float);
-    return m <= LQ_FUSED_M ? 0 : m <= LQ_BUF_MAX_M ? xb : xb + lq_gemm256_ws(m, w->k);
+    return m <= LQ_FUSED_M     ? 0
+           : m <= LQ_BUF_MAX_M ? (size_t)(m * w->k) * sizeof(float)
+                               : lq_gemm256_ws(m, w->k);
 }
 
 lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -1793,9 +1791,7 @@ lq_status lq_gemm_nf4f_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
     if (m < 1 || !lq_nf4f_avx2_ok(w))
         return LQ_ERR_UNSUPPORTED;
     if (m > LQ_BUF_MAX_M) {
-        float *xp = ws;
-        nf4p_xcopy(x, m, w->k, xp, nthreads);
-        nf4p_gemm(w, xp, m, y, xp + m * w->k, nthreads);
+        nf4p_gemm(w, x, m, y, ws, nthreads);
         return LQ_OK;
     }
     if (m <= LQ_FUSED_M) {

@@ -139,15 +139,21 @@ G256_TARGET static void panel(const float *xs, int64_t kch, int64_t mm, const lq
     }
 }
 
-/* tile t of x (rows 6t.., zero past m), channels [c0, c0 + kch), into xs + t * kch * MR */
+/* tile t of x (rows 6t.., zero past m), channels [c0, c0 + kch), into xs + t * kch * MR, in
+ * the order x8 gives (lq_gemm_b) where it is not NULL */
 G256_TARGET static void pack_x(const float *x, int64_t m, int64_t k, int64_t t, int64_t c0,
-                               int64_t kch, float *xs) {
+                               int64_t kch, const int8_t *x8, float *xs) {
     float *d = xs + t * kch * MR;
     for (int r = 0; r < MR; r++) {
         const int64_t row = t * MR + r;
-        if (row < m)
+        const float  *xr  = x + row * k + c0;
+        if (row < m && x8)
+            for (int64_t c = 0; c < kch; c += 8)
+                for (int l = 0; l < 8; l++)
+                    d[(c + l) * MR + r] = xr[c + x8[l]];
+        else if (row < m)
             for (int64_t c = 0; c < kch; c++)
-                d[c * MR + r] = x[row * k + c0 + c];
+                d[c * MR + r] = xr[c];
         else
             for (int64_t c = 0; c < kch; c++)
                 d[c * MR + r] = 0.f;
@@ -183,7 +189,7 @@ void lq_gemm256(const float *x, int64_t m, int64_t k, const lq_gemm_b *b, int64_
             const int64_t kch = k - c0 < KCH ? k - c0 : KCH;
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < tiles; t++)
-                pack_x(x, m, k, t, c0, kch, ws);
+                pack_x(x, m, k, t, c0, kch, b->kind == LQ_GEMM_B_PACK ? b->x8 : NULL, ws);
 #pragma omp for schedule(dynamic, 4)
             for (int64_t i = 0; i < nb; i++) {
                 const int64_t r0 = i / np * mc, n0 = i % np * NR;
