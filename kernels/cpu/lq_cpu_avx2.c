@@ -1608,16 +1608,17 @@ AVX2_INLINE void nf4f_decode32(const uint8_t *q, const __m256i plane[4], __m256 
     wv[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(hi01, hi23));
 }
 
-/* the channel whose weight nf4f_decode32 puts at position c (of a run starting on a multiple
- * of 8) */
+/* the channel whose weight nf4f_decode32 puts at position l of a run of 8 starting on a multiple
+ * of 8, relative to the run */
+static const int8_t k_nf4f_order[8] = {1, 3, 5, 7, 0, 2, 4, 6};
+/* ... and at position c of k */
 static inline int64_t nf4f_src(int64_t c) {
-    const int64_t l = c & 7;
-    return (c & ~(int64_t)7) + (l < 4 ? 2 * l + 1 : 2 * (l - 4));
+    return (c & ~(int64_t)7) + k_nf4f_order[c & 7];
 }
 
 /* dst[c] = src[nf4f_src(c)] for c < len (len % 8 == 0) */
 AVX2_INLINE void nf4f_xperm(const float *src, int64_t len, float *dst) {
-    const __m256i ix = _mm256_setr_epi32(1, 3, 5, 7, 0, 2, 4, 6);
+    const __m256i ix = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)k_nf4f_order));
     for (int64_t c = 0; c < len; c += 8)
         _mm256_storeu_ps(dst + c, _mm256_permutevar8x32_ps(_mm256_loadu_ps(src + c), ix));
 }
@@ -1781,10 +1782,10 @@ AVX2_TARGET static void nf4p_pack(const void *ctx, int64_t n0, int nr, int64_t k
 
 AVX2_TARGET static void nf4p_gemm(const lq_qlinear *w, const float *x, int64_t m, float *y,
                                   float *ws, int nthreads) {
-    static const int8_t x8[8] = {1, 3, 5, 7, 0, 2, 4, 6}; /* nf4f_src */
-    nf4p_ctx            ctx   = {.w = w};
+    nf4p_ctx ctx = {.w = w};
     nf4f_planes(w, ctx.plane);
-    const lq_gemm_b b = {.kind = LQ_GEMM_B_PACK, .pack = nf4p_pack, .ctx = &ctx, .x8 = x8};
+    const lq_gemm_b b = {
+        .kind = LQ_GEMM_B_PACK, .pack = nf4p_pack, .ctx = &ctx, .x8 = k_nf4f_order};
     lq_gemm256(x, m, w->k, &b, w->n, y, w->n, ws, nthreads);
 }
 

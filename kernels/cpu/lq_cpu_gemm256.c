@@ -146,17 +146,19 @@ G256_TARGET static void pack_x(const float *x, int64_t m, int64_t k, int64_t t, 
     float *d = xs + t * kch * MR;
     for (int r = 0; r < MR; r++) {
         const int64_t row = t * MR + r;
-        const float  *xr  = x + row * k + c0;
-        if (row < m && x8)
+        if (row >= m) {
+            for (int64_t c = 0; c < kch; c++)
+                d[c * MR + r] = 0.f;
+            continue;
+        }
+        const float *xr = x + row * k + c0;
+        if (x8)
             for (int64_t c = 0; c < kch; c += 8)
                 for (int l = 0; l < 8; l++)
                     d[(c + l) * MR + r] = xr[c + x8[l]];
-        else if (row < m)
-            for (int64_t c = 0; c < kch; c++)
-                d[c * MR + r] = xr[c];
         else
             for (int64_t c = 0; c < kch; c++)
-                d[c * MR + r] = 0.f;
+                d[c * MR + r] = xr[c];
     }
 }
 
