@@ -243,8 +243,8 @@ AVX2_INLINE __m256i avx2_dec3(const avx2_job *j, __m256i view[2][2], int t) {
  * channels. vpmullw to the top bits and a shift down, as this began, put 5 of the 7 operations
  * per 32 codes on the two pipes Zen 3 shuffles and shifts on (its multiplies and ANDs go
  * elsewhere): 4096 x 4096, 1 thread, x and W in cache, 1 / 16 / 64 rows 0.94 / 5.6 / 17.8 ms ->
- * 0.93 / 5.2 / 17.3. Products as the 2/4-bit
- * int8 path: a unit's 8 pairs sum in int16 (at most 8 * 2 * 7 * 127 = 14224). */
+ * 0.93 / 5.2 / 17.3. Products as the 2/4-bit int8 path: a unit's 8 pairs sum in int16 (at
+ * most 8 * 2 * 7 * 127 = 14224). */
 AVX2_INLINE void avx2_tile3(const avx2_job *j, int64_t kb, int64_t i0, int64_t r0, const int M,
                             const int NV) {
     const int64_t   k = j->w->k, c0 = kb * j->ab, c1 = c0 + j->ab < k ? c0 + j->ab : k;
