@@ -59,8 +59,8 @@ static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
     const int b = w->bits;
     if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
         return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
-    if (b == 3 && m < LQ_BUF_M && w->group_size % 32 == 0 && gptq_monotone(w))
-        return PATH_FUSED_GROUPS; /* gptq3_group_block */
+    if (b == 3 && m <= lq_grouped_max_m() && w->group_size % 32 == 0 && gptq_monotone(w))
+        return PATH_FUSED_GROUPS; /* gptq3_group_block, from LQ_BUF_M rows gptq_buf_block */
     if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * m * 8 * GPTQ_NV(m) <= GPTQ_ACC_MAX)
         return PATH_FUSED_GIDX;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
@@ -592,9 +592,10 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
 
 /* xp[i] = x[i] * 2^-(b * f) for channels in field f of their word, except the top field (f =
  * 32 / b - 1), which gptq_group_block shifts down. Scaling by a power of two is exact unless x
- * is below 2^(b * f - 126) (subnormal), far under any activation. */
+ * is below 2^(b * f - 126) (subnormal), far under any activation. 3-bit (only buffered, its
+ * codes decoded whole): x as it is. */
 static void gptq_prescale(int b, const float *x, int64_t m, int64_t k, int transpose, float *xp) {
-    const int vpw = 32 / b;
+    const int vpw = b == 3 ? 1 : 32 / b;
     float     f[16];
     for (int v = 0; v < vpw; v++)
         f[v] = v + 1 < vpw ? ldexpf(1.f, -b * v) : 1.f;
@@ -631,7 +632,9 @@ _Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
  * decoding it again for each chunk of rows. */
 
 /* Group g of columns [i0, i0 + 16) for all m rows of xp (prescaled, see gptq_prescale, and
- * channel-major). */
+ * channel-major). 3-bit codes are decoded whole, a unit of 32 channels (3 word rows) at a
+ * time: the fields are not masked in place, so x is not prescaled. Before, 3-bit ran from
+ * LQ_BUF_M rows on dequantized tiles and sgemm, at 16 rows twice the 4-bit time. */
 static inline __attribute__((always_inline)) void
 gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m, int64_t g,
                int64_t i0, float *y, float *buf, float *part, const int b) {
@@ -641,7 +644,27 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
     const int64_t   c0 = g * gs, c1 = c0 + gs < k ? c0 + gs : k;
     for (int64_t cc = c0; cc < c1; cc += LQ_BUF_KC) {
         const int64_t ce = cc + LQ_BUF_KC < c1 ? cc + LQ_BUF_KC : c1;
-        for (int64_t wr = cc / vpw; wr < ce / vpw; wr++) {
+        for (int64_t u = cc / 32; b == 3 && u < ce / 32; u++) {
+            const uint32_t *row = qw + 3 * u * n + i0;
+            lq_v8u          wv[3][2];
+            for (int j = 0; j < 3; j++) {
+                __builtin_prefetch(row + j * n + GPTQ_PF_WORDS);
+                wv[j][0] = lq_v8u_load(row + j * n);
+                wv[j][1] = lq_v8u_load(row + j * n + 8);
+            }
+            float *o = buf + (32 * u - cc) * LQ_BUF_NC;
+#pragma GCC unroll 32
+            for (int i = 0; i < 32; i++) {
+                const int wj = 3 * i / 32, sh = 3 * i % 32;
+                for (int h = 0; h < 2; h++) {
+                    lq_v8u f = wv[wj][h] >> (uint32_t)sh;
+                    if (sh > 29) /* channels 10 and 21 straddle into the next word */
+                        f |= wv[wj + 1][h] << (uint32_t)(32 - sh);
+                    lq_v8f_store(o + i * LQ_BUF_NC + 8 * h, lq_v8u_to_f(f & lq_v8u_splat(7u)));
+                }
+            }
+        }
+        for (int64_t wr = cc / vpw; b != 3 && wr < ce / vpw; wr++) {
             const uint32_t *row = qw + wr * n + i0;
             __builtin_prefetch(row + GPTQ_PF_WORDS);
             const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
@@ -672,7 +695,8 @@ typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *x
 GPTQ_BUF_INST(2)
 GPTQ_BUF_INST(4)
 GPTQ_BUF_INST(8)
-static const gptq_buf_fn k_gptq_buf[3] = {gptq_buf_b2, gptq_buf_b4, gptq_buf_b8};
+GPTQ_BUF_INST(3)
+static const gptq_buf_fn k_gptq_buf[4] = {gptq_buf_b2, gptq_buf_b4, gptq_buf_b8, gptq_buf_b3};
 
 /* Any layout (act-order g_idx, 3-bit, groups not made of whole words): input channels
  * [c0, c1) of the columns [i0, i0 + 8 * NV), each weight dequantized as s[g] * q - (s*z)[g]
@@ -825,7 +849,8 @@ static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     switch (gptq_path_for(w, m)) {
     case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + scaled x */
     case PATH_FUSED_GIDX:   /* (3-bit: 34 items a unit of 32 channels, gptq3_prescale) */
-        return (size_t)(m * G + 2 * G * NB + m * (w->bits == 3 ? w->k / 32 * GPTQ3_ITEMS : w->k)) *
+        return (size_t)(m * G + 2 * G * NB +
+                        m * (w->bits == 3 && m < LQ_BUF_M ? w->k / 32 * GPTQ3_ITEMS : w->k)) *
                sizeof(float);
     case PATH_FUSED_GENERIC:
         return (size_t)(2 * G * ((w->n + GPTQ_PB - 1) / GPTQ_PB * GPTQ_PB)) * sizeof(float);
@@ -860,7 +885,7 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         else
             lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
-        if (w->bits == 3) /* fused 3-bit runs below LQ_BUF_M rows only (gptq_path_for) */
+        if (w->bits == 3 && m < LQ_BUF_M)
             gptq3_prescale(x, m, k, xp);
         else
             gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
