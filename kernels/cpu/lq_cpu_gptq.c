@@ -310,8 +310,11 @@ gptq_group_flush(const lq_qlinear *w, const float *xsum, int64_t g, int64_t i0, 
  * shift, an AND and a conversion. 2-bit took the shift before (its 16 masks do not fit
  * the registers): in place it is faster all the same (AVX2, 1 thread, one row of 4096 x 4096
  * 1.01 -> 0.79 ms, 11008 x 4096 2.63 -> 2.05, two rows 1.22 -> 1.14). P accumulator sets take
- * alternate fields so that M * NV * P >= 8 chains hide the multiply-add latency; 2-bit keeps one
- * set (two took one row from 0.79 to 1.29 ms). Parts h of nh: see GPTQ_SPLIT. */
+ * alternate fields so that M * NV * P >= 8 chains hide the multiply-add latency. The fields go
+ * in steps of P with the set a constant inside: indexed by v % P, GCC left 2-bit's 16 fields a
+ * loop and kept the sets in memory (one row 0.79 -> 1.29 ms, so 2-bit had one set); stepped,
+ * two sets took one row of 4096 x 4096 from 0.771 to 0.735 ms in cache, 0.806 to 0.758 from
+ * memory. Parts h of nh: see GPTQ_SPLIT. */
 static inline __attribute__((always_inline)) void
 gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t g, int64_t i0,
                  float *y, const int b, const int M, const int NV, const int P, int64_t h,
@@ -333,16 +336,17 @@ gptq_group_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_
         const float    *xc  = xp + wr * vpw;
         lq_v8u          wv[NBW_MAX / 8];
         gptq_load_words(row, wv, NV);
-        for (int v = 0; v < vpw; v++) {
-            lq_v8f q[NBW_MAX / 8];
-            for (int jv = 0; jv < NV; jv++)
-                q[jv] = gptq_field(wv[jv], v, b);
-            for (int r = 0; r < M; r++) {
-                const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
+        for (int v = 0; v < vpw; v += P)
+            for (int p = 0; p < P; p++) {
+                lq_v8f q[NBW_MAX / 8];
                 for (int jv = 0; jv < NV; jv++)
-                    acc[v % P][r][jv] += xb * q[jv];
+                    q[jv] = gptq_field(wv[jv], v + p, b);
+                for (int r = 0; r < M; r++) {
+                    const lq_v8f xb = lq_v8f_splat(xc[r * k + v + p]);
+                    for (int jv = 0; jv < NV; jv++)
+                        acc[p][r][jv] += xb * q[jv];
+                }
             }
-        }
     }
     if (h + 1 < nh) {
         for (int r = 0; r < M; r++)
@@ -571,7 +575,7 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
         cy = aligned_alloc(32, (size_t)((blk1 - blk0) * M * NV) * sizeof(lq_v8f));
         nh = cy ? (rpg + GPTQ_SPLIT - 1) / GPTQ_SPLIT : 1;
     }
-    const int P = M * NV <= 4 && b != 2 ? 2 : 1;
+    const int P = M * NV <= 4 ? 2 : 1;
     uint32_t  mk[GPTQ3_ITEMS - 3]; /* 3-bit: the masks of the items (gptq3_group_block) */
     for (int j = 0; b == 3 && j < 3; j++)
         for (int t = 0; t < k_gptq3_nmask[j]; t++) {
