@@ -621,7 +621,7 @@ void lq_gemm_amx_bf16x(const uint16_t *x, int64_t ldx, int64_t m, int64_t k, con
 /* From LQ_GEMM256_M rows, where lq_cpu_avx2i() and not lq_cpu_avx512(), dense weights run on the
  * AVX2 GEMM (cpu/lq_cpu_gemm256.c): y[m, nt] (row stride ldy) = x[m, k] @ B, B rows [nt, k] of
  * float32, fp16 or bf16 (b->kind LQ_GEMM_B_F32, _F16, _BF16; not _KN), or decoded by a
- * format into 16-column panels (_PACK: GPTQ and NF4 from 49 rows); ws: lq_gemm256_ws(m,
+ * format into 16-column panels (_PACK: GPTQ, AWQ and NF4 from 49 rows); ws: lq_gemm256_ws(m,
  * k) bytes, 32-byte aligned. Below it the rows kernel (fp16 / bf16) and sgemm (float32): on
  * Zen 3 the GEMM was 0-11% slower than the rows kernel at 48 rows, at 64 5% slower to 11%
  * faster (1 thread) and 10% faster (2 threads). float32 takes it too so that fp16 weights and
