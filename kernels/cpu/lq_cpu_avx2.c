@@ -34,14 +34,16 @@
  * rows of 4-bit ones, and a long distance then evicts lines from L1 before they are read
  * (4096 x 11008, 1 thread, one row: 4.2 ms at 128 words, 3.4-3.7 at 32) */
 #define AVX2_PF(b) ((b) == 8 ? 32 : 128)
-/* At one row, a block of more than 16 word rows (8-bit codes at 128 channels: 32 rows n words
- * apart, at n = 4096 all 4 KiB-aliased, so a tile's 64 lines fall into the same two L1 sets) is
- * read in parts of this many rows, each part across all of the thread's tiles, the sums carried
+/* At one or two rows, a block of more than 16 word rows (8-bit codes at 128 channels: 32 rows n
+ * words apart, at n = 4096 all 4 KiB-aliased, so a tile's 64 lines fall into the same two L1 sets)
+ * is read in parts of this many rows, each part across all of the thread's tiles, the sums carried
  * between parts in a buffer of 4 bytes a column. Plain loads over 8 MiB in tiles of 32 such rows
  * ran at 4-7 GB/s, in tiles of 16 or 8 rows at 15-20 (Zen 3). 8-bit, 1 thread, weights from
  * memory: 4096 x 4096 1.05-1.12 -> 0.76-0.85 ms, 11008 x 4096 3.2-3.7 -> 1.8-1.9 (parts of 16
- * rows, a noisier run: 1.05-1.43 and 3.0-5.4 against 1.48-2.46 and 4.2-5.1). At 2-4 rows (tiles
- * of 16 columns) and for 4-bit blocks of 16 rows, parts were no faster. */
+ * rows, a noisier run: 1.05-1.43 and 3.0-5.4 against 1.48-2.46 and 4.2-5.1). Two rows as well
+ * (tiles of 16 columns): 11008 x 4096 3.60-3.65 -> 2.82-2.90 ms on 1 thread, 1.82-2.24 ->
+ * 1.45-1.66 on 2; 4096 x 4096 1.30-1.46 -> 1.27 (1), 4096 x 11008 no change. At 3 and 4 rows
+ * and for 4-bit blocks of 16 rows, parts were no faster. */
 #define AVX2_SPLIT_ROWS 8
 /* Below AVX2_KC_M rows a copied column block holds AVX2_KC_ROWS word rows (whole blocks) at a
  * time, all of a thread's tiles taking their turn before the next rows: 16 rows, 1 thread,
@@ -371,7 +373,7 @@ AVX2_INLINE void avx2_range(const avx2_job *j, int64_t v0, int64_t v1, const int
         const int64_t nv = AVX2_NV(m < AVX2_M ? m : AVX2_M);
         avx2_job      jc = *j;
         int64_t       nh = 1;
-        if (m == 1 && b != 3 && rpb > 16) { /* see AVX2_SPLIT_ROWS */
+        if (m <= 2 && b != 3 && rpb > 16) { /* see AVX2_SPLIT_ROWS */
             jc.cv0   = v0;
             jc.cld   = v1 - v0;
             jc.carry = aligned_alloc(32, (size_t)(m * jc.cld) * sizeof(__m256i));
