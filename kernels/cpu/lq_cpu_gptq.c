@@ -632,16 +632,15 @@ gptq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t
 
 /* xp[i] = x[i] * 2^-(b * f) for channels in field f of their word, except the top field (f =
  * 32 / b - 1), which gptq_group_block shifts down. Scaling by a power of two is exact unless x
- * is below 2^(b * f - 126) (subnormal), far under any activation. 3-bit (only buffered, its
- * codes decoded whole): x as it is. */
-static void gptq_prescale(int b, const float *x, int64_t m, int64_t k, int transpose, float *xp) {
-    const int vpw = b == 3 ? 1 : 32 / b;
+ * is below 2^(b * f - 126) (subnormal), far under any activation. */
+static void gptq_prescale(int b, const float *x, int64_t m, int64_t k, float *xp) {
+    const int vpw = 32 / b;
     float     f[16];
     for (int v = 0; v < vpw; v++)
         f[v] = v + 1 < vpw ? ldexpf(1.f, -b * v) : 1.f;
     for (int64_t r = 0; r < m; r++)
         for (int64_t c = 0; c < k; c++)
-            xp[transpose ? c * m + r : r * k + c] = x[r * k + c] * f[c % vpw];
+            xp[r * k + c] = x[r * k + c] * f[c % vpw];
 }
 
 static int gptq_nbw(int64_t m) {
@@ -671,12 +670,15 @@ _Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
  * LQ_BUF_KC channels x LQ_BUF_NC columns and runs every row over it (lq_buf_rows), instead of
  * decoding it again for each chunk of rows. */
 
-/* Group g of columns [i0, i0 + 16) for all m rows of xp (prescaled, see gptq_prescale, and
- * channel-major). 3-bit codes are decoded whole, a unit of 32 channels (3 word rows) at a
- * time: the fields are not masked in place, so x is not prescaled. Before, 3-bit ran from
- * LQ_BUF_M rows on dequantized tiles and sgemm, at 16 rows twice the 4-bit time. */
+/* Group g of columns [i0, i0 + 16) for all m rows of xt (x channel-major). The codes are
+ * decoded whole (a shift and an AND; 3-bit a unit of 32 channels, 3 word rows, at a time), not
+ * masked in place against a prescaled x as at fewer rows: with a mask a field, GCC 12 kept one
+ * of them in a register across lq_buf_rows, whose 6-row block then had an accumulator in
+ * memory (4096 x 4096, 1 thread, in cache: 16 rows 10.6-10.7 -> 7.9-8.0 ms, 48 rows 43.4-44.1
+ * -> 22.9-23.3; the same products, so the same sums bit for bit). Before 3-bit took this
+ * kernel, it ran from LQ_BUF_M rows on dequantized tiles and sgemm. */
 static inline __attribute__((always_inline)) void
-gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m, int64_t g,
+gptq_buf_block(const lq_qlinear *w, const float *xt, const float *xsum, int64_t m, int64_t g,
                int64_t i0, float *y, float *buf, float *part, const int b) {
     const int       vpw = 32 / b;
     const int64_t   n = w->n, k = w->k, gs = w->group_size, G = lq_gptq_groups(w);
@@ -693,9 +695,11 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
             float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
             for (int v = 0; v < vpw; v++)
                 for (int h = 0; h < 2; h++)
-                    lq_v8f_store(o + v * LQ_BUF_NC + 8 * h, gptq_field(wv[h], v, b));
+                    lq_v8f_store(
+                        o + v * LQ_BUF_NC + 8 * h,
+                        lq_v8u_to_f((wv[h] >> (uint32_t)(b * v)) & lq_v8u_splat((1u << b) - 1u)));
         }
-        lq_buf_rows(xp + cc * m, m, buf, ce - cc, part, cc == c0);
+        lq_buf_rows(xt + cc * m, m, buf, ce - cc, part, cc == c0);
     }
     lq_v8f s[2], zs[2];
     for (int h = 0; h < 2; h++)
@@ -703,16 +707,16 @@ gptq_buf_block(const lq_qlinear *w, const float *xp, const float *xsum, int64_t 
     lq_buf_epilogue(part, m, xsum + g, G, s, zs, g != 0, y + i0, n);
 }
 
-typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xp, const float *xsum, int64_t m,
+typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xt, const float *xsum, int64_t m,
                             int64_t blk0, int64_t blk1, float *y);
 #define GPTQ_BUF_INST(B)                                                                           \
-    LQ_CLONES static void gptq_buf_b##B(const lq_qlinear *w, const float *xp, const float *xsum,   \
+    LQ_CLONES static void gptq_buf_b##B(const lq_qlinear *w, const float *xt, const float *xsum,   \
                                         int64_t m, int64_t blk0, int64_t blk1, float *y) {         \
         float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));                             \
         float part[LQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));                         \
         for (int64_t g = 0; g < lq_gptq_groups(w); g++)                                            \
             for (int64_t bi = blk0; bi < blk1; bi++)                                               \
-                gptq_buf_block(w, xp, xsum, m, g, LQ_BUF_NC * bi, y, buf, part, B);                \
+                gptq_buf_block(w, xt, xsum, m, g, LQ_BUF_NC *bi, y, buf, part, B);                 \
     }
 GPTQ_BUF_INST(2)
 GPTQ_BUF_INST(4)
@@ -907,10 +911,14 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         else
             lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
-        if (w->bits == 3 && m < LQ_BUF_M)
+        if (m >= LQ_BUF_M)                     /* channel-major for the buffered kernel */
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t c = 0; c < k; c++)
+                    xp[c * m + r] = x[r * k + c];
+        else if (w->bits == 3)
             gptq3_prescale(x, m, k, xp);
         else
-            gptq_prescale(w->bits, x, m, k, m >= LQ_BUF_M, xp);
+            gptq_prescale(w->bits, x, m, k, xp);
         const int     bi  = w->bits == 2 ? 0 : w->bits == 4 ? 1 : w->bits == 8 ? 2 : 3;
         const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : gptq_nbw(m);
 #pragma omp parallel num_threads(nt)
