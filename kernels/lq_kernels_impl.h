@@ -179,6 +179,13 @@ LQ_VINL void lq_buf_epilogue(const float *part, int64_t m, const float *xsum, in
     }
 }
 
+/* xc[c * m + r] = x[r * k + c]: x channel-major, as lq_buf_rows reads it */
+static inline void lq_buf_xt(const float *x, int64_t m, int64_t k, float *xc) {
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t c = 0; c < k; c++)
+            xc[c * m + r] = x[r * k + c];
+}
+
 /* part[r][0..16) (+)= x[r] . buf for all m rows (xc channel-major, as lq_buf_rows_mr), in
  * ceil(m / 6) even blocks: a block of 2 rows has 4 chains, too few for the multiply-add latency
  * (8 rows: 6 + 2 took 10% longer than 4 + 4). */

@@ -362,9 +362,7 @@ lq_status lq_gemm_awq_cpu(const lq_qlinear *w, const float *x, int64_t m, float 
         float *xsum = f, *xt = f + m * G + k * 8 + 2 * G * 8;
         lq_group_sums(x, m, k, gs, G, xsum);
         if (m >= LQ_BUF_M)
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t c = 0; c < k; c++)
-                    xt[c * m + r] = x[r * k + c];
+            lq_buf_xt(x, m, k, xt);
         const int64_t nbw = m >= LQ_BUF_M ? LQ_BUF_NC : 8 * AWQ_NV(m);
 #pragma omp parallel num_threads(nt)
         {

@@ -45,6 +45,7 @@ enum gptq_path {
 /* Rows of the accumulator kernel: its loads and stores grow with the rows, and at 3 rows it
  * tied the generic kernel at 4096 x 4096 (1.99 against 2.00 ms), at 4 lost (2.56 / 2.11). */
 #define GPTQ_GIDX_M 2
+#define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
 static int gptq_monotone(const lq_qlinear *w) {
     for (int64_t c = 0; c < w->k; c++)
@@ -116,7 +117,7 @@ static inline __attribute__((always_inline)) void
 gptq3_unit16(const uint32_t *row, int64_t n, const lq_v8f *s, const lq_v8f *z, float *o) {
     lq_v8u wv[3][2];
     for (int j = 0; j < 3; j++) {
-        __builtin_prefetch(row + j * n + 64);
+        __builtin_prefetch(row + j * n + GPTQ_PF_WORDS);
         wv[j][0] = lq_v8u_load(row + j * n);
         wv[j][1] = lq_v8u_load(row + j * n + 8);
     }
@@ -262,7 +263,6 @@ static inline int64_t gptq_pidx(int64_t G, int64_t g, int64_t j) {
     return (j / GPTQ_PB) * G * GPTQ_PB + g * GPTQ_PB + j % GPTQ_PB;
 }
 
-#define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 /* A group of more than this many word rows (4-bit: 16, 8-bit: 32 at group size 128, all n words
  * apart, 4 KiB-aliased at n = 4096) is read in parts of this many rows, each across all of the
  * thread's blocks, the accumulators carried between parts (as the AVX2 integer kernels' 8-bit
@@ -715,8 +715,8 @@ typedef void (*gptq_buf_fn)(const lq_qlinear *w, const float *xt, const float *x
         float buf[LQ_BUF_KC * LQ_BUF_NC] __attribute__((aligned(32)));                             \
         float part[LQ_BUF_MAX_M * LQ_BUF_NC] __attribute__((aligned(32)));                         \
         for (int64_t g = 0; g < lq_gptq_groups(w); g++)                                            \
-            for (int64_t bi = blk0; bi < blk1; bi++)                                               \
-                gptq_buf_block(w, xt, xsum, m, g, LQ_BUF_NC *bi, y, buf, part, B);                 \
+            for (int64_t i0 = blk0 * LQ_BUF_NC; i0 < blk1 * LQ_BUF_NC; i0 += LQ_BUF_NC)            \
+                gptq_buf_block(w, xt, xsum, m, g, i0, y, buf, part, B);                            \
     }
 GPTQ_BUF_INST(2)
 GPTQ_BUF_INST(4)
@@ -873,8 +873,9 @@ lq_status lq_gemm_gptq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, fl
 static size_t ws_plain(const lq_qlinear *w, int64_t m) {
     const int64_t G = lq_gptq_groups(w);
     switch (gptq_path_for(w, m)) {
-    case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + scaled x */
-    case PATH_FUSED_GIDX:   /* (3-bit: 34 items a unit of 32 channels, gptq3_prescale) */
+    case PATH_FUSED_GROUPS: /* x sums [m, G] + params of the n % NB tail columns + x, scaled */
+    case PATH_FUSED_GIDX:   /* (3-bit: 34 items a unit, gptq3_prescale) or from LQ_BUF_M rows
+                               channel-major */
         return (size_t)(m * G + 2 * G * NB +
                         m * (w->bits == 3 && m < LQ_BUF_M ? w->k / 32 * GPTQ3_ITEMS : w->k)) *
                sizeof(float);
@@ -911,10 +912,8 @@ lq_status lq_gemm_gptq_cpu(const lq_qlinear *w, const float *x, int64_t m, float
         else
             lq_group_sums(x, m, k, w->group_size, G, xsum);
         float *xp = xsum + m * G + 2 * G * NB; /* read only by the kernels taking it */
-        if (m >= LQ_BUF_M)                     /* channel-major for the buffered kernel */
-            for (int64_t r = 0; r < m; r++)
-                for (int64_t c = 0; c < k; c++)
-                    xp[c * m + r] = x[r * k + c];
+        if (m >= LQ_BUF_M)                     /* the buffered kernel: x as it is */
+            lq_buf_xt(x, m, k, xp);
         else if (w->bits == 3)
             gptq3_prescale(x, m, k, xp);
         else
