@@ -134,6 +134,19 @@ gptq3_unit16(const uint32_t *row, int64_t n, const lq_v8f *s, const lq_v8f *z, f
     }
 }
 
+/* Fields [0, vn) of a word row of 16 columns whole into o[v * 16 + j] (b = 2, 4, 8), as
+ * gptq3_unit16: s[h] * code - z[h], or the codes where s is NULL */
+static inline __attribute__((always_inline)) void
+gptq_word16(const uint32_t *row, const int b, int vn, const lq_v8f *s, const lq_v8f *z, float *o) {
+    const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
+    for (int v = 0; v < vn; v++)
+        for (int h = 0; h < 2; h++) {
+            const lq_v8f q =
+                lq_v8u_to_f((wv[h] >> (uint32_t)(b * v)) & lq_v8u_splat((1u << b) - 1u));
+            lq_v8f_store(o + v * 16 + 8 * h, s ? s[h] * q - z[h] : q);
+        }
+}
+
 /* The panel decode (lq_kn_ops.pack) of whole-word groups in channel order (b 2/4/8, g_idx c /
  * group_size): a word row's 32 / b channels of 16 columns straight into the panel's rows, the
  * group's scales loaded once a row (gptq_kn looks the group up per channel and per 8 columns);
@@ -161,8 +174,7 @@ LQ_CLONES static void gptq_pack(const void *ctx, int64_t n0, int nr, int64_t k0,
         return;
     }
     const int       b = w->bits, vpw = 32 / b;
-    const lq_v8u    mask = lq_v8u_splat((1u << b) - 1u);
-    const uint32_t *qw   = (const uint32_t *)w->qweight;
+    const uint32_t *qw = (const uint32_t *)w->qweight;
     for (int64_t c = k0; b == 3 && c < k0 + kc; c += 32) { /* k0, kc: multiples of 32 */
         const int64_t g    = c / gs;
         const lq_v8f  s[2] = {lq_v8f_load(p->sc + g * n + n0), lq_v8f_load(p->sc + g * n + n0 + 8)};
@@ -170,17 +182,11 @@ LQ_CLONES static void gptq_pack(const void *ctx, int64_t n0, int nr, int64_t k0,
         gptq3_unit16(qw + 3 * (c / 32) * n + n0, n, s, z, pan + (c - k0) * 16);
     }
     for (int64_t c = k0; b != 3 && c < k0 + kc; c += vpw) { /* k0 is a multiple of vpw */
-        const int64_t   g   = c / gs;
-        const uint32_t *row = qw + c / vpw * n + n0;
-        const lq_v8u    w0 = lq_v8u_load(row), w1 = lq_v8u_load(row + 8);
-        const lq_v8f s0 = lq_v8f_load(p->sc + g * n + n0), s1 = lq_v8f_load(p->sc + g * n + n0 + 8);
-        const lq_v8f z0 = lq_v8f_load(p->zs + g * n + n0), z1 = lq_v8f_load(p->zs + g * n + n0 + 8);
-        const int    vn = k0 + kc - c < vpw ? (int)(k0 + kc - c) : vpw;
-        for (int v = 0; v < vn; v++) {
-            float *o = pan + (c - k0 + v) * 16;
-            lq_v8f_store(o, s0 * lq_v8u_to_f((w0 >> (uint32_t)(b * v)) & mask) - z0);
-            lq_v8f_store(o + 8, s1 * lq_v8u_to_f((w1 >> (uint32_t)(b * v)) & mask) - z1);
-        }
+        const int64_t g    = c / gs;
+        const lq_v8f  s[2] = {lq_v8f_load(p->sc + g * n + n0), lq_v8f_load(p->sc + g * n + n0 + 8)};
+        const lq_v8f  z[2] = {lq_v8f_load(p->zs + g * n + n0), lq_v8f_load(p->zs + g * n + n0 + 8)};
+        gptq_word16(qw + c / vpw * n + n0, b, k0 + kc - c < vpw ? (int)(k0 + kc - c) : vpw, s, z,
+                    pan + (c - k0) * 16);
     }
 }
 
@@ -691,13 +697,7 @@ gptq_buf_block(const lq_qlinear *w, const float *xt, const float *xsum, int64_t 
         for (int64_t wr = cc / vpw; b != 3 && wr < ce / vpw; wr++) {
             const uint32_t *row = qw + wr * n + i0;
             __builtin_prefetch(row + GPTQ_PF_WORDS);
-            const lq_v8u wv[2] = {lq_v8u_load(row), lq_v8u_load(row + 8)};
-            float       *o     = buf + (wr * vpw - cc) * LQ_BUF_NC;
-            for (int v = 0; v < vpw; v++)
-                for (int h = 0; h < 2; h++)
-                    lq_v8f_store(
-                        o + v * LQ_BUF_NC + 8 * h,
-                        lq_v8u_to_f((wv[h] >> (uint32_t)(b * v)) & lq_v8u_splat((1u << b) - 1u)));
+            gptq_word16(row, b, vpw, NULL, NULL, buf + (wr * vpw - cc) * LQ_BUF_NC);
         }
         lq_buf_rows(xt + cc * m, m, buf, ce - cc, part, cc == c0);
     }
