@@ -283,6 +283,8 @@ static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32
 #define LQ_QX_X8_MAX_M LQ_QLINEAR_INT_X_ROWS
 int64_t lq_qx_block_size(int64_t group_size, int64_t k, int64_t unit);
 int     lq_gptq_qx_bits(const lq_qlinear *w, int64_t m);
+/* g_idx[c] == c / group_size for every c (no act-order): ref/lq_ref_gptq.c */
+int     lq_gptq_gidx_plain(const lq_qlinear *w);
 int64_t lq_gptq_qx_block(const lq_qlinear *w);
 int     lq_awq_qx_bits(const lq_qlinear *w, int64_t m);
 int64_t lq_awq_qx_block(const lq_qlinear *w);

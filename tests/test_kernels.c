@@ -454,6 +454,36 @@ static void test_f16_fast(void) {
     CHECK_MSG(badv == 0, "lq_v8f_from_f16 differs on %d inputs", badv);
 }
 
+/* lq_gptq_gidx_plain (what picks the grouped and integer GPTQ kernels) against its definition,
+ * g_idx[c] == c / group_size: true on the plain index with a short last group or one group,
+ * false with any one channel moved to another group (first, group edges, last). */
+static void test_gidx_plain(void) {
+    enum { K = 300 };
+    int32_t    gi[K];
+    lq_qlinear w = {0};
+    w.bits       = 4;
+    w.k          = K;
+    w.g_idx      = gi;
+    const int64_t gss[3] = {128, 32, K}, cs[6] = {0, 31, 32, 127, 128, K - 1};
+    for (int t = 0; t < 3; t++) {
+        w.group_size = gss[t];
+        for (int64_t c = 0; c < K; c++)
+            gi[c] = (int32_t)(c / gss[t]);
+        CHECK_MSG(lq_gptq_gidx_plain(&w), "plain g_idx (group %lld) not taken as plain",
+                  (long long)gss[t]);
+        for (int e = 0; e < 6; e++) {
+            const int64_t c = cs[e];
+            for (int d = -1; d <= 1; d += 2) {
+                gi[c] += d;
+                CHECK_MSG(!lq_gptq_gidx_plain(&w) && !lq_gptq_qx_block(&w),
+                          "g_idx[%lld] %+d (group %lld) taken as plain", (long long)c, d,
+                          (long long)gss[t]);
+                gi[c] -= d;
+            }
+        }
+    }
+}
+
 /* The AVX-512 GEMM under the large-m paths (lq_gemm512), where the CPU has it: every B kind
  * against a double-precision product on small integers (exact), over the tails of its blocks
  * (m % 6, nt % 64 and % 16, k % 16 and % 128), both betas; y's padding past nt is left alone
@@ -1228,6 +1258,7 @@ int main(int argc, char **argv) {
     if (!o.fmt) {
         test_layouts();
         test_f16_fast();
+        test_gidx_plain();
         test_gemm512();
         test_gemm_bf16x();
         test_syrk();

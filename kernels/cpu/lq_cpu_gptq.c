@@ -47,20 +47,13 @@ enum gptq_path {
 #define GPTQ_GIDX_M 2
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
-static int gptq_monotone(const lq_qlinear *w) {
-    for (int64_t c = 0; c < w->k; c++)
-        if (w->g_idx[c] != (int32_t)(c / w->group_size))
-            return 0;
-    return 1;
-}
-
 static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
     /* crossovers measured with bench_kernels_cpu (4096 x 4096): the grouped kernel as
      * lq_grouped_max_m says; the generic one beats dequantize + sgemm up to m = 8 */
     const int b = w->bits;
-    if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && gptq_monotone(w))
+    if ((b == 2 || b == 4 || b == 8) && w->group_size % (32 / b) == 0 && lq_gptq_gidx_plain(w))
         return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
-    if (b == 3 && m <= lq_grouped_max_m() && w->group_size % 32 == 0 && gptq_monotone(w))
+    if (b == 3 && m <= lq_grouped_max_m() && w->group_size % 32 == 0 && lq_gptq_gidx_plain(w))
         return PATH_FUSED_GROUPS; /* gptq3_group_block, from LQ_BUF_M rows gptq_buf_block */
     if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * m * 8 * GPTQ_NV(m) <= GPTQ_ACC_MAX)
         return PATH_FUSED_GIDX;
@@ -159,7 +152,7 @@ static int gptq_pack_ok(const lq_qlinear *w) {
     return (b == 2 || b == 4 || b == 8 ? w->group_size % (32 / b) == 0
             : b == 3                   ? w->group_size % 32 == 0
                                        : 0) &&
-           gptq_monotone(w);
+           lq_gptq_gidx_plain(w);
 }
 
 LQ_CLONES static void gptq_pack(const void *ctx, int64_t n0, int nr, int64_t k0, int kc, float *pan,
