@@ -253,7 +253,10 @@ LQ_VINL lq_v8f lq_v8f_from_f16(const uint16_t *h) {
  * Integer activations (the VNNI kernels): a block of len values quantized symmetrically to
  * +-qmax (127: int8), dx = absmax / qmax, q = round-half-even(x * qmax / absmax)
  * clamped; returns the sum of the codes. One copy for the kernels and their scalar reference,
- * so both round alike.
+ * so both round alike. Kernel-side callers outside an AVX2 target are LQ_CLONES: x86-64's
+ * baseline has no rounding instruction, so nearbyintf is a libm call per value there (15 cycles
+ * a channel on Zen 3: 0.02 ms of a one-row call at k = 4096, as much as the AVX2 GPTQ-4 kernel
+ * takes for 200 columns), while the v3 clone rounds in vectors.
  * --------------------------------------------------------------------------------------- */
 static inline int32_t lq_qx_block(const float *x, int64_t len, float qmax, int32_t *q, float *dx) {
     float amax = 0.f;

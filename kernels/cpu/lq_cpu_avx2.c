@@ -1487,6 +1487,29 @@ size_t lq_ws_nf4_avx2(const lq_qlinear *w, int64_t m) {
     return ab ? (size_t)(nf4x_xbytes(w, m) + m * (w->k / ab) * 4) : 0;
 }
 
+/* Row r of x quantized per block into nf4x_range's layout (per 64 channels the even, then the
+ * odd ones, and their magnitudes m rows on) or nf4g_tile's packing. Not in the OpenMP region's
+ * body: the outlined function does not inherit the target, and nearbyintf was a libm call. */
+AVX2_TARGET static void nf4x_qx_row(const nf4x_job *j, const float *xr, int64_t r, int gemm,
+                                    int8_t *xp, float *dx) {
+    const int64_t k = j->w->k;
+    int8_t       *o = xp + r * j->kp, *oa = o + j->m * j->kp;
+    int32_t       q[256];
+    for (int64_t kb = 0; kb < j->nkb; kb++) {
+        const int64_t c0 = kb * j->ab;
+        if (gemm) {
+            nf4g_qx(xr + c0, j->ab, xp + nf4g_xat(k, r, c0), &dx[r * j->nkb + kb]);
+            continue;
+        }
+        lq_qx_block(xr + c0, j->ab, 127.f, q, &dx[r * j->nkb + kb]);
+        for (int64_t c = c0; c < c0 + j->ab; c++) { /* per 64: even, then odd */
+            const int64_t u = c - c0, base = c - (c & 63), e = c & 63;
+            o[base + (e & 1) * 32 + e / 2]  = (int8_t)q[u];
+            oa[base + (e & 1) * 32 + e / 2] = (int8_t)abs(q[u]);
+        }
+    }
+}
+
 lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     if (!lq_nf4_avx2_ok(w) || !lq_nf4_qx_bits(w, m))
@@ -1511,24 +1534,9 @@ lq_status lq_gemm_nf4_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     const int     gemm  = m >= NF4G_M; /* x packed for nf4g_range */
 #pragma omp parallel num_threads(lq_cpu_threads(nthreads))
     {
-        int32_t q[256];
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) {
-            int8_t *o = xp + r * kp, *oa = o + m * kp;
-            for (int64_t kb = 0; kb < j.nkb; kb++) {
-                const int64_t c0 = kb * j.ab;
-                if (gemm) {
-                    nf4g_qx(x + r * k + c0, j.ab, xp + nf4g_xat(k, r, c0), &dx[r * j.nkb + kb]);
-                    continue;
-                }
-                lq_qx_block(x + r * k + c0, j.ab, 127.f, q, &dx[r * j.nkb + kb]);
-                for (int64_t c = c0; c < c0 + j.ab; c++) { /* per 64: even, then odd */
-                    const int64_t u = c - c0, base = c - (c & 63), e = c & 63;
-                    o[base + (e & 1) * 32 + e / 2]  = (int8_t)q[u];
-                    oa[base + (e & 1) * 32 + e / 2] = (int8_t)abs(q[u]);
-                }
-            }
-        }
+        for (int64_t r = 0; r < m; r++)
+            nf4x_qx_row(&j, x + r * k, r, gemm, xp, dx);
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
         /* Runs of tiles taken in turn, 4 a thread: on a shared VM a neighbour slows one core
          * for seconds at a time, and a static split then waits for that core (llama.cpp's

@@ -190,8 +190,8 @@ size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits) {
  * qweight word holds 32/b channels of a column; for b != 3, slice s of a word's channels is
  * channels u * (8/b) + s, u = 0..3 (its four bytes masked per byte after a shift by s * b).
  * 3-bit: channel order. */
-void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
-                    float *dx) {
+LQ_CLONES void lq_gptq_qx_row(const lq_qlinear *w, int64_t ab, const float *xr, uint8_t *xp,
+                              float *xsf, float *dx) {
     const int64_t k = w->k, nkb = (k + ab - 1) / ab;
     const int     b = w->bits, vpw = 32 / b;
     int32_t       tmp[256];
@@ -221,7 +221,8 @@ size_t lq_awq_seq_ws(const lq_qlinear *w, int64_t m) {
     return ab ? lq_qx_ws_bytes(w->k, ab, m, 8) + (size_t)(m * lq_awq_np(w)) * 4 : 0;
 }
 
-void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, float *xsf, float *dx) {
+LQ_CLONES void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
+                         float *dx) {
     const int64_t nkb = (k + ab - 1) / ab;
     int32_t       tmp[256];
     for (int64_t kb = 0; kb < nkb; kb++) {

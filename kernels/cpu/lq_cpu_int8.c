@@ -103,10 +103,19 @@ static int64_t int8_prologue(const lq_qlinear *w, const float *x, int64_t m, int
     return nf;
 }
 
-static void quant_row(const float *xr, int64_t k, const uint8_t *col, float rowmax, int8_t *q) {
+LQ_CLONES static void quant_row(const float *xr, int64_t k, const uint8_t *col, float rowmax,
+                                int8_t *q) {
     const float inv = rowmax > 0.f ? 127.f / rowmax : 0.f;
     for (int64_t c = 0; c < k; c++)
         q[c] = col[c] ? 0 : lq_int8_quant_x(xr[c], inv);
+}
+
+/* quant_row's codes as floats, for sgemm */
+LQ_CLONES static void quant_row_f(const float *xr, int64_t k, const uint8_t *col, float rowmax,
+                                  float *q) {
+    const float inv = rowmax > 0.f ? 127.f / rowmax : 0.f;
+    for (int64_t c = 0; c < k; c++)
+        q[c] = col[c] ? 0.f : (float)lq_int8_quant_x(xr[c], inv);
 }
 
 /* fp weight of fp column t of output row i: stored columns come first in fcols. */
@@ -233,9 +242,7 @@ lq_status lq_gemm_int8_cpu(const lq_qlinear *w, const float *x, int64_t m, float
             for (int64_t r = 0; r < mr; r++) { /* one thread: a few rows */
                 const float *xr  = x + (r0 + r) * k;
                 const float  rm  = s.rowmax[r0 + r];
-                const float  inv = rm > 0.f ? 127.f / rm : 0.f;
-                for (int64_t c = 0; c < k; c++)
-                    xq[r * k + c] = s.col[c] ? 0.f : (float)lq_int8_quant_x(xr[c], inv);
+                quant_row_f(xr, k, s.col, rm, xq + r * k);
                 for (int64_t t = 0; t < nf; t++)
                     xf[r * nf + t] = xr[s.fcols[t]];
             }

@@ -1114,6 +1114,23 @@ VBMI_TARGET static void nf4_row1_range(const nf4_job *j, int64_t g0, int64_t g1,
 
 LQ_TREE_PRE_POP
 
+/* A row of x quantized per block in layout lay (nf4_xpos); the block sums to xs. Not in the
+ * OpenMP region's body: the outlined function does not inherit the target, and nearbyintf was a
+ * libm call there. */
+VNNI_TARGET static void nf4_vnni_qx_row(const nf4_job *j, const float *xr, int lay, int8_t *xp,
+                                        int32_t *xs, float *dx) {
+    const int64_t k = j->w->k;
+    int32_t       tmp[256];
+    /* the pad (layout 2 puts an odd last block's odd channels there) */
+    memset(xp + k, 0, (size_t)(j->kp - k));
+    for (int64_t kb = 0; kb < j->nkb; kb++) {
+        const int64_t c0 = kb * j->ab;
+        xs[kb]           = lq_qx_block(xr + c0, j->ab, 127.f, tmp, &dx[kb]);
+        for (int64_t c = c0; c < c0 + j->ab; c++)
+            xp[nf4_xpos(lay, c)] = (int8_t)tmp[c - c0];
+    }
+}
+
 lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
                            int nthreads) {
     nf4_job j = {0};
@@ -1158,18 +1175,9 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < m; r++) {
-            int32_t tmp[256];
-            /* the pad (layout 2 puts an odd last block's odd channels there) */
-            memset(xp + r * j.kp + w->k, 0, (size_t)(j.kp - w->k));
-            for (int64_t kb = 0; kb < j.nkb; kb++) {
-                const int64_t c0 = kb * j.ab;
-                xs[r * j.nkb + kb] = lq_qx_block(x + r * w->k + c0, j.ab, 127.f, tmp,
-                                                 &dx[r * j.nkb + kb]);
-                for (int64_t c = c0; c < c0 + j.ab; c++)
-                    xp[r * j.kp + nf4_xpos(rows + j.row1, c)] = (int8_t)tmp[c - c0];
-            }
-        }
+        for (int64_t r = 0; r < m; r++)
+            nf4_vnni_qx_row(&j, x + r * w->k, rows + j.row1, xp + r * j.kp, xs + r * j.nkb,
+                            dx + r * j.nkb);
         char *mine = bufs + per * (size_t)th;
         if (j.row1)
             nf4_row1_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
