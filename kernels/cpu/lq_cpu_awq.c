@@ -34,31 +34,41 @@ static void awq_params(const lq_qlinear *w, int64_t g0, int64_t g1, int64_t i0, 
 }
 
 /* W^T rows c in [c0, c1) for output columns [i0, i0 + nc), i0 and nc multiples of 8:
- * out[(c - c0) * ldo + j]. */
+ * out[(c - c0) * ldo + j]. A group at a time, no division a channel; with nc a constant (the
+ * panel decode's 16) the group's scales stay in registers (restrict: out is not them). */
+static inline __attribute__((always_inline)) void awq_kn_run(const lq_qlinear *w, int64_t c0,
+                                                             int64_t c1, int64_t i0, int64_t nc,
+                                                             const float *restrict sc,
+                                                             const float *restrict zs, int64_t ldp,
+                                                             float *restrict out, int64_t ldo) {
+    const int64_t words = w->n / 8, gs = w->group_size;
+    const lq_v8u  sh    = {0, 16, 4, 20, 8, 24, 12, 28};
+    const lq_v8u  mask  = lq_v8u_splat(15u);
+    for (int64_t c = c0; c < c1;) {
+        const int64_t g = c / gs, ce = (g + 1) * gs < c1 ? (g + 1) * gs : c1;
+        const float  *s = sc + g * ldp, *z = zs + g * ldp;
+        for (; c < ce; c++) {
+            const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
+            float          *o   = out + (c - c0) * ldo;
+            for (int64_t t = 0; t < nc / 8; t++) {
+                const lq_v8f q = lq_v8u_to_f((lq_v8u_splat(row[t]) >> sh) & mask);
+                lq_v8f_store(o + 8 * t, lq_v8f_load(s + 8 * t) * q - lq_v8f_load(z + 8 * t));
+            }
+        }
+    }
+}
+
 LQ_CLONES static void awq_kn(const lq_qlinear *w, int64_t c0, int64_t c1, int64_t i0, int64_t nc,
                              const float *sc, const float *zs, int64_t ldp, float *out,
                              int64_t ldo) {
-    const int64_t words = w->n / 8;
-    const lq_v8u  sh    = {0, 16, 4, 20, 8, 24, 12, 28};
-    const lq_v8u  mask  = lq_v8u_splat(15u);
-    for (int64_t c = c0; c < c1; c++) {
-        const uint32_t *row = (const uint32_t *)w->qweight + c * words + i0 / 8;
-        const int64_t   g   = c / w->group_size;
-        const float    *s = sc + g * ldp, *z = zs + g * ldp;
-        float          *o = out + (c - c0) * ldo;
-        for (int64_t t = 0; t < nc / 8; t++) {
-            const lq_v8f q = lq_v8u_to_f((lq_v8u_splat(row[t]) >> sh) & mask);
-            lq_v8f_store(o + 8 * t, lq_v8f_load(s + 8 * t) * q - lq_v8f_load(z + 8 * t));
-        }
-    }
+    awq_kn_run(w, c0, c1, i0, nc, sc, zs, ldp, out, ldo);
 }
 
 /* The panel decode (lq_kn_ops.pack): a channel's words hold 8 columns each, so awq_kn's rows
  * are the panel's rows as they are (16 columns: two words a channel), with the columns of a
  * short panel (nr < 16, a multiple of 8) zero past nr. Before, from 49 rows AWQ went through
  * dequantized tiles and OpenBLAS's sgemm: 64 rows of 4096 x 4096 32.3-34.4 -> 27.9-28.4 ms on 1
- * thread, 18.7-19.2 -> 14.3-14.5 on 2; 11008 x 4096 94.5-101.9 -> 77.8-80.2 (1). The scales are
- * read once a group: awq_kn looks the group up by a 64-bit division per channel. */
+ * thread, 18.7-19.2 -> 14.3-14.5 on 2; 11008 x 4096 94.5-101.9 -> 77.8-80.2 (1). */
 static int awq_pack_ok(const lq_qlinear *w) {
     return w->n % 8 == 0;
 }
@@ -67,26 +77,13 @@ LQ_CLONES static void awq_pack(const void *ctx, int64_t n0, int nr, int64_t k0, 
                                int ldp) {
     const lq_kn_pack *p = ctx;
     const lq_qlinear *w = p->w;
-    const int64_t     n = w->n, gs = w->group_size, words = n / 8;
-    if (nr < 16 || ldp != 16) {
-        awq_kn(w, k0, k0 + kc, n0, nr, p->sc + n0, p->zs + n0, n, pan, ldp);
-        for (int kk = 0; nr < ldp && kk < kc; kk++)
-            memset(pan + kk * ldp + nr, 0, (size_t)(ldp - nr) * sizeof(float));
+    if (nr == 16 && ldp == 16) {
+        awq_kn_run(w, k0, k0 + kc, n0, 16, p->sc + n0, p->zs + n0, w->n, pan, 16);
         return;
     }
-    const lq_v8u sh = {0, 16, 4, 20, 8, 24, 12, 28}, mask = lq_v8u_splat(15u);
-    for (int64_t c = k0; c < k0 + kc;) { /* a group at a time: its scales once */
-        const int64_t g = c / gs, ce = (g + 1) * gs < k0 + kc ? (g + 1) * gs : k0 + kc;
-        const float  *sp = p->sc + g * n + n0, *zp = p->zs + g * n + n0;
-        const lq_v8f  s0 = lq_v8f_load(sp), s1 = lq_v8f_load(sp + 8);
-        const lq_v8f  z0 = lq_v8f_load(zp), z1 = lq_v8f_load(zp + 8);
-        for (; c < ce; c++) {
-            const uint32_t *row = (const uint32_t *)w->qweight + c * words + n0 / 8;
-            float          *o   = pan + (c - k0) * 16;
-            lq_v8f_store(o, s0 * lq_v8u_to_f((lq_v8u_splat(row[0]) >> sh) & mask) - z0);
-            lq_v8f_store(o + 8, s1 * lq_v8u_to_f((lq_v8u_splat(row[1]) >> sh) & mask) - z1);
-        }
-    }
+    awq_kn(w, k0, k0 + kc, n0, nr, p->sc + n0, p->zs + n0, w->n, pan, ldp);
+    for (int kk = 0; nr < ldp && kk < kc; kk++)
+        memset(pan + kk * ldp + nr, 0, (size_t)(ldp - nr) * sizeof(float));
 }
 
 static const lq_kn_ops k_awq_kn = {
