@@ -103,19 +103,27 @@ static int64_t int8_prologue(const lq_qlinear *w, const float *x, int64_t m, int
     return nf;
 }
 
-LQ_CLONES static void quant_row(const float *xr, int64_t k, const uint8_t *col, float rowmax,
-                                int8_t *q) {
+/* A row's int8 codes (fp columns 0) into q8, or as floats into qf (for sgemm): the other NULL */
+static inline __attribute__((always_inline)) void
+quant_row_to(const float *xr, int64_t k, const uint8_t *col, float rowmax, int8_t *q8, float *qf) {
     const float inv = rowmax > 0.f ? 127.f / rowmax : 0.f;
-    for (int64_t c = 0; c < k; c++)
-        q[c] = col[c] ? 0 : lq_int8_quant_x(xr[c], inv);
+    for (int64_t c = 0; c < k; c++) {
+        const int8_t q = col[c] ? 0 : lq_int8_quant_x(xr[c], inv);
+        if (q8)
+            q8[c] = q;
+        else
+            qf[c] = (float)q;
+    }
 }
 
-/* quant_row's codes as floats, for sgemm */
+LQ_CLONES static void quant_row(const float *xr, int64_t k, const uint8_t *col, float rowmax,
+                                int8_t *q) {
+    quant_row_to(xr, k, col, rowmax, q, NULL);
+}
+
 LQ_CLONES static void quant_row_f(const float *xr, int64_t k, const uint8_t *col, float rowmax,
                                   float *q) {
-    const float inv = rowmax > 0.f ? 127.f / rowmax : 0.f;
-    for (int64_t c = 0; c < k; c++)
-        q[c] = col[c] ? 0.f : (float)lq_int8_quant_x(xr[c], inv);
+    quant_row_to(xr, k, col, rowmax, NULL, q);
 }
 
 /* fp weight of fp column t of output row i: stored columns come first in fcols. */
