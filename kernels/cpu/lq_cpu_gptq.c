@@ -10,8 +10,8 @@
  * per group; up to 4 rows the weights are decoded in registers, from 5 into an L1 buffer that
  * every row reads. 3-bit below 5 rows (group size a multiple of 32): the same, over 34 items a
  * unit of 32 channels (gptq3_group_block). Act-order g_idx (b in {2,4,8}, m <= 2): the same
- * decoding, each product added into its channel's group accumulator in L1 (gptq_gidx_block). Any
- * other layout (3-bit from 5 rows, act-order from 3 rows; m <= 8) dequantizes each weight with
+ * decoding, each product scaled by its channel's group scale from an L1 table (gptq_gidx_block).
+ * Any other layout (3-bit from 5 rows, act-order from 3 rows; m <= 8) dequantizes each weight with
  * scale and scale*zero precomputed as floats in the workspace. Register-blocked instances per
  * m (see gptq_group_block), software prefetch along the word rows.
  * Large m: tiles of W^T ([k, nt], the natural order of qweight) dequantized into the workspace,
@@ -35,15 +35,16 @@ enum gptq_path {
     PATH_TILED         = 0,
     PATH_FUSED_GROUPS  = 1,
     PATH_FUSED_GENERIC = 2,
-    PATH_FUSED_GIDX    = 3 /* act-order g_idx, bits 2/4/8: per-group accumulators */
+    PATH_FUSED_GIDX    = 3 /* act-order g_idx, bits 2/4/8: per-channel group scales */
 };
 
-/* Floats of a thread's group accumulators (gptq_gidx_block): G * m * 8 * GPTQ_NV(m), 32 KiB,
- * so that they stay in L1 and on the stack. */
-#define GPTQ_ACC_MAX 8192
+/* Floats of a thread's group scales (gptq_gidx_block): G * 8 * GPTQ_NV(m), 32 KiB, so that
+ * they stay in L1 and on the stack. */
+#define GPTQ_GIDX_SB_MAX 8192
 #define GPTQ_NV(M)   ((M) <= 2 ? 4 : 2)
-/* Rows of the accumulator kernel: its loads and stores grow with the rows, and at 3 rows it
- * tied the generic kernel at 4096 x 4096 (1.99 against 2.00 ms), at 4 lost (2.56 / 2.11). */
+/* Rows of the act-order kernel: with its former accumulators in L1 (their loads and stores grew
+ * with the rows) 3 rows tied the generic kernel at 4096 x 4096 (1.99 against 2.00 ms), 4 lost
+ * (2.56 / 2.11); not measured again since. */
 #define GPTQ_GIDX_M 2
 #define GPTQ_PF_WORDS 64 /* prefetch distance along a word row (256 bytes) */
 
@@ -55,7 +56,7 @@ static enum gptq_path gptq_path_for(const lq_qlinear *w, int64_t m) {
         return m <= lq_grouped_max_m() ? PATH_FUSED_GROUPS : PATH_TILED;
     if (b == 3 && m <= lq_grouped_max_m() && w->group_size % 32 == 0 && lq_gptq_gidx_plain(w))
         return PATH_FUSED_GROUPS; /* gptq3_group_block, from LQ_BUF_M rows gptq_buf_block */
-    if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * m * 8 * GPTQ_NV(m) <= GPTQ_ACC_MAX)
+    if (b != 3 && m <= GPTQ_GIDX_M && lq_gptq_groups(w) * 8 * GPTQ_NV(m) <= GPTQ_GIDX_SB_MAX)
         return PATH_FUSED_GIDX;
     return m <= LQ_FUSED_M ? PATH_FUSED_GENERIC : PATH_TILED;
 }
@@ -510,57 +511,63 @@ gptq3_group_block(const lq_qlinear *w, const float *xp, const float *xsum, const
     gptq_group_flush(w, xsum, g, i0, y, 3, M, NV, 1, acc);
 }
 
-/* Act-order g_idx: the weights in stored order, each added into its channel's group
- * accumulator, acc[g][r][8 * NV] in L1 (its own chain through memory, which the random g_idx
- * rarely repeats back to back); then y = sum_g s * acc[g] - (s * z) * xs[g] with xs[g] the
- * sum of x over group g. Fields are decoded as gptq_group_block's, against xp prescaled the
- * same way; with scales and zeros read once per group instead of once per weight, a weight
- * costs what it costs the grouped kernel plus a load and a store. */
+/* Act-order g_idx: the weights in stored order, each product taken with its channel's group
+ * scale, x * s (the block's scales decoded once into sb[g][8 * NV], in L1) times the field, in
+ * registers; then y = that - sum_g (s * z) * xs[g] with xs[g] the sum of x over group g. Fields
+ * are decoded as gptq_group_block's, against xp prescaled the same way: a weight costs the
+ * grouped kernel's decode and multiply-add plus a multiply. Each product went into a group
+ * accumulator in L1 before (a load and a store a channel and 8 columns): one row, 1 thread,
+ * from memory, 4096 x 4096 1.43 -> 1.22-1.28 ms, 11008 x 4096 3.35-3.43 -> 2.99-3.09, 4096 x
+ * 11008 4.04-4.20 -> 3.61; two rows 5-14% faster; 2 threads 4096 x 4096 1.02-1.08 -> 0.78-0.82. */
 static inline __attribute__((always_inline)) void
 gptq_gidx_block(const lq_qlinear *w, const float *xp, const float *xs, int64_t i0, float *y,
-                float *acc, const int b, const int M, const int NV) {
-    const int       vpw = 32 / b, AW = M * NV * 8; /* floats of a group's accumulators */
+                float *sb, const int b, const int M, const int NV) {
+    const int       vpw = 32 / b, SW = NV * 8; /* floats of a group's scales */
     const int64_t   n = w->n, k = w->k, G = lq_gptq_groups(w);
     const uint32_t *qw = (const uint32_t *)w->qweight;
     const int32_t  *gi = w->g_idx;
-    for (int64_t i = 0; i < G * AW; i += 8)
-        lq_v8f_store(acc + i, lq_v8f_splat(0.f));
+    for (int64_t g = 0; g < G; g++)
+        for (int jv = 0; jv < NV; jv++) {
+            lq_v8f s, zs;
+            gptq_sz8(w, g, i0 + 8 * jv, b, &s, &zs);
+            lq_v8f_store(sb + g * SW + 8 * jv, s);
+        }
+    lq_v8f acc[2][LQ_FUSED_M][NBW_MAX / 8];
+    for (int p = 0; p < 2; p++)
+        for (int r = 0; r < M; r++)
+            for (int jv = 0; jv < NV; jv++)
+                acc[p][r][jv] = lq_v8f_splat(0.f);
     for (int64_t wr = 0; wr < k / vpw; wr++) {
         const uint32_t *row = qw + wr * n + i0;
         const float    *xc  = xp + wr * vpw;
         lq_v8u          wv[NBW_MAX / 8];
         gptq_load_words(row, wv, NV);
-        for (int v = 0; v < vpw; v++) {
-            float *a = acc + (int64_t)gi[wr * vpw + v] * AW;
-            lq_v8f q[NBW_MAX / 8];
-            for (int jv = 0; jv < NV; jv++)
-                q[jv] = gptq_field(wv[jv], v, b);
-            for (int r = 0; r < M; r++) {
-                const lq_v8f xb = lq_v8f_splat(xc[r * k + v]);
-                for (int jv = 0; jv < NV; jv++) {
-                    float *ap = a + (r * NV + jv) * 8;
-                    lq_v8f_store(ap, lq_v8f_load(ap) + xb * q[jv]);
+        for (int v = 0; v < vpw; v += 2)
+            for (int p = 0; p < 2; p++) {
+                const float *sg = sb + (int64_t)gi[wr * vpw + v + p] * SW;
+                lq_v8f       q[NBW_MAX / 8];
+                for (int jv = 0; jv < NV; jv++)
+                    q[jv] = gptq_field(wv[jv], v + p, b);
+                for (int r = 0; r < M; r++) {
+                    const lq_v8f xb = lq_v8f_splat(xc[r * k + v + p]);
+                    for (int jv = 0; jv < NV; jv++)
+                        acc[p][r][jv] += (xb * lq_v8f_load(sg + 8 * jv)) * q[jv];
                 }
             }
-        }
     }
-    lq_v8f out[LQ_FUSED_M][NBW_MAX / 8];
-    for (int r = 0; r < M; r++)
-        for (int jv = 0; jv < NV; jv++)
-            out[r][jv] = lq_v8f_splat(0.f);
-    for (int64_t g = 0; g < G; g++) {
-        const float *a = acc + g * AW;
-        for (int jv = 0; jv < NV; jv++) {
+    for (int jv = 0; jv < NV; jv++) {
+        lq_v8f t[LQ_FUSED_M];
+        for (int r = 0; r < M; r++)
+            t[r] = acc[0][r][jv] + acc[1][r][jv];
+        for (int64_t g = 0; g < G; g++) {
             lq_v8f s, zs;
             gptq_sz8(w, g, i0 + 8 * jv, b, &s, &zs);
             for (int r = 0; r < M; r++)
-                out[r][jv] += s * lq_v8f_load(a + (r * NV + jv) * 8) -
-                              zs * lq_v8f_splat(xs[r * G + g]);
+                t[r] -= zs * lq_v8f_splat(xs[r * G + g]);
         }
+        for (int r = 0; r < M; r++)
+            lq_v8f_store(y + r * n + i0 + 8 * jv, t[r]);
     }
-    for (int r = 0; r < M; r++)
-        for (int jv = 0; jv < NV; jv++)
-            lq_v8f_store(y + r * n + i0 + 8 * jv, out[r][jv]);
 }
 
 typedef void (*gptq_gidx_fn)(const lq_qlinear *w, const float *xp, const float *xs, int64_t blk0,
@@ -569,9 +576,9 @@ typedef void (*gptq_gidx_fn)(const lq_qlinear *w, const float *xp, const float *
     LQ_CLONES static void gptq_gidx_b##B##_m##M(const lq_qlinear *w, const float *xp,              \
                                                 const float *xs, int64_t blk0, int64_t blk1,       \
                                                 float *y) {                                        \
-        float acc[GPTQ_ACC_MAX] __attribute__((aligned(32)));                                      \
+        float sb[GPTQ_GIDX_SB_MAX] __attribute__((aligned(32)));                                   \
         for (int64_t bi = blk0; bi < blk1; bi++)                                                   \
-            gptq_gidx_block(w, xp, xs, bi * 8 * GPTQ_NV(M), y, acc, B, M, GPTQ_NV(M));             \
+            gptq_gidx_block(w, xp, xs, bi * 8 * GPTQ_NV(M), y, sb, B, M, GPTQ_NV(M));              \
     }
 #define GPTQ_GIDX_INST_B(B) GPTQ_GIDX_INST(B, 1) GPTQ_GIDX_INST(B, 2)
 GPTQ_GIDX_INST_B(2)
