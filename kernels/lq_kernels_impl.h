@@ -62,8 +62,16 @@ static inline int8_t lq_int8_quant_x(float x, float inv_scale /* 127 / rowmax */
  * portable build still runs 8-wide where the CPU allows. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LQ_NO_CLONES)
 #define LQ_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+/* The same with an AVX-512 clone too, for the one- and two-row register kernels: still 8-lane
+ * vectors, but 32 of them, where the 16 of AVX2 made GCC spill (accumulators, words, field
+ * masks) or fold a word's load into each of its field masks. Zen 4, 4096 x 4096 in cache, 1
+ * thread, one row: GPTQ-4 0.615 -> 0.575 ms, GPTQ-3 0.82 -> 0.69, AWQ as stored 0.85 -> 0.76;
+ * two rows GPTQ-8 1.09 -> 0.89. From 4 rows it lost (act-order as stored 3.20 -> 3.83, the
+ * 16-row buffered kernel 6.2 -> 6.9), so those keep LQ_CLONES. */
+#define LQ_CLONES_V4 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define LQ_CLONES
+#define LQ_CLONES_V4
 #endif
 
 /* 8-lane vectors (GNU vector extensions: AVX2 registers in the x86-64-v3 clone, two SSE

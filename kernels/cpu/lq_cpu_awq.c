@@ -175,15 +175,15 @@ awq_fused_range(const lq_qlinear *w, const float *x, const float *xsum, int64_t 
 
 typedef void (*awq_fused_fn)(const lq_qlinear *w, const float *x, const float *xsum, int64_t blk0,
                              int64_t blk1, float *y);
-#define AWQ_INST(M)                                                                                \
-    LQ_CLONES static void awq_fused_m##M(const lq_qlinear *w, const float *x, const float *xsum,   \
-                                         int64_t blk0, int64_t blk1, float *y) {                   \
+#define AWQ_INST(M, CLONES)                                                                        \
+    CLONES static void awq_fused_m##M(const lq_qlinear *w, const float *x, const float *xsum,      \
+                                      int64_t blk0, int64_t blk1, float *y) {                      \
         awq_fused_range(w, x, xsum, blk0, blk1, y, M, AWQ_NV(M));                                  \
     }
-AWQ_INST(1)
-AWQ_INST(2)
-AWQ_INST(3)
-AWQ_INST(4)
+AWQ_INST(1, LQ_CLONES_V4)
+AWQ_INST(2, LQ_CLONES_V4)
+AWQ_INST(3, LQ_CLONES)
+AWQ_INST(4, LQ_CLONES)
 static const awq_fused_fn k_awq_fused[LQ_BUF_M - 1] = {awq_fused_m1, awq_fused_m2, awq_fused_m3,
                                                        awq_fused_m4};
 _Static_assert(LQ_BUF_M == 5, "one instance per m < LQ_BUF_M");
