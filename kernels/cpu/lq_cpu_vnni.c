@@ -1314,12 +1314,14 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
  * took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at 4 rows, two
  * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (4 at one row, 2
  * above) and the results in halves (all 8 up to 2 rows, 4 above) keep M x 8 or M x 4
- * accumulators in registers; a run has 16, 8, 4 or 4 blocks at 1-4 rows (8 KiB of sums at
- * most). Each load prefetches the same place P quads on, into L2: into L1 (T0) the 16 KiB in
- * flight crowd out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms against
- * 0.86-0.97 (Zen 4). */
+ * accumulators in registers; a run has 32, 16, 8 or 8 blocks at 1-4 rows (16 KiB of sums at
+ * most, half the L1: with half that, 4096 x 4096 on 1 thread from memory took 0.48 ms at one row
+ * against 0.43-0.45, 0.64 at two against 0.53-0.55 and 1.01-1.03 at four against 0.89-0.90; with
+ * 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). Each load prefetches the
+ * same place P quads on, into L2: into L1 (T0) the 16 KiB in flight crowd out the sums, and one row
+ * of 4096 x 11008 on 1 thread took 1.3-1.7 ms against 0.86-0.97 (Zen 4). */
 #define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
-#define AWQ_SEQ_B 16 /* blocks a run at one row */
+#define AWQ_SEQ_B 32 /* blocks a run at one row */
 VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
