@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE /* madvise */
 #include "lq_qformat.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,37 +11,82 @@
  * the whole 2 MiB pages they cover (not the tail, which would round the resident size up):
  * the kernels stream weights once per product, and with 4 KiB pages a matrix past the TLB's
  * reach misses the TLB every 4 KiB (one row of NF4 4096 x 11008 on 1 thread, Zen 4:
- * 1.6-1.9 -> 1.4 ms). Advice only: where the kernel declines, nothing changes. */
+ * 1.6-1.9 -> 1.4 ms). Advice only: where the kernel declines, nothing changes.
+ * They are mapped here rather than taken from malloc: once a program has freed a large block,
+ * glibc raises its mmap threshold and serves the next ones from the heap, from pages already
+ * there on 4 KiB frames, which the advice does not change (bench_kernels_cpu, whose set-up frees
+ * an n x k array of codes before each format, held an advised 8 MiB heap region on 4 KiB
+ * pages in 28 of 32 samples through one run). Under AddressSanitizer they stay malloc's, whose
+ * bounds it checks. */
 #define LQ_HUGE ((size_t)2 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define LQ_QBUF_MAP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LQ_QBUF_MAP 0
+#endif
+#endif
+#ifndef LQ_QBUF_MAP
+#define LQ_QBUF_MAP 1
+#endif
 
-static void *qbuf_mem(size_t bytes) {
-    if (bytes < LQ_HUGE)
-        return lq_aligned_alloc(bytes);
-    void *p = NULL;
-    if (posix_memalign(&p, LQ_HUGE, bytes) != 0)
+/* bytes zeroed, 64-byte aligned (2 MiB from LQ_HUGE); *mapped: the length to munmap, or 0 */
+static void *qbuf_mem(size_t bytes, size_t *mapped) {
+    *mapped = 0;
+    if (bytes < LQ_HUGE || !LQ_QBUF_MAP) {
+        void *p = NULL;
+        if (bytes < LQ_HUGE)
+            p = lq_aligned_alloc(bytes);
+        else if (posix_memalign(&p, LQ_HUGE, bytes) != 0)
+            p = NULL;
+#ifdef MADV_HUGEPAGE
+        if (p && bytes >= LQ_HUGE)
+            (void)madvise(p, bytes & ~(LQ_HUGE - 1), MADV_HUGEPAGE);
+#endif
+        if (p)
+            memset(p, 0, bytes);
+        return p;
+    }
+    const size_t len = (bytes + 4095) & ~(size_t)4095;
+    if (len < bytes || len + LQ_HUGE < len)
         return NULL;
+    char *m = mmap(NULL, len + LQ_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    /* keep the 2 MiB-aligned len bytes inside, give back what is around them */
+    char *p = (char *)(((uintptr_t)m + LQ_HUGE - 1) & ~(uintptr_t)(LQ_HUGE - 1));
+    if (p > m)
+        (void)munmap(m, (size_t)(p - m));
+    if (m + len + LQ_HUGE > p + len)
+        (void)munmap(p + len, (size_t)(m + len + LQ_HUGE - (p + len)));
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, bytes & ~(LQ_HUGE - 1), MADV_HUGEPAGE);
 #endif
+    *mapped = len; /* anonymous pages read as zero */
     return p;
 }
 
 void *lq_qbuf_alloc(lq_qbuf *b, size_t bytes) {
     if (b->nmem >= LQ_QBUF_MAX_ARRAYS || bytes == 0)
         return NULL;
-    void *p = qbuf_mem(bytes);
+    size_t mapped;
+    void  *p = qbuf_mem(bytes, &mapped);
     if (!p)
         return NULL;
-    memset(p, 0, bytes);
-    b->mem[b->nmem++] = p;
+    b->mapped[b->nmem] = mapped;
+    b->mem[b->nmem++]  = p;
     return p;
 }
 
 void lq_qbuf_free(lq_qbuf *b) {
     if (!b)
         return;
-    for (int i = 0; i < b->nmem; i++)
-        lq_aligned_free(b->mem[i]);
+    for (int i = 0; i < b->nmem; i++) {
+        if (b->mapped[i])
+            (void)munmap(b->mem[i], b->mapped[i]);
+        else
+            lq_aligned_free(b->mem[i]);
+    }
     memset(b, 0, sizeof *b);
 }
 

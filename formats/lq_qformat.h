@@ -27,6 +27,8 @@
 typedef struct lq_qbuf {
     lq_qlinear q;                       /* points into mem[] */
     void      *mem[LQ_QBUF_MAX_ARRAYS]; /* owned allocations */
+    size_t     mapped[LQ_QBUF_MAX_ARRAYS]; /* bytes of a mem[] lq_qbuf_alloc mapped itself, else 0
+                                             (lq_aligned_alloc's: free with lq_aligned_free) */
     int        nmem;
 } lq_qbuf;
 /* Allocate an owned zeroed array of bytes and register it; NULL on failure. */

@@ -525,9 +525,10 @@ static void write_checkpoint(const char *dir, const kcase *c, uint64_t seed, int
         if (dense && bufs[l].q.dense_dtype != LQ_DENSE_F32) { /* written as it is */
             free(dense);
         } else if (dense) { /* keep the dense array alive for the comparison: own it in the qbuf */
-            bufs[l].mem[bufs[l].nmem++] = lq_aligned_alloc((size_t)(c->n * c->k) * 4);
-            memcpy(bufs[l].mem[bufs[l].nmem - 1], dense, (size_t)(c->n * c->k) * 4);
-            bufs[l].q.dense = bufs[l].mem[bufs[l].nmem - 1];
+            float *own = lq_qbuf_alloc(&bufs[l], (size_t)(c->n * c->k) * 4);
+            CHECK(own != NULL);
+            memcpy(own, dense, (size_t)(c->n * c->k) * 4);
+            bufs[l].q.dense = own;
             free(dense);
         }
     }
