@@ -30,39 +30,42 @@
 #define LQ_QBUF_MAP 1
 #endif
 
-/* bytes zeroed, 64-byte aligned (2 MiB from LQ_HUGE); *mapped: the length to munmap, or 0 */
-static void *qbuf_mem(size_t bytes, size_t *mapped) {
-    *mapped = 0;
-    if (bytes < LQ_HUGE || !LQ_QBUF_MAP) {
-        void *p = NULL;
-        if (bytes < LQ_HUGE)
-            p = lq_aligned_alloc(bytes);
-        else if (posix_memalign(&p, LQ_HUGE, bytes) != 0)
-            p = NULL;
-#ifdef MADV_HUGEPAGE
-        if (p && bytes >= LQ_HUGE)
-            (void)madvise(p, bytes & ~(LQ_HUGE - 1), MADV_HUGEPAGE);
-#endif
-        if (p)
-            memset(p, 0, bytes);
-        return p;
-    }
-    const size_t len = (bytes + 4095) & ~(size_t)4095;
-    if (len < bytes || len + LQ_HUGE < len)
+/* bytes >= LQ_HUGE in a mapping of their own from a 2 MiB boundary; *len: what to munmap */
+static void *qbuf_map(size_t bytes, size_t *len) {
+    const size_t l = (bytes + 4095) & ~(size_t)4095;
+    if (l < bytes || l + LQ_HUGE < l)
         return NULL;
-    char *m = mmap(NULL, len + LQ_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *m = mmap(NULL, l + LQ_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
-    /* keep the 2 MiB-aligned len bytes inside, give back what is around them */
+    /* keep the 2 MiB-aligned l bytes inside, give back what is around them */
     char *p = (char *)(((uintptr_t)m + LQ_HUGE - 1) & ~(uintptr_t)(LQ_HUGE - 1));
     if (p > m)
         (void)munmap(m, (size_t)(p - m));
-    if (m + len + LQ_HUGE > p + len)
-        (void)munmap(p + len, (size_t)(m + len + LQ_HUGE - (p + len)));
+    if (m + l + LQ_HUGE > p + l)
+        (void)munmap(p + l, (size_t)(m + l + LQ_HUGE - (p + l)));
+    *len = l;
+    return p;
+}
+
+/* bytes zeroed, 64-byte aligned (2 MiB from LQ_HUGE); *mapped: the length to munmap, or 0 */
+static void *qbuf_mem(size_t bytes, size_t *mapped) {
+    void *p = NULL;
+    *mapped = 0;
+    if (bytes < LQ_HUGE)
+        p = lq_aligned_alloc(bytes);
+    else if (LQ_QBUF_MAP)
+        p = qbuf_map(bytes, mapped);
+    else if (posix_memalign(&p, LQ_HUGE, bytes) != 0)
+        p = NULL;
+    if (!p)
+        return NULL;
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes & ~(LQ_HUGE - 1), MADV_HUGEPAGE);
+    if (bytes >= LQ_HUGE)
+        (void)madvise(p, bytes & ~(LQ_HUGE - 1), MADV_HUGEPAGE);
 #endif
-    *mapped = len; /* anonymous pages read as zero */
+    if (!*mapped) /* anonymous mappings read as zero */
+        memset(p, 0, bytes);
     return p;
 }
 
