@@ -1312,22 +1312,27 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
  * gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles
  * would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008 on 2 threads
  * took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at 4 rows, two
- * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (4 at one row, 2
+ * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (1 at one row, 2
  * above) and the results in halves (all 8 up to 2 rows, 4 above) keep M x 8 or M x 4
  * accumulators in registers; a run has 32, 16, 8 or 8 blocks at 1-4 rows (16 KiB of sums at
  * most, half the L1: with half that, 4096 x 4096 on 1 thread from memory took 0.48 ms at one row
  * against 0.43-0.45, 0.64 at two against 0.53-0.55 and 1.01-1.03 at four against 0.89-0.90; with
- * 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). Each load prefetches the
- * same place P quads on, into L2: into L1 (T0) the 16 KiB in flight crowd out the sums, and one row
- * of 4096 x 11008 on 1 thread took 1.3-1.7 ms against 0.86-0.97 (Zen 4). */
+ * 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). At one row a pass
+ * of one quad reads 4 rows (4 streams) where 4 quads read 16: medians of 8 processes, Zen 4,
+ * from memory, 4096 x 11008 1.13 -> 0.80-0.87 ms on 1 thread, 0.74 -> 0.64 on 2; 4096 x 4096
+ * 0.44 -> 0.34 on 1; from 2 rows 2 quads stay (1 there: 4 rows of 4096 x 11008 on 1 thread
+ * 2.53 -> 3.01). Each load prefetches the same place PF rows on, into L2: into L1 (T0) the
+ * 16 KiB in flight crowd out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms
+ * against 0.86-0.97; without, 1.40-1.60 against 1.17-1.19 (Zen 4). */
 #define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
 #define AWQ_SEQ_B 32 /* blocks a run at one row */
 VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
     const uint32_t   *qw = (const uint32_t *)w->qweight;
-    const int         P = M == 1 ? 4 : 2, NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
-    __m512i           sum[AWQ_SEQ_B][8]; /* [block][row][awq_vnni_quad's order] */
+    const int         P = M == 1 ? 1 : 2, NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
+    const int         PF = M == 1 ? 16 : 8; /* rows ahead of each load */
+    __m512i           sum[AWQ_SEQ_B][8];    /* [block][row][awq_vnni_quad's order] */
     for (int64_t ba = b0; ba < b1; ba += RB) {
         const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
         for (int64_t kb = 0; kb < j->nkb; kb++) {
@@ -1350,7 +1355,7 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
                             for (int t = 0; t < 4; t++) {
                                 const uint32_t *row = qw + (c + 4 * p + t) * nw + w0;
                                 if (u0 == 0)
-                                    _mm_prefetch((const char *)(row + 4 * P * nw), _MM_HINT_T1);
+                                    _mm_prefetch((const char *)(row + PF * nw), _MM_HINT_T1);
                                 wv[t] = _mm512_maskz_loadu_epi32(wm, (const void *)row);
                             }
                             for (int r = 0; r < M; r++) {
