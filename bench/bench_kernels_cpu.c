@@ -12,16 +12,29 @@
  * those kernels; "dense_bf16+bx": with LQ_QLINEAR_BF16_X (bf16 activations, AVX-512 BF16);
  * "dense_f16+hx": with LQ_QLINEAR_F16_X (fp16 activations, AVX-512).
  *
- * Usage: bench_kernels_cpu [-f FMT] [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads]
- *                          [-r seconds]
+ * Usage: bench_kernels_cpu [-f FMT (the formats whose name holds FMT; =NAME: that one)]
+ *                          [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads] [-r seconds]
  *                          [-c (CPU time instead of wall time)]
  *                          [-e MiB (before each timed run, untimed, read a buffer of that many
  *                           MiB: the weights come from memory, as in a model's forward, not
  *                           from an L3 that holds the one matrix being repeated)]
+ *                          [-g TYPE (bench_kernels_ggml, built with -DLQ_BENCH_GGML=<llama.cpp
+ *                           tree>: after each point, the same point against llama.cpp's
+ *                           ggml_mul_mat of TYPE in the same process, the two alternated call by
+ *                           call, -e read before each; a row "pair NAME m NxK TYPE llmquant-best
+ *                           llama.cpp-best llmquant-median llama.cpp-median" in ms)]
+ *
+ * Why -g: on a 2-core VM one process of either program may run 1.5x slower than the next (the
+ * stretch of time, where its pages landed); separate processes then compare two draws of that,
+ * one process alternating both compares them under the same one.
  */
 #include "bench_blas.h"
 #include "lq_kernels.h"
 #include "lq_dtype.h"
+
+#ifdef LQ_BENCH_GGML
+#include "llamacpp/ggml_pair.h"
+#endif
 
 #include <cblas.h>
 #include <omp.h>
@@ -201,6 +214,42 @@ static double best_time(run_fn fn, void *ctx, double secs, int cpu, const evict_
     return best;
 }
 
+#ifdef LQ_BENCH_GGML
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* fn and llama.cpp's g alternated (which goes first alternates too), each after the eviction
+ * read, for at least 2 x `secs` seconds and 5 runs each: best and median of each side in t[4] */
+static int pair_time(run_fn fn, void *ctx, ggml_pair *g, double secs, int cpu, const evict_buf *ev,
+                     double t[4]) {
+    enum { NMAX = 1000 };
+    static double d[2][NMAX];
+    int           it = 0;
+    fn(ctx); /* warm up both */
+    if (ggml_pair_run(g))
+        return 1;
+    for (const double t0 = lq_now(); it < NMAX && (it < 5 || lq_now() - t0 < 2 * secs); it++)
+        for (int h = 0; h < 2; h++) {
+            const int side = (h + it) & 1; /* 0: llmquant */
+            evict(ev);
+            const double a = clock_s(cpu);
+            if (side)
+                (void)ggml_pair_run(g);
+            else
+                fn(ctx);
+            d[side][it] = clock_s(cpu) - a;
+        }
+    for (int side = 0; side < 2; side++) {
+        qsort(d[side], (size_t)it, sizeof(double), cmp_double);
+        t[side]     = d[side][0];
+        t[2 + side] = d[side][it / 2];
+    }
+    return 0;
+}
+#endif
+
 typedef struct fwd_ctx {
     const lq_qlinear *w;
     const float      *x;
@@ -245,7 +294,7 @@ static void run_copy(void *p) {
 
 int main(int argc, char **argv) {
     bench_blas_reexec(argv);
-    const char *ffilter = NULL, *mlist = NULL, *shapes = "all";
+    const char *ffilter = NULL, *mlist = NULL, *shapes = "all", *gtype = NULL;
     int         nt   = 0;
     double      secs = 0.5;
     int         cpu = 0, evict_mib = 0;
@@ -268,8 +317,17 @@ int main(int argc, char **argv) {
             secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "-e"))
             evict_mib = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-g"))
+            gtype = argv[i + 1];
         i++;
     }
+#ifndef LQ_BENCH_GGML
+    if (gtype) {
+        fprintf(stderr, "bench_kernels_cpu: -g needs bench_kernels_ggml (cmake "
+                        "-DLQ_BENCH_GGML=<llama.cpp tree>)\n");
+        return 2;
+    }
+#endif
     /* -t bounds OpenBLAS too: its OpenMP build (the one llmquant links) takes the OpenMP thread
      * count, and a 1-thread row must not run its sgemm on every core */
     if (nt > 0)
@@ -356,7 +414,8 @@ int main(int argc, char **argv) {
         }
         for (size_t fi = 0; fi < sizeof k_fmts / sizeof k_fmts[0]; fi++) {
             const fcase *c = &k_fmts[fi];
-            if (ffilter && !strstr(c->name, ffilter))
+            if (ffilter &&
+                (*ffilter == '=' ? strcmp(c->name, ffilter + 1) != 0 : !strstr(c->name, ffilter)))
                 continue;
             lq_qbuf qb;
             lq_err  err = {0};
@@ -390,6 +449,20 @@ int main(int argc, char **argv) {
                            wbytes / t / 1e9, 100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3,
                            tsg[mi] / t);
                     fflush(stdout);
+#ifdef LQ_BENCH_GGML
+                    ggml_pair *g = gtype ? ggml_pair_new(gtype, n, k, ms[mi], threads) : NULL;
+                    double     pt[4];
+                    if (gtype && (!g || pair_time(run_fwd, &fc, g, secs, cpu, ev, pt))) {
+                        fprintf(stderr, "bench_kernels_ggml: llama.cpp type %s failed\n", gtype);
+                        return 1;
+                    }
+                    if (g)
+                        printf("pair %s %lld %lldx%lld %s %.4f %.4f %.4f %.4f\n", name,
+                               (long long)ms[mi], (long long)n, (long long)k, gtype, pt[0] * 1e3,
+                               pt[1] * 1e3, pt[2] * 1e3, pt[3] * 1e3);
+                    fflush(stdout);
+                    ggml_pair_free(g);
+#endif
                     lq_aligned_free(ws);
                 }
             lq_qbuf_free(&qb);

@@ -16,7 +16,9 @@
 #        from memory, as in a model's forward, rather than from an L3 holding the one matrix),
 #        RERUN=3 (points of the reduced-precision rows, RERUN_MATCH, below 1 are measured that
 #        many times more, both sides alternated, each keeping its best: see below),
-#        RERUN_ONLY=1 (only that pass, on WORK_DIR's rows.md of an earlier run)
+#        RERUN_ONLY=1 (only that pass, on WORK_DIR's rows.md of an earlier run),
+#        PAIRED=1 (instead: each point in one process, llmquant's kernel and llama.cpp's
+#        alternated call by call, ROUNDS processes a point, 3 by default: see below)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 (as stored, and held
@@ -35,7 +37,8 @@ SHAPES=${SHAPES:-"4096x4096 11008x4096 4096x11008"}
 MS=${MS:-1,16,64,512}
 THREADS=${THREADS:-"1 2"}
 SECS=${SECS:-0.3}
-ROUNDS=${ROUNDS:-2}
+PAIRED=${PAIRED:-0}
+ROUNDS=${ROUNDS:-$([ "$PAIRED" = 1 ] && echo 3 || echo 2)}
 RERUN=${RERUN:-3}
 RERUN_MATCH=${RERUN_MATCH:-'[+][ibh]x$|^int8_'}
 RERUN_ONLY=${RERUN_ONLY:-0}
@@ -54,6 +57,12 @@ gptq3_g128:q3_K gptq3_g128_sorted:q3_K gptq2_g128:q2_K gptq8_g128:q8_0 int8_thr6
 dense_bf16:bf16 dense-f32:f16"}
 types=$(tr ' ' '\n' <<<"$PAIRS" | cut -d: -f2 | sort -u)
 
+if [ "$PAIRED" = 1 ]; then
+    # bench_kernels_ggml (bench/CMakeLists.txt) in BUILD, against this llama.cpp tree
+    cmake -S "$SRC" -B "$BUILD" -DLQ_BENCH_GGML="$lsrc" >/dev/null
+    cmake --build "$BUILD" -j "${JOBS:-2}" --target bench_kernels_ggml >&2
+fi
+
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo "CPU: $cpu ($(nproc) cores); llama.cpp: ggml of $(basename "$lsrc") ($ver); $(date -u +%F)"
 thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)
@@ -61,6 +70,53 @@ echo "Transparent huge pages: $thp; llama.cpp $([ "$LLAMA_HUGE" = 1 ] && echo wi
 echo "Between timed runs: ${EVICT:-0} MiB read on both sides (0: the matrix may stay in the L3)"
 "$BUILD/bench/bench_kernels_cpu" -f none -s 64x64 -m 1 -r 0.01 2>&1 | grep -m1 'OpenBLAS kernels' || true
 echo
+# PAIRED=1: separate processes compare two draws of a 2-core VM's state (which stretch of time,
+# where the pages landed: one process of either side may run 1.5x slower than the next); one
+# process running both, alternated call by call after the same eviction read, compares them under
+# the same one. Each of ROUNDS processes gives a ratio of medians (llama.cpp's median time /
+# llmquant's); a point reports the median of those ratios (of an even count, the lower middle
+# one), with the two medians of that round.
+# The dense-f32 row (OpenBLAS) is not paired.
+if [ "$PAIRED" = 1 ]; then
+    prow="$WORK/paired.txt"
+    : >"$prow"
+    echo "| n x k | threads | format | m | llmquant median ms | llama.cpp type | llama.cpp median ms | ratio of medians (rounds) |"
+    echo "|---|---:|---|---:|---:|---|---:|---:|"
+    for shape in $SHAPES; do
+        for t in $THREADS; do
+            for pair in $PAIRS; do
+                fmt=${pair%%:*} ty=${pair#*:}
+                [ "$fmt" = dense-f32 ] && continue
+                for ((round = 0; round < ROUNDS; round++)); do
+                    env $tunables "$BUILD/bench/bench_kernels_ggml" -f "=$fmt" -g "$ty" -s "$shape" \
+                        -t "$t" -m "$MS" -r "$SECS" ${EVICT:+-e "$EVICT"} 2>&1 |
+                        awk -v t="$t" '$1 == "pair" { print $2, $3, $4, t, $5, $8, $9 }' >>"$prow"
+                done
+            done
+            # per (format row, m): the median round by ratio
+            awk -v shape="$shape" -v t="$t" '$3 == shape && $4 == t {
+                    key = $1 " " $2
+                    if (!(key in n)) order[++nk] = key
+                    i = ++n[key]; r[key, i] = $7 / $6; lq[key, i] = $6; gg[key, i] = $7; ty[key] = $5
+                }
+                END {
+                    for (j = 1; j <= nk; j++) {
+                        key = order[j]; c = n[key]
+                        for (a = 1; a <= c; a++) idx[a] = a
+                        for (a = 1; a <= c; a++) for (b = a + 1; b <= c; b++)
+                            if (r[key, idx[b]] < r[key, idx[a]]) { x = idx[a]; idx[a] = idx[b]; idx[b] = x }
+                        md = idx[int((c + 1) / 2)]; all = ""
+                        for (a = 1; a <= c; a++) all = all (a > 1 ? " " : "") sprintf("%.2f", r[key, idx[a]])
+                        split(key, kk, " ")
+                        printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f (%s) |\n", shape, t, kk[1],
+                               kk[2], lq[key, md], ty[key], gg[key, md], r[key, md], all
+                    }
+                }' "$prow"
+        done
+    done
+    exit 0
+fi
+
 rows="$WORK/rows.md"
 [ "$RERUN_ONLY" = 1 ] || : >"$rows"
 hdr="| n x k | threads | format | m | llmquant ms | llama.cpp type | llama.cpp ms | ratio |
