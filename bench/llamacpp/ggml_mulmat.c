@@ -15,6 +15,7 @@
  */
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "ggml_pair.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,13 +27,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* the same generator family as llmquant's benchmarks is not needed: any non-degenerate data
- * times the same; a fixed LCG keeps runs repeatable */
-static float rnd(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 - 0.5f;
 }
 
 int main(int argc, char **argv) {
@@ -86,26 +80,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ggml_mulmat: ggml_init(%zu bytes) failed\n", mem);
         return 1;
     }
-    struct ggml_tensor *w  = ggml_new_tensor_2d(ctx, type, k, n);
-    uint64_t            s  = 1;
-    float              *wf = malloc((size_t)(n * k) * sizeof(float));
-    for (int64_t e = 0; e < n * k; e++)
-        wf[e] = 0.04f * rnd(&s);
-    if (type == GGML_TYPE_F32)
-        memcpy(w->data, wf, (size_t)(n * k) * 4);
-    else if (type == GGML_TYPE_F16)
-        ggml_fp32_to_fp16_row(wf, w->data, n * k);
-    else if (type == GGML_TYPE_BF16)
-        ggml_fp32_to_bf16_row(wf, w->data, n * k);
-    else
-        ggml_quantize_chunk(type, wf, w->data, 0, n, k, NULL);
-    free(wf);
+    struct ggml_tensor *w = ggml_new_tensor_2d(ctx, type, k, n);
+    uint64_t            s = 1;
+    if (ggml_pair_fill(w, &s)) {
+        fprintf(stderr, "ggml_mulmat: no memory for the float weights\n");
+        return 1;
+    }
 
     for (int64_t mi = 0; mi < nms; mi++) {
         const int64_t       m = ms[mi];
         struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, m);
         for (int64_t e = 0; e < k * m; e++)
-            ((float *)x->data)[e] = 2.f * rnd(&s);
+            ((float *)x->data)[e] = 2.f * ggml_pair_rnd(&s);
         struct ggml_tensor *y  = ggml_mul_mat(ctx, w, x);
         struct ggml_cgraph *gf = ggml_new_graph(ctx);
         ggml_build_forward_expand(gf, y);

@@ -7,6 +7,12 @@
 #include <stdint.h>
 
 typedef struct ggml_pair ggml_pair;
+struct ggml_tensor;
+
+/* The fixed random data of both programs (an LCG: any non-degenerate data times the same). */
+float ggml_pair_rnd(uint64_t *s);
+/* A 2-D weight tensor [k, n] of any type from 0.04 x ggml_pair_rnd; 0, or 1 on no memory. */
+int ggml_pair_fill(struct ggml_tensor *w, uint64_t *s);
 
 /* W [k, n] of llama.cpp type `type` (q4_K, q8_0, f16, ...) from a fixed random matrix, X [k, m]
  * f32, nt threads. NULL on an unknown type or no memory. */
