@@ -225,8 +225,8 @@ static int cmp_double(const void *a, const void *b) {
 static int pair_time(run_fn fn, void *ctx, ggml_pair *g, double secs, int cpu, const evict_buf *ev,
                      double t[4]) {
     enum { NMAX = 1000 };
-    static double d[2][NMAX];
-    int           it = 0;
+    double d[2][NMAX];
+    int    it = 0;
     fn(ctx); /* warm up both */
     if (ggml_pair_run(g))
         return 1;

@@ -49,7 +49,8 @@ mkdir -p "$WORK"
 bin=$("$SRC/bench/build_llamacpp.sh" ggml ggml-cpu | tail -1)
 lsrc=$(cd "$bin/../.." && pwd)
 cc -O2 -Wall -Wextra -I"$lsrc/ggml/include" "$SRC/bench/llamacpp/ggml_mulmat.c" \
-    "$SRC/bench/llamacpp/ggml_pair.c" -o "$WORK/ggml_mulmat" -L"$bin" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$bin"
+    "$SRC/bench/llamacpp/ggml_pair.c" -o "$WORK/ggml_mulmat" -L"$bin" -lggml -lggml-base \
+    -lggml-cpu -Wl,-rpath,"$bin"
 ver=$(cd "$lsrc" && (git rev-parse --short HEAD 2>/dev/null || basename "$(dirname "$(dirname "$lsrc")")"))
 
 PAIRS=${PAIRS:-"gptq4_g128:q4_K gptq4_g128_actorder:q4_K gptq4_g128_actorder_sorted:q4_K awq_g128:q4_K awq_g128_sorted:q4_K nf4_b64_dq:q4_K nf4_b64:q4_K
