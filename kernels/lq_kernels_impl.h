@@ -500,6 +500,34 @@ lq_status lq_gemm_awq_cpu_qx(const lq_qlinear *w, const float *x, int64_t m, flo
 /* Threads to use: nthreads <= 0 -> OpenMP default. */
 int lq_cpu_threads(int nthreads);
 
+/* ---------------------------------------------------------------------------------------
+ * A work split for an OpenMP region over units [0, n) (groups of weight rows) whose results do
+ * not depend on the thread that computes them. Each thread owns the contiguous segment a static
+ * split would give it and takes its units from the front, one at a time; done with its own, it
+ * takes up to `steal` units from the back of the segment with the most left and runs them
+ * forward. Why: on a 2-vCPU VM one thread read memory 10-25% slower than the other whichever
+ * half of the rows it had, and a static split waited for it (llama.cpp's threads take chunks
+ * off a shared counter). Chunks dealt in turn, or one thread running back from the end, were
+ * slower than the static split: two streams far apart read faster here than two side by side,
+ * and one running backward lost its prefetches.
+ *
+ * segs: LQ_SEG_MAX entries shared by the region (on the caller's stack; more threads than
+ * that split statically); every thread of the region calls lq_seg_start (which ends in a
+ * barrier), then lq_seg_next until it returns 0.
+ * --------------------------------------------------------------------------------------- */
+#define LQ_SEG_MAX 64
+typedef struct lq_seg {
+    _Alignas(64) uint64_t fb; /* front (low 32 bits) and back (high) of a thread's segment */
+} lq_seg;
+typedef struct lq_seg_it {
+    lq_seg *segs;
+    int     th, tn;
+    int     mode; /* 0 own front, 1 stealing, 2 the static segment [a, b) (past 32-bit units) */
+    int64_t steal, a, b;
+} lq_seg_it;
+void lq_seg_start(lq_seg *segs, int th, int tn, int64_t n, int64_t steal, lq_seg_it *it);
+int  lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1);
+
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32, exactly; kind: lq_half_cvt_kind() (2 AVX-512,
  * 1 AVX2 + F16C, 0 portable), taken once by callers in a loop */
 int  lq_half_cvt_kind(void);

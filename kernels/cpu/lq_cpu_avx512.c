@@ -523,6 +523,27 @@ AVX512_TARGET static void d16_rows1(const lq_qlinear *w, const float *x, float *
             y[i] = d16_row1(W + i * w->k, x, w->k, 0, 0);
 }
 
+/* the one-row kernels' rows [a, b) (x: float32, fp16 or bf16 as the kernel reads it) */
+typedef void (*d16_rows_fn)(const lq_qlinear *w, const void *x, float *y, int64_t a, int64_t b);
+static void d16_rows1_f16(const lq_qlinear *w, const void *x, float *y, int64_t a, int64_t b) {
+    d16_rows1(w, x, y, a, b, 0);
+}
+static void d16_rows1_bf16(const lq_qlinear *w, const void *x, float *y, int64_t a, int64_t b) {
+    d16_rows1(w, x, y, a, b, 1);
+}
+
+/* A one-row call's rows split over the team, 16-row units (lq_seg: each thread reads its own
+ * part of W from the front, then helps the slower one from the back); called by every thread */
+#define D16_ROWS1_STEAL 4
+static void d16_rows1_team(lq_seg *segs, d16_rows_fn fn, const lq_qlinear *w, const void *x,
+                           float *y) {
+    lq_seg_it it;
+    lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (w->n + 15) / 16,
+                 D16_ROWS1_STEAL, &it);
+    for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);)
+        fn(w, x, y, u0 * 16, u1 * 16 < w->n ? u1 * 16 : w->n);
+}
+
 AVX512_TARGET void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out) {
     int64_t e = 0;
     for (; e + 16 <= cnt; e += 16)
@@ -539,12 +560,13 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
         return LQ_ERR_INVALID_ARG;
     const int     bf   = w->dense_dtype == LQ_DENSE_BF16;
     const int64_t nblk = (w->n + 3) / 4, pf = d16_pf();
+    lq_seg        segs[LQ_SEG_MAX];
 #pragma omp parallel num_threads(nthreads)
     {
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
-        if (a < b && d16_row1_ok(m, w->k * (int64_t)sizeof(float), T)) {
-            d16_rows1(w, x, y, a, b, bf);
+        if (d16_row1_ok(m, w->k * (int64_t)sizeof(float), T)) {
+            d16_rows1_team(segs, bf ? d16_rows1_bf16 : d16_rows1_f16, w, x, y);
         } else if (a < b) {
             if (bf)
                 d16_cols_1(w, x, m, y, a, b, pf);
@@ -578,7 +600,7 @@ AVX512_TARGET void lq_round_f16_avx512(const float *x, int64_t cnt, float *out) 
     }
 }
 
-AVX512_TARGET static void hx_rows1(const lq_qlinear *w, const uint16_t *xh, float *y, int64_t a,
+AVX512_TARGET static void hx_rows1(const lq_qlinear *w, const void *xh, float *y, int64_t a,
                                    int64_t b) {
     for (int64_t i = a; i < b; i++)
         y[i] = d16_row1((const uint16_t *)w->dense + i * w->k, xh, w->k, 0, 1);
@@ -601,11 +623,9 @@ lq_status lq_gemm_dense_f16x_row(const lq_qlinear *w, const float *x, float *y, 
                                  int nthreads) {
     uint16_t *xh = ws;
     hx_round(x, w->k, xh);
+    lq_seg segs[LQ_SEG_MAX];
 #pragma omp parallel num_threads(nthreads)
-    {
-        const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-        hx_rows1(w, xh, y, w->n * t / T, w->n * (t + 1) / T);
-    }
+    d16_rows1_team(segs, hx_rows1, w, xh, y);
     return LQ_OK;
 }
 
@@ -713,7 +733,7 @@ BX_INLINE float bx_row1(const uint16_t *wr, const uint16_t *x, int64_t k) {
 }
 
 /* W rows [a, b) against the one row of xb */
-BX_TARGET static void bx_rows1(const lq_qlinear *w, const uint16_t *xb, float *y, int64_t a,
+BX_TARGET static void bx_rows1(const lq_qlinear *w, const void *xb, float *y, int64_t a,
                                int64_t b) {
     for (int64_t i = a; i < b; i++)
         y[i] = bx_row1((const uint16_t *)w->dense + i * w->k, xb, w->k);
@@ -778,13 +798,14 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
                                                      y, w->n, nthreads);
         return LQ_OK;
     }
+    lq_seg segs[LQ_SEG_MAX];
 #pragma omp parallel num_threads(nthreads)
     {
         bx_round(x, m, w->k, xb); /* its barrier: every row is ready */
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
-        if (a < b && d16_row1_ok(m, bx_ld(w->k) * 2, T))
-            bx_rows1(w, xb, y, a, b);
+        if (d16_row1_ok(m, bx_ld(w->k) * 2, T))
+            d16_rows1_team(segs, bx_rows1, w, xb, y);
         else if (a < b)
             bx_cols(w, xb, m, y, a, b, pf);
     }

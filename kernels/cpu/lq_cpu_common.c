@@ -12,6 +12,69 @@ int lq_cpu_threads(int nthreads) {
     return nthreads > 0 ? nthreads : omp_get_max_threads();
 }
 
+void lq_seg_start(lq_seg *segs, int th, int tn, int64_t n, int64_t steal, lq_seg_it *it) {
+    const int64_t a = n * th / tn, b = n * (th + 1) / tn;
+    const int     fix = tn > LQ_SEG_MAX || n > (int64_t)UINT32_MAX;
+    *it               = (lq_seg_it){segs, th, tn, fix ? 2 : 0, steal > 0 ? steal : 1, a, b};
+    if (it->mode == 0)
+        __atomic_store_n(&segs[th].fb, (uint64_t)a | ((uint64_t)b << 32), __ATOMIC_RELAXED);
+#pragma omp barrier
+}
+
+/* (f, b) of a segment's word */
+static void seg_fb(uint64_t v, int64_t *f, int64_t *b) {
+    *f = (int64_t)(v & 0xffffffffu);
+    *b = (int64_t)(v >> 32);
+}
+
+int lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1) {
+    int64_t f, b;
+    if (it->mode == 2) {
+        *u0      = it->a;
+        *u1      = it->b;
+        it->mode = 3;
+        return it->a < it->b;
+    }
+    if (it->mode == 3)
+        return 0;
+    if (it->mode == 0) {
+        uint64_t *me = &it->segs[it->th].fb;
+        uint64_t  v  = __atomic_load_n(me, __ATOMIC_RELAXED);
+        for (seg_fb(v, &f, &b); f < b; seg_fb(v, &f, &b))
+            if (__atomic_compare_exchange_n(me, &v, v + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                *u0 = f;
+                *u1 = f + 1;
+                return 1;
+            }
+        it->mode = 1;
+    }
+    for (;;) {
+        int     vi   = -1;
+        int64_t most = 0;
+        for (int u = 0; u < it->tn; u++) {
+            seg_fb(__atomic_load_n(&it->segs[u].fb, __ATOMIC_RELAXED), &f, &b);
+            if (b - f > most) {
+                most = b - f;
+                vi   = u;
+            }
+        }
+        if (vi < 0)
+            return 0;
+        uint64_t *vs = &it->segs[vi].fb;
+        uint64_t  v  = __atomic_load_n(vs, __ATOMIC_RELAXED);
+        for (seg_fb(v, &f, &b); f < b; seg_fb(v, &f, &b)) {
+            /* half of what is left once that is less than steal: the owner keeps reading */
+            const int64_t  c  = (b - f + 1) / 2 < it->steal ? (b - f + 1) / 2 : it->steal;
+            const uint64_t nv = (uint64_t)f | ((uint64_t)(b - c) << 32);
+            if (__atomic_compare_exchange_n(vs, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                *u0 = b - c;
+                *u1 = b;
+                return 1;
+            }
+        }
+    }
+}
+
 void lq_add_bias_f16(const uint16_t *bias, int64_t m, int64_t n, float *y) {
     if (!bias)
         return;

@@ -1013,6 +1013,9 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
  * (from memory, 1 thread, 4096 x 4096: 1.17-1.34 ms against 0.43; now 0.62-0.96; 11008 x 4096
  * 3.2-3.8 -> 1.6-2.2). Three would need 24 accumulators. */
 #define NF4_ROW1_M 2
+/* 16-row groups a thread takes at a time from another's segment (lq_seg_next): 2-16 measured
+ * alike; each run's last prefetches fall past it */
+#define NF4_ROW1_STEAL 4
 
 VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums,
                                 const int M) {
@@ -1170,6 +1173,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
+    lq_seg        segs[LQ_SEG_MAX];
     const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
 #pragma omp parallel num_threads(nt)
     {
@@ -1179,10 +1183,12 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
             nf4_vnni_qx_row(&j, x + r * w->k, rows + j.row1, xp + r * j.kp, xs + r * j.nkb,
                             dx + r * j.nkb);
         char *mine = bufs + per * (size_t)th;
-        if (j.row1)
-            nf4_row1_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
-                           (uint8_t *)mine);
-        else if (rows)
+        if (j.row1) {
+            lq_seg_it it;
+            lq_seg_start(segs, (int)th, (int)tn, ngrp, NF4_ROW1_STEAL, &it);
+            for (int64_t g0, g1; lq_seg_next(&it, &g0, &g1);)
+                nf4_row1_range(&j, g0, g1, (float *)(void *)(mine + rb), (uint8_t *)mine);
+        } else if (rows)
             nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
                            (uint8_t *)mine);
         else
@@ -1461,6 +1467,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * --------------------------------------------------------------------------------------- */
 #define I8_NC 4 /* columns per block */
 #define I8_PF 4096 /* bytes ahead on each of the tile's weight rows (see D16_PF) */
+#define I8_STEAL 16   /* blocks a thread takes at a time from another's segment (lq_seg_next) */
 
 VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, int64_t kp,
                                 int64_t i0, int64_t r0, int32_t *acc, int64_t n, const int M,
@@ -1550,6 +1557,7 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
     uint8_t      *xu = ws;
     const int64_t kp = lq_align_up(k, 64);
     const int     nt = lq_cpu_threads(nthreads);
+    lq_seg        segs[LQ_SEG_MAX];
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(static)
@@ -1558,11 +1566,11 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
                 xu[r * kp + c] = (uint8_t)(qx[r * k + c] + 128);
             memset(xu + r * kp + k, 0, (size_t)(kp - k));
         }
-        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-        const int64_t nb = (n + I8_NC - 1) / I8_NC;
-        const int64_t i0 = nb * th / tn * I8_NC, i1 = nb * (th + 1) / tn * I8_NC;
-        if (i0 < n)
-            int8_vnni_range(cb, n, k, xu, kp, m, i0, i1 < n ? i1 : n, acc);
+        lq_seg_it it;
+        lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (n + I8_NC - 1) / I8_NC,
+                     I8_STEAL, &it);
+        for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
+            int8_vnni_range(cb, n, k, xu, kp, m, b0 * I8_NC, b1 * I8_NC < n ? b1 * I8_NC : n, acc);
     }
     return LQ_OK;
 }
