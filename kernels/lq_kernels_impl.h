@@ -513,7 +513,8 @@ int lq_cpu_threads(int nthreads);
  *
  * segs: LQ_SEG_MAX entries shared by the region (on the caller's stack; more threads than
  * that split statically); every thread of the region calls lq_seg_start (which ends in a
- * barrier), then lq_seg_next until it returns 0.
+ * barrier), then lq_seg_next until it returns 0. One split per segs array and region: a thread
+ * still looking for work would take units of a second split started on the same array.
  * --------------------------------------------------------------------------------------- */
 #define LQ_SEG_MAX 64
 typedef struct lq_seg {

@@ -999,13 +999,13 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
                             int32_t *acc, int nthreads) {
     if (!lq_cpu_avx2i())
         return LQ_ERR_UNSUPPORTED;
-    const int64_t nb = (n + 3) / 4;
+    lq_seg segs[LQ_SEG_MAX]; /* 4-row blocks, 16 a time taken from another's segment */
 #pragma omp parallel num_threads(lq_cpu_threads(nthreads))
     {
-        const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
-        const int64_t i0 = nb * th / tn * 4, i1 = nb * (th + 1) / tn * 4;
-        if (i0 < n)
-            i8_range(cb, n, k, qx, m, i0, i1 < n ? i1 : n, acc);
+        lq_seg_it it;
+        lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (n + 3) / 4, 16, &it);
+        for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
+            i8_range(cb, n, k, qx, m, b0 * 4, b1 * 4 < n ? b1 * 4 : n, acc);
     }
     return LQ_OK;
 }
