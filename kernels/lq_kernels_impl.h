@@ -502,32 +502,37 @@ int lq_cpu_threads(int nthreads);
 
 /* ---------------------------------------------------------------------------------------
  * A work split for an OpenMP region over units [0, n) (groups of weight rows) whose results do
- * not depend on the thread that computes them. Each thread owns the contiguous segment a static
+ * not depend on the thread that computes them. Each thread owns the contiguous part a static
  * split would give it and takes its units from the front, one at a time; done with its own, it
- * takes up to `steal` units from the back of the segment with the most left and runs them
- * forward. Why: on a 2-vCPU VM one thread read memory 10-25% slower than the other whichever
- * half of the rows it had, and a static split waited for it (llama.cpp's threads take chunks
- * off a shared counter). Chunks dealt in turn, or one thread running back from the end, were
- * slower than the static split: two streams far apart read faster here than two side by side,
- * and one running backward lost its prefetches.
+ * takes up to `steal` units from the back of the part with the most left and runs them forward.
+ * Why: on a 2-vCPU VM one thread read memory 10-25% slower than the other whichever half of the
+ * rows it had, and a static split waited for it (llama.cpp's threads take chunks off a shared
+ * counter). Chunks dealt in turn, or one thread running back from the end, were slower than the
+ * static split: two streams far apart read faster here than two side by side, and one running
+ * backward lost its prefetches.
  *
- * segs: LQ_SEG_MAX entries shared by the region (on the caller's stack; more threads than
- * that split statically); every thread of the region calls lq_seg_start (which ends in a
- * barrier), then lq_seg_next until it returns 0. One split per segs array and region: a thread
- * still looking for work would take units of a second split started on the same array.
+ * lq_split_init before the region (nthreads: the threads asked for; a part no thread owns is
+ * taken by the others), then in the region each thread lq_split_iter and lq_seg_next until it
+ * returns 0. Past LQ_SEG_MAX threads or 2^32 units: each thread its static part of the team.
  * --------------------------------------------------------------------------------------- */
-#define LQ_SEG_MAX 64
+#define LQ_SEG_MAX 256
 typedef struct lq_seg {
-    _Alignas(64) uint64_t fb; /* front (low 32 bits) and back (high) of a thread's segment */
+    _Alignas(64) uint64_t fb; /* front (low 32 bits) and back (high) of a part */
 } lq_seg;
+typedef struct lq_split {
+    lq_seg  seg[LQ_SEG_MAX];
+    int     nseg; /* 0: static */
+    int64_t n, steal;
+} lq_split;
 typedef struct lq_seg_it {
-    lq_seg *segs;
-    int     th, tn;
-    int     mode; /* 0 own front, 1 stealing, 2 the static segment [a, b) (past 32-bit units) */
-    int64_t steal, a, b;
+    lq_split *s;
+    int       th;
+    int       mode; /* 0 own front, 1 taking from others, 2 the static part [a, b), 3 done */
+    int64_t   a, b;
 } lq_seg_it;
-void lq_seg_start(lq_seg *segs, int th, int tn, int64_t n, int64_t steal, lq_seg_it *it);
-int  lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1);
+void      lq_split_init(lq_split *s, int nthreads, int64_t n, int64_t steal);
+lq_seg_it lq_split_iter(lq_split *s, int th, int tn);
+int       lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1);
 
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32, exactly; kind: lq_half_cvt_kind() (2 AVX-512,
  * 1 AVX2 + F16C, 0 portable), taken once by callers in a loop */

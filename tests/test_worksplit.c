@@ -1,6 +1,6 @@
-/* lq_seg (kernels/lq_kernels_impl.h), the work split of the one-row kernels: every unit is
- * handed out exactly once whatever the thread count, and a slow thread's units are taken by
- * the others (from the back of its segment, each run handed out in order). The kernels' own
+/* lq_split (kernels/lq_kernels_impl.h), the work split of the one-row kernels: every unit is
+ * handed out exactly once whatever the thread count (a team smaller than asked for included),
+ * and a slow thread's units are taken by the others, from the back of its part. The kernels' own
  * results are checked against their references in test_kernels. */
 #include "lq_kernels_impl.h"
 #include "lq_test.h"
@@ -18,19 +18,19 @@ static void spin_us(double us) {
     while ((double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) * 1e-3 < us);
 }
 
-/* n units over tn threads; slow: thread 0 spends that long a unit. who[u]: the thread that
- * ran unit u (-1 none, -2 more than one), len[u] the length of its run; returns the runs
- * handed out */
-static int split(int64_t n, int tn, int64_t steal, double slow, int *who, int64_t *len) {
-    lq_seg segs[LQ_SEG_MAX];
-    int    runs = 0, bad = 0;
+/* n units split for `ask` threads, run by tn; slow: thread 0 spends that long a unit.
+ * who[u]: the thread that ran unit u (-1 none, -2 more than one), len[u] the length of its
+ * run; returns the runs handed out */
+static int split(int64_t n, int ask, int tn, int64_t steal, double slow, int *who, int64_t *len) {
+    static lq_split sp;
+    int             runs = 0, bad = 0;
     for (int64_t u = 0; u < n; u++)
         who[u] = -1;
+    lq_split_init(&sp, ask, n, steal);
 #pragma omp parallel num_threads(tn) reduction(+ : runs, bad)
     {
         const int th = omp_get_thread_num();
-        lq_seg_it it;
-        lq_seg_start(segs, th, omp_get_num_threads(), n, steal, &it);
+        lq_seg_it it = lq_split_iter(&sp, th, omp_get_num_threads());
         for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);) {
             runs++;
             if (u0 < 0 || u1 > n || u0 >= u1) {
@@ -57,13 +57,13 @@ int main(void) {
     static int     who[NMAX];
     static int64_t len[NMAX];
     const int64_t  ns[]     = {0, 1, 2, 7, 16, 100, 1000, NMAX};
-    const int      tns[]    = {1, 2, 3, 5, 8, LQ_SEG_MAX + 1};
+    const int      tns[]    = {1, 2, 3, 5, 8, LQ_SEG_MAX + 1}; /* the last: static parts */
     const int64_t  steals[] = {1, 4, 16};
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof tns / sizeof *tns; b++)
             for (size_t c = 0; c < sizeof steals / sizeof *steals; c++) {
                 const int64_t n       = ns[a];
-                const int     r       = split(n, tns[b], steals[c], 0., who, len);
+                const int     r       = split(n, tns[b], tns[b], steals[c], 0., who, len);
                 int           missing = 0;
                 for (int64_t u = 0; u < n; u++)
                     missing += who[u] < 0;
@@ -72,11 +72,23 @@ int main(void) {
                           "not run once",
                           (long long)n, tns[b], (long long)steals[c], r, missing);
             }
-    /* thread 0 slow (200 us a unit, the others none): it keeps a front part of its segment,
+    /* parts no thread owns (a team smaller than asked for): the others take them */
+    for (int ask = 2; ask <= 9; ask += 7)
+        for (int64_t n = 1; n <= 500; n += 499) {
+            const int r       = split(n, ask, 1 + ask / 4, 4, 0., who, len);
+            int       missing = 0;
+            for (int64_t u = 0; u < n; u++)
+                missing += who[u] < 0;
+            CHECK_MSG(r >= 0 && missing == 0,
+                      "n %lld, split for %d, run by %d: %d runs, %d units "
+                      "not run once",
+                      (long long)n, ask, 1 + ask / 4, r, missing);
+        }
+    /* thread 0 slow (200 us a unit, the others none): it keeps a front part of its own,
      * the others take the rest from its back in runs of at most `steal` */
     for (int tn = 2; tn <= 4; tn++) {
         const int64_t n = 400, steal = 4, seg = n / tn;
-        const int     r    = split(n, tn, steal, 200., who, len);
+        const int     r    = split(n, tn, tn, steal, 200., who, len);
         int64_t       mine = 0, stolen = 0, front = 0, longest = 0;
         for (int64_t u = 0; u < seg; u++) /* (done with its own, it may take others' too) */
             if (who[u] == 0)

@@ -999,11 +999,12 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
                             int32_t *acc, int nthreads) {
     if (!lq_cpu_avx2i())
         return LQ_ERR_UNSUPPORTED;
-    lq_seg segs[LQ_SEG_MAX]; /* 4-row blocks, 16 a time taken from another's segment */
-#pragma omp parallel num_threads(lq_cpu_threads(nthreads))
+    const int nt = lq_cpu_threads(nthreads);
+    lq_split  sp; /* 4-row blocks, 16 at a time taken from another thread's part */
+    lq_split_init(&sp, nt, (n + 3) / 4, 16);
+#pragma omp parallel num_threads(nt)
     {
-        lq_seg_it it;
-        lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (n + 3) / 4, 16, &it);
+        lq_seg_it it = lq_split_iter(&sp, omp_get_thread_num(), omp_get_num_threads());
         for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
             i8_range(cb, n, k, qx, m, b0 * 4, b1 * 4 < n ? b1 * 4 : n, acc);
     }

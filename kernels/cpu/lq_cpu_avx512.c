@@ -532,16 +532,19 @@ static void d16_rows1_bf16(const lq_qlinear *w, const void *x, float *y, int64_t
     d16_rows1(w, x, y, a, b, 1);
 }
 
-/* A one-row call's rows split over the team, 16-row units (lq_seg: each thread reads its own
- * part of W from the front, then helps the slower one from the back); called by every thread */
+/* A one-row call's rows over the team, 16-row units (lq_split: each thread reads its own part
+ * of W from the front, then helps a slower one from the back); every thread calls it */
 #define D16_ROWS1_STEAL 4
-static void d16_rows1_team(lq_seg *segs, d16_rows_fn fn, const lq_qlinear *w, const void *x,
+static void d16_rows1_team(lq_split *sp, d16_rows_fn fn, const lq_qlinear *w, const void *x,
                            float *y) {
-    lq_seg_it it;
-    lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (w->n + 15) / 16,
-                 D16_ROWS1_STEAL, &it);
+    lq_seg_it it = lq_split_iter(sp, omp_get_thread_num(), omp_get_num_threads());
     for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);)
         fn(w, x, y, u0 * 16, u1 * 16 < w->n ? u1 * 16 : w->n);
+}
+
+/* lq_split_init's arguments for d16_rows1_team */
+static void d16_rows1_split(lq_split *sp, const lq_qlinear *w, int nthreads) {
+    lq_split_init(sp, lq_cpu_threads(nthreads), (w->n + 15) / 16, D16_ROWS1_STEAL);
 }
 
 AVX512_TARGET void lq_dense16_to_f32_avx512(const uint16_t *h, int bf, int64_t cnt, float *out) {
@@ -560,13 +563,14 @@ lq_status lq_gemm_dense16_avx512(const lq_qlinear *w, const float *x, int64_t m,
         return LQ_ERR_INVALID_ARG;
     const int     bf   = w->dense_dtype == LQ_DENSE_BF16;
     const int64_t nblk = (w->n + 3) / 4, pf = d16_pf();
-    lq_seg        segs[LQ_SEG_MAX];
+    lq_split      sp;
+    d16_rows1_split(&sp, w, nthreads);
 #pragma omp parallel num_threads(nthreads)
     {
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
         if (d16_row1_ok(m, w->k * (int64_t)sizeof(float), T)) {
-            d16_rows1_team(segs, bf ? d16_rows1_bf16 : d16_rows1_f16, w, x, y);
+            d16_rows1_team(&sp, bf ? d16_rows1_bf16 : d16_rows1_f16, w, x, y);
         } else if (a < b) {
             if (bf)
                 d16_cols_1(w, x, m, y, a, b, pf);
@@ -623,9 +627,10 @@ lq_status lq_gemm_dense_f16x_row(const lq_qlinear *w, const float *x, float *y, 
                                  int nthreads) {
     uint16_t *xh = ws;
     hx_round(x, w->k, xh);
-    lq_seg segs[LQ_SEG_MAX];
+    lq_split sp;
+    d16_rows1_split(&sp, w, nthreads);
 #pragma omp parallel num_threads(nthreads)
-    d16_rows1_team(segs, hx_rows1, w, xh, y);
+    d16_rows1_team(&sp, hx_rows1, w, xh, y);
     return LQ_OK;
 }
 
@@ -798,14 +803,15 @@ lq_status lq_gemm_dense_bf16x(const lq_qlinear *w, const float *x, int64_t m, fl
                                                      y, w->n, nthreads);
         return LQ_OK;
     }
-    lq_seg segs[LQ_SEG_MAX];
+    lq_split sp;
+    d16_rows1_split(&sp, w, nthreads);
 #pragma omp parallel num_threads(nthreads)
     {
         bx_round(x, m, w->k, xb); /* its barrier: every row is ready */
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * 4, b0 = nblk * (t + 1) / T * 4, b = b0 < w->n ? b0 : w->n;
         if (d16_row1_ok(m, bx_ld(w->k) * 2, T))
-            d16_rows1_team(segs, bx_rows1, w, xb, y);
+            d16_rows1_team(&sp, bx_rows1, w, xb, y);
         else if (a < b)
             bx_cols(w, xb, m, y, a, b, pf);
     }

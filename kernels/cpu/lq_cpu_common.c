@@ -12,16 +12,25 @@ int lq_cpu_threads(int nthreads) {
     return nthreads > 0 ? nthreads : omp_get_max_threads();
 }
 
-void lq_seg_start(lq_seg *segs, int th, int tn, int64_t n, int64_t steal, lq_seg_it *it) {
-    const int64_t a = n * th / tn, b = n * (th + 1) / tn;
-    const int     fix = tn > LQ_SEG_MAX || n > (int64_t)UINT32_MAX;
-    *it               = (lq_seg_it){segs, th, tn, fix ? 2 : 0, steal > 0 ? steal : 1, a, b};
-    if (it->mode == 0)
-        __atomic_store_n(&segs[th].fb, (uint64_t)a | ((uint64_t)b << 32), __ATOMIC_RELAXED);
-#pragma omp barrier
+void lq_split_init(lq_split *s, int nthreads, int64_t n, int64_t steal) {
+    s->nseg  = nthreads <= LQ_SEG_MAX && n <= (int64_t)UINT32_MAX ? nthreads : 0;
+    s->n     = n;
+    s->steal = steal > 0 ? steal : 1;
+    for (int t = 0; t < s->nseg; t++)
+        s->seg[t].fb = (uint64_t)(n * t / nthreads) | ((uint64_t)(n * (t + 1) / nthreads) << 32);
 }
 
-/* (f, b) of a segment's word */
+lq_seg_it lq_split_iter(lq_split *s, int th, int tn) {
+    lq_seg_it it = {s, th, 0, 0, 0};
+    if (!s->nseg || th >= s->nseg) { /* static; (a team larger than asked: nothing of its own) */
+        it.mode = s->nseg ? 1 : 2;
+        it.a    = s->n * th / tn;
+        it.b    = s->n * (th + 1) / tn;
+    }
+    return it;
+}
+
+/* (f, b) of a part's word */
 static void seg_fb(uint64_t v, int64_t *f, int64_t *b) {
     *f = (int64_t)(v & 0xffffffffu);
     *b = (int64_t)(v >> 32);
@@ -38,7 +47,7 @@ int lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1) {
     if (it->mode == 3)
         return 0;
     if (it->mode == 0) {
-        uint64_t *me = &it->segs[it->th].fb;
+        uint64_t *me = &it->s->seg[it->th].fb;
         uint64_t  v  = __atomic_load_n(me, __ATOMIC_RELAXED);
         for (seg_fb(v, &f, &b); f < b; seg_fb(v, &f, &b))
             if (__atomic_compare_exchange_n(me, &v, v + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -51,8 +60,8 @@ int lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1) {
     for (;;) {
         int     vi   = -1;
         int64_t most = 0;
-        for (int u = 0; u < it->tn; u++) {
-            seg_fb(__atomic_load_n(&it->segs[u].fb, __ATOMIC_RELAXED), &f, &b);
+        for (int u = 0; u < it->s->nseg; u++) {
+            seg_fb(__atomic_load_n(&it->s->seg[u].fb, __ATOMIC_RELAXED), &f, &b);
             if (b - f > most) {
                 most = b - f;
                 vi   = u;
@@ -60,11 +69,11 @@ int lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1) {
         }
         if (vi < 0)
             return 0;
-        uint64_t *vs = &it->segs[vi].fb;
+        uint64_t *vs = &it->s->seg[vi].fb;
         uint64_t  v  = __atomic_load_n(vs, __ATOMIC_RELAXED);
         for (seg_fb(v, &f, &b); f < b; seg_fb(v, &f, &b)) {
             /* half of what is left once that is less than steal: the owner keeps reading */
-            const int64_t  c  = (b - f + 1) / 2 < it->steal ? (b - f + 1) / 2 : it->steal;
+            const int64_t  c  = (b - f + 1) / 2 < it->s->steal ? (b - f + 1) / 2 : it->s->steal;
             const uint64_t nv = (uint64_t)f | ((uint64_t)(b - c) << 32);
             if (__atomic_compare_exchange_n(vs, &v, nv, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
                 *u0 = b - c;

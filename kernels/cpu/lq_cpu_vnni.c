@@ -1013,7 +1013,7 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
  * (from memory, 1 thread, 4096 x 4096: 1.17-1.34 ms against 0.43; now 0.62-0.96; 11008 x 4096
  * 3.2-3.8 -> 1.6-2.2). Three would need 24 accumulators. */
 #define NF4_ROW1_M 2
-/* 16-row groups a thread takes at a time from another's segment (lq_seg_next): 2-16 measured
+/* 16-row groups a thread takes at a time from another thread's part (lq_split): 2-16 measured
  * alike; each run's last prefetches fall past it */
 #define NF4_ROW1_STEAL 4
 
@@ -1173,8 +1173,10 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     char        *bufs = malloc(per * (size_t)nt);
     if (!bufs)
         return LQ_ERR_NOMEM;
-    lq_seg        segs[LQ_SEG_MAX];
     const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
+    lq_split      sp;
+    if (j.row1)
+        lq_split_init(&sp, nt, ngrp, NF4_ROW1_STEAL);
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
@@ -1184,8 +1186,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
                             dx + r * j.nkb);
         char *mine = bufs + per * (size_t)th;
         if (j.row1) {
-            lq_seg_it it;
-            lq_seg_start(segs, (int)th, (int)tn, ngrp, NF4_ROW1_STEAL, &it);
+            lq_seg_it it = lq_split_iter(&sp, (int)th, (int)tn);
             for (int64_t g0, g1; lq_seg_next(&it, &g0, &g1);)
                 nf4_row1_range(&j, g0, g1, (float *)(void *)(mine + rb), (uint8_t *)mine);
         } else if (rows)
@@ -1467,7 +1468,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * --------------------------------------------------------------------------------------- */
 #define I8_NC 4 /* columns per block */
 #define I8_PF 4096 /* bytes ahead on each of the tile's weight rows (see D16_PF) */
-#define I8_STEAL 16   /* blocks a thread takes at a time from another's segment (lq_seg_next) */
+#define I8_STEAL 16   /* blocks a thread takes at a time from another thread's part (lq_split) */
 
 VNNI_INLINE void int8_vnni_tile(const int8_t *cb, int64_t k, const uint8_t *xu, int64_t kp,
                                 int64_t i0, int64_t r0, int32_t *acc, int64_t n, const int M,
@@ -1557,7 +1558,8 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
     uint8_t      *xu = ws;
     const int64_t kp = lq_align_up(k, 64);
     const int     nt = lq_cpu_threads(nthreads);
-    lq_seg        segs[LQ_SEG_MAX];
+    lq_split      sp;
+    lq_split_init(&sp, nt, (n + I8_NC - 1) / I8_NC, I8_STEAL);
 #pragma omp parallel num_threads(nt)
     {
 #pragma omp for schedule(static)
@@ -1566,9 +1568,7 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
                 xu[r * kp + c] = (uint8_t)(qx[r * k + c] + 128);
             memset(xu + r * kp + k, 0, (size_t)(kp - k));
         }
-        lq_seg_it it;
-        lq_seg_start(segs, omp_get_thread_num(), omp_get_num_threads(), (n + I8_NC - 1) / I8_NC,
-                     I8_STEAL, &it);
+        lq_seg_it it = lq_split_iter(&sp, omp_get_thread_num(), omp_get_num_threads());
         for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
             int8_vnni_range(cb, n, k, xu, kp, m, b0 * I8_NC, b1 * I8_NC < n ? b1 * I8_NC : n, acc);
     }
