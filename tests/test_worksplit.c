@@ -53,6 +53,17 @@ static int split(int64_t n, int ask, int tn, int64_t steal, double slow, int *wh
     return bad ? -1 : runs;
 }
 
+/* every unit of a split run exactly once */
+static void check_once(int64_t n, int ask, int tn, int64_t steal, int *who, int64_t *len) {
+    const int r       = split(n, ask, tn, steal, 0., who, len);
+    int       missing = 0;
+    for (int64_t u = 0; u < n; u++)
+        missing += who[u] < 0;
+    CHECK_MSG(r >= 0 && missing == 0,
+              "n %lld, split for %d threads, run by %d, steal %lld: %d runs, %d units not run once",
+              (long long)n, ask, tn, (long long)steal, r, missing);
+}
+
 int main(void) {
     static int     who[NMAX];
     static int64_t len[NMAX];
@@ -61,29 +72,12 @@ int main(void) {
     const int64_t  steals[] = {1, 4, 16};
     for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
         for (size_t b = 0; b < sizeof tns / sizeof *tns; b++)
-            for (size_t c = 0; c < sizeof steals / sizeof *steals; c++) {
-                const int64_t n       = ns[a];
-                const int     r       = split(n, tns[b], tns[b], steals[c], 0., who, len);
-                int           missing = 0;
-                for (int64_t u = 0; u < n; u++)
-                    missing += who[u] < 0;
-                CHECK_MSG(r >= 0 && missing == 0,
-                          "n %lld, %d threads, steal %lld: %d runs, %d units "
-                          "not run once",
-                          (long long)n, tns[b], (long long)steals[c], r, missing);
-            }
+            for (size_t c = 0; c < sizeof steals / sizeof *steals; c++)
+                check_once(ns[a], tns[b], tns[b], steals[c], who, len);
     /* parts no thread owns (a team smaller than asked for): the others take them */
     for (int ask = 2; ask <= 9; ask += 7)
-        for (int64_t n = 1; n <= 500; n += 499) {
-            const int r       = split(n, ask, 1 + ask / 4, 4, 0., who, len);
-            int       missing = 0;
-            for (int64_t u = 0; u < n; u++)
-                missing += who[u] < 0;
-            CHECK_MSG(r >= 0 && missing == 0,
-                      "n %lld, split for %d, run by %d: %d runs, %d units "
-                      "not run once",
-                      (long long)n, ask, 1 + ask / 4, r, missing);
-        }
+        for (int64_t n = 1; n <= 500; n += 499)
+            check_once(n, ask, 1 + ask / 4, 4, who, len);
     /* thread 0 slow (200 us a unit, the others none): it keeps a front part of its own,
      * the others take the rest from its back in runs of at most `steal` */
     for (int tn = 2; tn <= 4; tn++) {
