@@ -1174,9 +1174,8 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     if (!bufs)
         return LQ_ERR_NOMEM;
     const int64_t nblk = (w->n + 63) / 64, ngrp = (w->n + 15) / 16;
-    lq_split      sp;
-    if (j.row1)
-        lq_split_init(&sp, nt, ngrp, NF4_ROW1_STEAL);
+    lq_split      sp; /* 16-row groups, for nf4_row1_range */
+    lq_split_init(&sp, nt, ngrp, NF4_ROW1_STEAL);
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
