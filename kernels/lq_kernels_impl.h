@@ -503,8 +503,9 @@ int lq_cpu_threads(int nthreads);
 /* ---------------------------------------------------------------------------------------
  * A work split for an OpenMP region over units [0, n) (groups of weight rows) whose results do
  * not depend on the thread that computes them. Each thread owns the contiguous part a static
- * split would give it and takes its units from the front, one at a time; done with its own, it
- * takes up to `steal` units from the back of the part with the most left and runs them forward.
+ * split would give it and takes its units from the front, up to `steal` at a time; done with its
+ * own, it takes as many from the back of the part with the most left and runs them forward
+ * (near a part's end, half of what is left).
  * Why: on a 2-vCPU VM one thread read memory 10-25% slower than the other whichever half of the
  * rows it had, and a static split waited for it (llama.cpp's threads take chunks off a shared
  * counter). Chunks dealt in turn, or one thread running back from the end, were slower than the

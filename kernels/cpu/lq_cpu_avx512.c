@@ -280,20 +280,22 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
     void (*const direct[4])(const nf4_job *, int64_t, int64_t) = {nf4_direct_m1, nf4_direct_m2,
                                                                   nf4_direct_m3, nf4_direct_m4};
     const int64_t nblk                                         = (w->n + NC - 1) / NC;
+    lq_split      sp; /* up to 4 rows: blocks of NC columns, 16 at a time from another's part */
+    lq_split_init(&sp, nthreads, nblk, 16);
 #pragma omp parallel num_threads(nthreads)
     {
         const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
         const int64_t a = nblk * t / T * NC, b0 = nblk * (t + 1) / T * NC,
                       b = b0 < w->n ? b0 : w->n;
-        if (a < b) {
-            if (m <= 4) {
-                direct[m - 1](&j, a, b);
-            } else { /* activations of a k range: <= 512 KiB, half an L2 */
-                const int64_t kr   = ((int64_t)131072 / m) & ~(int64_t)(KC - 1);
-                const int64_t step = kr > KC ? kr : KC;
-                for (int64_t k0 = 0; k0 < w->k; k0 += step)
-                    nf4_cols_buffered(&j, a, b, k0, k0 + step < w->k ? k0 + step : w->k);
-            }
+        if (m <= 4) {
+            lq_seg_it it = lq_split_iter(&sp, (int)t, (int)T);
+            for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);)
+                direct[m - 1](&j, u0 * NC, u1 * NC < w->n ? u1 * NC : w->n);
+        } else if (a < b) { /* activations of a k range: <= 512 KiB, half an L2 */
+            const int64_t kr   = ((int64_t)131072 / m) & ~(int64_t)(KC - 1);
+            const int64_t step = kr > KC ? kr : KC;
+            for (int64_t k0 = 0; k0 < w->k; k0 += step)
+                nf4_cols_buffered(&j, a, b, k0, k0 + step < w->k ? k0 + step : w->k);
         }
     }
     return LQ_OK;
