@@ -22,7 +22,10 @@
  *                           tree>: after each point, the same point against llama.cpp's
  *                           ggml_mul_mat of TYPE in the same process, the two alternated call by
  *                           call, -e read before each; a row "pair NAME m NxK TYPE llmquant-best
- *                           llama.cpp-best llmquant-median llama.cpp-median" in ms)]
+ *                           llama.cpp-best llmquant-median llama.cpp-median read-best
+ *                           read-median" in ms, then "llmquant-bytes llama.cpp-bytes": read, a
+ *                           plain read of a buffer of llmquant's weight bytes on as many
+ *                           threads, taken in turn with both)]
  *
  * Why -g: on a 2-core VM one process of either program may run 1.5x slower than the next (the
  * stretch of time, where its pages landed); separate processes then compare two draws of that,
@@ -220,32 +223,53 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* fn and llama.cpp's g alternated (which goes first alternates too), each after the eviction
- * read, for at least 2 x `secs` seconds and 5 runs each: best and median of each side in t[4] */
-static int pair_time(run_fn fn, void *ctx, ggml_pair *g, double secs, int cpu, const evict_buf *ev,
-                     double t[4]) {
+/* A plain read of a buffer of the weights' bytes, on as many threads as the kernel, each its
+ * static share: the bandwidth a weight stream can have on this machine at this moment */
+typedef struct read_ctx {
+    const uint64_t *p;
+    size_t          n; /* words */
+    int             nt;
+} read_ctx;
+
+static void run_read(void *v) {
+    const read_ctx *c = v;
+    uint64_t        s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s) num_threads(c->nt)
+    for (size_t i = 0; i < c->n; i++)
+        s += c->p[i];
+    volatile uint64_t sink = s;
+    (void)sink;
+}
+
+/* fn, llama.cpp's g and the read rd taken in turn (which goes first rotates too), each after the
+ * eviction read, for at least 2 x `secs` seconds and 5 runs each: best and median of llmquant,
+ * llama.cpp in t[0..3] (best, best, median, median), the read's best and median in t[4], t[5] */
+static int pair_time(run_fn fn, void *ctx, ggml_pair *g, read_ctx *rd, double secs, int cpu,
+                     const evict_buf *ev, double t[6]) {
     enum { NMAX = 1000 };
-    double d[2][NMAX];
+    double d[3][NMAX];
     int    it = 0;
-    fn(ctx); /* warm up both */
+    fn(ctx); /* warm up all three */
     if (ggml_pair_run(g))
         return 1;
+    run_read(rd);
     for (const double t0 = lq_now(); it < NMAX && (it < 5 || lq_now() - t0 < 2 * secs); it++)
-        for (int h = 0; h < 2; h++) {
-            const int side = (h + it) & 1; /* 0: llmquant */
+        for (int h = 0; h < 3; h++) {
+            const int side = (h + it) % 3; /* 0: llmquant, 1: llama.cpp, 2: the read */
             evict(ev);
             const double a = clock_s(cpu);
-            if (side)
+            if (side == 1)
                 (void)ggml_pair_run(g);
+            else if (side == 2)
+                run_read(rd);
             else
                 fn(ctx);
             d[side][it] = clock_s(cpu) - a;
         }
-    for (int side = 0; side < 2; side++) {
+    for (int side = 0; side < 3; side++)
         qsort(d[side], (size_t)it, sizeof(double), cmp_double);
-        t[side]     = d[side][0];
-        t[2 + side] = d[side][it / 2];
-    }
+    t[0] = d[0][0], t[1] = d[1][0], t[2] = d[0][it / 2], t[3] = d[1][it / 2];
+    t[4] = d[2][0], t[5] = d[2][it / 2];
     return 0;
 }
 #endif
@@ -424,6 +448,18 @@ int main(int argc, char **argv) {
                 continue;
             }
             const double            wbytes = (double)lq_qlinear_bytes(&qb.q);
+#ifdef LQ_BENCH_GGML
+            /* -g: the read side, a buffer of the weights' bytes allocated as they are (2 MiB
+             * pages from 2 MiB), written so that its pages exist */
+            lq_qbuf  rb = {0};
+            read_ctx rd = {NULL, lq_qlinear_bytes(&qb.q) / 8, threads};
+            if (gtype && !(rd.p = lq_qbuf_alloc(&rb, rd.n * 8))) {
+                fprintf(stderr, "bench_kernels_ggml: no memory for the read buffer\n");
+                return 1;
+            }
+            if (gtype)
+                memset(lq_qbuf_mut(&rb, rd.p), 1, rd.n * 8);
+#endif
             const lq_format_traits *tr     = lq_format_traits_get((lq_format)qb.q.format);
             /* float activations, then (where this CPU has them) the reduced-precision
              * activation kernels of the format's flags as a row "<format>+ix" (integer),
@@ -451,21 +487,25 @@ int main(int argc, char **argv) {
                     fflush(stdout);
 #ifdef LQ_BENCH_GGML
                     ggml_pair *g = gtype ? ggml_pair_new(gtype, n, k, ms[mi], threads) : NULL;
-                    double     pt[4];
-                    if (gtype && (!g || pair_time(run_fwd, &fc, g, secs, cpu, ev, pt))) {
+                    double     pt[6];
+                    if (gtype && (!g || pair_time(run_fwd, &fc, g, &rd, secs, cpu, ev, pt))) {
                         fprintf(stderr, "bench_kernels_ggml: llama.cpp type %s failed\n", gtype);
                         return 1;
                     }
                     if (g)
-                        printf("pair %s %lld %lldx%lld %s %.4f %.4f %.4f %.4f\n", name,
-                               (long long)ms[mi], (long long)n, (long long)k, gtype, pt[0] * 1e3,
-                               pt[1] * 1e3, pt[2] * 1e3, pt[3] * 1e3);
+                        printf("pair %s %lld %lldx%lld %s %.4f %.4f %.4f %.4f %.4f %.4f %zu %zu\n",
+                               name, (long long)ms[mi], (long long)n, (long long)k, gtype,
+                               pt[0] * 1e3, pt[1] * 1e3, pt[2] * 1e3, pt[3] * 1e3, pt[4] * 1e3,
+                               pt[5] * 1e3, rd.n * 8, ggml_pair_weight_bytes(g));
                     fflush(stdout);
                     ggml_pair_free(g);
 #endif
                     lq_aligned_free(ws);
                 }
             lq_qbuf_free(&qb);
+#ifdef LQ_BENCH_GGML
+            lq_qbuf_free(&rb);
+#endif
         }
         lq_aligned_free(dense);
         lq_aligned_free(x);

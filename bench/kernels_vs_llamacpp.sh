@@ -76,13 +76,17 @@ echo
 # process running both, alternated call by call after the same eviction read, compares them under
 # the same one. Each of ROUNDS processes gives a ratio of medians (llama.cpp's median time /
 # llmquant's); a point reports the median of those ratios (of an even count, the lower middle
-# one), with the two medians of that round.
+# one), with the two medians of that round. The same process also times a plain read of a
+# buffer of llmquant's weight bytes on as many threads (bench_kernels_cpu -g), taken in turn
+# with both: each side's weight bytes / median time as a percentage of that read's bytes / median
+# time (the bandwidth a weight stream can have there and then; 100: the kernel streams its
+# weights as fast as a loop that only reads them).
 # The dense-f32 row (OpenBLAS) is not paired.
 if [ "$PAIRED" = 1 ]; then
     prow="$WORK/paired.txt"
     : >"$prow"
-    echo "| n x k | threads | format | m | llmquant median ms | llama.cpp type | llama.cpp median ms | ratio of medians (rounds) |"
-    echo "|---|---:|---|---:|---:|---|---:|---:|"
+    echo "| n x k | threads | format | m | llmquant median ms | llama.cpp type | llama.cpp median ms | ratio of medians (rounds) | read median ms | llmquant / llama.cpp % of read |"
+    echo "|---|---:|---|---:|---:|---|---:|---:|---:|---:|"
     for shape in $SHAPES; do
         for t in $THREADS; do
             for pair in $PAIRS; do
@@ -91,7 +95,7 @@ if [ "$PAIRED" = 1 ]; then
                 for ((round = 0; round < ROUNDS; round++)); do
                     env $tunables "$BUILD/bench/bench_kernels_ggml" -f "=$fmt" -g "$ty" -s "$shape" \
                         -t "$t" -m "$MS" -r "$SECS" ${EVICT:+-e "$EVICT"} 2>&1 |
-                        awk -v t="$t" '$1 == "pair" { print $2, $3, $4, t, $5, $8, $9 }' >>"$prow"
+                        awk -v t="$t" '$1 == "pair" { print $2, $3, $4, t, $5, $8, $9, $11, $12, $13 }' >>"$prow"
                 done
             done
             # per (format row, m): the median round by ratio
@@ -99,6 +103,7 @@ if [ "$PAIRED" = 1 ]; then
                     key = $1 " " $2
                     if (!(key in n)) order[++nk] = key
                     i = ++n[key]; r[key, i] = $7 / $6; lq[key, i] = $6; gg[key, i] = $7; ty[key] = $5
+                    rd[key, i] = $8; lb[key, i] = $9; gb[key, i] = $10
                 }
                 END {
                     for (j = 1; j <= nk; j++) {
@@ -109,8 +114,12 @@ if [ "$PAIRED" = 1 ]; then
                         md = idx[int((c + 1) / 2)]; all = ""
                         for (a = 1; a <= c; a++) all = all (a > 1 ? " " : "") sprintf("%.2f", r[key, idx[a]])
                         split(key, kk, " ")
-                        printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f (%s) |\n", shape, t, kk[1],
-                               kk[2], lq[key, md], ty[key], gg[key, md], r[key, md], all
+                        # each side bytes / median time against the read: lb / rd
+                        bw = lb[key, md] / rd[key, md]
+                        printf "| %s | %d | %s | %d | %.3f | %s | %.3f | %.2f (%s) | %.3f | %.0f / %.0f |\n",
+                               shape, t, kk[1], kk[2], lq[key, md], ty[key], gg[key, md], r[key, md], all,
+                               rd[key, md], 100 * lb[key, md] / lq[key, md] / bw,
+                               100 * gb[key, md] / gg[key, md] / bw
                     }
                 }' "$prow"
         done

@@ -12,6 +12,7 @@ struct ggml_pair {
     struct ggml_context *ctx;
     struct ggml_cgraph  *gf;
     struct ggml_cplan    cp;
+    struct ggml_tensor  *w;
 };
 
 float ggml_pair_rnd(uint64_t *s) {
@@ -61,6 +62,7 @@ ggml_pair *ggml_pair_new(const char *type_name, int64_t n, int64_t k, int64_t m,
     }
     struct ggml_tensor *w = ggml_new_tensor_2d(p->ctx, type, k, n);
     uint64_t            s = 1;
+    p->w                  = w;
     if (ggml_pair_fill(w, &s)) {
         ggml_pair_free(p);
         return NULL;
@@ -80,6 +82,10 @@ ggml_pair *ggml_pair_new(const char *type_name, int64_t n, int64_t k, int64_t m,
 
 int ggml_pair_run(ggml_pair *p) {
     return ggml_graph_compute(p->gf, &p->cp) == GGML_STATUS_SUCCESS ? 0 : 1;
+}
+
+size_t ggml_pair_weight_bytes(const ggml_pair *p) {
+    return ggml_nbytes(p->w);
 }
 
 void ggml_pair_free(ggml_pair *p) {

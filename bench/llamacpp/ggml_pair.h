@@ -4,6 +4,7 @@
 #ifndef LQ_BENCH_GGML_PAIR_H
 #define LQ_BENCH_GGML_PAIR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct ggml_pair ggml_pair;
@@ -18,6 +19,7 @@ int ggml_pair_fill(struct ggml_tensor *w, uint64_t *s);
  * f32, nt threads. NULL on an unknown type or no memory. */
 ggml_pair *ggml_pair_new(const char *type, int64_t n, int64_t k, int64_t m, int nt);
 int        ggml_pair_run(ggml_pair *p); /* one Y = W X; 0 on success */
+size_t     ggml_pair_weight_bytes(const ggml_pair *p); /* bytes of W as llama.cpp stores it */
 void       ggml_pair_free(ggml_pair *p);
 
 #endif
