@@ -220,11 +220,16 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
         free(codes);
         free(am);
         if (st == LQ_OK && exact) {
-            /* Kernels are generic over the descriptor's tables: integer-valued ones make every
-             * product and sum exact, so any summation order must agree bit for bit. */
+            /* Kernels are generic over the descriptor's tables: values on a binary grid (of
+             * 2^-7 here) make every product and sum exact while the sums stay below 2^17 (the
+             * sizes tested), so any summation order must agree bit for bit.
+             * The largest code value is 127/16, so that the integer-activation semantics
+             * (lq_gemm_nf4_qx_ref) scales the table to int8 exactly (by 16: 127 and multiples
+             * of 8) and its scale is 1/16; make_x gives each 64 activations a +-127. */
             float *qm = (float *)(uintptr_t)out->q.quant_map;
-            for (int j = 0; j < 16; j++)
-                qm[j] = (float)(j - 8);
+            for (int j = 0; j < 15; j++)
+                qm[j] = 0.5f * (float)(j - 8);
+            qm[15] = 127.f / 16.f;
             if (c->dq) {
                 float        *nc  = (float *)(uintptr_t)out->q.nested_code;
                 float        *na  = (float *)(uintptr_t)out->q.nested_absmax;
@@ -263,9 +268,9 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
     return st;
 }
 
-/* Activations. INT8 exact mode: one +-127 per row (outside stored columns) so 127 / rowmax == 1
- * and the quantized activations equal x; runtime outliers are +-256 >= the exact threshold 200,
- * which the absmax skips. */
+/* Activations. NF4 exact mode: one +-127 in every 64 (see build). INT8 exact mode: one +-127 per
+ * row (outside stored columns) so 127 / rowmax == 1 and the quantized activations equal x; runtime
+ * outliers are +-256 >= the exact threshold 200, which the absmax skips. */
 static void make_x(const kcase *c, const lq_qlinear *w, int64_t m, int exact, uint64_t seed,
                    float *x) {
     lq_rng r;
@@ -275,6 +280,13 @@ static void make_x(const kcase *c, const lq_qlinear *w, int64_t m, int exact, ui
         x[e] = exact ? (float)rnd_int(&r, c->fmt == LQ_FMT_INT8 ? -20 : -4,
                                       c->fmt == LQ_FMT_INT8 ? 20 : 4)
                      : rnd_normal(&r);
+    if (c->fmt == LQ_FMT_NF4 && exact) /* each 64 activations' block scale 127 / 127 = 1 */
+        for (int64_t rr = 0; rr < m; rr++)
+            for (int64_t c0 = 0; c0 < k; c0 += 64) {
+                const int64_t len = k - c0 < 64 ? k - c0 : 64;
+                x[rr * k + c0 + (int64_t)lq_rng_below(&r, (uint64_t)len)] =
+                    lq_rng_below(&r, 2) ? 127.f : -127.f;
+            }
     if (c->fmt != LQ_FMT_INT8)
         return;
     for (int64_t rr = 0; rr < m; rr++) {

@@ -954,13 +954,14 @@ static void perf(const opts *o) {
  *
  * Every format x widths x shapes x batch rows, fixed seeds printed on failure:
  *  (a) exact mode (lq_test_qlinear.h): small-integer codes/zeros/activations, power-of-2 scales,
- *      integer-valued NF4 tables. Every product, and every partial sum in any order, is a
- *      multiple of the smallest scale below 2^24 of it, so the fp32 accumulations of the GEMV
- *      kernels and of cuBLAS (tensor cores, fp32 compute) and the reference's double sum all
- *      produce the same exact real number; its rounding to fp16 is then the same on both
- *      sides: bit-identical outputs. (LLM.int8: the int8 part is integer arithmetic, the
- *      scaling uses the reference's float operations in its order, the fp16 outlier part is
- *      summed in double on both sides.)
+ *      NF4 tables of halves and 127/16. Every product, and every partial sum in any order, is a
+ *      multiple of the smallest scale below 2^24 of it (NF4, whose activations hold a +-127
+ *      in every 64: at the sizes tested, where its sums stay below 2^17), so the fp32
+ *      accumulations of the GEMV kernels and of cuBLAS (tensor cores, fp32 compute) and the
+ *      reference's double sum all produce the same exact real number; its rounding to fp16 is
+ *      then the same on both sides: bit-identical outputs. (LLM.int8: the int8 part is integer
+ *      arithmetic, the scaling uses the reference's float operations in its order, the fp16
+ *      outlier part is summed in double on both sides.)
  *  (b) random mode: NMSE of the fp16 output vs the reference (fed the same fp16-rounded
  *      activations) <= the format's tol_nmse.
  *  Dequant (W -> fp16) is bit-identical in both modes: the device computes the same float

@@ -997,44 +997,50 @@ VNNI_INLINE void nf4_rows_group(const nf4_job *j, int64_t i0, float *amd, uint8_
  * half the bandwidth of one). A 64-byte load is two blocks' codes; its even channels (the high
  * nibbles) meet xp's even channels of both blocks, its odd ones the odd: lanes 0-7 of the sums
  * are the first block's, 8-15 the second's, so 8 loads (16 blocks) reduce with nf4_pairs_sum to
- * one vector of 16 blocks' sums. A 16-row group's sums and absmax, [row][block], are then
- * transposed 16 blocks at a time and applied block by block as the reference does.
+ * one vector of 16 blocks' sums. Each lane is scaled there as the reference scales its block and
+ * added into one of 16 float lanes, summed at the row's end: the reference's products added in
+ * another order (its float sum runs block by block; tol_nmse_qx_ref). Adding in its order
+ * took a 16-row group's sums and absmax, [row][block], through two 16 x 16 transposes per 16
+ * blocks, a chain of 16 dependent FMAs, and (without double quant) a copy of the group's absmax:
+ * the whole kernel took 1.13-1.31x the time of this one on 1 thread and 1.06-1.18x on 2 (one row
+ * from memory, the three shapes of bench/kernels_vs_llamacpp.sh, with and without double quant,
+ * the two alternated per call in one process, medians; two rows 1.01-1.14x but once 0.95).
  * xp: per 128 channels, the even channels of both blocks, then the odd ones (nf4_xpos).
  * The codes are prefetched into L2 NF4_ROW1_PF bytes ahead, and the next group's absmax (row
- * l's 16 blocks while this group's row l reads its): the absmax decode and the transposes read
- * no codes, and without the prefetches the hardware prefetcher fell behind the stream (one row from
- * memory, bench_kernels_cpu -e 96, 1 thread, Zen 4, best of 3 alternated runs; double quant: 4096 x
- * 4096 0.56 -> 0.435 ms, 11008 x 4096 1.47 -> 1.09, 4096 x 11008 1.49 -> 1.20; 2 or 4 KB ahead
- * slower than none, 16-32 KB as 8, into L1 slower than none; two threads within the noise).
+ * l's 16 blocks while this group's row l reads its): without the prefetches the hardware prefetcher
+ * fell behind the stream (one row from memory, bench_kernels_cpu -e 96, 1 thread, Zen 4, best of 3
+ * alternated runs; double quant: 4096 x 4096 0.56 -> 0.435 ms, 11008 x 4096 1.47 -> 1.09, 4096 x
+ * 11008 1.49 -> 1.20; 2 or 4 KB ahead slower than none, 16-32 KB as 8, into L1 slower than none;
+ * two threads within the noise).
  * --------------------------------------------------------------------------------------- */
 #define NF4_ROW1_PF 8192
-/* Up to this many activation rows share each decoded 64-byte load (their sums kept apart, the
- * absmax transposed once): two rows went through the kernel above at 2.7 times one row's time
- * (from memory, 1 thread, 4096 x 4096: 1.17-1.34 ms against 0.43; now 0.62-0.96; 11008 x 4096
- * 3.2-3.8 -> 1.6-2.2). Three would need 24 accumulators. */
+/* Up to this many activation rows share each decoded 64-byte load (their sums kept apart): two rows
+ * went through the kernel above at 2.7 times one row's time (from memory, 1 thread, 4096 x
+ * 4096: 1.17-1.34 ms against 0.43; now 0.62-0.96; 11008 x 4096 3.2-3.8 -> 1.6-2.2). Three would
+ * need 24 accumulators. */
 #define NF4_ROW1_M 2
 /* 16-row groups a thread takes at a time from another thread's part (lq_split): 2-16 measured
  * alike; each run's last prefetches fall past it */
 #define NF4_ROW1_STEAL 4
 
-VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_t *sums,
-                                const int M) {
+VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, const int M) {
     const lq_qlinear *w = j->w;
-    const int64_t     n = w->n, k = w->k, nkb = j->nkb, np = lq_align_up(nkb, 16);
+    const int64_t     n = w->n, k = w->k, nkb = j->nkb;
     const __m512i     lut  = _mm512_broadcast_i32x4(_mm_loadu_si128((const void *)j->tq));
+    const __m512      ts   = _mm512_set1_ps(j->ts);
     const int64_t     rows = n - i0 < 16 ? n - i0 : 16;
-    if (w->nested_blocksize > 0)
+    const float      *am   = (const float *)w->absmax + i0 * nkb; /* [rows][nkb] */
+    if (w->nested_blocksize > 0) {
         lq_nf4_absmax_avx512(w, amd, i0 * nkb, (i0 + rows) * nkb);
-    else
-        lq_nf4_absmax_range(w, i0 * nkb, (i0 + rows) * nkb, amd);
-    /* the group's rows past n: zero sums and absmax, dropped at the store */
-    memset(amd + rows * nkb, 0, (size_t)((16 - rows) * nkb) * sizeof(float));
-    for (int r = 0; r < M; r++)
-        memset(sums + (r * 16 + rows) * np, 0, (size_t)((16 - rows) * np) * sizeof(int32_t));
+        am = amd;
+    }
     const int64_t esz = w->nested_blocksize > 0 ? 1 : 4, amn = (i0 + 16) * nkb;
     for (int64_t l = 0; l < rows; l++) {
         const int64_t  qo = (i0 + l) * k / 2; /* the row's first code byte */
         const uint8_t *q  = (const uint8_t *)w->qweight + qo;
+        __m512         yv[NF4_ROW1_M];
+        for (int r = 0; r < M; r++)
+            yv[r] = _mm512_setzero_ps();
         for (int64_t b0 = 0; b0 < nkb; b0 += 16) {
             const int64_t nb = nkb - b0 < 16 ? nkb - b0 : 16;
             if (amn + l * nkb + b0 < n * nkb)
@@ -1063,41 +1069,21 @@ VBMI_INLINE void nf4_row1_group(const nf4_job *j, int64_t i0, float *amd, int32_
                                                     _mm512_loadu_si512((const void *)(xr + 64)));
                 }
             }
+            /* the 16 blocks' sums, each scaled (absmax * ts) * dx as the reference rounds it,
+             * into lane b - b0 of the row's float sums (lanes past nb: zero sums and scales) */
             const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
+            const __m512    a  = _mm512_mul_ps(_mm512_maskz_loadu_ps(bm, am + l * nkb + b0), ts);
             for (int r = 0; r < M; r++) {
                 const __m512i xs = _mm512_maskz_loadu_epi32(bm, j->xs + r * nkb + b0);
-                _mm512_storeu_si512((void *)(sums + (r * 16 + l) * np + b0),
-                                    _mm512_sub_epi32(nf4_pairs_sum(acc[r]),
-                                                     _mm512_slli_epi32(xs, 7))); /* 128 * xs */
+                const __m512i s  = _mm512_sub_epi32(nf4_pairs_sum(acc[r]),
+                                                    _mm512_slli_epi32(xs, 7)); /* 128 * xs */
+                const __m512  f = _mm512_mul_ps(a, _mm512_maskz_loadu_ps(bm, j->dx + r * nkb + b0));
+                yv[r]           = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), f, yv[r]);
             }
         }
+        for (int r = 0; r < M; r++)
+            j->y[r * n + i0 + l] = _mm512_reduce_add_ps(yv[r]);
     }
-    const __mmask16 vm = rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1u);
-    __m512          y[NF4_ROW1_M];
-    for (int r = 0; r < M; r++)
-        y[r] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < nkb; b0 += 16) {
-        const int64_t   nb = nkb - b0 < 16 ? nkb - b0 : 16;
-        const __mmask16 bm = (__mmask16)((1u << nb) - 1u);
-        __m512i         a[16];
-        for (int l = 0; l < 16; l++)
-            a[l] = _mm512_maskz_loadu_epi32(bm, amd + l * nkb + b0);
-        tr16x16_epi32(a);
-        for (int r = 0; r < M; r++) {
-            __m512i t[16];
-            for (int l = 0; l < 16; l++)
-                t[l] = _mm512_loadu_si512((const void *)(sums + (r * 16 + l) * np + b0));
-            tr16x16_epi32(t);
-            for (int64_t b = 0; b < nb; b++) { /* (absmax * ts) * dx, as the reference rounds */
-                const __m512 f =
-                    _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a[b]), _mm512_set1_ps(j->ts)),
-                                  _mm512_set1_ps(j->dx[r * nkb + b0 + b]));
-                y[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[b]), f, y[r]);
-            }
-        }
-    }
-    for (int r = 0; r < M; r++)
-        _mm512_mask_storeu_ps(j->y + r * n + i0, vm, y[r]);
 }
 
 VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
@@ -1106,13 +1092,12 @@ VNNI_TARGET static void nf4_rows_range(const nf4_job *j, int64_t g0, int64_t g1,
         nf4_rows_group(j, g * 16, amd, buf);
 }
 
-VBMI_TARGET static void nf4_row1_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd,
-                                       uint8_t *buf) {
+VBMI_TARGET static void nf4_row1_range(const nf4_job *j, int64_t g0, int64_t g1, float *amd) {
     for (int64_t g = g0; g < g1; g++)
         if (j->m == 1)
-            nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf, 1);
+            nf4_row1_group(j, g * 16, amd, 1);
         else
-            nf4_row1_group(j, g * 16, amd, (int32_t *)(void *)buf, 2);
+            nf4_row1_group(j, g * 16, amd, 2);
 }
 
 LQ_TREE_PRE_POP
@@ -1162,11 +1147,10 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     j.amx          = !rows && lq_cpu_amx_int8();
     j.row1         = rows && m <= NF4_ROW1_M && j.ab == 64 && lq_cpu_vbmi();
     /* per thread: NF4_KC / 4 quads x 64 columns of codes, NF4_KC / 64 blocks x 64 scales;
-     * rows: 16 x ab codes (row1: 16 rows' block sums a row), and the 16 rows' absmax, copied or
-     * decoded a group at a time */
+     * rows: 16 x ab codes (row1: none), and the 16 rows' absmax, copied or decoded a group at a
+     * time (row1: decoded, with double quant) */
     const size_t amd = rows ? (size_t)(16 * (w->k / w->group_size)) * sizeof(float) : 0;
-    const size_t rb =
-        j.row1 ? (size_t)(m * 16 * lq_align_up(j.nkb, 16)) * sizeof(int32_t) : (size_t)(16 * j.ab);
+    const size_t rb  = j.row1 ? 0 : (size_t)(16 * j.ab);
     /* the transposed kernel's: codes, then scales, then nf4_vnni_amd_bytes */
     const size_t cbytes = (size_t)NF4_KC * 64, sbytes = (size_t)(NF4_KC / 64) * 64 * sizeof(float);
     const size_t per  = rows ? rb + amd : cbytes + sbytes + nf4_vnni_amd_bytes(w);
@@ -1187,7 +1171,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         if (j.row1) {
             lq_seg_it it = lq_split_iter(&sp, (int)th, (int)tn);
             for (int64_t g0, g1; lq_seg_next(&it, &g0, &g1);)
-                nf4_row1_range(&j, g0, g1, (float *)(void *)(mine + rb), (uint8_t *)mine);
+                nf4_row1_range(&j, g0, g1, (float *)(void *)(mine + rb));
         } else if (rows)
             nf4_rows_range(&j, ngrp * th / tn, ngrp * (th + 1) / tn, (float *)(void *)(mine + rb),
                            (uint8_t *)mine);
