@@ -1302,25 +1302,25 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
  * gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles
  * would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008 on 2 threads
  * took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at 4 rows, two
- * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (1 at one row, 2
- * above) and the results in halves (all 8 up to 2 rows, 4 above) keep M x 8 or M x 4
- * accumulators in registers; a run has 32, 16, 8 or 8 blocks at 1-4 rows (16 KiB of sums at
- * most, half the L1: with half that, 4096 x 4096 on 1 thread from memory took 0.48 ms at one row
- * against 0.43-0.45, 0.64 at two against 0.53-0.55 and 1.01-1.03 at four against 0.89-0.90; with
- * 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). At one row a pass
- * of one quad reads 4 rows (4 streams) where 4 quads read 16: medians of 8 processes, Zen 4,
- * from memory, 4096 x 11008 1.13 -> 0.80-0.87 ms on 1 thread, 0.74 -> 0.64 on 2; 4096 x 4096
+ * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (1 at one row on
+ * one thread, 2 otherwise: awq_vnni_rows) and the results in halves (all 8 up to 2 rows, 4 above)
+ * keep M x 8 or M x 4 accumulators in registers; a run has 32, 16, 8 or 8 blocks at 1-4 rows (16
+ * KiB of sums at most, half the L1: with half that, 4096 x 4096 on 1 thread from memory took 0.48
+ * ms at one row against 0.43-0.45, 0.64 at two against 0.53-0.55 and 1.01-1.03 at four against
+ * 0.89-0.90; with 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). At one
+ * row a pass of one quad reads 4 rows (4 streams) where 4 quads read 16: medians of 8 processes,
+ * Zen 4, from memory, 4096 x 11008 1.13 -> 0.80-0.87 ms on 1 thread, 0.74 -> 0.64 on 2; 4096 x 4096
  * 0.44 -> 0.34 on 1; from 2 rows 2 quads stay (1 there: 4 rows of 4096 x 11008 on 1 thread
  * 2.53 -> 3.01). Each load prefetches the same place PF rows on, into L2: into L1 (T0) the
  * 16 KiB in flight crowd out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms
  * against 0.86-0.97; without, 1.40-1.60 against 1.17-1.19 (Zen 4). */
 #define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
 #define AWQ_SEQ_B 32 /* blocks a run at one row */
-VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M) {
+VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M, const int P) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
     const uint32_t   *qw = (const uint32_t *)w->qweight;
-    const int         P = M == 1 ? 1 : 2, NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
+    const int         NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
     const int         PF = M == 1 ? 16 : 8; /* rows ahead of each load */
     __m512i           sum[AWQ_SEQ_B][8];    /* [block][row][awq_vnni_quad's order] */
     for (int64_t ba = b0; ba < b1; ba += RB) {
@@ -1373,13 +1373,28 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
     }
 }
 
-/* One thread's 16-word blocks [b0, b1). */
-VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1) {
+/* One thread's 16-word blocks [b0, b1), of a team of tn. One row alone on its core reads one
+ * channel quad a pass (4 streams); in a team, two (8 streams, half the loads and stores of the
+ * L1 sums a quad): one row from memory, the two alternated per call in one process, medians,
+ * two quads a pass took 0.82-1.00x the time of one on 2 threads (9 samples, the three shapes of
+ * bench/kernels_vs_llamacpp.sh) and 1.02-1.15x on 1 (Zen 4). */
+VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1, int64_t tn) {
     switch (j->m) {
-    case 1: awq_vnni_seq(j, b0, b1, 1); break;
-    case 2: awq_vnni_seq(j, b0, b1, 2); break;
-    case 3: awq_vnni_seq(j, b0, b1, 3); break;
-    default: awq_vnni_seq(j, b0, b1, 4); break;
+    case 1:
+        if (tn == 1)
+            awq_vnni_seq(j, b0, b1, 1, 1);
+        else
+            awq_vnni_seq(j, b0, b1, 1, 2);
+        break;
+    case 2:
+        awq_vnni_seq(j, b0, b1, 2, 2);
+        break;
+    case 3:
+        awq_vnni_seq(j, b0, b1, 3, 2);
+        break;
+    default:
+        awq_vnni_seq(j, b0, b1, 4, 2);
+        break;
     }
 }
 
@@ -1437,7 +1452,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         for (int64_t r = 0; r < m; r++)
             lq_qx_row(k, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
         if (nblk * th / tn < nblk * (th + 1) / tn)
-            awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn);
+            awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn, tn);
     }
     lq_awq_unpermute(yf, np, m, n, y, nt);
     return LQ_OK;
