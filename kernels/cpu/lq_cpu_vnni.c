@@ -1376,7 +1376,7 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
 /* One thread's 16-word blocks [b0, b1), of a team of tn. One row alone on its core reads one
  * channel quad a pass (4 streams); in a team, two (8 streams, half the loads and stores of the
  * L1 sums a quad): one row from memory, the two alternated per call in one process, medians,
- * two quads a pass took 0.82-1.00x the time of one on 2 threads (9 samples, the three shapes of
+ * two quads a pass took 0.82-1.00x the time of one on 2 threads (13 samples, the three shapes of
  * bench/kernels_vs_llamacpp.sh) and 1.02-1.15x on 1 (Zen 4). */
 VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1, int64_t tn) {
     switch (j->m) {
