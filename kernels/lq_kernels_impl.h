@@ -534,6 +534,16 @@ typedef struct lq_seg_it {
 void      lq_split_init(lq_split *s, int nthreads, int64_t n, int64_t steal);
 lq_seg_it lq_split_iter(lq_split *s, int th, int tn);
 int       lq_seg_next(lq_seg_it *it, int64_t *u0, int64_t *u1);
+/* lq_seg_next as rows [r0, r1) of units of `unit` rows, the last unit clamped to n */
+static inline int lq_seg_next_rows(lq_seg_it *it, int64_t unit, int64_t n, int64_t *r0,
+                                   int64_t *r1) {
+    int64_t u0, u1;
+    if (!lq_seg_next(it, &u0, &u1))
+        return 0;
+    *r0 = u0 * unit;
+    *r1 = u1 * unit < n ? u1 * unit : n;
+    return 1;
+}
 
 /* h[0, cnt) (fp16, or bf16 when bf) -> float32, exactly; kind: lq_half_cvt_kind() (2 AVX-512,
  * 1 AVX2 + F16C, 0 portable), taken once by callers in a loop */

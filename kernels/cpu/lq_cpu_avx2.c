@@ -1005,8 +1005,8 @@ lq_status lq_int8_dots_avx2(const int8_t *cb, int64_t n, int64_t k, const int8_t
 #pragma omp parallel num_threads(nt)
     {
         lq_seg_it it = lq_split_iter(&sp, omp_get_thread_num(), omp_get_num_threads());
-        for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
-            i8_range(cb, n, k, qx, m, b0 * 4, b1 * 4 < n ? b1 * 4 : n, acc);
+        for (int64_t i0, i1; lq_seg_next_rows(&it, 4, n, &i0, &i1);)
+            i8_range(cb, n, k, qx, m, i0, i1, acc);
     }
     return LQ_OK;
 }

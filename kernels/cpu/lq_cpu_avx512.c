@@ -289,8 +289,8 @@ lq_status lq_gemm_nf4_avx512(const lq_qlinear *w, const float *x, int64_t m, flo
                       b = b0 < w->n ? b0 : w->n;
         if (m <= 4) {
             lq_seg_it it = lq_split_iter(&sp, (int)t, (int)T);
-            for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);)
-                direct[m - 1](&j, u0 * NC, u1 * NC < w->n ? u1 * NC : w->n);
+            for (int64_t i0, i1; lq_seg_next_rows(&it, NC, w->n, &i0, &i1);)
+                direct[m - 1](&j, i0, i1);
         } else if (a < b) { /* activations of a k range: <= 512 KiB, half an L2 */
             const int64_t kr   = ((int64_t)131072 / m) & ~(int64_t)(KC - 1);
             const int64_t step = kr > KC ? kr : KC;
@@ -540,8 +540,8 @@ static void d16_rows1_bf16(const lq_qlinear *w, const void *x, float *y, int64_t
 static void d16_rows1_team(lq_split *sp, d16_rows_fn fn, const lq_qlinear *w, const void *x,
                            float *y) {
     lq_seg_it it = lq_split_iter(sp, omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t u0, u1; lq_seg_next(&it, &u0, &u1);)
-        fn(w, x, y, u0 * 16, u1 * 16 < w->n ? u1 * 16 : w->n);
+    for (int64_t i0, i1; lq_seg_next_rows(&it, 16, w->n, &i0, &i1);)
+        fn(w, x, y, i0, i1);
 }
 
 /* lq_split_init's arguments for d16_rows1_team */

@@ -1567,8 +1567,8 @@ lq_status lq_int8_dots_vnni(const int8_t *cb, int64_t n, int64_t k, const int8_t
             memset(xu + r * kp + k, 0, (size_t)(kp - k));
         }
         lq_seg_it it = lq_split_iter(&sp, omp_get_thread_num(), omp_get_num_threads());
-        for (int64_t b0, b1; lq_seg_next(&it, &b0, &b1);)
-            int8_vnni_range(cb, n, k, xu, kp, m, b0 * I8_NC, b1 * I8_NC < n ? b1 * I8_NC : n, acc);
+        for (int64_t i0, i1; lq_seg_next_rows(&it, I8_NC, n, &i0, &i1);)
+            int8_vnni_range(cb, n, k, xu, kp, m, i0, i1, acc);
     }
     return LQ_OK;
 }
