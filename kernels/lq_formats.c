@@ -147,7 +147,7 @@ static const lq_format_traits k_formats[LQ_FMT_COUNT] = {
     [LQ_FMT_DENSE] = {LQ_ROW(dense, 1e-5, 1e-10),
                       LQ_QX(dense, LQ_QLINEAR_BF16_X | LQ_QLINEAR_F16_X, 2e-5, 1e-10)},
     [LQ_FMT_GPTQ]  = {LQ_ROW(gptq, 1e-5, 1e-9), LQ_QX(gptq, LQ_QLINEAR_INT_X, 2e-4, 0)},
-    [LQ_FMT_AWQ]   = {LQ_ROW(awq, 1e-5, 1e-9), LQ_QX(awq, LQ_QLINEAR_INT_X, 2e-4, 0)},
+    [LQ_FMT_AWQ]   = {LQ_ROW(awq, 1e-5, 1e-9), LQ_QX(awq, LQ_QLINEAR_INT_X, 2e-4, 1e-10)},
     [LQ_FMT_NF4]   = {LQ_ROW(nf4, 1e-5, 1e-9), LQ_QX(nf4, LQ_QLINEAR_INT_X, 2e-4, 1e-10)},
     [LQ_FMT_INT8]  = {LQ_ROW(int8, 1e-4, 1e-9)},
 };

@@ -384,11 +384,14 @@ size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits);
 /* AWQ as stored on int8 activations at a few rows, read in place (lq_cpu_vnni.c, lq_cpu_avx2.c;
  * cpu/lq_cpu_common.c): a row's activations in channel order (lq_qx_row); the sums come out
  * field-major (128-column blocks: field f of word l at 16 f + l) into a scratch y of lq_awq_np(w)
- * floats a row, put back in column order by lq_awq_unpermute. lq_awq_seq_ws: the workspace of m
- * rows (codes [m, k rounded up to 64], sums and scales [m, nkb], the scratch y). */
+ * floats a row, put back in column order by lq_awq_unpermute (nseg scratch y's of m rows, one
+ * after another, added in that order: a kernel that sums segments of the channels apart).
+ * lq_awq_seq_ws: the workspace of m rows (codes [m, k rounded up to 64], sums and scales
+ * [m, nkb], nseg scratch y's). */
 int64_t lq_awq_np(const lq_qlinear *w);
-size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m);
-void    lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt);
+size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m, int64_t nseg);
+void    lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,
+                         int nt);
 /* From more rows (cpu/lq_cpu_awq.c): the codes repacked once into GPTQ's layout (a word per
  * column holding 8 channels: an 8 x 8 nibble transpose of 8 channel rows) in that field-major
  * column order, the scales and zeros likewise, and a GPTQ kernel run on it: the same blocks and

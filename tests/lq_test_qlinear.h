@@ -7,6 +7,7 @@
 
 #include "lq_dtype.h"
 #include "lq_kernels.h"
+#include "lq_kernels_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -85,6 +86,11 @@ static const kcase k_cases[] = {
     {"awq_g64_n4360", LQ_FMT_AWQ, 4, 4360, 128, 64, 0, 0, 0, 0, 1, 0},
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
+    /* int8 activations at 1-4 rows: the channels in segments summed apart (two here, of 10 and
+     * 11 activation blocks; on 3 threads both split by columns); at one row runs of up to 128
+     * blocks (two here) */
+    {"awq_segs_k2688", LQ_FMT_AWQ, 4, 264, 2688, 128, 0, 0, 0, 0, 1, 0},
+    {"awq_runs_n16520", LQ_FMT_AWQ, 4, 16520, 64, 32, 0, 0, 0, 0, 0, 0},
     /* a group of two decoded runs (the buffered kernel) */
     {"awq_g256_n48", LQ_FMT_AWQ, 4, 48, 512, 256, 0, 0, 0, 0, 0, 0},
     /* repacked into GPTQ's layout at load (lq_qlinear_sort): GPTQ's kernels from then on */
@@ -268,9 +274,12 @@ static lq_status build(const kcase *c, int64_t n, int64_t k, int exact, uint64_t
     return st;
 }
 
-/* Activations. NF4 exact mode: one +-127 in every 64 (see build). INT8 exact mode: one +-127 per
- * row (outside stored columns) so 127 / rowmax == 1 and the quantized activations equal x; runtime
- * outliers are +-256 >= the exact threshold 200, which the absmax skips. */
+/* Activations. NF4 exact mode: one +-127 in every 64 (see build). AWQ exact mode: one +-127 in
+ * every block of the integer-activation semantics (lq_awq_qx_block), so each block's scale is 1
+ * and the kernels' partial sums are integers times the power-of-2 scales: exact in any order
+ * (the kernel on int8 activations adds segments of the channels apart). INT8 exact mode: one +-127
+ * per row (outside stored columns) so 127 / rowmax == 1 and the quantized activations equal x;
+ * runtime outliers are +-256 >= the exact threshold 200, which the absmax skips. */
 static void make_x(const kcase *c, const lq_qlinear *w, int64_t m, int exact, uint64_t seed,
                    float *x) {
     lq_rng r;
@@ -280,10 +289,14 @@ static void make_x(const kcase *c, const lq_qlinear *w, int64_t m, int exact, ui
         x[e] = exact ? (float)rnd_int(&r, c->fmt == LQ_FMT_INT8 ? -20 : -4,
                                       c->fmt == LQ_FMT_INT8 ? 20 : 4)
                      : rnd_normal(&r);
-    if (c->fmt == LQ_FMT_NF4 && exact) /* each 64 activations' block scale 127 / 127 = 1 */
+    const int64_t xb = !exact                 ? 0
+                       : c->fmt == LQ_FMT_NF4 ? 64
+                       : c->fmt == LQ_FMT_AWQ ? lq_awq_qx_block(w)
+                                              : 0;
+    if (xb > 0) /* each block's scale 127 / 127 = 1 */
         for (int64_t rr = 0; rr < m; rr++)
-            for (int64_t c0 = 0; c0 < k; c0 += 64) {
-                const int64_t len = k - c0 < 64 ? k - c0 : 64;
+            for (int64_t c0 = 0; c0 < k; c0 += xb) {
+                const int64_t len = k - c0 < xb ? k - c0 : xb;
                 x[rr * k + c0 + (int64_t)lq_rng_below(&r, (uint64_t)len)] =
                     lq_rng_below(&r, 2) ? 127.f : -127.f;
             }

@@ -758,7 +758,7 @@ size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
         return 0;
     if (m > LQ_AWQ_AVX2_M)
         return lq_awq_gptq_ws(w, m);
-    return (size_t)lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64) +
+    return (size_t)lq_align_up((int64_t)lq_awq_seq_ws(w, m, 1), 64) +
            (size_t)(awq2_nblk(w) * (m < AWQ2_M ? m : AWQ2_M)) * 512;
 }
 
@@ -773,7 +773,7 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
         lq_awq_gptq_build(w, ws, &g, awq2_repack_codes, nt);
         float *yf = lq_awq_gptq_yf(w, m, ws);
         LQ_TRY(lq_gemm_gptq_avx2(&g, x, m, yf, (uint8_t *)ws + lq_awq_gptq_bytes(w), 8, nthreads));
-        lq_awq_unpermute(yf, g.n, m, w->n, y, nt);
+        lq_awq_unpermute(yf, 1, g.n, m, w->n, y, nt);
         return LQ_OK;
     }
     awq2_job j = {
@@ -784,7 +784,7 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
     j.xsf = xsf;
     j.dx  = dx;
     j.yf  = yf;
-    j.sum = (__m256i *)(void *)((uint8_t *)ws + lq_align_up((int64_t)lq_awq_seq_ws(w, m), 64));
+    j.sum = (__m256i *)(void *)((uint8_t *)ws + lq_align_up((int64_t)lq_awq_seq_ws(w, m, 1), 64));
     j.summ             = m < AWQ2_M ? m : AWQ2_M;
     const int     nt   = lq_cpu_threads(nthreads);
     const int64_t nblk = awq2_nblk(w);
@@ -798,7 +798,7 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
             awq2_rows(&j, r0, m - r0 < AWQ2_M ? m - r0 : AWQ2_M, nblk * th / tn,
                       nblk * (th + 1) / tn);
     }
-    lq_awq_unpermute(yf, j.np, m, w->n, y, nt);
+    lq_awq_unpermute(yf, 1, j.np, m, w->n, y, nt);
     return LQ_OK;
 }
 

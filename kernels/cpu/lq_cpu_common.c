@@ -297,9 +297,9 @@ int64_t lq_awq_np(const lq_qlinear *w) {
     return (w->n + 127) / 128 * 128;
 }
 
-size_t lq_awq_seq_ws(const lq_qlinear *w, int64_t m) {
+size_t lq_awq_seq_ws(const lq_qlinear *w, int64_t m, int64_t nseg) {
     const int64_t ab = lq_awq_qx_block(w);
-    return ab ? lq_qx_ws_bytes(w->k, ab, m, 8) + (size_t)(m * lq_awq_np(w)) * 4 : 0;
+    return ab ? lq_qx_ws_bytes(w->k, ab, m, 8) + (size_t)(nseg * m * lq_awq_np(w)) * 4 : 0;
 }
 
 LQ_CLONES void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, float *xsf,
@@ -314,11 +314,26 @@ LQ_CLONES void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, fl
     }
 }
 
-void lq_awq_unpermute(const float *yf, int64_t np, int64_t m, int64_t n, float *y, int nt) {
-    const int64_t bc = 128; /* columns a field-major block (lq_awq_np) */
+void lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,
+                      int nt) {
+    const int64_t bc = 128, nbc = (n + bc - 1) / bc; /* a field-major block (lq_awq_np) */
+    /* per row and block: the segments added in order (16 words of a field contiguous), then the
+     * columns put in order; one row shares its blocks among the threads. Only the words of
+     * columns below n: a kernel need not write the rest. */
 #pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t r = 0; r < m; r++)
-        for (int64_t i = 0; i < n; i++)
-            y[r * n + i] =
-                yf[r * np + i / bc * bc + 16 * lq_awq_field_of((int)(i % 8)) + (i % bc) / 8];
+    for (int64_t rb = 0; rb < m * nbc; rb++) {
+        const int64_t r = rb / nbc, c0 = rb % nbc * bc, nc = n - c0 < bc ? n - c0 : bc;
+        const int64_t vw = (nc + 7) / 8;
+        const float  *p  = yf + r * np + c0;
+        float         t[128];
+        for (int f = 0; f < 8; f++)
+            for (int64_t l = 0; l < vw; l++)
+                t[16 * f + l] = p[16 * f + l];
+        for (int64_t s = 1; s < nseg; s++)
+            for (int f = 0; f < 8; f++)
+                for (int64_t l = 0; l < vw; l++)
+                    t[16 * f + l] += p[s * m * np + 16 * f + l];
+        for (int64_t i = 0; i < nc; i++)
+            y[r * n + c0 + i] = t[16 * lq_awq_field_of((int)(i % 8)) + i / 8];
+    }
 }

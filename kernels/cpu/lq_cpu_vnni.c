@@ -1192,7 +1192,8 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * byte-interleaved in registers (awq_vnni_quad). Results come out field-major and go to a scratch y
  * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
  * to field-major with two vpermt2w per field at each block flush, the zeros come packed like
- * the codes.
+ * the codes. The channels are cut into segments (awq_vnni_segs), each summed into its own
+ * scratch y and the segments added in order at the end (awq_vnni_part).
  * More rows: see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
 
@@ -1201,13 +1202,15 @@ typedef struct awq_job {
     int64_t           ab, nkb, kp, m, np; /* np: scratch row stride */
     const uint8_t    *xp;                 /* [m, kp] int8 codes in channel order */
     const float      *xsf, *dx;
-    float            *yf; /* [m, np] field-major */
+    int64_t           nseg; /* segments of the channels (awq_vnni_nseg) */
+    float            *yf;   /* [nseg][m, np] field-major */
 } awq_job;
 
 /* yf (+)= block kb's integer sums acc[r][f] of words [w0, w0 + 16) scaled: zeros (packed like
- * the codes) and scales permuted to field-major. First block (kb == 0) assigns. */
-VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_t r0, const int M,
-                                __m512i acc[][8]) {
+ * the codes) and scales permuted to field-major; yf: a segment's scratch y. The segment's first
+ * block (first) assigns. */
+VNNI_INLINE void awq_vnni_flush(const awq_job *j, float *yf, int64_t kb, int first, int64_t w0,
+                                int64_t r0, const int M, __m512i acc[][8]) {
     const lq_qlinear *w  = j->w;
     const int64_t     n  = w->n, nw = n / 8;
     const int64_t     vw = nw - w0 < 16 ? nw - w0 : 16; /* valid words */
@@ -1240,9 +1243,9 @@ VNNI_INLINE void awq_vnni_flush(const awq_job *j, int64_t kb, int64_t w0, int64_
             const int64_t rr = r0 + r;
             const __m512  xs = _mm512_set1_ps(j->xsf[rr * j->nkb + kb]);
             const __m512  d  = _mm512_set1_ps(j->dx[rr * j->nkb + kb]);
-            float        *yp = j->yf + rr * j->np + 8 * w0 + 16 * f;
+            float        *yp = yf + rr * j->np + 8 * w0 + 16 * f;
             const __m512  t  = _mm512_fnmadd_ps(zf, xs, _mm512_cvtepi32_ps(acc[r][f]));
-            const __m512  yv = kb ? _mm512_loadu_ps(yp) : _mm512_setzero_ps();
+            const __m512  yv = first ? _mm512_setzero_ps() : _mm512_loadu_ps(yp);
             _mm512_storeu_ps(yp, _mm512_fmadd_ps(t, _mm512_mul_ps(sc, d), yv));
         }
     }
@@ -1298,34 +1301,48 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
     }
 }
 
-/* m <= 4: channel quads over runs of 16-word blocks, the sums of a run in an L1 buffer, as
- * gptq_vnni_seq. Reading a block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles
- * would, every one falls into the same two L1 sets at n = 4096: 4096 x 11008 on 2 threads
- * took 0.63-0.76 ms at one row against 0.39 with the codes sorted at load, and at 4 rows, two
- * rows a tile, 5.8 ms against 0.34 at one (int16). Per pass, P channel quads (1 at one row on
- * one thread, 2 otherwise: awq_vnni_rows) and the results in halves (all 8 up to 2 rows, 4 above)
- * keep M x 8 or M x 4 accumulators in registers; a run has 32, 16, 8 or 8 blocks at 1-4 rows (16
- * KiB of sums at most, half the L1: with half that, 4096 x 4096 on 1 thread from memory took 0.48
- * ms at one row against 0.43-0.45, 0.64 at two against 0.53-0.55 and 1.01-1.03 at four against
- * 0.89-0.90; with 64 blocks at one row, within the noise of 32, and two rows lost; Zen 4). At one
- * row a pass of one quad reads 4 rows (4 streams) where 4 quads read 16: medians of 8 processes,
- * Zen 4, from memory, 4096 x 11008 1.13 -> 0.80-0.87 ms on 1 thread, 0.74 -> 0.64 on 2; 4096 x 4096
- * 0.44 -> 0.34 on 1; from 2 rows 2 quads stay (1 there: 4 rows of 4096 x 11008 on 1 thread
- * 2.53 -> 3.01). Each load prefetches the same place PF rows on, into L2: into L1 (T0) the
- * 16 KiB in flight crowd out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms
- * against 0.86-0.97; without, 1.40-1.60 against 1.17-1.19 (Zen 4). */
-#define AWQ_SEQ_M 4  /* up to this many rows the words are read in place */
-#define AWQ_SEQ_B 32 /* blocks a run at one row */
-VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const int M, const int P) {
+/* Segments: about AWQ_SEG_C channels each, a power of two of them (at most AWQ_SEG_MAX), in
+ * whole activation blocks as even as they come, so that 2, 4, 8 ... threads share them whole
+ * (awq_vnni_part). They depend on the shape alone: every thread count gives the same bits. */
+#define AWQ_SEG_C   1024
+#define AWQ_SEG_MAX 16
+static int64_t awq_vnni_nseg(int64_t nkb, int64_t ab) {
+    const int64_t want = nkb * ab / AWQ_SEG_C;
+    int64_t       ns   = 1;
+    while (2 * ns <= want && 2 * ns <= nkb && 2 * ns <= AWQ_SEG_MAX)
+        ns *= 2;
+    return ns;
+}
+/* segment s's first activation block */
+static inline int64_t awq_vnni_seg_kb(const awq_job *j, int64_t s) {
+    return s * j->nkb / j->nseg;
+}
+
+/* m <= 4: channel quads over runs of rb 16-word blocks [b0, b1) of segment s, the sums of a run
+ * in the thread's buffer sum ([block][row][awq_vnni_quad's order]), as gptq_vnni_seq. Reading a
+ * block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles would, every one falls
+ * into the same two L1 sets at n = 4096: 4096 x 11008 on 2 threads took 0.63-0.76 ms at one row
+ * against 0.39 with the codes sorted at load, and at 4 rows, two rows a tile, 5.8 ms against
+ * 0.34 at one (int16). Per pass, P channel quads, and the results in halves (all 8 up to 2 rows,
+ * 4 above), keep M x 8 or M x 4 accumulators in registers (runs and P: awq_vnni_part). Each
+ * load prefetches the same place PF rows on, into L2: into L1 (T0) the 16 KiB in flight crowd
+ * out the sums, and one row of 4096 x 11008 on 1 thread took 1.3-1.7 ms against 0.86-0.97;
+ * without, 1.40-1.60 against 1.17-1.19 (Zen 4). */
+#define AWQ_SEQ_M  4   /* up to this many rows the words are read in place */
+#define AWQ_SEQ_B  32  /* blocks a run whose sums stay in L1 (16 KiB) */
+#define AWQ_SEQ_BL 128 /* one row: blocks a run at most, its sums in L2 */
+VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t s, int64_t b0, int64_t b1, int64_t rb,
+                              __m512i (*sum)[8], const int M, const int P) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, k = w->k, nw = n / 8, ab = j->ab;
-    const uint32_t   *qw = (const uint32_t *)w->qweight;
-    const int         NU = M <= 2 ? 4 : 2, RB = AWQ_SEQ_B / (M == 3 ? 4 : M);
-    const int         PF = M == 1 ? 16 : 8; /* rows ahead of each load */
-    __m512i           sum[AWQ_SEQ_B][8];    /* [block][row][awq_vnni_quad's order] */
-    for (int64_t ba = b0; ba < b1; ba += RB) {
-        const int64_t nb = b1 - ba < RB ? b1 - ba : RB;
-        for (int64_t kb = 0; kb < j->nkb; kb++) {
+    const uint32_t   *qw  = (const uint32_t *)w->qweight;
+    const int         NU  = M <= 2 ? 4 : 2;
+    const int         PF  = M == 1 ? 16 : 8; /* rows ahead of each load */
+    const int64_t     kb0 = awq_vnni_seg_kb(j, s), kb1 = awq_vnni_seg_kb(j, s + 1);
+    float            *yf = j->yf + s * j->m * j->np;
+    for (int64_t ba = b0; ba < b1; ba += rb) {
+        const int64_t nb = b1 - ba < rb ? b1 - ba : rb;
+        for (int64_t kb = kb0; kb < kb1; kb++) {
             const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
             for (int64_t b = 0; b < nb * M; b++)
                 for (int f = 0; f < 8; f++)
@@ -1368,33 +1385,71 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t b0, int64_t b1, const in
             for (int64_t b = 0; b < nb * M; b++)
                 awq_vnni_unquad(sum[b]);
             for (int64_t b = 0; b < nb; b++)
-                awq_vnni_flush(j, kb, (ba + b) * 16, 0, M, &sum[b * M]);
+                awq_vnni_flush(j, yf, kb, kb == kb0, (ba + b) * 16, 0, M, &sum[b * M]);
         }
     }
 }
 
-/* One thread's 16-word blocks [b0, b1), of a team of tn. One row alone on its core reads one
- * channel quad a pass (4 streams); in a team, two (8 streams, half the loads and stores of the
- * L1 sums a quad): one row from memory, the two alternated per call in one process, medians,
- * two quads a pass took 0.82-1.00x the time of one on 2 threads (13 samples, the three shapes of
- * bench/kernels_vs_llamacpp.sh) and 1.02-1.15x on 1 (Zen 4). */
-VNNI_TARGET static void awq_vnni_rows(const awq_job *j, int64_t b0, int64_t b1, int64_t tn) {
-    switch (j->m) {
-    case 1:
-        if (tn == 1)
-            awq_vnni_seq(j, b0, b1, 1, 1);
-        else
-            awq_vnni_seq(j, b0, b1, 1, 2);
-        break;
-    case 2:
-        awq_vnni_seq(j, b0, b1, 2, 2);
-        break;
-    case 3:
-        awq_vnni_seq(j, b0, b1, 3, 2);
-        break;
-    default:
-        awq_vnni_seq(j, b0, b1, 4, 2);
-        break;
+/* Where work t falls (segment *s, column block *b; *s == nseg past the end): the work counts a
+ * column block of a segment once per activation block. */
+static void awq_vnni_pos(const awq_job *j, int64_t nblk, int64_t t, int64_t *s, int64_t *b) {
+    int64_t si = 0;
+    while (si < j->nseg && awq_vnni_seg_kb(j, si + 1) * nblk <= t)
+        si++;
+    if (si == j->nseg) {
+        *s = si;
+        *b = 0;
+        return;
+    }
+    const int64_t k0 = awq_vnni_seg_kb(j, si), len = awq_vnni_seg_kb(j, si + 1) - k0;
+    const int64_t bi = (t - k0 * nblk + len / 2) / len;
+    *s               = bi < nblk ? si : si + 1;
+    *b               = bi < nblk ? bi : 0;
+}
+
+/* Thread th of tn: an equal share of the work, segment-major, so a thread reads the word rows of
+ * the segments it has whole in order from end to end, and at most two segments in part (their
+ * columns split with a neighbour). Threads splitting every row by columns instead (until
+ * 2026-12-06) read each in pieces (1 KiB of 2 at 4096 x 4096 on 2 threads): at one row, one
+ * process alternating both per call, segments took 0.60-0.93x the time on 2 threads and
+ * 0.99-1.07x on 1 (12 samples each, the three shapes of bench/kernels_vs_llamacpp.sh, Zen 4;
+ * of that, 1-2% on 1 thread at 4096 x 4096 is the segments' own: one segment instead of four).
+ * Segments of 1024 channels with the last one shorter, one of them split between 2 threads at
+ * k = 11008, took 0.61-0.98x; two equal halves there 0.58-0.95x.
+ * One row: runs of a segment's whole width; one channel quad a pass while the sums stay in L1
+ * (two or four took 1.12-1.24x the time on 1 thread at 4096 x 4096); wider, four (16 rows of
+ * the matrix a pass, a quarter of one's traffic to the sums, in L2): at one row of 11008 x 4096
+ * on 2 threads whole-width runs took 0.81-0.91x the time of the column split, runs of half the
+ * width (sums in L1) 0.85-1.02x. More rows: runs in L1, two quads a pass (at two rows runs of
+ * up to 64 blocks took 0.88-1.08x the time). */
+VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, __m512i (*sum)[8]) {
+    const int64_t nblk = (j->w->n / 8 + 15) / 16, work = j->nkb * nblk;
+    int64_t       s0, b0, s1, b1;
+    awq_vnni_pos(j, nblk, work * th / tn, &s0, &b0);
+    awq_vnni_pos(j, nblk, work * (th + 1) / tn, &s1, &b1);
+    for (int64_t s = s0; s <= s1 && s < j->nseg; s++) {
+        const int64_t c0 = s == s0 ? b0 : 0, c1 = s == s1 ? b1 : nblk, nb = c1 - c0;
+        if (nb <= 0)
+            continue;
+        switch (j->m) {
+        case 1:
+            if (nb <= AWQ_SEQ_B) {
+                awq_vnni_seq(j, s, c0, c1, nb, sum, 1, 1);
+            } else {
+                const int64_t runs = (nb + AWQ_SEQ_BL - 1) / AWQ_SEQ_BL;
+                awq_vnni_seq(j, s, c0, c1, (nb + runs - 1) / runs, sum, 1, 4);
+            }
+            break;
+        case 2:
+            awq_vnni_seq(j, s, c0, c1, AWQ_SEQ_B / 2, sum, 2, 2);
+            break;
+        case 3:
+            awq_vnni_seq(j, s, c0, c1, AWQ_SEQ_B / 4, sum, 3, 2);
+            break;
+        default:
+            awq_vnni_seq(j, s, c0, c1, AWQ_SEQ_B / 4, sum, 4, 2);
+            break;
+        }
     }
 }
 
@@ -1414,7 +1469,8 @@ size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
         return 0;
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
         return lq_awq_gptq_ws(w, m);
-    return lq_awq_seq_ws(w, m);
+    const int64_t ab = lq_awq_qx_block(w);
+    return lq_awq_seq_ws(w, m, awq_vnni_nseg((w->k + ab - 1) / ab, ab));
 }
 
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -1433,28 +1489,32 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
         uint8_t *gws = (uint8_t *)ws + lq_awq_gptq_bytes(w);
         float   *yf  = lq_awq_gptq_yf(w, m, ws);
         LQ_TRY(gptq_vnni_run(&g, fused ? w : NULL, x, m, yf, gws, 8, nthreads));
-        lq_awq_unpermute(yf, np, m, n, y, nt);
+        lq_awq_unpermute(yf, 1, np, m, n, y, nt);
         return LQ_OK;
     }
     awq_job j = {
         .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .m = m, .np = np};
+    j.nseg       = awq_vnni_nseg(j.nkb, ab);
     uint8_t *xp = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
-    j.xp               = xp;
-    j.xsf              = xsf;
-    j.dx               = dx;
-    j.yf               = yf;
-    const int64_t nblk = (n / 8 + 15) / 16;
+    j.xp              = xp;
+    j.xsf             = xsf;
+    j.dx              = dx;
+    j.yf              = yf;
+    const size_t sums = (size_t)AWQ_SEQ_BL * sizeof(__m512i[8]); /* a thread's, one row's most */
+    __m512i(*sum)[8]  = aligned_alloc(64, sums * (size_t)nt);
+    if (!sum)
+        return LQ_ERR_NOMEM;
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
             lq_qx_row(k, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
-        if (nblk * th / tn < nblk * (th + 1) / tn)
-            awq_vnni_rows(&j, nblk * th / tn, nblk * (th + 1) / tn, tn);
+        awq_vnni_part(&j, th, tn, sum + AWQ_SEQ_BL * th);
     }
-    lq_awq_unpermute(yf, np, m, n, y, nt);
+    free(sum);
+    lq_awq_unpermute(yf, j.nseg, np, m, n, y, nt);
     return LQ_OK;
 }
 
