@@ -1192,7 +1192,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * byte-interleaved in registers (awq_vnni_quad). Results come out field-major and go to a scratch y
  * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
  * to field-major with two vpermt2w per field at each block flush, the zeros come packed like
- * the codes. The channels are cut into segments (awq_vnni_segs), each summed into its own
+ * the codes. The channels are cut into segments (awq_vnni_nseg), each summed into its own
  * scratch y and the segments added in order at the end (awq_vnni_part).
  * More rows: see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
