@@ -87,10 +87,10 @@ static const kcase k_cases[] = {
     {"awq_splitk", LQ_FMT_AWQ, 4, 136, 4096, 128, 0, 0, 0, 0, 1, 0},
     {"awq_g32_n32_k64", LQ_FMT_AWQ, 4, 32, 64, 32, 0, 0, 0, 0, 1, 0},
     /* int8 activations at 1-4 rows: the channels in segments summed apart (two here, of 10 and
-     * 11 activation blocks; on 3 threads both split by columns); at one row runs of up to 128
-     * blocks (two here) */
+     * 11 activation blocks; on 3 threads both split by columns); at one row in a team runs of up
+     * to 128 blocks (two a thread here on 2 threads), alone runs of up to 32 (nine) */
     {"awq_segs_k2688", LQ_FMT_AWQ, 4, 264, 2688, 128, 0, 0, 0, 0, 1, 0},
-    {"awq_runs_n16520", LQ_FMT_AWQ, 4, 16520, 64, 32, 0, 0, 0, 0, 0, 0},
+    {"awq_runs_n33032", LQ_FMT_AWQ, 4, 33032, 64, 32, 0, 0, 0, 0, 0, 0},
     /* a group of two decoded runs (the buffered kernel) */
     {"awq_g256_n48", LQ_FMT_AWQ, 4, 48, 512, 256, 0, 0, 0, 0, 0, 0},
     /* repacked into GPTQ's layout at load (lq_qlinear_sort): GPTQ's kernels from then on */

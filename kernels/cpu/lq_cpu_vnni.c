@@ -1417,11 +1417,13 @@ static void awq_vnni_pos(const awq_job *j, int64_t nblk, int64_t t, int64_t *s, 
  * Segments of 1024 channels with the last one shorter, one of them split between 2 threads at
  * k = 11008, took 0.61-0.98x; two equal halves there 0.58-0.95x.
  * One row: runs of a segment's whole width; one channel quad a pass while the sums stay in L1
- * (two or four took 1.12-1.24x the time on 1 thread at 4096 x 4096); wider, four (16 rows of
- * the matrix a pass, a quarter of one's traffic to the sums, in L2): at one row of 11008 x 4096
- * on 2 threads whole-width runs took 0.81-0.91x the time of the column split, runs of half the
- * width (sums in L1) 0.85-1.02x. More rows: runs in L1, two quads a pass (at two rows runs of
- * up to 64 blocks took 0.88-1.08x the time). */
+ * (two or four took 1.12-1.24x the time on 1 thread at 4096 x 4096); wider, in a team, four (16
+ * rows of the matrix a pass, a quarter of one's traffic to the sums, in L2): at one row of
+ * 11008 x 4096 on 2 threads whole-width runs took 0.81-0.91x the time of the column split, runs
+ * of half the width (sums in L1) 0.85-1.02x, and runs of a third in L1 (one or two quads)
+ * 1.04-1.09x the time of whole-width ones. A thread alone keeps even runs in L1 with one quad:
+ * 0.94x the time of whole-width runs there (3 samples). Neither changes the sums' order. More rows:
+ * runs in L1, two quads a pass (at two rows runs of up to 64 blocks took 0.88-1.08x the time). */
 VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, __m512i (*sum)[8]) {
     const int64_t nblk = (j->w->n / 8 + 15) / 16, work = j->nkb * nblk;
     int64_t       s0, b0, s1, b1;
@@ -1433,8 +1435,9 @@ VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, 
             continue;
         switch (j->m) {
         case 1:
-            if (nb <= AWQ_SEQ_B) {
-                awq_vnni_seq(j, s, c0, c1, nb, sum, 1, 1);
+            if (nb <= AWQ_SEQ_B || tn == 1) { /* even runs, sums in L1 */
+                const int64_t runs = (nb + AWQ_SEQ_B - 1) / AWQ_SEQ_B;
+                awq_vnni_seq(j, s, c0, c1, (nb + runs - 1) / runs, sum, 1, 1);
             } else {
                 const int64_t runs = (nb + AWQ_SEQ_BL - 1) / AWQ_SEQ_BL;
                 awq_vnni_seq(j, s, c0, c1, (nb + runs - 1) / runs, sum, 1, 4);
