@@ -1420,10 +1420,11 @@ static void awq_vnni_pos(const awq_job *j, int64_t nblk, int64_t t, int64_t *s, 
  * (two or four took 1.12-1.24x the time on 1 thread at 4096 x 4096); wider, in a team, four (16
  * rows of the matrix a pass, a quarter of one's traffic to the sums, in L2): at one row of
  * 11008 x 4096 on 2 threads whole-width runs took 0.81-0.91x the time of the column split, runs
- * of half the width (sums in L1) 0.85-1.02x, and runs of a third in L1 (one or two quads)
- * 1.04-1.09x the time of whole-width ones. A thread alone keeps even runs in L1 with one quad:
- * 0.94x the time of whole-width runs there (3 samples). Neither changes the sums' order. More rows:
- * runs in L1, two quads a pass (at two rows runs of up to 64 blocks took 0.88-1.08x the time). */
+ * of half the width (sums in L1) 0.85-1.02x, and against whole-width ones runs of a third in
+ * L1 (two quads) took 1.04-1.09x the time, of half (two or four) 1.04-1.17x (2 samples each). A
+ * thread alone keeps even runs in L1 with one quad: 0.94x the time of whole-width runs there (3
+ * samples). Neither changes the sums' order. More rows: runs in L1, two quads a pass (at two rows
+ * runs of up to 64 blocks took 0.88-1.08x the time). */
 VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, __m512i (*sum)[8]) {
     const int64_t nblk = (j->w->n / 8 + 15) / 16, work = j->nkb * nblk;
     int64_t       s0, b0, s1, b1;
