@@ -1435,15 +1435,15 @@ VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, 
         if (nb <= 0)
             continue;
         switch (j->m) {
-        case 1:
-            if (nb <= AWQ_SEQ_B || tn == 1) { /* even runs, sums in L1 */
-                const int64_t runs = (nb + AWQ_SEQ_B - 1) / AWQ_SEQ_B;
+        case 1: { /* even runs: sums in L1 (one quad a pass) or, in a team, in L2 (four) */
+            const int     l1   = nb <= AWQ_SEQ_B || tn == 1;
+            const int64_t most = l1 ? AWQ_SEQ_B : AWQ_SEQ_BL, runs = (nb + most - 1) / most;
+            if (l1)
                 awq_vnni_seq(j, s, c0, c1, (nb + runs - 1) / runs, sum, 1, 1);
-            } else {
-                const int64_t runs = (nb + AWQ_SEQ_BL - 1) / AWQ_SEQ_BL;
+            else
                 awq_vnni_seq(j, s, c0, c1, (nb + runs - 1) / runs, sum, 1, 4);
-            }
             break;
+        }
         case 2:
             awq_vnni_seq(j, s, c0, c1, AWQ_SEQ_B / 2, sum, 2, 2);
             break;
