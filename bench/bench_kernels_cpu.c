@@ -15,6 +15,9 @@
  * Usage: bench_kernels_cpu [-f FMT (the formats whose name holds FMT; =NAME: that one)]
  *                          [-m 1,4,...] [-s small|large|all|NxK,...] [-t threads] [-r seconds]
  *                          [-c (CPU time instead of wall time)]
+ *                          [-q (the reduced-precision rows only where a format has them, and
+ *                           no sgemm: a comparison of record on those rows in a fraction of
+ *                           the time; formats without them keep their one row)]
  *                          [-e MiB (before each timed run, untimed, read a buffer of that many
  *                           MiB: the weights come from memory, as in a model's forward, not
  *                           from an L3 that holds the one matrix being repeated)]
@@ -321,10 +324,14 @@ int main(int argc, char **argv) {
     const char *ffilter = NULL, *mlist = NULL, *shapes = "all", *gtype = NULL;
     int         nt   = 0;
     double      secs = 0.5;
-    int         cpu = 0, evict_mib = 0;
+    int         cpu = 0, evict_mib = 0, qx_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-c")) {
             cpu = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "-q")) {
+            qx_only = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -426,8 +433,8 @@ int main(int argc, char **argv) {
             dense[e] = 0.02f * lq_rng_normal(&r);
         for (int64_t e = 0; e < mmax * k; e++)
             x[e] = lq_rng_normal(&r);
-        double tsg[16];
-        for (int mi = 0; mi < nms; mi++) {
+        double tsg[16] = {0};
+        for (int mi = 0; mi < nms && !qx_only; mi++) {
             sgemm_ctx sc = {x, dense, y, (int)ms[mi], (int)n, (int)k};
             tsg[mi]      = best_time(run_sgemm, &sc, secs, cpu, ev);
             if (!ffilter || strstr("dense", ffilter))
@@ -466,8 +473,9 @@ int main(int argc, char **argv) {
              * "+bx" (bf16) or "+hx" (fp16) */
             for (int ix = 0; ix < 2; ix++)
                 for (int mi = 0; mi < nms; mi++) {
-                    if (ix &&
-                        !(tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi], tr->qx_flag)))
+                    const int has_qx =
+                        tr->quantizes_x_cpu && tr->quantizes_x_cpu(&qb.q, ms[mi], tr->qx_flag);
+                    if (ix ? !has_qx : qx_only && has_qx)
                         continue;
                     const unsigned fl  = ix ? tr->qx_flag : 0u;
                     const size_t   wss = lq_qlinear_workspace_cpu_ex(&qb.q, ms[mi], fl);
@@ -483,7 +491,7 @@ int main(int argc, char **argv) {
                     printf("%-20s %5lld %5lldx%-5lld %5s %9.3f %8.2f %8.1f %9.3f %8.2f\n", name,
                            (long long)ms[mi], (long long)n, (long long)k, "", t * 1e3,
                            wbytes / t / 1e9, 100.0 * wbytes / t / 1e9 / bw, tsg[mi] * 1e3,
-                           tsg[mi] / t);
+                           tsg[mi] / t); /* -q: sgemm columns 0 */
                     fflush(stdout);
 #ifdef LQ_BENCH_GGML
                     ggml_pair *g = gtype ? ggml_pair_new(gtype, n, k, ms[mi], threads) : NULL;

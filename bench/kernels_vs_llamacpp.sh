@@ -18,7 +18,9 @@
 #        many times more, both sides alternated, each keeping its best: see below),
 #        RERUN_ONLY=1 (only that pass, on WORK_DIR's rows.md of an earlier run),
 #        PAIRED=1 (instead: each point in one process, llmquant's kernel and llama.cpp's
-#        alternated call by call, ROUNDS processes a point, 3 by default: see below)
+#        alternated call by call, ROUNDS processes a point, 3 by default: see below),
+#        QX=1 (only the reduced-precision rows of the formats that have them, "+ix" "+bx"
+#        "+hx", and no sgemm: the comparison of record in about half the time)
 #
 # Pairs (llama.cpp type: the closest of its own to each format): 4-bit formats (GPTQ-4,
 # act-order included, AWQ, NF4 with and without double quant) vs q4_K, GPTQ-3 (as stored, and held
@@ -42,6 +44,8 @@ ROUNDS=${ROUNDS:-$([ "$PAIRED" = 1 ] && echo 3 || echo 2)}
 RERUN=${RERUN:-3}
 RERUN_MATCH=${RERUN_MATCH:-'[+][ibh]x$|^int8_'}
 RERUN_ONLY=${RERUN_ONLY:-0}
+QX=${QX:-0}
+qx=$([ "$QX" = 1 ] && echo -q || true)
 LLAMA_HUGE=${LLAMA_HUGE:-1}
 tunables=$([ "$LLAMA_HUGE" = 1 ] && echo GLIBC_TUNABLES=glibc.malloc.hugetlb=1 || true)
 mkdir -p "$WORK"
@@ -94,7 +98,7 @@ if [ "$PAIRED" = 1 ]; then
                 [ "$fmt" = dense-f32 ] && continue
                 for ((round = 0; round < ROUNDS; round++)); do
                     env $tunables "$BUILD/bench/bench_kernels_ggml" -f "=$fmt" -g "$ty" -s "$shape" \
-                        -t "$t" -m "$MS" -r "$SECS" ${EVICT:+-e "$EVICT"} 2>&1 |
+                        -t "$t" -m "$MS" -r "$SECS" ${EVICT:+-e "$EVICT"} $qx 2>&1 |
                         awk -v t="$t" '$1 == "pair" { print $2, $3, $4, t, $5, $8, $9, $11, $12, $13 }' >>"$prow"
                 done
             done
@@ -141,7 +145,7 @@ for shape in $SHAPES; do
         : >"$gg"
         for ((round = 0; round < ROUNDS; round++)); do
             "$BUILD/bench/bench_kernels_cpu" -s "$shape" -t "$t" -m "$MS" -r "$SECS" \
-                ${FILTER:+-f "$FILTER"} ${EVICT:+-e "$EVICT"} >>"$out" 2>&1
+                ${FILTER:+-f "$FILTER"} ${EVICT:+-e "$EVICT"} $qx >>"$out" 2>&1
             for ty in $types; do
                 env $tunables OMP_NUM_THREADS=$t "$WORK/ggml_mulmat" "$ty" "$n" "$k" "$MS" "$t" \
                     "$SECS" ${EVICT:+"$EVICT"} >>"$gg"
