@@ -390,6 +390,17 @@ size_t lq_qx_ws_bytes(int64_t k, int64_t ab, int64_t m, int xbits);
  * [m, nkb], nseg scratch y's). */
 int64_t lq_awq_np(const lq_qlinear *w);
 size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m, int64_t nseg);
+/* The segments of those kernels: a power of two of them, about 1024 channels each, at most 16,
+ * in whole activation blocks (nkb of ab channels) as even as they come, so that 2, 4, 8 ...
+ * threads share them whole. They depend on the shape alone: every thread count gives the same
+ * bits. lq_awq_seg_kb: segment s's first block. lq_awq_pos: where work t falls (segment *s,
+ * nseg past the end; column block *b of nblk), the work counting a column block of a segment
+ * once per activation block, segment-major. */
+int64_t               lq_awq_nseg(int64_t nkb, int64_t ab);
+static inline int64_t lq_awq_seg_kb(int64_t nkb, int64_t nseg, int64_t s) {
+    return s * nkb / nseg;
+}
+void    lq_awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, int64_t *b);
 void    lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,
                          int nt);
 /* From more rows (cpu/lq_cpu_awq.c): the codes repacked once into GPTQ's layout (a word per

@@ -515,19 +515,22 @@ lq_status lq_gemm_gptq_avx2(const lq_qlinear *w, const float *x, int64_t m, floa
 }
 
 /* ---------------------------------------------------------------------------------------
- * AWQ as stored, up to LQ_AWQ_AVX2_M rows: the semantics of lq_gemm_awq_qx_ref, bit for bit,
- * the words read in place (without this the float kernel ran: 4096 x 4096 at one row, 1 thread,
- * 1.36 ms against llama.cpp's Q4_K 0.85). Word (c, j) packs columns 8j + o of channel c in
- * field [0,4,1,5,2,6,3,7][o]. As the VNNI kernel (awq_vnni_quad): 4 consecutive channel rows
+ * AWQ as stored, up to LQ_AWQ_AVX2_M rows: the semantics of lq_gemm_awq_qx_ref, the words
+ * read in place (without this the float kernel ran: 4096 x 4096 at one row, 1 thread, 1.36 ms
+ * against llama.cpp's Q4_K 0.85). Word (c, j) packs columns 8j + o of channel c in field
+ * [0,4,1,5,2,6,3,7][o]. As the VNNI kernel (awq_vnni_quad): 4 consecutive channel rows
  * byte-interleaved (two unpack stages) put in 32-bit lane (q, i) byte i of word 4q + u of the
  * 4 channels, u = 0..3 the four results, against one 32-bit broadcast of their activations.
  * vpmaddubsw takes each nibble masked apart (raw bytes would saturate its int16 pairs): pairs of
  * at most 2 * 15 * 127, AWQ2_Q channel quads summed in int16 (at most 15240), then widened by
- * vpmaddwd against ones into int32 sums per (word, field) in the workspace, 512 bytes a block
- * and row. A block is 16 words (128 columns: the field-major scratch of lq_awq_np) read as two
- * halves of 8; the sums are transposed to field-major (a 4 x 4 dword transpose per nibble) and
- * scaled once per activation block (awq2_flush). More rows run the GPTQ kernel on a copy
- * (awq2_repack_codes).
+ * vpmaddwd against ones into int32 sums per (word, field), 512 bytes a block and row in a
+ * thread's buffer. A block is 16 words (128 columns: the field-major scratch of lq_awq_np) read
+ * as two halves of 8; the sums are transposed to field-major (a 4 x 4 dword transpose per
+ * nibble) and scaled once per activation block (awq2_flush). As the VNNI kernel too, the
+ * channels are cut into segments (lq_awq_nseg), each summed into its own scratch y and added in
+ * order at the end (awq2_part): the same integer sums as the oracle, added in another order
+ * (within 1e-10 NMSE of it, the same bits at every thread count). More rows run the GPTQ kernel
+ * on a copy (awq2_repack_codes).
  * --------------------------------------------------------------------------------------- */
 #define AWQ2_M  4 /* activation rows a pass over the words */
 #define AWQ2_Q  4  /* channel quads a chunk: 16 rows, whose lines stay in L1 between passes */
@@ -538,10 +541,14 @@ typedef struct awq2_job {
     int64_t           ab, nkb, kp, np;
     const uint8_t    *xp; /* [m, kp] int8 codes in channel order */
     const float      *xsf, *dx;
-    float            *yf;  /* [m, np] field-major */
-    __m256i          *sum; /* [16-word block][summ][16] int32 sums of an activation block */
-    int64_t           summ; /* rows a pass at most: min(m, AWQ2_M) */
+    int64_t           m, nseg; /* rows; segments of the channels (lq_awq_nseg) */
+    float            *yf;      /* [nseg][m, np] field-major */
 } awq2_job;
+
+/* 16-word blocks of the columns */
+static int64_t awq2_nblk(const lq_qlinear *w) {
+    return (w->n / 8 + 15) / 16;
+}
 
 /* lanes l < valid of a half's 8 words */
 AVX2_INLINE __m256i awq2_mask(int64_t valid) {
@@ -552,10 +559,11 @@ AVX2_INLINE __m256i awq2_mask(int64_t valid) {
 }
 
 /* yf (+)= block kb's sums s[r][f] (field f, lane l = word w0 + l, l < vw) of rows r < M:
- * t = fma(-z, sum(xq), acc), y = fma(t, s * dx, y); the first block assigns. The 64 scales are
- * put field-major by an 8 x 8 transpose, the zeros come packed like the codes. */
-AVX2_INLINE void awq2_flush(const awq2_job *j, int64_t kb, int64_t w0, int64_t vw, int64_t ycol,
-                            const int M, __m256i s[][8]) {
+ * t = fma(-z, sum(xq), acc), y = fma(t, s * dx, y); yf: a segment's scratch y, whose first
+ * block (first) assigns. The 64 scales are put field-major by an 8 x 8 transpose, the zeros
+ * come packed like the codes. */
+AVX2_INLINE void awq2_flush(const awq2_job *j, float *yf, int64_t kb, int first, int64_t w0,
+                            int64_t vw, int64_t ycol, const int M, __m256i s[][8]) {
     const lq_qlinear *w = j->w;
     const int64_t     n = w->n, nw = n / 8, g = kb * j->ab / w->group_size;
     const uint16_t   *sp = (const uint16_t *)w->scales + g * n + 8 * w0;
@@ -571,9 +579,9 @@ AVX2_INLINE void awq2_flush(const awq2_job *j, int64_t kb, int64_t w0, int64_t v
         for (int r = 0; r < M; r++) {
             const __m256 xs = _mm256_set1_ps(j->xsf[r * j->nkb + kb]);
             const __m256 d  = _mm256_set1_ps(j->dx[r * j->nkb + kb]);
-            float       *yp = j->yf + r * j->np + ycol + 16 * f;
+            float       *yp = yf + r * j->np + ycol + 16 * f;
             const __m256 t  = _mm256_fnmadd_ps(zf, xs, _mm256_cvtepi32_ps(s[r][f]));
-            const __m256 yv = kb ? _mm256_loadu_ps(yp) : _mm256_setzero_ps();
+            const __m256 yv = first ? _mm256_setzero_ps() : _mm256_loadu_ps(yp);
             _mm256_storeu_ps(yp, _mm256_fmadd_ps(t, _mm256_mul_ps(sc[lq_awq_col_of(f)], d), yv));
         }
     }
@@ -643,18 +651,21 @@ AVX2_INLINE void awq2_chunk(const awq2_job *j, int64_t c, int nq, int64_t w0, in
     }
 }
 
-/* A thread's 16-word blocks [b0, b1), sums at sum [block][r][half][2u + nibble]: per
- * activation block, every chunk of channel rows across all of the thread's blocks (each row
- * read in order along the thread's columns, as the GPTQ kernel reads its word rows), then the
- * flushes. Each line is prefetched AWQ2_PF rows ahead into L2 (awq2_chunk). One row, 1
- * thread, three alternated rounds (Zen 3): runs of 16 blocks (sums in 8 KiB of L1) without
- * prefetch 4096 x 4096 1.0-1.4 ms, 11008 x 4096 2.2-4.7, 4096 x 11008 3.5-4.2; the whole range
- * with it 0.83-0.87, 1.5-2.5, 2.1-2.2; chunks of 8 quads (32 rows, the sums widened half as
- * often) 1.0-1.2, 2.2-2.4, 2.7-2.9. */
-AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *sum, const int M,
-                          const int H, const int NU) {
+/* 16-word blocks [b0, b1) of segment s, sums at sum [block][r][half][2u + nibble]: per
+ * activation block, every chunk of channel rows across all of the blocks (each row read in
+ * order along them, as the GPTQ kernel reads its word rows), then the flushes. Each line is
+ * prefetched AWQ2_PF rows ahead into L2 (awq2_chunk). One row, 1 thread, three alternated
+ * rounds (Zen 3): runs of 16 blocks (sums in 8 KiB of L1) without prefetch 4096 x 4096 1.0-1.4
+ * ms, 11008 x 4096 2.2-4.7, 4096 x 11008 3.5-4.2; the whole range with it 0.83-0.87, 1.5-2.5,
+ * 2.1-2.2; chunks of 8 quads (32 rows, the sums widened half as often) 1.0-1.2, 2.2-2.4,
+ * 2.7-2.9. */
+AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t s, int64_t b0, int64_t b1, __m256i *sum,
+                          const int M, const int H, const int NU) {
     const int64_t nw = j->w->n / 8, k = j->w->k, ab = j->ab, nb = b1 - b0;
-    for (int64_t kb = 0; kb < j->nkb; kb++) {
+    const int64_t kb0 = lq_awq_seg_kb(j->nkb, j->nseg, s),
+                  kb1 = lq_awq_seg_kb(j->nkb, j->nseg, s + 1);
+    float *yf         = j->yf + s * j->m * j->np;
+    for (int64_t kb = kb0; kb < kb1; kb++) {
         const int64_t c0 = kb * ab, c1 = c0 + ab < k ? c0 + ab : k;
         for (int64_t e = 0; e < nb * M * 16; e++)
             sum[e] = _mm256_setzero_si256();
@@ -671,7 +682,7 @@ AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *su
         for (int64_t b = 0; b < nb; b++) {
             const int64_t w0 = (b0 + b) * 16, vw = nw - w0 < 16 ? nw - w0 : 16;
             for (int h = 0; h < 2 && 8 * h < vw; h++) {
-                __m256i s[4][8]; /* [r][field], lane l = word w0 + 8h + l */
+                __m256i sr[4][8]; /* [r][field], lane l = word w0 + 8h + l */
                 for (int r = 0; r < M; r++)
                     for (int e = 0; e < 2; e++) { /* 4 x 4 dword transpose per 128 bits */
                         const __m256i *q  = sum + b * M * 16 + (r * 2 + h) * 8 + e;
@@ -679,40 +690,65 @@ AVX2_INLINE void awq2_seq(const awq2_job *j, int64_t b0, int64_t b1, __m256i *su
                         const __m256i  t1 = _mm256_unpackhi_epi32(q[0], q[2]);
                         const __m256i  t2 = _mm256_unpacklo_epi32(q[4], q[6]);
                         const __m256i  t3 = _mm256_unpackhi_epi32(q[4], q[6]);
-                        s[r][0 + e]       = _mm256_unpacklo_epi64(t0, t2);
-                        s[r][2 + e]       = _mm256_unpackhi_epi64(t0, t2);
-                        s[r][4 + e]       = _mm256_unpacklo_epi64(t1, t3);
-                        s[r][6 + e]       = _mm256_unpackhi_epi64(t1, t3);
+                        sr[r][0 + e]      = _mm256_unpacklo_epi64(t0, t2);
+                        sr[r][2 + e]      = _mm256_unpackhi_epi64(t0, t2);
+                        sr[r][4 + e]      = _mm256_unpacklo_epi64(t1, t3);
+                        sr[r][6 + e]      = _mm256_unpackhi_epi64(t1, t3);
                     }
-                awq2_flush(j, kb, w0 + 8 * h, vw - 8 * h, (b0 + b) * 128 + 8 * h, M, s);
+                awq2_flush(j, yf, kb, kb == kb0, w0 + 8 * h, vw - 8 * h, (b0 + b) * 128 + 8 * h, M,
+                           sr);
             }
         }
     }
 }
 
-/* rows [r0, r0 + mc), mc <= AWQ2_M, of a thread's blocks [b0, b1); a pass takes all 4 words u
- * and both halves at one row (8 int16 accumulators), fewer above */
-AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t r0, int64_t mc, int64_t b0,
-                                  int64_t b1) {
+/* rows [r0, r0 + mc), mc <= AWQ2_M, of blocks [b0, b1) of segment s; a pass takes all 4 words
+ * u and both halves at one row (8 int16 accumulators), fewer above */
+AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t r0, int64_t mc, int64_t s, int64_t b0,
+                                  int64_t b1, __m256i *sum) {
     awq2_job jr = *j;
     jr.xp += r0 * j->kp;
     jr.xsf += r0 * j->nkb;
     jr.dx += r0 * j->nkb;
     jr.yf += r0 * j->np;
-    __m256i *sum = j->sum + b0 * j->summ * 16; /* this thread's, whatever mc */
     switch (mc) {
     case 1:
-        awq2_seq(&jr, b0, b1, sum, 1, 2, 2);
+        awq2_seq(&jr, s, b0, b1, sum, 1, 2, 2);
         break;
     case 2:
-        awq2_seq(&jr, b0, b1, sum, 2, 1, 2);
+        awq2_seq(&jr, s, b0, b1, sum, 2, 1, 2);
         break;
     case 3:
-        awq2_seq(&jr, b0, b1, sum, 3, 1, 1);
+        awq2_seq(&jr, s, b0, b1, sum, 3, 1, 1);
         break;
     default:
-        awq2_seq(&jr, b0, b1, sum, 4, 1, 1);
+        awq2_seq(&jr, s, b0, b1, sum, 4, 1, 1);
         break;
+    }
+}
+
+/* Thread th of tn: an equal share of the work, segment-major, as the VNNI kernel's
+ * (awq_vnni_part): a thread reads the word rows of the segments it has whole from end to end
+ * and at most two segments in part (their columns split with a neighbour). Until 2026-12-06
+ * every thread read half of every word row (the oracle's order, one segment): one process
+ * alternating both per call (Zen 4 held to these kernels, LQ_CPU_KERNELS=avx2), segments took
+ * 0.70-0.96x the time at one row on 2 threads (6 samples, the three shapes of
+ * bench/kernels_vs_llamacpp.sh), 0.83-0.95x at 2-4 rows, 0.96-1.04x at 8; on 1 thread
+ * 1.00-1.03x (their own cost). Runs of at most AWQ2_RB blocks (11008 columns: 86). */
+#define AWQ2_RB 128
+AVX2_TARGET static void awq2_part(const awq2_job *j, int64_t r0, int64_t mc, int64_t th, int64_t tn,
+                                  __m256i *sum) {
+    const int64_t nblk = awq2_nblk(j->w), work = j->nkb * nblk;
+    int64_t       s0, b0, s1, b1;
+    lq_awq_pos(j->nkb, j->nseg, nblk, work * th / tn, &s0, &b0);
+    lq_awq_pos(j->nkb, j->nseg, nblk, work * (th + 1) / tn, &s1, &b1);
+    for (int64_t s = s0; s <= s1 && s < j->nseg; s++) {
+        const int64_t c0 = s == s0 ? b0 : 0, c1 = s == s1 ? b1 : nblk, nb = c1 - c0;
+        if (nb <= 0)
+            continue;
+        const int64_t runs = (nb + AWQ2_RB - 1) / AWQ2_RB, rb = (nb + runs - 1) / runs;
+        for (int64_t ba = c0; ba < c1; ba += rb)
+            awq2_rows(j, r0, mc, s, ba, ba + rb < c1 ? ba + rb : c1, sum);
     }
 }
 
@@ -747,19 +783,16 @@ AVX2_TARGET static void awq2_repack_codes(const lq_qlinear *w, int64_t wr, uint3
     }
 }
 
-/* Up to LQ_AWQ_AVX2_M rows: lq_awq_seq_ws's, then the int32 sums, 512 bytes a row and 16-word
- * block. More: the GPTQ copy, the GPTQ kernel's activations, y field-major. */
-static int64_t awq2_nblk(const lq_qlinear *w) {
-    return (w->n / 8 + 15) / 16;
-}
+/* Up to LQ_AWQ_AVX2_M rows: lq_awq_seq_ws's (the int32 sums, 512 bytes a row and 16-word
+ * block, are allocated per call: a run's for each thread). More: the GPTQ copy, the GPTQ
+ * kernel's activations, y field-major. */
 size_t lq_ws_awq_avx2(const lq_qlinear *w, int64_t m) {
     const int64_t ab = lq_awq_qx_block(w);
     if (!ab || m < 1)
         return 0;
     if (m > LQ_AWQ_AVX2_M)
         return lq_awq_gptq_ws(w, m);
-    return (size_t)lq_align_up((int64_t)lq_awq_seq_ws(w, m, 1), 64) +
-           (size_t)(awq2_nblk(w) * (m < AWQ2_M ? m : AWQ2_M)) * 512;
+    return lq_awq_seq_ws(w, m, lq_awq_nseg((w->k + ab - 1) / ab, ab));
 }
 
 lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -776,29 +809,36 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
         lq_awq_unpermute(yf, 1, g.n, m, w->n, y, nt);
         return LQ_OK;
     }
-    awq2_job j = {
-        .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .np = lq_awq_np(w)};
+    awq2_job j   = {.w    = w,
+                    .ab   = ab,
+                    .nkb  = (k + ab - 1) / ab,
+                    .kp   = lq_align_up(k, 64),
+                    .np   = lq_awq_np(w),
+                    .m    = m,
+                    .nseg = lq_awq_nseg((k + ab - 1) / ab, ab)};
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
-    j.xp  = xp;
-    j.xsf = xsf;
-    j.dx  = dx;
-    j.yf  = yf;
-    j.sum = (__m256i *)(void *)((uint8_t *)ws + lq_align_up((int64_t)lq_awq_seq_ws(w, m, 1), 64));
-    j.summ             = m < AWQ2_M ? m : AWQ2_M;
-    const int     nt   = lq_cpu_threads(nthreads);
-    const int64_t nblk = awq2_nblk(w);
+    j.xp             = xp;
+    j.xsf            = xsf;
+    j.dx             = dx;
+    j.yf             = yf;
+    const int    nt  = lq_cpu_threads(nthreads);
+    const size_t run = (size_t)AWQ2_RB * (size_t)(m < AWQ2_M ? m : AWQ2_M) * 512; /* a thread's */
+    __m256i     *sum = aligned_alloc(64, run * (size_t)nt);
+    if (!sum)
+        return LQ_ERR_NOMEM;
 #pragma omp parallel num_threads(nt)
     {
         const int64_t th = omp_get_thread_num(), tn = omp_get_num_threads();
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < m; r++)
             lq_qx_row(k, ab, x + r * k, xp + r * j.kp, xsf + r * j.nkb, dx + r * j.nkb);
-        for (int64_t r0 = 0; r0 < m && nblk * th / tn < nblk * (th + 1) / tn; r0 += AWQ2_M)
-            awq2_rows(&j, r0, m - r0 < AWQ2_M ? m - r0 : AWQ2_M, nblk * th / tn,
-                      nblk * (th + 1) / tn);
+        for (int64_t r0 = 0; r0 < m; r0 += AWQ2_M)
+            awq2_part(&j, r0, m - r0 < AWQ2_M ? m - r0 : AWQ2_M, th, tn,
+                      (__m256i *)(void *)((uint8_t *)sum + run * (size_t)th));
     }
-    lq_awq_unpermute(yf, 1, j.np, m, w->n, y, nt);
+    free(sum);
+    lq_awq_unpermute(yf, j.nseg, j.np, m, w->n, y, nt);
     return LQ_OK;
 }
 

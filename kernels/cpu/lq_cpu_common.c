@@ -314,6 +314,31 @@ LQ_CLONES void lq_qx_row(int64_t k, int64_t ab, const float *xr, uint8_t *xp, fl
     }
 }
 
+#define AWQ_SEG_C   1024
+#define AWQ_SEG_MAX 16
+int64_t lq_awq_nseg(int64_t nkb, int64_t ab) {
+    const int64_t want = nkb * ab / AWQ_SEG_C;
+    int64_t       ns   = 1;
+    while (2 * ns <= want && 2 * ns <= nkb && 2 * ns <= AWQ_SEG_MAX)
+        ns *= 2;
+    return ns;
+}
+
+void lq_awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, int64_t *b) {
+    int64_t si = 0;
+    while (si < nseg && lq_awq_seg_kb(nkb, nseg, si + 1) * nblk <= t)
+        si++;
+    if (si == nseg) {
+        *s = si;
+        *b = 0;
+        return;
+    }
+    const int64_t k0 = lq_awq_seg_kb(nkb, nseg, si), len = lq_awq_seg_kb(nkb, nseg, si + 1) - k0;
+    const int64_t bi = (t - k0 * nblk + len / 2) / len;
+    *s               = bi < nblk ? si : si + 1;
+    *b               = bi < nblk ? bi : 0;
+}
+
 void lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,
                       int nt) {
     const int64_t bc = 128, nbc = (n + bc - 1) / bc; /* a field-major block (lq_awq_np) */

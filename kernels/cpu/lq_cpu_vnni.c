@@ -1192,7 +1192,7 @@ lq_status lq_gemm_nf4_vnni(const lq_qlinear *w, const float *x, int64_t m, float
  * byte-interleaved in registers (awq_vnni_quad). Results come out field-major and go to a scratch y
  * (rows padded to 128 columns), put back in column order at the end; the scales are permuted
  * to field-major with two vpermt2w per field at each block flush, the zeros come packed like
- * the codes. The channels are cut into segments (awq_vnni_nseg), each summed into its own
+ * the codes. The channels are cut into segments (lq_awq_nseg), each summed into its own
  * scratch y and the segments added in order at the end (awq_vnni_part).
  * More rows: see awq_repack_codes.
  * --------------------------------------------------------------------------------------- */
@@ -1202,7 +1202,7 @@ typedef struct awq_job {
     int64_t           ab, nkb, kp, m, np; /* np: scratch row stride */
     const uint8_t    *xp;                 /* [m, kp] int8 codes in channel order */
     const float      *xsf, *dx;
-    int64_t           nseg; /* segments of the channels (awq_vnni_nseg) */
+    int64_t           nseg; /* segments of the channels (lq_awq_nseg) */
     float            *yf;   /* [nseg][m, np] field-major */
 } awq_job;
 
@@ -1301,21 +1301,9 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
     }
 }
 
-/* Segments: about AWQ_SEG_C channels each, a power of two of them (at most AWQ_SEG_MAX), in
- * whole activation blocks as even as they come, so that 2, 4, 8 ... threads share them whole
- * (awq_vnni_part). They depend on the shape alone: every thread count gives the same bits. */
-#define AWQ_SEG_C   1024
-#define AWQ_SEG_MAX 16
-static int64_t awq_vnni_nseg(int64_t nkb, int64_t ab) {
-    const int64_t want = nkb * ab / AWQ_SEG_C;
-    int64_t       ns   = 1;
-    while (2 * ns <= want && 2 * ns <= nkb && 2 * ns <= AWQ_SEG_MAX)
-        ns *= 2;
-    return ns;
-}
-/* segment s's first activation block */
+/* segment s's first activation block (lq_awq_nseg) */
 static inline int64_t awq_vnni_seg_kb(const awq_job *j, int64_t s) {
-    return s * j->nkb / j->nseg;
+    return lq_awq_seg_kb(j->nkb, j->nseg, s);
 }
 
 /* m <= 4: channel quads over runs of rb 16-word blocks [b0, b1) of segment s, the sums of a run
@@ -1390,23 +1378,6 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t s, int64_t b0, int64_t b
     }
 }
 
-/* Where work t falls (segment *s, column block *b; *s == nseg past the end): the work counts a
- * column block of a segment once per activation block. */
-static void awq_vnni_pos(const awq_job *j, int64_t nblk, int64_t t, int64_t *s, int64_t *b) {
-    int64_t si = 0;
-    while (si < j->nseg && awq_vnni_seg_kb(j, si + 1) * nblk <= t)
-        si++;
-    if (si == j->nseg) {
-        *s = si;
-        *b = 0;
-        return;
-    }
-    const int64_t k0 = awq_vnni_seg_kb(j, si), len = awq_vnni_seg_kb(j, si + 1) - k0;
-    const int64_t bi = (t - k0 * nblk + len / 2) / len;
-    *s               = bi < nblk ? si : si + 1;
-    *b               = bi < nblk ? bi : 0;
-}
-
 /* Thread th of tn: an equal share of the work, segment-major, so a thread reads the word rows of
  * the segments it has whole in order from end to end, and at most two segments in part (their
  * columns split with a neighbour). Threads splitting every row by columns instead (until
@@ -1428,8 +1399,8 @@ static void awq_vnni_pos(const awq_job *j, int64_t nblk, int64_t t, int64_t *s, 
 VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, __m512i (*sum)[8]) {
     const int64_t nblk = (j->w->n / 8 + 15) / 16, work = j->nkb * nblk;
     int64_t       s0, b0, s1, b1;
-    awq_vnni_pos(j, nblk, work * th / tn, &s0, &b0);
-    awq_vnni_pos(j, nblk, work * (th + 1) / tn, &s1, &b1);
+    lq_awq_pos(j->nkb, j->nseg, nblk, work * th / tn, &s0, &b0);
+    lq_awq_pos(j->nkb, j->nseg, nblk, work * (th + 1) / tn, &s1, &b1);
     for (int64_t s = s0; s <= s1 && s < j->nseg; s++) {
         const int64_t c0 = s == s0 ? b0 : 0, c1 = s == s1 ? b1 : nblk, nb = c1 - c0;
         if (nb <= 0)
@@ -1474,7 +1445,7 @@ size_t lq_ws_awq_vnni(const lq_qlinear *w, int64_t m, int xbits) {
     if (m > AWQ_SEQ_M) /* the GPTQ copy (same blocks), its kernel's workspace, y field-major */
         return lq_awq_gptq_ws(w, m);
     const int64_t ab = lq_awq_qx_block(w);
-    return lq_awq_seq_ws(w, m, awq_vnni_nseg((w->k + ab - 1) / ab, ab));
+    return lq_awq_seq_ws(w, m, lq_awq_nseg((w->k + ab - 1) / ab, ab));
 }
 
 lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float *y, void *ws,
@@ -1498,7 +1469,7 @@ lq_status lq_gemm_awq_vnni(const lq_qlinear *w, const float *x, int64_t m, float
     }
     awq_job j = {
         .w = w, .ab = ab, .nkb = (k + ab - 1) / ab, .kp = lq_align_up(k, 64), .m = m, .np = np};
-    j.nseg       = awq_vnni_nseg(j.nkb, ab);
+    j.nseg       = lq_awq_nseg(j.nkb, ab);
     uint8_t *xp = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
     j.xp              = xp;
