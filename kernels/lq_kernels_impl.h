@@ -393,14 +393,21 @@ size_t  lq_awq_seq_ws(const lq_qlinear *w, int64_t m, int64_t nseg);
 /* The segments of those kernels: a power of two of them, about 1024 channels each, at most 16,
  * in whole activation blocks (nkb of ab channels) as even as they come, so that 2, 4, 8 ...
  * threads share them whole. They depend on the shape alone: every thread count gives the same
- * bits. lq_awq_seg_kb: segment s's first block. lq_awq_pos: where work t falls (segment *s,
- * nseg past the end; column block *b of nblk), the work counting a column block of a segment
- * once per activation block, segment-major. */
+ * bits. lq_awq_seg_kb: segment s's first block. lq_awq_share: thread th of tn's equal share of
+ * the work (a column block of a segment counted once per activation block), segment-major: the
+ * segments it has whole, and at most two in part (their column blocks split with a
+ * neighbour); lq_awq_share_next gives them in order, segment *s with column blocks [*c0, *c1)
+ * of nblk, 0 past the last. */
 int64_t               lq_awq_nseg(int64_t nkb, int64_t ab);
 static inline int64_t lq_awq_seg_kb(int64_t nkb, int64_t nseg, int64_t s) {
     return s * nkb / nseg;
 }
-void    lq_awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, int64_t *b);
+typedef struct lq_awq_share {
+    int64_t nseg, nblk, s, b0, s1, b1;
+} lq_awq_share;
+void    lq_awq_share_init(lq_awq_share *sh, int64_t nkb, int64_t nseg, int64_t nblk, int64_t th,
+                          int64_t tn);
+int     lq_awq_share_next(lq_awq_share *sh, int64_t *s, int64_t *c0, int64_t *c1);
 void    lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,
                          int nt);
 /* From more rows (cpu/lq_cpu_awq.c): the codes repacked once into GPTQ's layout (a word per

@@ -738,15 +738,11 @@ AVX2_TARGET static void awq2_rows(const awq2_job *j, int64_t r0, int64_t mc, int
 #define AWQ2_RB 128
 AVX2_TARGET static void awq2_part(const awq2_job *j, int64_t r0, int64_t mc, int64_t th, int64_t tn,
                                   __m256i *sum) {
-    const int64_t nblk = awq2_nblk(j->w), work = j->nkb * nblk;
-    int64_t       s0, b0, s1, b1;
-    lq_awq_pos(j->nkb, j->nseg, nblk, work * th / tn, &s0, &b0);
-    lq_awq_pos(j->nkb, j->nseg, nblk, work * (th + 1) / tn, &s1, &b1);
-    for (int64_t s = s0; s <= s1 && s < j->nseg; s++) {
-        const int64_t c0 = s == s0 ? b0 : 0, c1 = s == s1 ? b1 : nblk, nb = c1 - c0;
-        if (nb <= 0)
-            continue;
-        const int64_t runs = (nb + AWQ2_RB - 1) / AWQ2_RB, rb = (nb + runs - 1) / runs;
+    lq_awq_share sh;
+    lq_awq_share_init(&sh, j->nkb, j->nseg, awq2_nblk(j->w), th, tn);
+    for (int64_t s, c0, c1; lq_awq_share_next(&sh, &s, &c0, &c1);) {
+        const int64_t nb = c1 - c0, runs = (nb + AWQ2_RB - 1) / AWQ2_RB,
+                      rb = (nb + runs - 1) / runs;
         for (int64_t ba = c0; ba < c1; ba += rb)
             awq2_rows(j, r0, mc, s, ba, ba + rb < c1 ? ba + rb : c1, sum);
     }

@@ -324,7 +324,8 @@ int64_t lq_awq_nseg(int64_t nkb, int64_t ab) {
     return ns;
 }
 
-void lq_awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, int64_t *b) {
+/* where work t falls: segment *s (nseg past the end), column block *b */
+static void awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, int64_t *b) {
     int64_t si = 0;
     while (si < nseg && lq_awq_seg_kb(nkb, nseg, si + 1) * nblk <= t)
         si++;
@@ -337,6 +338,29 @@ void lq_awq_pos(int64_t nkb, int64_t nseg, int64_t nblk, int64_t t, int64_t *s, 
     const int64_t bi = (t - k0 * nblk + len / 2) / len;
     *s               = bi < nblk ? si : si + 1;
     *b               = bi < nblk ? bi : 0;
+}
+
+void lq_awq_share_init(lq_awq_share *sh, int64_t nkb, int64_t nseg, int64_t nblk, int64_t th,
+                       int64_t tn) {
+    sh->nseg = nseg;
+    sh->nblk = nblk;
+    awq_pos(nkb, nseg, nblk, nkb * nblk * th / tn, &sh->s, &sh->b0);
+    awq_pos(nkb, nseg, nblk, nkb * nblk * (th + 1) / tn, &sh->s1, &sh->b1);
+}
+
+int lq_awq_share_next(lq_awq_share *sh, int64_t *s, int64_t *c0, int64_t *c1) {
+    while (sh->s <= sh->s1 && sh->s < sh->nseg) {
+        const int64_t si = sh->s, b0 = sh->b0, e = si == sh->s1 ? sh->b1 : sh->nblk;
+        sh->s++;
+        sh->b0 = 0;
+        if (b0 < e) {
+            *s  = si;
+            *c0 = b0;
+            *c1 = e;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void lq_awq_unpermute(const float *yf, int64_t nseg, int64_t np, int64_t m, int64_t n, float *y,

@@ -1397,14 +1397,10 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t s, int64_t b0, int64_t b
  * samples). Neither changes the sums' order. More rows: runs in L1, two quads a pass (at two rows
  * runs of up to 64 blocks took 0.88-1.08x the time). */
 VNNI_TARGET static void awq_vnni_part(const awq_job *j, int64_t th, int64_t tn, __m512i (*sum)[8]) {
-    const int64_t nblk = (j->w->n / 8 + 15) / 16, work = j->nkb * nblk;
-    int64_t       s0, b0, s1, b1;
-    lq_awq_pos(j->nkb, j->nseg, nblk, work * th / tn, &s0, &b0);
-    lq_awq_pos(j->nkb, j->nseg, nblk, work * (th + 1) / tn, &s1, &b1);
-    for (int64_t s = s0; s <= s1 && s < j->nseg; s++) {
-        const int64_t c0 = s == s0 ? b0 : 0, c1 = s == s1 ? b1 : nblk, nb = c1 - c0;
-        if (nb <= 0)
-            continue;
+    lq_awq_share sh;
+    lq_awq_share_init(&sh, j->nkb, j->nseg, (j->w->n / 8 + 15) / 16, th, tn);
+    for (int64_t s, c0, c1; lq_awq_share_next(&sh, &s, &c0, &c1);) {
+        const int64_t nb = c1 - c0;
         switch (j->m) {
         case 1: { /* even runs: sums in L1 (one quad a pass) or, in a team, in L2 (four) */
             const int     l1   = nb <= AWQ_SEQ_B || tn == 1;
