@@ -805,13 +805,13 @@ lq_status lq_gemm_awq_avx2(const lq_qlinear *w, const float *x, int64_t m, float
         lq_awq_unpermute(yf, 1, g.n, m, w->n, y, nt);
         return LQ_OK;
     }
-    awq2_job j   = {.w    = w,
-                    .ab   = ab,
-                    .nkb  = (k + ab - 1) / ab,
-                    .kp   = lq_align_up(k, 64),
-                    .np   = lq_awq_np(w),
-                    .m    = m,
-                    .nseg = lq_awq_nseg((k + ab - 1) / ab, ab)};
+    awq2_job j   = {.w   = w,
+                    .ab  = ab,
+                    .nkb = (k + ab - 1) / ab,
+                    .kp  = lq_align_up(k, 64),
+                    .np  = lq_awq_np(w),
+                    .m   = m};
+    j.nseg       = lq_awq_nseg(j.nkb, ab);
     uint8_t *xp  = ws;
     float   *xsf = (float *)(void *)(xp + m * j.kp), *dx = xsf + m * j.nkb, *yf = dx + m * j.nkb;
     j.xp             = xp;

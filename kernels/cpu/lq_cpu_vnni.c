@@ -1301,11 +1301,6 @@ VNNI_INLINE void awq_vnni_unquad(__m512i s[8]) {
     }
 }
 
-/* segment s's first activation block (lq_awq_nseg) */
-static inline int64_t awq_vnni_seg_kb(const awq_job *j, int64_t s) {
-    return lq_awq_seg_kb(j->nkb, j->nseg, s);
-}
-
 /* m <= 4: channel quads over runs of rb 16-word blocks [b0, b1) of segment s, the sums of a run
  * in the thread's buffer sum ([block][row][awq_vnni_quad's order]), as gptq_vnni_seq. Reading a
  * block's 128 channel rows 64 bytes each, n / 2 bytes apart, as tiles would, every one falls
@@ -1326,7 +1321,8 @@ VNNI_INLINE void awq_vnni_seq(const awq_job *j, int64_t s, int64_t b0, int64_t b
     const uint32_t   *qw  = (const uint32_t *)w->qweight;
     const int         NU  = M <= 2 ? 4 : 2;
     const int         PF  = M == 1 ? 16 : 8; /* rows ahead of each load */
-    const int64_t     kb0 = awq_vnni_seg_kb(j, s), kb1 = awq_vnni_seg_kb(j, s + 1);
+    const int64_t     kb0 = lq_awq_seg_kb(j->nkb, j->nseg, s);
+    const int64_t     kb1 = lq_awq_seg_kb(j->nkb, j->nseg, s + 1);
     float            *yf = j->yf + s * j->m * j->np;
     for (int64_t ba = b0; ba < b1; ba += rb) {
         const int64_t nb = b1 - ba < rb ? b1 - ba : rb;
