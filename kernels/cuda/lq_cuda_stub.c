@@ -2,6 +2,11 @@
  * LQ_ERR_NO_CUDA_BUILD, device count is 0. The real ones live in *.cu. */
 #ifndef LQ_HAVE_CUDA
 #include "lq_cuda.h"
+#include "lq_ops.h"
+
+const lq_ops *lq_ops_cuda(void) {
+    return NULL;
+}
 
 #define LQ_CUDA_FMT_STUB(fmt)                                                                      \
     lq_status lq_dequant_##fmt##_cuda(const lq_qlinear *w, void *out_f16, void *stream) {          \
