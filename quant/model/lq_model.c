@@ -8,6 +8,8 @@
  * mapping: AWQ folds its scales into the loaded weights in place). */
 #include "lq_model.h"
 
+#include "lq_ops.h"
+
 #include "lq_dtype.h"
 #include "lq_qformat.h"
 #include "lq_json.h"
@@ -111,68 +113,18 @@ float *lq_linear_dense_mut(lq_linear *l) {
     return NULL;
 }
 
-static int int_x_rows(const lq_format_traits *t, const lq_qlinear *q, int64_t mc, unsigned flags) {
-    return (flags & t->qx_flag) && t->quantizes_x_cpu && t->quantizes_x_cpu(q, mc, flags);
-}
-
 size_t lq_linear_ws_size_ex(const lq_linear *l, int64_t m, unsigned flags) {
-    const lq_format_traits *t = lq_format_traits_get((lq_format)l->buf.q.format);
-    if (!t || !t->ws_cpu)
-        return 0;
-    const int64_t mc = m < LQ_QLINEAR_INT_X_ROWS ? m : LQ_QLINEAR_INT_X_ROWS;
-    /* chunks of mc rows, a full chunk needing the most scratch; a short last chunk may fall
-     * back to the float kernel (where a format takes integer activations from some rows on) */
-    if (int_x_rows(t, &l->buf.q, mc, flags)) {
-        const int64_t last = m % mc ? m % mc : mc;
-        const size_t  qx   = t->ws_cpu_qx(&l->buf.q, mc);
-        const size_t  fl   = int_x_rows(t, &l->buf.q, last, flags) ? 0 : t->ws_cpu(&l->buf.q, last);
-        return qx > fl ? qx : fl;
-    }
-    return t->ws_cpu(&l->buf.q, m);
+    return lq_linear_ws_cpu(&l->buf.q, m, flags);
 }
 
 size_t lq_linear_ws_size(const lq_linear *l, int64_t m) {
     return lq_linear_ws_size_ex(l, m, 0);
 }
 
-/* Every format, dense included, through its row of the kernel table. */
+/* Every format, dense included, through its row of the kernel table (the cpu backend's). */
 lq_status lq_linear_forward_ex(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,
                                size_t ws_size, int nthreads, unsigned flags) {
-    const lq_qlinear *q = &l->buf.q;
-    const int64_t     n = q->n;
-    if (m <= 0)
-        return LQ_OK;
-    if (lq_qlinear_check(q, NULL) != LQ_OK)
-        return LQ_ERR_INVALID_ARG;
-    const lq_format_traits *t = lq_format_traits_get((lq_format)q->format);
-    if (!t->gemm_cpu)
-        return LQ_ERR_UNSUPPORTED;
-    const size_t need = lq_linear_ws_size_ex(l, m, flags);
-    void        *own  = NULL;
-    if (need > ws_size) { /* callers without a workspace (one-off calls) */
-        own = lq_aligned_alloc(need);
-        if (!own)
-            return LQ_ERR_NOMEM;
-        ws      = own;
-        ws_size = need;
-    }
-    lq_status st = LQ_OK;
-    if (flags) { /* row chunks the reduced-precision activation kernels take */
-        for (int64_t r0 = 0; r0 < m && st == LQ_OK; r0 += LQ_QLINEAR_INT_X_ROWS) {
-            const int64_t mc = m - r0 < LQ_QLINEAR_INT_X_ROWS ? m - r0 : LQ_QLINEAR_INT_X_ROWS;
-            st               = (int_x_rows(t, q, mc, flags) ? t->gemm_cpu_qx : t->gemm_cpu)(
-                q, x + r0 * q->k, mc, y + r0 * n, ws, ws_size, nthreads);
-        }
-    } else {
-        st = t->gemm_cpu(q, x, m, y, ws, ws_size, nthreads);
-    }
-    lq_aligned_free(own);
-    LQ_TRY(st);
-    if (l->bias)
-        for (int64_t r = 0; r < m; r++)
-            for (int64_t i = 0; i < n; i++)
-                y[r * n + i] += l->bias[i];
-    return LQ_OK;
+    return lq_linear_forward_cpu(&l->buf.q, l->bias, x, m, y, ws, ws_size, nthreads, flags);
 }
 
 lq_status lq_linear_forward(const lq_linear *l, const float *x, int64_t m, float *y, void *ws,

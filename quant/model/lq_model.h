@@ -208,10 +208,18 @@ lq_status lq_layer_alloc_dense(const lq_model_config *cfg, int64_t index, lq_lay
 /* Scratch for forwards over up to max_tokens tokens of sequences up to max_seq. Forwards take
  * any number of sequences: they run chunks of whole sequences of at most max_tokens tokens
  * (max_seq <= max_tokens), which is what bounds the memory. Holds the RoPE tables for
- * positions < max_seq. Quantized-kernel scratch grows on first use. One forward at a time. */
+ * positions < max_seq. Quantized-kernel scratch grows on first use. One forward at a time.
+ * lq_fwd_ws_create: on a cpu backend of its own. lq_fwd_ws_create_be: on be (borrowed; the op
+ * table of kernels/lq_ops.h), where the forwards then run: their h, the layer they are given
+ * (lq_layer_to_be), resumed and saved states and what the captures see are that backend's
+ * memory. */
 typedef struct lq_fwd_ws lq_fwd_ws;
+typedef struct lq_be     lq_be;
 lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
                            lq_fwd_ws **out, lq_err *err);
+lq_status lq_fwd_ws_create_be(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
+                              lq_be *be, lq_fwd_ws **out, lq_err *err);
+lq_be    *lq_fwd_ws_backend(lq_fwd_ws *ws);
 void      lq_fwd_ws_free(lq_fwd_ws *ws);
 /* CPU threads of the forwards using ws (<= 0: all cores, the default). */
 void    lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads);
@@ -227,7 +235,7 @@ void lq_fwd_ws_set_moe_modes(lq_fwd_ws *ws, const uint8_t *modes);
 /* Bytes held by ws (for memory reports). */
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
 /* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS
- * (the GPU); LQ_ERR_UNSUPPORTED falls back to the CPU for that call. */
+ * (the GPU) on a host backend; LQ_ERR_UNSUPPORTED falls back to the CPU for that call. */
 typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int64_t k,
                                       const float *x, int64_t t, float *y, lq_err *err);
 void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
@@ -321,5 +329,22 @@ lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float
 /* Final norm + lm_head (+ Gemma 2's final soft-capping): logits [t, vocab]. */
 lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *logits,
                           lq_fwd_ws *ws, lq_err *err);
+/* The same with the final norm and lm_head given (on the workspace's backend). */
+lq_status lq_model_logits_be(const lq_model *m, const float *final_norm, const lq_linear *lm_head,
+                             const float *h, int64_t t, float *logits, lq_fwd_ws *ws, lq_err *err);
+
+/* A decoder layer on a backend: on a host backend the host layer itself (a shallow copy), on a
+ * device its norms, biases and linears (lq_ops.linear_upload: dense float32 weights as bf16
+ * under LQ_PREC_FAST) uploaded. The host layer must outlive it on a host backend. */
+typedef struct lq_layer_be {
+    lq_layer L;
+    lq_be   *be;
+    void   **mem; /* what was allocated on the backend */
+    size_t  *bytes;
+    int64_t  nmem, cap;
+} lq_layer_be;
+lq_status lq_layer_to_be(lq_be *be, const lq_model_config *cfg, const lq_layer *host,
+                         lq_layer_be *out, lq_err *err);
+void      lq_layer_be_free(lq_layer_be *d);
 
 #endif

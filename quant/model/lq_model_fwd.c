@@ -1,41 +1,32 @@
-/* Llama-family decoder forward in float32 on the CPU, shaped exactly like transformers'
- * LlamaForCausalLM (eager attention): RMSNorm with eps inside the root, rotate-half RoPE, GQA by
- * sharing each KV head between num_heads / num_kv_heads query heads, causal (and, for Mistral,
- * sliding-window) mask, softmax in float32, SwiGLU MLP.
+/* Llama-family decoder forward, shaped exactly like transformers' LlamaForCausalLM (eager
+ * attention): RMSNorm with eps inside the root, rotate-half RoPE, GQA by sharing each KV head
+ * between num_heads / num_kv_heads query heads, causal (and, for Mistral, sliding-window) mask,
+ * softmax in float32, SwiGLU MLP; and what Qwen3, Gemma, Phi-3 and the mixtures of experts
+ * change in it.
  *
- * Every Linear runs over all tokens of a chunk at once (one GEMM per Linear per chunk).
- * Attention runs as independent jobs of (sequence, head, block of query rows), each two sgemms
- * around a masked softmax, spread over OpenMP threads; a query block only multiplies against
- * the keys it may see, so the causal half of QK^T is mostly skipped. Chunks hold whole
- * sequences and at most ws->max_tokens tokens: that, not the number of sequences, bounds the
- * memory. */
+ * Written once over the op table (kernels/lq_ops.h): the workspace's backend decides where it
+ * runs (the cpu backend: OpenMP, the ISA kernels, OpenBLAS; cuda: the device), and every tensor
+ * the forward touches -- h, the workspace, the layer's weights, what the captures see -- lives
+ * on that backend. Only the mixture-of-experts bookkeeping (which rows go to which expert) comes
+ * to the host, T x experts_per_tok indices a layer. Every Linear runs over all tokens of a chunk
+ * at once; chunks hold whole sequences and at most ws->max_tokens tokens: that, not the number
+ * of sequences, bounds the memory. */
 #include "lq_model.h"
 
 #include "lq_dtype.h"
+#include "lq_ops.h"
 
 #include <limits.h>
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Below these sizes a loop runs on the calling thread: waking the OpenMP team (whose idle
- * threads then spin and compete with OpenBLAS's own threads for the cores) costs more than
- * the loop. Elementwise loops are counted in elements, attention in multiply-adds. */
-#define PAR_ELEMS (1 << 20)
-#define PAR_MACS  (1 << 22)
-
-/* Query rows per attention job: large enough for GEMM efficiency, small enough that the
- * per-thread score block (QB x max_seq floats) stays in cache-friendly sizes and that causal
- * blocks skip most masked keys. A multiple of lq_gemm512's 6-row tile: SmolLM2 ppl at ctx 2048
- * ran 1050-1070 tokens/s at 48 (96 the same, 60 and 72 within noise) against 970-990 at 64,
- * which left a 4-row tail in every block. */
-#define QB 48
-
 struct lq_fwd_ws {
     int64_t          d, qd, kvd, ff, max_tokens, max_seq;
-    int              nthreads;
+    lq_be           *be;     /* where the forward runs: own_be, or the caller's */
+    lq_be            own_be; /* the cpu backend of lq_fwd_ws_create */
+    /* backend buffers (each [rows, cols] as noted), allocated through be */
     float           *xn;                  /* [T, d]   normalized input of the current sub-block */
     float           *q;                   /* [T, qd]  */
     float           *k;                   /* [T, kvd] */
@@ -54,29 +45,27 @@ struct lq_fwd_ws {
     float           *moe_x;     /* [T, d] the rows routed to one expert */
     float           *moe_y;     /* [T, d] their expert output */
     float           *moe_w;     /* [T, topk] routing weights */
-    float           *moe_sel;   /* [T, topk] chosen experts (int32 in float-sized slots) */
-    int64_t         *moe_count; /* [layers, E] tokens routed to each expert since creation */
-    int64_t          moe_layers, moe_e;
-    int32_t         *moe_rows; /* [T * topk] (token, choice) indices grouped by expert */
-    int64_t         *moe_off;  /* [E + 1] each expert's range in moe_rows */
+    int32_t         *moe_sel;   /* [T, topk] chosen experts */
+    int32_t         *moe_rows;  /* [T * topk] (token, choice) indices grouped by expert */
+    float           *attn_w;    /* [max_tokens] (lq_fwd_ws_want_attn_weights) */
+    /* their sizes in bytes, in the order above, for releasing them */
+    size_t           sizes[24];
+    float          **slots[24];
+    int              nslots;
+    /* host side of the routing */
+    int32_t         *moe_sel_h;  /* [T, topk] */
+    int32_t         *moe_rows_h; /* [T * topk] */
+    int64_t         *moe_off;    /* [E + 1] each expert's range in moe_rows */
+    int64_t         *moe_count;  /* [layers, E] tokens routed to each expert since creation */
+    int64_t          moe_layers, moe_e, moe_k;
     const uint8_t   *moe_mode; /* [E] capture modes (LQ_MOE_*), NULL: all routed */
     int64_t          half;
-    float           *scores;
-    size_t           scores_cap; /* floats */
-    void            *kws;        /* quantized-kernel scratch */
-    unsigned         kflags;     /* lq_qlinear_forward_cpu_ex flags of the quantized linears */
-    size_t           kws_cap;    /* bytes */
     size_t           bytes;
-    lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = OpenBLAS */
+    lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = the backend's */
     void            *gemm_user;
-    lq_linear_dev_fn lin_dev; /* linears of every format elsewhere (GPU kernels), NULL = CPU */
+    lq_linear_dev_fn lin_dev; /* linears of every format elsewhere (GPU kernels), NULL = ours */
     void            *lin_dev_user;
     int              want_attn_w;
-    float           *attn_w; /* [max_tokens] */
-    /* [heads, max_tokens] partial sums: each head's row is written by one job at a time and
-     * summed over heads in order, so the weights do not depend on the thread schedule */
-    float *attn_w_thr;
-    int    attn_w_thr_n;
 };
 
 void lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on) {
@@ -97,23 +86,20 @@ void lq_fwd_ws_set_linear_dev(lq_fwd_ws *ws, lq_linear_dev_fn fn, void *user) {
     ws->lin_dev_user = user;
 }
 
-static int ws_threads(const lq_fwd_ws *ws) {
-    return ws->nthreads > 0 ? ws->nthreads : omp_get_max_threads();
+lq_be *lq_fwd_ws_backend(lq_fwd_ws *ws) {
+    return ws->be;
 }
 
 void lq_fwd_ws_free(lq_fwd_ws *ws) {
     if (!ws)
         return;
-    float *bufs[] = {ws->xn,         ws->q,          ws->k,          ws->v,          ws->att,
-                     ws->r,          ws->o,          ws->g,          ws->u,          ws->rope_cos,
-                     ws->rope_sin,   ws->scores,     ws->attn_w,     ws->attn_w_thr, ws->rope_cos_l,
-                     ws->rope_sin_l, ws->rope_cos_x, ws->rope_sin_x, ws->fz,         ws->moe_logit,
-                     ws->moe_x,      ws->moe_y,      ws->moe_w,      ws->moe_sel};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        lq_aligned_free(bufs[i]);
-    lq_aligned_free(ws->kws);
+    for (int i = 0; i < ws->nslots; i++)
+        ws->be->ops->release(ws->be, *ws->slots[i], ws->sizes[i]);
+    if (ws->be == &ws->own_be)
+        lq_be_free(&ws->own_be);
     free(ws->moe_count);
-    free(ws->moe_rows);
+    free(ws->moe_sel_h);
+    free(ws->moe_rows_h);
     free(ws->moe_off);
     free(ws);
 }
@@ -127,23 +113,37 @@ static int64_t ws_ff(const lq_model_config *c) {
                                                         : c->shared_intermediate;
 }
 
-static float *ws_alloc(lq_fwd_ws *ws, int64_t rows, int64_t cols, int *ok) {
+/* *slot = a backend buffer of rows x cols 4-byte elements (*ok cleared on failure) */
+static void ws_alloc(lq_fwd_ws *ws, void *slot, int64_t rows, int64_t cols, int *ok) {
     int64_t n;
-    if (!*ok || !lq_mul_i64(rows, cols, &n) || !lq_mul_i64(n, (int64_t)sizeof(float), &n)) {
+    float **s = slot;
+    *s        = NULL;
+    if (!*ok || !lq_mul_i64(rows, cols, &n) || !lq_mul_i64(n, 4, &n) ||
+        ws->nslots == (int)(sizeof ws->sizes / sizeof ws->sizes[0]) ||
+        ws->be->ops->alloc(ws->be, (void **)s, (size_t)n) != LQ_OK) {
         *ok = 0;
-        return NULL;
+        return;
     }
-    float *p = lq_aligned_alloc((size_t)n);
-    if (!p)
-        *ok = 0;
+    ws->slots[ws->nslots] = s;
+    ws->sizes[ws->nslots] = (size_t)n;
+    ws->nslots++;
     ws->bytes += (size_t)n;
-    return p;
 }
 
 /* HF: freqs = inv_freq (fp32) * position (fp32), one rounding; cos/sin of that (times
- * LongRoPE's attention factor, in float32) */
-static void rope_table(const lq_model_config *cfg, int64_t max_seq, int64_t half, float *cs,
-                       float *sn) {
+ * LongRoPE's attention factor, in float32); computed on the host, then put on the backend */
+static void rope_table(lq_fwd_ws *ws, const lq_model_config *cfg, float **cs_slot, float **sn_slot,
+                       int *ok) {
+    const int64_t max_seq = ws->max_seq, half = ws->half;
+    ws_alloc(ws, cs_slot, max_seq, half, ok);
+    ws_alloc(ws, sn_slot, max_seq, half, ok);
+    float *cs = *ok ? malloc((size_t)(max_seq * half) * sizeof *cs) : NULL;
+    float *sn = *ok ? malloc((size_t)(max_seq * half) * sizeof *sn) : NULL;
+    if (!cs || !sn) {
+        free(cs), free(sn);
+        *ok = 0;
+        return;
+    }
     float inv[512];
     lq_rope_inv_freq(cfg, inv);
     const int   scaled = cfg->rope_type == LQ_ROPE_LONGROPE;
@@ -156,10 +156,16 @@ static void rope_table(const lq_model_config *cfg, int64_t max_seq, int64_t half
             if (scaled)
                 cs[p * half + j] *= af, sn[p * half + j] *= af;
         }
+    const size_t b = (size_t)(max_seq * half) * sizeof *cs;
+    if (ws->be->ops->upload(ws->be, *cs_slot, cs, b) != LQ_OK ||
+        ws->be->ops->upload(ws->be, *sn_slot, sn, b) != LQ_OK ||
+        ws->be->ops->sync(ws->be) != LQ_OK)
+        *ok = 0;
+    free(cs), free(sn);
 }
 
-lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
-                           lq_fwd_ws **out, lq_err *err) {
+lq_status lq_fwd_ws_create_be(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
+                              lq_be *be, lq_fwd_ws **out, lq_err *err) {
     *out = NULL;
     LQ_RETURN_IF(max_seq < 1 || max_tokens < max_seq, err, LQ_ERR_INVALID_ARG,
                  "forward workspace: need 1 <= max_seq (%lld) <= max_tokens (%lld)",
@@ -169,66 +175,65 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
                  (long long)cfg->head_dim);
     lq_fwd_ws *ws = calloc(1, sizeof *ws);
     LQ_RETURN_IF(!ws, err, LQ_ERR_NOMEM, "forward workspace: out of memory");
-    ws->d            = cfg->hidden_size;
-    ws->qd           = cfg->num_heads * cfg->head_dim;
-    ws->kvd          = cfg->num_kv_heads * cfg->head_dim;
-    ws->ff           = ws_ff(cfg);
-    ws->max_tokens   = max_tokens;
-    ws->max_seq      = max_seq;
+    if (be) {
+        ws->be = be;
+    } else {
+        lq_be_init_host(&ws->own_be, lq_ops_cpu(), 0);
+        ws->be = &ws->own_be;
+    }
+    ws->d          = cfg->hidden_size;
+    ws->qd         = cfg->num_heads * cfg->head_dim;
+    ws->kvd        = cfg->num_kv_heads * cfg->head_dim;
+    ws->ff         = ws_ff(cfg);
+    ws->max_tokens = max_tokens;
+    ws->max_seq    = max_seq;
+    ws->half       = cfg->head_dim / 2;
     int           ok = 1;
     const int64_t T  = max_tokens;
-    ws->xn           = ws_alloc(ws, T, ws->d, &ok);
-    ws->q            = ws_alloc(ws, T, ws->qd, &ok);
-    ws->k            = ws_alloc(ws, T, ws->kvd, &ok);
-    ws->v            = ws_alloc(ws, T, ws->kvd, &ok);
-    ws->att          = ws_alloc(ws, T, ws->qd, &ok);
-    ws->r            = ws_alloc(ws, T, ws->d, &ok);
-    ws->o            = ws_alloc(ws, T, ws->d, &ok);
-    ws->g            = ws_alloc(ws, T, ws->ff, &ok);
-    ws->u            = ws_alloc(ws, T, ws->ff, &ok);
-    ws->half         = cfg->head_dim / 2;
-    ws->rope_cos     = ws_alloc(ws, max_seq, ws->half, &ok);
-    ws->rope_sin     = ws_alloc(ws, max_seq, ws->half, &ok);
-    if (ok)
-        rope_table(cfg, max_seq, ws->half, ws->rope_cos, ws->rope_sin);
+    ws_alloc(ws, &ws->xn, T, ws->d, &ok);
+    ws_alloc(ws, &ws->q, T, ws->qd, &ok);
+    ws_alloc(ws, &ws->k, T, ws->kvd, &ok);
+    ws_alloc(ws, &ws->v, T, ws->kvd, &ok);
+    ws_alloc(ws, &ws->att, T, ws->qd, &ok);
+    ws_alloc(ws, &ws->r, T, ws->d, &ok);
+    ws_alloc(ws, &ws->o, T, ws->d, &ok);
+    ws_alloc(ws, &ws->g, T, ws->ff, &ok);
+    ws_alloc(ws, &ws->u, T, ws->ff, &ok);
+    rope_table(ws, cfg, &ws->rope_cos, &ws->rope_sin, &ok);
     if (cfg->rope_type == LQ_ROPE_LONGROPE && max_seq > cfg->rope_original_max_pos) {
         /* transformers switches the whole sequence to the long factors past the original */
         lq_model_config lng = *cfg;
         memcpy(lng.rope_short, cfg->rope_long, sizeof lng.rope_short);
-        ws->rope_orig  = cfg->rope_original_max_pos;
-        ws->rope_cos_x = ws_alloc(ws, max_seq, ws->half, &ok);
-        ws->rope_sin_x = ws_alloc(ws, max_seq, ws->half, &ok);
-        if (ok)
-            rope_table(&lng, max_seq, ws->half, ws->rope_cos_x, ws->rope_sin_x);
+        ws->rope_orig = cfg->rope_original_max_pos;
+        rope_table(ws, &lng, &ws->rope_cos_x, &ws->rope_sin_x, &ok);
     }
     if (cfg->fused) {
         const int64_t wide = ws->qd + 2 * ws->kvd > 2 * ws->ff ? ws->qd + 2 * ws->kvd : 2 * ws->ff;
-        ws->fz             = ws_alloc(ws, T, wide, &ok);
+        ws_alloc(ws, &ws->fz, T, wide, &ok);
     }
     if (cfg->num_experts) {
-        ws->moe_layers = cfg->num_layers;
-        ws->moe_e      = cfg->num_experts;
-        ws->moe_count  = lq_calloc_n(cfg->num_layers * cfg->num_experts, sizeof *ws->moe_count);
-        ok             = ok && ws->moe_count;
-        ws->moe_logit  = ws_alloc(ws, T, cfg->num_experts, &ok);
-        ws->moe_x      = ws_alloc(ws, T, ws->d, &ok);
-        ws->moe_y      = ws_alloc(ws, T, ws->d, &ok);
-        ws->moe_w      = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
-        ws->moe_sel    = ws_alloc(ws, T, cfg->experts_per_tok, &ok);
-        ws->moe_rows   = lq_malloc_n(T * cfg->experts_per_tok, sizeof *ws->moe_rows);
-        ws->moe_off    = lq_calloc_n(cfg->num_experts + 1, sizeof *ws->moe_off);
-        ok             = ok && ws->moe_rows && ws->moe_off;
-        ws->bytes += (size_t)(T * cfg->experts_per_tok) * sizeof *ws->moe_rows +
-                     (size_t)(cfg->num_experts + 1) * sizeof *ws->moe_off;
+        const int64_t E = cfg->num_experts, K = cfg->experts_per_tok;
+        ws->moe_layers  = cfg->num_layers;
+        ws->moe_e       = E;
+        ws->moe_k       = K;
+        ws->moe_count   = lq_calloc_n(cfg->num_layers * E, sizeof *ws->moe_count);
+        ws->moe_sel_h   = lq_malloc_n(T * K, sizeof *ws->moe_sel_h);
+        ws->moe_rows_h  = lq_malloc_n(T * K, sizeof *ws->moe_rows_h);
+        ws->moe_off     = lq_calloc_n(E + 1, sizeof *ws->moe_off);
+        ok = ok && ws->moe_count && ws->moe_sel_h && ws->moe_rows_h && ws->moe_off;
+        ws_alloc(ws, &ws->moe_logit, T, E, &ok);
+        ws_alloc(ws, &ws->moe_x, T, ws->d, &ok);
+        ws_alloc(ws, &ws->moe_y, T, ws->d, &ok);
+        ws_alloc(ws, &ws->moe_w, T, K, &ok);
+        ws_alloc(ws, &ws->moe_sel, T, K, &ok);
+        ws_alloc(ws, &ws->moe_rows, T, K, &ok);
+        ws->bytes += (size_t)(2 * T * K) * sizeof(int32_t) + (size_t)(E + 1) * sizeof(int64_t);
     }
     if (cfg->rope_local_theta > 0) { /* Gemma 3: the sliding layers' base, default RoPE */
         lq_model_config local = *cfg;
         local.rope_theta      = cfg->rope_local_theta;
         local.rope_type       = LQ_ROPE_DEFAULT;
-        ws->rope_cos_l        = ws_alloc(ws, max_seq, ws->half, &ok);
-        ws->rope_sin_l        = ws_alloc(ws, max_seq, ws->half, &ok);
-        if (ok)
-            rope_table(&local, max_seq, ws->half, ws->rope_cos_l, ws->rope_sin_l);
+        rope_table(ws, &local, &ws->rope_cos_l, &ws->rope_sin_l, &ok);
     }
     if (!ok) {
         const double gib = (double)ws->bytes / (1 << 30);
@@ -240,12 +245,17 @@ lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64
     return LQ_OK;
 }
 
+lq_status lq_fwd_ws_create(const lq_model_config *cfg, int64_t max_tokens, int64_t max_seq,
+                           lq_fwd_ws **out, lq_err *err) {
+    return lq_fwd_ws_create_be(cfg, max_tokens, max_seq, NULL, out, err);
+}
+
 void lq_fwd_ws_set_threads(lq_fwd_ws *ws, int nthreads) {
-    ws->nthreads = nthreads > 0 ? nthreads : 0;
+    ws->be->nthreads = nthreads > 0 ? nthreads : 0;
 }
 
 void lq_fwd_ws_set_kernel_flags(lq_fwd_ws *ws, unsigned flags) {
-    ws->kflags = flags;
+    ws->be->kflags = flags;
 }
 
 int64_t lq_fwd_ws_max_tokens(const lq_fwd_ws *ws) {
@@ -263,84 +273,56 @@ const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int
 }
 
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws) {
-    return ws->bytes + ws->scores_cap * sizeof(float) + ws->kws_cap;
+    return ws->bytes + ws->be->scratch_cap;
 }
 
-/* The attention-weight buffers, on first use. */
-static lq_status ensure_attn_w(lq_fwd_ws *ws, int nt, lq_err *err) {
-    if (ws->attn_w && ws->attn_w_thr_n >= nt)
+/* The attention-weight buffer, on first use. */
+static lq_status ensure_attn_w(lq_fwd_ws *ws, lq_err *err) {
+    if (ws->attn_w)
         return LQ_OK;
-    lq_aligned_free(ws->attn_w);
-    lq_aligned_free(ws->attn_w_thr);
-    ws->attn_w       = lq_aligned_alloc((size_t)ws->max_tokens * sizeof(float));
-    ws->attn_w_thr   = lq_aligned_alloc((size_t)nt * (size_t)ws->max_tokens * sizeof(float));
-    ws->attn_w_thr_n = nt;
-    if (!ws->attn_w || !ws->attn_w_thr) {
-        ws->attn_w_thr_n = 0;
-        LQ_FAIL(err, LQ_ERR_NOMEM, "forward workspace: out of memory for attention weights");
-    }
+    int ok = 1;
+    ws_alloc(ws, &ws->attn_w, ws->max_tokens, 1, &ok);
+    LQ_RETURN_IF(!ok, err, LQ_ERR_NOMEM, "forward workspace: out of memory for attention weights");
     return LQ_OK;
 }
 
-static lq_status ensure_scores(lq_fwd_ws *ws, int nt, lq_err *err) {
-    const size_t need = (size_t)nt * QB * (size_t)ws->max_seq;
-    if (ws->scores_cap >= need)
-        return LQ_OK;
-    lq_aligned_free(ws->scores);
-    ws->scores_cap = 0;
-    ws->scores     = lq_aligned_alloc(need * sizeof(float));
-    LQ_RETURN_IF(!ws->scores, err, LQ_ERR_NOMEM, "forward workspace: out of memory for scores");
-    ws->scores_cap = need;
-    return LQ_OK;
+/* A failed op: its status with the backend's detail. */
+static lq_status op_fail(const lq_fwd_ws *ws, lq_status st, const char *what, lq_err *err) {
+    return lq_fail(err, st, "%s on the %s backend failed (%s): %s", what, ws->be->ops->name,
+                   lq_status_name(st), lq_be_error(ws->be));
 }
 
-static lq_status ensure_kws(lq_fwd_ws *ws, size_t need, lq_err *err) {
-    if (ws->kws_cap >= need)
-        return LQ_OK;
-    lq_aligned_free(ws->kws);
-    ws->kws_cap = 0;
-    ws->kws     = lq_aligned_alloc(need);
-    LQ_RETURN_IF(!ws->kws, err, LQ_ERR_NOMEM,
-                 "forward workspace: out of memory (%zu bytes of "
-                 "kernel scratch)",
-                 need);
-    ws->kws_cap = need;
-    return LQ_OK;
-}
+#define OP(ws, what, call)                                                                         \
+    do {                                                                                           \
+        const lq_status op_s_ = (call);                                                            \
+        if (op_s_ != LQ_OK)                                                                        \
+            return op_fail((ws), op_s_, (what), err);                                              \
+    } while (0)
 
 /* ---------------------------------------------------------------------------------------- */
-static void rmsnorm(const float *x, const float *w, int plus_one, int64_t rows, int64_t d,
-                    double eps, float *out) {
-#pragma omp parallel for schedule(static) if (rows * d >= PAR_ELEMS)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * d;
-        float       *o  = out + r * d;
-        double       ss = 0;
-        for (int64_t i = 0; i < d; i++)
-            ss += (double)xr[i] * xr[i];
-        const float inv = (float)(1.0 / sqrt(ss / (double)d + eps));
-        if (plus_one) /* Gemma: (x * inv) * (1 + w), all in float32 */
-            for (int64_t i = 0; i < d; i++)
-                o[i] = (xr[i] * inv) * (1.0f + w[i]);
-        else
-            for (int64_t i = 0; i < d; i++)
-                o[i] = w[i] * (xr[i] * inv);
-    }
+static lq_status rmsnorm(const lq_fwd_ws *ws, const lq_model_config *cfg, const float *x,
+                         const float *w, int64_t rows, int64_t d, float *out, lq_err *err) {
+    OP(ws, "RMSNorm",
+       ws->be->ops->rmsnorm(ws->be, x, w, rows, d, cfg->rms_norm_eps, cfg->norm_plus_one, out));
+    return LQ_OK;
 }
 
 void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
                       int64_t d, float *out) {
-    rmsnorm(x, w, cfg->norm_plus_one, rows, d, cfg->rms_norm_eps, out);
+    lq_be be;
+    lq_be_init_host(&be, lq_ops_cpu(), 0);
+    (void)be.ops->rmsnorm(&be, x, w, rows, d, cfg->rms_norm_eps, cfg->norm_plus_one, out);
 }
 
 static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
                      lq_fwd_ws *ws, lq_err *err) {
     const lq_qlinear *q  = &l->buf.q;
     lq_status         gs = LQ_ERR_UNSUPPORTED;
-    if (ws->lin_dev)
+    /* the hooks take host arrays: a host backend's */
+    if (ws->lin_dev && !ws->be->ops->device)
         gs = ws->lin_dev(ws->lin_dev_user, q, x, t, y, err);
-    else if (ws->gemm && q->format == LQ_FMT_DENSE && q->dense_dtype == LQ_DENSE_F32 && q->dense &&
-             !q->bias)
+    else if (ws->gemm && !ws->be->ops->device && q->format == LQ_FMT_DENSE &&
+             q->dense_dtype == LQ_DENSE_F32 && q->dense && !q->bias)
         gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
     if (gs == LQ_OK) {
         if (l->bias)
@@ -353,14 +335,15 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
         lq_err_prefix(err, "%s", what);
         return gs;
     }
-    LQ_TRY(ensure_kws(ws, lq_linear_ws_size_ex(l, t, ws->kflags), err));
-    const lq_status st =
-        lq_linear_forward_ex(l, x, t, y, ws->kws, ws->kws_cap, ws_threads(ws), ws->kflags);
+    const lq_status st = ws->be->ops->linear(ws->be, q, l->bias, x, t, y);
     if (st != LQ_OK) {
         const lq_qformat *tr = lq_qformat_get((lq_format)l->buf.q.format);
-        return lq_fail(err, st, "%s [%lld x %lld, %s]: linear forward over %lld tokens failed (%s)",
+        return lq_fail(err, st,
+                       "%s [%lld x %lld, %s]: linear forward over %lld tokens failed on the %s "
+                       "backend (%s)%s%s",
                        what, (long long)l->buf.q.n, (long long)l->buf.q.k, tr ? tr->name : "?",
-                       (long long)t, lq_status_name(st));
+                       (long long)t, ws->be->ops->name, lq_status_name(st),
+                       ws->be->errmsg[0] ? ": " : "", ws->be->errmsg);
     }
     return LQ_OK;
 }
@@ -383,25 +366,13 @@ static lq_status capture(lq_capture_fn cap, void *user, int64_t slot, const floa
 
 /* Rotate-half RoPE in place on x [T, ld]: heads of hd values at columns h*hd; token t sits at
  * position t % seqlen. */
-static void rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int64_t ld,
-                       int64_t nheads, int64_t seqlen, int nt) {
-    const int64_t half = ws->half, hd = 2 * half;
-    const int     lng = ws->rope_cos_x && seqlen > ws->rope_orig;
-    const float  *cs  = local ? ws->rope_cos_l : lng ? ws->rope_cos_x : ws->rope_cos;
-    const float  *sn  = local ? ws->rope_sin_l : lng ? ws->rope_sin_x : ws->rope_sin;
-#pragma omp parallel for schedule(static) num_threads(nt) if (T * ld >= PAR_ELEMS)
-    for (int64_t t = 0; t < T; t++) {
-        const int64_t p = t % seqlen;
-        const float  *c = cs + p * half, *s = sn + p * half;
-        for (int64_t h = 0; h < nheads; h++) {
-            float *v = x + t * ld + h * hd;
-            for (int64_t j = 0; j < half; j++) {
-                const float x1 = v[j], x2 = v[j + half];
-                v[j]        = x1 * c[j] - x2 * s[j];
-                v[j + half] = x2 * c[j] + x1 * s[j];
-            }
-        }
-    }
+static lq_status rope_apply(const lq_fwd_ws *ws, int local, float *x, int64_t T, int64_t ld,
+                            int64_t nheads, int64_t seqlen, lq_err *err) {
+    const int    lng = ws->rope_cos_x && seqlen > ws->rope_orig;
+    const float *cs  = local ? ws->rope_cos_l : lng ? ws->rope_cos_x : ws->rope_cos;
+    const float *sn  = local ? ws->rope_sin_l : lng ? ws->rope_sin_x : ws->rope_sin;
+    OP(ws, "RoPE", ws->be->ops->rope(ws->be, x, T, ld, nheads, ws->half, seqlen, cs, sn));
+    return LQ_OK;
 }
 
 /* q/k/v projections, RoPE and attention of ns sequences: xn [ns*seqlen, d] -> out [.., qd]
@@ -413,10 +384,8 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
     const int64_t          T = ns * seqlen, d = c->hidden_size, hd = c->head_dim, H = c->num_heads,
                   KV = c->num_kv_heads, qd = ws->qd, kvd = ws->kvd;
     const int     sliding = lq_config_layer_sliding(c, L->idx);
-    const int64_t W       = sliding ? c->sliding_window : 0;
     const int     local   = sliding && ws->rope_cos_l != NULL;
-    const float   softcap = (float)c->attn_softcap;
-    const int     nt      = ws_threads(ws);
+    const lq_ops *ops     = ws->be->ops;
     /* v_proj's input is captured after the attention when its weights are wanted (a fused qkv
      * has one input for all three) */
     const int wts = ws->want_attn_w && cap != NULL && !c->fused;
@@ -429,97 +398,46 @@ static lq_status attn_core(const lq_model *m, const lq_layer *L, const float *xn
             return LQ_OK;
         const int64_t w = qd + 2 * kvd;
         LQ_TRY(lin("self_attn.qkv_proj", &L->lin[LQ_LIN_QKV], xn, T, ws->fz, ws, err));
-#pragma omp parallel for schedule(static) num_threads(nt) if (T * w >= PAR_ELEMS)
-        for (int64_t t = 0; t < T; t++) {
-            const float *f = ws->fz + t * w;
-            memcpy(ws->q + t * qd, f, (size_t)qd * sizeof(float));
-            memcpy(ws->k + t * kvd, f + qd, (size_t)kvd * sizeof(float));
-            memcpy(ws->v + t * kvd, f + qd + kvd, (size_t)kvd * sizeof(float));
-        }
+        OP(ws, "splitting qkv", ops->copy2d(ws->be, ws->q, qd, ws->fz, w, T, qd));
+        OP(ws, "splitting qkv", ops->copy2d(ws->be, ws->k, kvd, ws->fz + qd, w, T, kvd));
+        OP(ws, "splitting qkv", ops->copy2d(ws->be, ws->v, kvd, ws->fz + qd + kvd, w, T, kvd));
     } else {
         for (int id = LQ_LIN_Q; id <= (wts ? LQ_LIN_K : LQ_LIN_V); id++) {
             LQ_TRY(capture(cap, user, (lq_lin_id)id, xn, T, d, stop_after, stop, err));
             if (*stop)
                 return LQ_OK;
         }
-        if (wts) {
-            LQ_TRY(ensure_attn_w(ws, (int)H, err));
-            memset(ws->attn_w_thr, 0, (size_t)H * (size_t)T * sizeof(float));
-        }
+        if (wts)
+            LQ_TRY(ensure_attn_w(ws, err));
         LQ_TRY(lin("self_attn.q_proj", &L->lin[LQ_LIN_Q], xn, T, ws->q, ws, err));
         LQ_TRY(lin("self_attn.k_proj", &L->lin[LQ_LIN_K], xn, T, ws->k, ws, err));
         if (!wts_only)
             LQ_TRY(lin("self_attn.v_proj", &L->lin[LQ_LIN_V], xn, T, ws->v, ws, err));
     }
     if (L->q_norm && L->k_norm) { /* Qwen3, Gemma 3: RMSNorm of every head, before RoPE */
-        lq_model_rmsnorm(c, ws->q, L->q_norm, T * H, hd, ws->q);
-        lq_model_rmsnorm(c, ws->k, L->k_norm, T * KV, hd, ws->k);
+        LQ_TRY(rmsnorm(ws, c, ws->q, L->q_norm, T * H, hd, ws->q, err));
+        LQ_TRY(rmsnorm(ws, c, ws->k, L->k_norm, T * KV, hd, ws->k, err));
     }
-    rope_apply(ws, local, ws->q, T, qd, H, seqlen, nt);
-    rope_apply(ws, local, ws->k, T, kvd, KV, seqlen, nt);
-    LQ_TRY(ensure_scores(ws, nt, err));
-
-    /* a job is one block of query rows of one head of one sequence; with attention weights,
-     * all blocks of the (sequence, head), heaviest first, so that its row of partial sums has
-     * one writer */
-    const int64_t nqb = (seqlen + QB - 1) / QB, per = wts ? nqb : 1, njobs = ns * H * nqb / per,
-                  group = H / KV;
+    LQ_TRY(rope_apply(ws, local, ws->q, T, qd, H, seqlen, err));
+    LQ_TRY(rope_apply(ws, local, ws->k, T, kvd, KV, seqlen, err));
     /* transformers multiplies by the Python float head_dim**-0.5 (query_pre_attn_scalar**-0.5) */
-    const float   scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd);
-    const float  *q = ws->q, *k = ws->k, *v = ws->v;
-    float        *scores  = ws->scores;
-    const int64_t sstride = (int64_t)QB * ws->max_seq;
-    const int64_t macs    = ns * H * seqlen * seqlen * hd; /* QK^T + PV over the causal half */
-    void (*const softmax)(float *, int64_t, int64_t, int64_t) = lq_vec_ops_get()->softmax_row;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (macs >= PAR_MACS)
-    for (int64_t job = 0; job < njobs; job++)
-        for (int64_t bi = 0; bi < per; bi++) {
-            /* the heaviest (last) query blocks first: better balance under dynamic scheduling */
-            const int64_t u = job * per + bi;
-            const int64_t b = nqb - 1 - u % nqb, h = (u / nqb) % H, s = u / (nqb * H);
-            const int64_t i0 = b * QB, i1 = i0 + QB < seqlen ? i0 + QB : seqlen, rows = i1 - i0;
-            const int64_t j0 = (W > 0 && i0 - W + 1 > 0) ? i0 - W + 1 : 0, cols = i1 - j0;
-            const int64_t kvh = h / group, base = s * seqlen;
-            float        *S = scores + (int64_t)omp_get_thread_num() * sstride;
-            lq_sgemm(0, 1, rows, cols, hd, scale, q + (base + i0) * qd + h * hd, qd,
-                     k + (base + j0) * kvd + kvh * hd, kvd, 0.f, S, cols, 1);
-            if (softcap > 0) /* Gemma 2: cap * tanh(score / cap), before the mask */
-                for (int64_t e = 0; e < rows * cols; e++)
-                    S[e] = tanhf(S[e] / softcap) * softcap;
-            for (int64_t r = 0; r < rows; r++) {
-                const int64_t i  = i0 + r;
-                const int64_t lo = (W > 0 && i - W + 1 > j0) ? i - W + 1 : j0;
-                softmax(S + r * cols, cols, lo - j0, i - j0);
-            }
-            if (wts) { /* squared probabilities each key receives, per head */
-                float *aw = ws->attn_w_thr + h * T + base + j0;
-                for (int64_t r = 0; r < rows; r++)
-                    for (int64_t jj = 0; jj < cols; jj++)
-                        aw[jj] += S[r * cols + jj] * S[r * cols + jj];
-            }
-            if (!wts_only)
-                lq_sgemm(0, 0, rows, hd, cols, 1.f, S, cols, v + (base + j0) * kvd + kvh * hd, kvd,
-                         0.f, out + (base + i0) * qd + h * hd, qd, 1);
-        }
-    if (wts) {
-        for (int64_t t = 0; t < T; t++) {
-            float a = 0.f;
-            for (int64_t hh = 0; hh < H; hh++)
-                a += ws->attn_w_thr[hh * T + t];
-            ws->attn_w[t] = a;
-        }
+    const lq_attn_args a = {ws->q,
+                            ws->k,
+                            ws->v,
+                            wts_only ? NULL : out,
+                            wts ? ws->attn_w : NULL,
+                            ns,
+                            seqlen,
+                            H,
+                            KV,
+                            hd,
+                            sliding ? c->sliding_window : 0,
+                            c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)hd),
+                            (float)c->attn_softcap};
+    OP(ws, "attention", ops->attention(ws->be, &a));
+    if (wts)
         LQ_TRY(capture(cap, user, LQ_LIN_V, xn, T, d, stop_after, stop, err));
-    }
     return LQ_OK;
-}
-
-/* GELU, tanh approximation, as PyTorch's float kernel writes it */
-static inline float gelu_tanh(float x) {
-    const float beta  = (float)(1.41421356237309504880 * 1.12837916709551257390 *
-                               0.5); /* M_SQRT2 * M_2_SQRTPI * 0.5 */
-    const float kappa = 0.044715f;
-    const float inner = beta * (x + kappa * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(inner));
 }
 
 static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
@@ -528,20 +446,11 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
 
 /* g[T, ff] = act(gate) * up, gate and up rows of ld values (the fused gate_up_proj output
  * holds both in one row; g may be gate itself) */
-static void glu(const lq_model_config *c, float *g, const float *gate, const float *up, int64_t ld,
-                int64_t T, int64_t ff, int nt) {
-    const int64_t n = T * ff;
-    if (c->act == LQ_ACT_GELU_TANH) {
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t e = 0; e < ff; e++)
-                g[t * ff + e] = gelu_tanh(gate[t * ld + e]) * up[t * ld + e];
-    } else {
-        const lq_vec_ops *v = lq_vec_ops_get();
-#pragma omp parallel for schedule(static) num_threads(nt) if (n >= PAR_ELEMS)
-        for (int64_t t = 0; t < T; t++)
-            v->silu_mul(g + t * ff, gate + t * ld, up + t * ld, ff);
-    }
+static lq_status glu(const lq_model_config *c, lq_fwd_ws *ws, float *g, const float *gate,
+                     const float *up, int64_t ld, int64_t T, int64_t ff, lq_err *err) {
+    const int act = c->act == LQ_ACT_GELU_TANH ? LQ_ACT_GELU_TANH_GLU : LQ_ACT_SILU_GLU;
+    OP(ws, "gated activation", ws->be->ops->glu(ws->be, g, gate, up, ld, T, ff, act));
+    return LQ_OK;
 }
 
 /* Gated MLP (SwiGLU, or GeGLU for Gemma): xn [T, d] -> out [T, d] (down_proj output). Captures
@@ -552,7 +461,6 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
     if (c->num_experts)
         return moe_core(c, L, xn, T, out, ws, cap, user, stop_after, stop, err);
     const int64_t d = ws->d, ff = ws->ff;
-    const int     nt = ws_threads(ws);
     const float  *gate, *up; /* rows of ld values */
     int64_t       ld;
     if (c->fused) { /* Phi3MLP: gate, up = gate_up_proj(x).chunk(2, dim=-1) */
@@ -572,7 +480,7 @@ static lq_status mlp_core(const lq_model_config *c, const lq_layer *L, const flo
         gate = ws->g, up = ws->u, ld = ff;
     }
     float *g = ws->g; /* act(gate) * up, in place when not fused */
-    glu(c, g, gate, up, ld, T, ff, nt);
+    LQ_TRY(glu(c, ws, g, gate, up, ld, T, ff, err));
     if (sv)
         LQ_TRY(sv->save_fn(sv->save_user, LQ_STAGE_ACT, g, row0, T, ff));
     LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ff, stop_after, stop, err));
@@ -587,16 +495,17 @@ static lq_status expert_in(const lq_model_config *c, const lq_linear *x3, const 
     const int64_t ff = x3[0].buf.q.n;
     LQ_TRY(lin("mlp.experts.gate", &x3[0], x, t, ws->g, ws, err));
     LQ_TRY(lin("mlp.experts.up", &x3[1], x, t, ws->u, ws, err));
-    glu(c, ws->g, ws->g, ws->u, ff, t, ff, ws_threads(ws));
-    return LQ_OK;
+    return glu(c, ws, ws->g, ws->g, ws->u, ff, t, ff, err);
 }
 
 /* The rows routed to expert e into ws->moe_x; their count. */
-static int64_t gather_rows(const lq_fwd_ws *ws, int64_t e, int64_t K, const float *xn) {
-    const int64_t d = ws->d, lo = ws->moe_off[e], cnt = ws->moe_off[e + 1] - lo;
-    for (int64_t i = 0; i < cnt; i++)
-        memcpy(ws->moe_x + i * d, xn + (ws->moe_rows[lo + i] / K) * d, (size_t)d * sizeof(float));
-    return cnt;
+static lq_status gather_rows(lq_fwd_ws *ws, int64_t e, const float *xn, int64_t *cnt,
+                             lq_err *err) {
+    const int64_t lo = ws->moe_off[e];
+    *cnt             = ws->moe_off[e + 1] - lo;
+    OP(ws, "gathering an expert's rows",
+       ws->be->ops->gather_rows(ws->be, ws->moe_x, xn, ws->moe_rows + lo, *cnt, ws->d, ws->moe_k));
+    return LQ_OK;
 }
 
 /* Mixture of experts, as transformers' sparse MoE blocks: router logits, softmax in float32,
@@ -604,42 +513,18 @@ static int64_t gather_rows(const lq_fwd_ws *ws, int64_t e, int64_t K, const floa
  * (renormalized when norm_topk); each expert runs on the rows routed to it and adds its output
  * times the row's weight, experts in index order; then the shared expert times the sigmoid of
  * its gate (Qwen2-MoE). xn [T, d] -> out [T, d]. Captures (lq_capture_fn): the block input,
- * every expert's gate/up input, then every expert's down input, by the experts' modes. */
+ * every expert's gate/up input, then every expert's down input, by the experts' modes. The
+ * choices come to the host, which groups the rows by expert; the rows stay on the backend. */
 static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const float *xn, int64_t T,
                           float *out, lq_fwd_ws *ws, lq_capture_fn cap, void *user, int stop_after,
                           int *stop, lq_err *err) {
     const int64_t d = ws->d, E = c->num_experts, K = c->experts_per_tok;
-    const int     nt  = ws_threads(ws);
-    int32_t      *sel = (int32_t *)ws->moe_sel;
+    const lq_ops *ops = ws->be->ops;
+    int32_t      *sel = ws->moe_sel_h;
     LQ_TRY(lin("mlp.gate", &L->router, xn, T, ws->moe_logit, ws, err));
-#pragma omp parallel for schedule(static) num_threads(nt) if (T * E >= PAR_ELEMS)
-    for (int64_t t = 0; t < T; t++) {
-        float *p  = ws->moe_logit + t * E;
-        float  mx = p[0], sum = 0;
-        for (int64_t e = 1; e < E; e++)
-            mx = p[e] > mx ? p[e] : mx;
-        for (int64_t e = 0; e < E; e++)
-            sum += (p[e] = expf(p[e] - mx));
-        for (int64_t e = 0; e < E; e++)
-            p[e] /= sum;
-        float wsum = 0;
-        for (int64_t j = 0; j < K; j++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (int64_t i = 0; i < j && !taken; i++)
-                    taken = sel[t * K + i] == e;
-                if (!taken && (best < 0 || p[e] > p[best]))
-                    best = e;
-            }
-            sel[t * K + j]       = (int32_t)best;
-            ws->moe_w[t * K + j] = p[best];
-            wsum += p[best];
-        }
-        if (c->norm_topk)
-            for (int64_t j = 0; j < K; j++)
-                ws->moe_w[t * K + j] /= wsum;
-    }
+    OP(ws, "routing",
+       ops->moe_route(ws->be, ws->moe_logit, T, E, K, c->norm_topk, ws->moe_sel, ws->moe_w));
+    OP(ws, "routing", ops->download(ws->be, sel, ws->moe_sel, (size_t)(T * K) * sizeof *sel));
     /* (token, choice) pairs grouped by expert, tokens in order within each */
     memset(ws->moe_off, 0, (size_t)(E + 1) * sizeof *ws->moe_off);
     for (int64_t i = 0; i < T * K; i++)
@@ -647,10 +532,12 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
     for (int64_t e = 0; e < E; e++)
         ws->moe_off[e + 1] += ws->moe_off[e];
     for (int64_t i = 0; i < T * K; i++)
-        ws->moe_rows[ws->moe_off[sel[i]]++] = (int32_t)i;
+        ws->moe_rows_h[ws->moe_off[sel[i]]++] = (int32_t)i;
     for (int64_t e = E; e > 0; e--) /* the fill advanced each start to the next one's */
         ws->moe_off[e] = ws->moe_off[e - 1];
     ws->moe_off[0] = 0;
+    OP(ws, "routing",
+       ops->upload(ws->be, ws->moe_rows, ws->moe_rows_h, (size_t)(T * K) * sizeof(int32_t)));
     if (L->idx >= 0 && L->idx < ws->moe_layers)
         for (int64_t e = 0; e < E; e++)
             ws->moe_count[L->idx * E + e] += ws->moe_off[e + 1] - ws->moe_off[e];
@@ -658,12 +545,13 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
     const uint8_t *mode  = cap ? ws->moe_mode : NULL;
     const int      up_to = stop_after; /* the captures end with this role's (-1: none) */
     int            dummy = 0;
+    int64_t        cnt;
     if (cap) {
         LQ_TRY(capture(cap, user, LQ_SLOT_MOE_IN, xn, T, d, -1, &dummy, err));
         for (int64_t e = 0; e < E; e++) {
             if (mode && mode[e] != LQ_MOE_ROUTED)
                 continue;
-            const int64_t cnt = gather_rows(ws, e, K, xn);
+            LQ_TRY(gather_rows(ws, e, xn, &cnt, err));
             if (!cnt)
                 continue;
             LQ_TRY(
@@ -679,7 +567,7 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
     /* after the down captures a stopping forward needs no outputs */
     const int outputs = !(cap && up_to >= 0);
     if (outputs)
-        memset(out, 0, (size_t)(T * d) * sizeof(float));
+        OP(ws, "clearing the expert sum", ops->zero(ws->be, out, (size_t)(T * d) * sizeof(float)));
     for (int64_t e = 0; e < E; e++) {
         const lq_linear *x3 = &L->experts[3 * e];
         const int        m  = mode ? mode[e] : LQ_MOE_ROUTED;
@@ -690,7 +578,7 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
         }
         if (!outputs && !(cap && m == LQ_MOE_ROUTED))
             continue;
-        const int64_t cnt = gather_rows(ws, e, K, xn);
+        LQ_TRY(gather_rows(ws, e, xn, &cnt, err));
         if (!cnt)
             continue;
         LQ_TRY(expert_in(c, x3, ws->moe_x, cnt, ws, err));
@@ -700,14 +588,9 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
         if (!outputs)
             continue;
         LQ_TRY(lin("mlp.experts.down", &x3[2], ws->g, cnt, ws->moe_y, ws, err));
-        for (int64_t i = 0; i < cnt; i++) {
-            const int32_t tj = ws->moe_rows[ws->moe_off[e] + i];
-            const float   w  = ws->moe_w[tj];
-            const float  *y  = ws->moe_y + i * d;
-            float        *o  = out + (tj / K) * d;
-            for (int64_t x = 0; x < d; x++)
-                o[x] += y[x] * w;
-        }
+        OP(ws, "adding an expert's output",
+           ops->scatter_add(ws->be, out, ws->moe_y, ws->moe_rows + ws->moe_off[e], ws->moe_w, cnt,
+                            d, K));
     }
     if (c->shared_intermediate) {
         LQ_TRY(expert_in(c, L->shared, xn, T, ws, err));
@@ -716,11 +599,8 @@ static lq_status moe_core(const lq_model_config *c, const lq_layer *L, const flo
         if (outputs) {
             LQ_TRY(lin("mlp.shared_expert.down_proj", &L->shared[2], ws->g, T, ws->moe_y, ws, err));
             LQ_TRY(lin("mlp.shared_expert_gate", &L->shared[3], xn, T, ws->moe_logit, ws, err));
-            for (int64_t t = 0; t < T; t++) {
-                const float gt = 1.0f / (1.0f + expf(-ws->moe_logit[t]));
-                for (int64_t i = 0; i < d; i++)
-                    out[t * d + i] += gt * ws->moe_y[t * d + i];
-            }
+            OP(ws, "the shared expert's gate",
+               ops->gate_add(ws->be, out, ws->moe_y, ws->moe_logit, T, d));
         }
     }
     if (!outputs)
@@ -770,7 +650,7 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
     LQ_TRY(check_layer(m, L, err));
     const int64_t          d = m->cfg.hidden_size, per = ws->max_tokens / seqlen;
     const lq_model_config *c    = &m->cfg;
-    const int              nt   = ws_threads(ws);
+    const lq_ops          *ops  = ws->be->ops;
     const lq_fwd_stage     from = rs ? rs->from : LQ_STAGE_INPUT;
     const lq_fwd_stage     save = rs && rs->save_fn ? rs->save : LQ_STAGE_INPUT;
     LQ_RETURN_IF(from != LQ_STAGE_INPUT && !(rs && rs->state), err, LQ_ERR_INVALID_ARG,
@@ -788,7 +668,7 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
         float        *r = ws->r, *o = ws->o;
         if (from == LQ_STAGE_ACT) { /* down_proj alone, from the saved activation */
             const float *g = rs->state + row0 * ws->ff;
-            memcpy(r, rs->resid + row0 * d, (size_t)(T * d) * sizeof(float));
+            OP(ws, "resuming", ops->copy(ws->be, r, rs->resid + row0 * d, (size_t)(T * d) * 4));
             LQ_TRY(capture(cap, user, LQ_LIN_DOWN, g, T, ws->ff, stop_after, &stop, err));
             if (stop)
                 continue;
@@ -796,10 +676,10 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
             goto mlp_out;
         }
         if (from == LQ_STAGE_RESID) {
-            memcpy(r, rs->state + row0 * d, (size_t)(T * d) * sizeof(float));
+            OP(ws, "resuming", ops->copy(ws->be, r, rs->state + row0 * d, (size_t)(T * d) * 4));
         } else {
             if (from == LQ_STAGE_INPUT) {
-                lq_model_rmsnorm(c, hc, L->attn_norm, T, d, ws->xn);
+                LQ_TRY(rmsnorm(ws, c, hc, L->attn_norm, T, d, ws->xn, err));
                 LQ_TRY(attn_core(m, L, ws->xn, ns, seqlen, ws->att, ws, cap, user, stop_after,
                                  &stop, err));
                 if (stop)
@@ -814,23 +694,19 @@ lq_status lq_layer_forward_ex(const lq_model *m, const lq_layer *L, float *h, in
                 continue;
             LQ_TRY(lin("self_attn.o_proj", &L->lin[LQ_LIN_O], att, T, o, ws, err));
             if (c->post_norms)
-                lq_model_rmsnorm(c, o, L->attn_post_norm, T, d, o);
-#pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
-            for (int64_t i = 0; i < T * d; i++)
-                r[i] = hc[i] + o[i];
+                LQ_TRY(rmsnorm(ws, c, o, L->attn_post_norm, T, d, o, err));
+            OP(ws, "residual", ops->add(ws->be, r, hc, o, T * d));
         }
         if (save == LQ_STAGE_RESID)
             LQ_TRY(rs->save_fn(rs->save_user, save, r, row0, T, d));
-        lq_model_rmsnorm(c, r, L->mlp_norm, T, d, ws->xn);
+        LQ_TRY(rmsnorm(ws, c, r, L->mlp_norm, T, d, ws->xn, err));
         LQ_TRY(mlp_core(c, L, ws->xn, T, o, ws, cap, user, stop_after, &stop, sv, row0, err));
         if (stop)
             continue;
     mlp_out:
         if (c->post_norms)
-            lq_model_rmsnorm(c, o, L->mlp_post_norm, T, d, o);
-#pragma omp parallel for schedule(static) num_threads(nt) if (T * d >= PAR_ELEMS)
-        for (int64_t i = 0; i < T * d; i++)
-            hc[i] = r[i] + o[i];
+            LQ_TRY(rmsnorm(ws, c, o, L->mlp_post_norm, T, d, o, err));
+        OP(ws, "residual", ops->add(ws->be, hc, r, o, T * d));
     }
     return LQ_OK;
 }
@@ -890,22 +766,23 @@ lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float
     return LQ_OK;
 }
 
-lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *logits,
-                          lq_fwd_ws *ws, lq_err *err) {
+lq_status lq_model_logits_be(const lq_model *m, const float *final_norm, const lq_linear *lm_head,
+                             const float *h, int64_t t, float *logits, lq_fwd_ws *ws, lq_err *err) {
     LQ_RETURN_IF(!ws || ws->d != m->cfg.hidden_size, err, LQ_ERR_INVALID_ARG,
                  "logits: workspace missing or made for another model shape");
     const int64_t d = m->cfg.hidden_size, V = m->cfg.vocab_size, per = ws->max_tokens;
+    const float   cap = (float)m->cfg.final_softcap;
     for (int64_t t0 = 0; t0 < t; t0 += per) {
         const int64_t T = t - t0 < per ? t - t0 : per;
-        lq_model_rmsnorm(&m->cfg, h + t0 * d, m->final_norm, T, d, ws->xn);
-        LQ_TRY(lin("lm_head", &m->lm_head, ws->xn, T, logits + t0 * V, ws, err));
-        const float cap = (float)m->cfg.final_softcap;
-        if (cap > 0) { /* Gemma 2: cap * tanh(logit / cap) */
-            float *lg = logits + t0 * V;
-#pragma omp parallel for schedule(static) num_threads(ws_threads(ws)) if (T * V >= PAR_ELEMS)
-            for (int64_t e = 0; e < T * V; e++)
-                lg[e] = tanhf(lg[e] / cap) * cap;
-        }
+        LQ_TRY(rmsnorm(ws, &m->cfg, h + t0 * d, final_norm, T, d, ws->xn, err));
+        LQ_TRY(lin("lm_head", lm_head, ws->xn, T, logits + t0 * V, ws, err));
+        if (cap > 0) /* Gemma 2: cap * tanh(logit / cap) */
+            OP(ws, "soft-capping", ws->be->ops->softcap(ws->be, logits + t0 * V, T * V, cap));
     }
     return LQ_OK;
+}
+
+lq_status lq_model_logits(const lq_model *m, const float *h, int64_t t, float *logits,
+                          lq_fwd_ws *ws, lq_err *err) {
+    return lq_model_logits_be(m, m->final_norm, &m->lm_head, h, t, logits, ws, err);
 }
