@@ -11,6 +11,7 @@
  * disk as each layer finishes. */
 #define _XOPEN_SOURCE 700 /* realpath */
 
+#include "lq_acts.h"
 #include "lq_calib_cache.h"
 #include "lq_dataset.h"
 #include "lq_gpu.h"
@@ -19,6 +20,8 @@
 #include "lq_mixed.h"
 #include "lq_outdir.h"
 #include "lq_opts.h"
+#include "lq_ops.h"
+#include "lq_pipeline.h"
 #include "lq_ppl.h"
 #include "lq_tok.h"
 
@@ -291,12 +294,19 @@ typedef struct run {
     lq_ccache               cache;
     int64_t                 cache_hits;
     int                     nthreads_est;
-    lq_spill               *cur, *nxt; /* activations entering / leaving the current layer */
-    float                  *chunk;     /* one chunk of chunk_seqs sequences */
+    lq_acts                *cur, *nxt; /* activations entering / leaving the current layer */
+    float                  *chunk;     /* one chunk of chunk_seqs sequences, on be */
     float                  *stage;     /* one chunk's saved stage state (resumed propagation) */
+    size_t                  chunk_bytes, stage_bytes;
     int64_t                 chunk_seqs;
-    int64_t                 spill_budget; /* per activation spill, -1 unlimited */
-    lq_fwd_ws              *ws;
+    int64_t                 spill_budget; /* per activation spill in host memory, -1 unlimited */
+    int64_t                 dev_budget;   /* per activation store in device memory */
+    int                     dev_budget_set;
+    /* where the calibration forwards run: be_host (the cpu backend), or be_dev on the device
+     * --device picked; the forward workspace on it, and one on the host for the methods'
+     * forwards over host arrays (host_ws == ws on the host) */
+    lq_be                   be_host, be_dev, *be;
+    lq_fwd_ws              *ws, *host_ws;
     double                  t0, t_calib, t_layers, t_mixed0;
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
@@ -397,79 +407,85 @@ static lq_status write_moe_float(run *r, int64_t layer, lq_layer *L) {
 
 /* The FP outputs of a layer are the same for every job on the same calibration set: the batch
  * cache (when configured) keeps them under the next layer's index. */
+/* (A host backend's: its activations are the spills the cache reads and fills.) */
 static int fp_cacheable(const run *r) {
-    return r->cache.enabled && lq_spill_count(r->cur) <= 4096;
+    return r->cache.enabled && !r->be->ops->device && lq_acts_count(r->cur) <= 4096;
 }
 
 static int fp_cached(run *r, int64_t layer) {
-    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur), tot = 0;
+    int64_t d = r->m->cfg.hidden_size, nc = lq_acts_count(r->cur), tot = 0;
     if (!fp_cacheable(r))
         return 0;
     for (int64_t c = 0; c < nc; c++)
-        tot += lq_spill_chunk_numel(r->cur, c);
+        tot += lq_acts_numel(r->cur, c);
     return lq_ccache_has_acts(&r->cache, layer + 1, nc, tot, d);
 }
 
 static lq_status load_fp(run *r, int64_t layer) {
-    int64_t nc = lq_spill_count(r->cur), cn[4096];
+    int64_t nc = lq_acts_count(r->cur), cn[4096];
     for (int64_t c = 0; c < nc; c++)
-        cn[c] = lq_spill_chunk_numel(r->cur, c);
+        cn[c] = lq_acts_numel(r->cur, c);
     r->cache_hits++;
-    return lq_ccache_load_acts(&r->cache, layer + 1, r->nxt, r->chunk, nc, cn,
+    return lq_ccache_load_acts(&r->cache, layer + 1, lq_acts_spill(r->nxt), r->chunk, nc, cn,
                                r->m->cfg.hidden_size, r->err);
 }
 
 static void store_fp(run *r, int64_t layer) {
     if (fp_cacheable(r))
-        lq_ccache_store_acts(&r->cache, layer + 1, r->nxt, r->chunk, r->m->cfg.hidden_size);
+        lq_ccache_store_acts(&r->cache, layer + 1, lq_acts_spill(r->nxt), r->chunk,
+                             r->m->cfg.hidden_size);
 }
 
-/* cur -> layer -> nxt, chunk by chunk. */
-static lq_status propagate(run *r, const lq_layer *L, lq_spill *resume, lq_spill *act) {
-    int64_t d = r->m->cfg.hidden_size, nc = lq_spill_count(r->cur);
+/* cur -> layer -> nxt, chunk by chunk, on the backend. */
+static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *act) {
+    int64_t d = r->m->cfg.hidden_size, nc = lq_acts_count(r->cur);
     int64_t ff = r->m->cfg.intermediate_size;
     /* from the residual after attention when the method saved it for the quantized layer:
      * the layer's output from there, without its attention again; with the MLP's activation
      * too, down_proj alone */
-    if ((resume && lq_spill_count(resume) != nc) || (act && (!resume || lq_spill_count(act) != nc)))
+    if ((resume && lq_acts_count(resume) != nc) || (act && (!resume || lq_acts_count(act) != nc)))
         LQ_FAIL(r->err, LQ_ERR_INTERNAL,
                 "propagation: saved stages have %lld / %lld of %lld chunks",
-                (long long)(resume ? lq_spill_count(resume) : -1),
-                (long long)(act ? lq_spill_count(act) : -1), (long long)nc);
-    float *g = act ? lq_malloc_n(r->chunk_seqs * r->win.seqlen * ff, sizeof(float)) : NULL;
-    if (act && !g)
-        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a chunk's MLP activation");
+                (long long)(resume ? lq_acts_count(resume) : -1),
+                (long long)(act ? lq_acts_count(act) : -1), (long long)nc);
+    const size_t gb = act ? (size_t)(r->chunk_seqs * r->win.seqlen * ff) * sizeof(float) : 0;
+    float       *g  = NULL;
+    if (act && r->be->ops->alloc(r->be, (void **)&g, gb) != LQ_OK)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a chunk's MLP activation (%s)",
+                lq_be_error(r->be));
     lq_fwd_resume rs = {act ? LQ_STAGE_ACT : LQ_STAGE_RESID,
                         act ? g : r->stage,
                         LQ_STAGE_INPUT,
                         NULL,
                         NULL,
                         act ? r->stage : NULL};
-    lq_status st = LQ_OK;
+    lq_layer_be   Lb;
+    lq_status     st = lq_layer_to_be(r->be, &r->m->cfg, L, &Lb, r->err);
     for (int64_t c = 0; c < nc && st == LQ_OK; c++) {
-        int64_t n  = lq_spill_chunk_numel(r->cur, c);
+        int64_t n  = lq_acts_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
         if (resume) {
-            if (lq_spill_chunk_numel(resume, c) != n ||
-                (act &&
-                 (lq_spill_chunk_numel(act, c) != ns * r->win.seqlen * ff || ns > r->chunk_seqs))) {
+            if (lq_acts_numel(resume, c) != n ||
+                (act && (lq_acts_numel(act, c) != ns * r->win.seqlen * ff || ns > r->chunk_seqs))) {
                 st = lq_fail(r->err, LQ_ERR_INTERNAL, "propagation: saved stage chunk %lld size",
                              (long long)c);
                 break;
             }
-            st = lq_spill_read(resume, c, r->stage, r->err);
+            st = lq_acts_read(resume, c, r->stage, r->err);
             if (st == LQ_OK && act)
-                st = lq_spill_read(act, c, g, r->err);
+                st = lq_acts_read(act, c, g, r->err);
         } else {
-            st = lq_spill_read(r->cur, c, r->chunk, r->err);
+            st = lq_acts_read(r->cur, c, r->chunk, r->err);
         }
         if (st == LQ_OK)
-            st = lq_layer_forward_ex(r->m, L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
+            st = lq_layer_forward_ex(r->m, &Lb.L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
                                      resume ? &rs : NULL, r->ws, r->err);
         if (st == LQ_OK)
-            st = lq_spill_append(r->nxt, r->chunk, n, r->err);
+            st = lq_acts_append(r->nxt, r->chunk, n, r->err);
     }
-    free(g);
+    lq_layer_be_free(&Lb);
+    if (g)
+        r->be->ops->release(r->be, g, gb);
     return st;
 }
 
@@ -519,13 +535,16 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     j->nseq         = r->win.nsamples;
     j->seqlen       = r->win.seqlen;
     j->chunk_seqs   = r->chunk_seqs;
+    j->be           = r->be;
     j->ws           = r->ws;
+    j->host_ws      = r->host_ws;
     j->gpu          = r->gpu;
     j->qcfg         = &r->qcfg;
     j->warn         = warn;
     j->warn_user    = r;
     j->err          = r->err;
     j->stage_budget = r->spill_budget;
+    j->stage_dev_budget = r->dev_budget;
     j->spill_dir    = r->spill_dir;
 }
 
@@ -594,21 +613,22 @@ static lq_status do_layers(run *r) {
             store_fp(r, i);
         if (r->cur && r->mt->propagate_quantized)
             LQ_TRY_GOTO(propagate(r, &L, j.resume, j.resume_act));
-        lq_spill_free(j.resume); /* before the output is written: memory back */
-        lq_spill_free(j.resume_act);
+        lq_acts_free(j.resume); /* before the output is written: memory back */
+        lq_acts_free(j.resume_act);
         j.resume = j.resume_act = NULL;
         if (r->cur) {
-            lq_spill *t = r->cur;
-            r->cur      = r->nxt;
-            r->nxt      = t;
-            LQ_TRY_GOTO(lq_spill_clear(r->nxt, r->err));
+            lq_acts *t = r->cur;
+            r->cur     = r->nxt;
+            r->nxt     = t;
+            LQ_TRY_GOTO(lq_acts_clear(r->nxt, r->err));
         }
         LQ_TRY_GOTO(write_layer(r, i, &L, &j));
     done:
         for (int64_t l = 0; l < r->nslots; l++)
             lq_qbuf_free(&j.out[l]);
-        lq_spill_free(j.resume);
-        lq_spill_free(j.resume_act);
+        lq_acts_free(j.resume);
+        lq_acts_free(j.resume_act);
+        lq_qjob_release(&j);
         lq_layer_free(&L);
         if (st != LQ_OK)
             return lq_err_prefix(r->err, "layer %lld", (long long)i);
@@ -789,28 +809,45 @@ static lq_status calibrate(run *r) {
     }
     int64_t T = r->win.nsamples * r->win.seqlen, d = r->m->cfg.hidden_size;
     int64_t cs    = plan_chunk(r, T);
+    lq_be  *be    = r->be;
     r->chunk_seqs = cs;
-    r->chunk      = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float));
-    if (!r->chunk)
-        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
-    LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->ws, r->err));
-    if (r->gpu) /* calibration forwards: dense linears through cuBLAS */
-        lq_fwd_ws_set_dense_gemm(r->ws, lq_gpu_dense_gemm, r->gpu);
-    if (r->mt->stage_copies > 0 && !(r->stage = lq_malloc_n(cs * r->win.seqlen * d, sizeof(float))))
-        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
+    r->chunk_bytes = (size_t)(cs * r->win.seqlen * d) * sizeof(float);
+    if (be->ops->alloc(be, (void **)&r->chunk, r->chunk_bytes) != LQ_OK)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk (%s)",
+                lq_be_error(be));
+    LQ_TRY(lq_fwd_ws_create_be(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, be, &r->ws, r->err));
+    r->host_ws = r->ws;
+    if (be->ops->device) /* the methods' forwards over host arrays (AWQ's search) */
+        LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->host_ws,
+                                r->err));
+    r->stage_bytes = r->mt->stage_copies > 0 ? r->chunk_bytes : 0;
+    if (r->stage_bytes && be->ops->alloc(be, (void **)&r->stage, r->stage_bytes) != LQ_OK)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk (%s)",
+                lq_be_error(be));
     int64_t budget = -1;
     LQ_TRY(plan_memory(r, T, &budget));
     r->spill_budget = budget;
-    LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->cur, r->err));
-    LQ_TRY(lq_spill_create(budget, r->spill_dir, &r->nxt, r->err));
-    for (int64_t s0 = 0; s0 < r->win.nsamples; s0 += cs) {
+    /* on a device, the activations (the layer's input and output, the method's stage states)
+     * share half its memory; what does not fit stays on the host */
+    if (!r->dev_budget_set)
+        r->dev_budget =
+            be->ops->device ? lq_gpu_mem_bytes(r->gpu) / 2 / (2 + r->mt->stage_copies) : -1;
+    LQ_TRY(lq_acts_create(be, r->dev_budget, budget, r->spill_dir, &r->cur, r->err));
+    LQ_TRY(lq_acts_create(be, r->dev_budget, budget, r->spill_dir, &r->nxt, r->err));
+    float *emb = be->ops->device ? lq_malloc_n(cs * r->win.seqlen * d, sizeof(float)) : r->chunk;
+    if (!emb)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk");
+    lq_status st = LQ_OK;
+    for (int64_t s0 = 0; s0 < r->win.nsamples && st == LQ_OK; s0 += cs) {
         int64_t ns = r->win.nsamples - s0 < cs ? r->win.nsamples - s0 : cs;
-        LQ_TRY(lq_model_embed(r->m, r->win.ids + s0 * r->win.seqlen, ns * r->win.seqlen, r->chunk,
-                              r->err));
-        LQ_TRY(lq_spill_append(r->cur, r->chunk, ns * r->win.seqlen * d, r->err));
+        st = lq_model_embed(r->m, r->win.ids + s0 * r->win.seqlen, ns * r->win.seqlen, emb, r->err);
+        if (st == LQ_OK)
+            st = lq_acts_append_host(r->cur, emb, ns * r->win.seqlen * d, r->err);
     }
+    if (emb != r->chunk)
+        free(emb);
     r->t_calib = lq_now() - t0;
-    return LQ_OK;
+    return st;
 }
 
 static int mixed_progress(void *user, int64_t layer, int64_t layers) {
@@ -840,7 +877,7 @@ static lq_status plan_mixed(run *r) {
     o.progress   = mixed_progress;
     o.user       = r;
     r->t_mixed0  = lq_now();
-    LQ_TRY(lq_mixed_plan(r->m, &o, r->ws, &r->mixed, r->err));
+    LQ_TRY(lq_mixed_plan(r->m, &o, r->host_ws, &r->mixed, r->err));
     r->lin_bits  = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1);
     r->lin_group = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), sizeof *r->lin_group);
     if (!r->lin_bits || !r->lin_group)
@@ -1139,11 +1176,17 @@ static void run_free(run *r) {
     lq_st_writer_free(r->wr);
     lq_outdir_abort(&r->od);
     cJSON_Delete(r->check);
+    if (r->host_ws != r->ws)
+        lq_fwd_ws_free(r->host_ws);
     lq_fwd_ws_free(r->ws);
-    lq_spill_free(r->cur);
-    lq_spill_free(r->nxt);
-    free(r->chunk);
-    free(r->stage);
+    lq_acts_free(r->cur);
+    lq_acts_free(r->nxt);
+    if (r->be && r->chunk)
+        r->be->ops->release(r->be, r->chunk, r->chunk_bytes);
+    if (r->be && r->stage)
+        r->be->ops->release(r->be, r->stage, r->stage_bytes);
+    lq_be_free(&r->be_dev);
+    lq_be_free(&r->be_host);
     lq_windows_free(&r->win);
     lq_qconfig_free(&r->qcfg);
     lq_mixed_result_free(&r->mixed);
@@ -1162,6 +1205,12 @@ static void run_free(run *r) {
 
 lq_status lq_quantize(const char *method, const char *model_dir, const char *out_dir,
                       const lq_params *p, const lq_callbacks *cb, char **report_json, lq_err *err) {
+    return lq_quantize_be(method, model_dir, out_dir, p, cb, NULL, 0, report_json, err);
+}
+
+lq_status lq_quantize_be(const char *method, const char *model_dir, const char *out_dir,
+                         const lq_params *p, const lq_callbacks *cb, lq_be *be, int64_t dev_budget,
+                         char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
     run r;
@@ -1198,6 +1247,24 @@ lq_status lq_quantize(const char *method, const char *model_dir, const char *out
         LQ_TRY_GOTO(tp && *tp ? lq_tok_load_file(tp, &r.tok, err)
                               : lq_tok_load_source(r.m->src, &r.tok, err));
     LQ_TRY_GOTO(lq_device_pick(r.o.device, r.mt->gpu || r.mt->needs_calib, cb, &r.gpu, err));
+    if (!strcmp(r.o.device, "cuda") && !r.mt->gpu && !r.mt->needs_calib) {
+        /* said rather than ignored: a weights-only method has no device code */
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "%s rounds the weights alone, layer by layer as they are read: it runs on the "
+                 "CPU (--device cuda has nothing to compute for it)",
+                 r.mt->name);
+        warn(&r, msg);
+    }
+    lq_be_init_host(&r.be_host, lq_ops_cpu(), 0);
+    r.be             = be ? be : &r.be_host;
+    r.dev_budget_set = be != NULL;
+    r.dev_budget     = dev_budget;
+    if (!be && r.gpu && r.mt->needs_calib) { /* the calibration forwards run on the device */
+        const int prec = strcmp(r.o.device_precision, "f32") ? LQ_PREC_FAST : LQ_PREC_F32;
+        LQ_TRY_GOTO(lq_be_init_cuda(&r.be_dev, lq_gpu_ctx(r.gpu), prec, err));
+        r.be = &r.be_dev;
+    }
     lq_qconfig_default(r.mt->format, &r.qcfg);
     r.mt->fill_qconfig(&r.o, &r.qcfg);
     LQ_TRY_GOTO(plan_linears(r.mt, &r.o, &r.m->cfg, model_dir, r.plan, r.why, err));

@@ -1,7 +1,7 @@
 /* The pipeline's GPU side bound to the CPU path (quant/gpu/lq_gpu.h):
  *   - without a device: device count 0, opening fails with the right code (always runs);
- *   - dense GEMM of the calibration forwards vs OpenBLAS, NMSE < 1e-10;
- *   - Hessian (SYRK over chunks with the running rescale) vs lq_xstats, rel. error < 1e-5;
+ *   (the calibration forwards' ops, SYRK included, are test_ops -b cuda's and
+ *   test_forward_be -b cuda's);
  *   - GPTQ on the GPU vs lq_gptq on the CPU over bits / groups / act-order / static groups /
  *     sym: >= 99% identical codes (the rest differ by one step where fp32 rounding of the
  *     error feedback crosses a rounding boundary), proxy loss within 1%;
@@ -35,41 +35,6 @@ static void rand_inputs(lq_rng *r, float *X, int64_t t, int64_t k) {
     }
 }
 
-static void test_hessian(lq_gpu *g, uint64_t seed, int64_t k) {
-    lq_rng r;
-    lq_rng_seed(&r, seed);
-    int64_t      seqlen = 64, chunks = 3, nseq = 2, t = seqlen * nseq;
-    float       *X = malloc((size_t)(t * k) * sizeof(float));
-    lq_xstats    cpu, gpu;
-    lq_err       err = {0};
-    lq_gpu_hess *h   = NULL;
-    CHECK_OK(lq_xstats_init(&cpu, k, LQ_XS_HESSIAN, &err));
-    CHECK_OK(lq_xstats_init(&gpu, k, LQ_XS_HESSIAN, &err));
-    CHECK_OK(lq_gpu_hess_create(g, k, &h, &err));
-    for (int64_t c = 0; c < chunks; c++) {
-        rand_inputs(&r, X, t, k);
-        lq_xstats_add(&cpu, X, t, nseq);
-        CHECK_OK(lq_gpu_hess_add(h, X, t, nseq, &err));
-    }
-    CHECK_OK(lq_gpu_hess_get(h, &gpu, &err));
-    lq_xstats_finish(&cpu);
-    lq_xstats_finish(&gpu);
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < k * k; i++) {
-        double d = (double)cpu.H[i] - gpu.H[i];
-        num += d * d;
-        den += (double)cpu.H[i] * cpu.H[i];
-    }
-    CHECK_MSG(sqrt(num / den) < 1e-5, "seed %llu k %lld: Hessian rel. error %.3g",
-              (unsigned long long)seed, (long long)k, sqrt(num / den));
-    CHECK_EQ_INT(gpu.nsamples, cpu.nsamples);
-    CHECK_EQ_INT(gpu.ntokens, cpu.ntokens);
-    lq_gpu_hess_free(h);
-    lq_xstats_free(&cpu);
-    lq_xstats_free(&gpu);
-    free(X);
-}
-
 /* sum (a - b)^2 / sum a^2 */
 static double nmse(const float *a, const float *b, int64_t count) {
     double num = 0, den = 0;
@@ -78,25 +43,6 @@ static double nmse(const float *a, const float *b, int64_t count) {
         den += (double)a[i] * a[i];
     }
     return num / den;
-}
-
-static void test_dense_gemm(lq_gpu *g, uint64_t seed, int64_t n, int64_t k, int64_t t) {
-    lq_rng r;
-    lq_rng_seed(&r, seed);
-    float *W = malloc((size_t)(n * k) * 4), *x = malloc((size_t)(t * k) * 4);
-    float *y1 = malloc((size_t)(t * n) * 4), *y2 = malloc((size_t)(t * n) * 4);
-    for (int64_t i = 0; i < n * k; i++)
-        W[i] = lq_rng_normal(&r);
-    for (int64_t i = 0; i < t * k; i++)
-        x[i] = lq_rng_normal(&r);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)n, (int)k, 1.f, x, (int)k, W,
-                (int)k, 0.f, y1, (int)n);
-    lq_err err = {0};
-    CHECK_OK(lq_gpu_dense_gemm(g, W, n, k, x, t, y2, &err));
-    const double e = nmse(y1, y2, t * n);
-    CHECK_MSG(e < 1e-10, "seed %llu %lldx%lld t %lld: dense GEMM NMSE %.3g",
-              (unsigned long long)seed, (long long)n, (long long)k, (long long)t, e);
-    free(W), free(x), free(y1), free(y2);
 }
 
 typedef struct gcase {
@@ -325,12 +271,8 @@ int main(void) {
     if (!g)
         return lq_test_end("gpu_pipeline");
     printf("device: %s\n", lq_gpu_describe(g));
-    test_dense_gemm(g, 5, 172, 64, 3);
-    test_dense_gemm(g, 6, 1024, 4096, 517);
     test_qlinear_dense(g, 7, 172, 64, 3);    /* the fused kernel */
     test_qlinear_dense(g, 8, 1000, 576, 77); /* cuBLAS with the bias rounded once */
-    test_hessian(g, 11, 64);
-    test_hessian(g, 12, 1000);
     const gcase cases[] = {
         {4, 128, 0, 0, 1}, {4, 128, 1, 0, 1}, {4, 32, 1, 1, 0},  {3, 64, 0, 0, 0},
         {2, -1, 1, 0, 0},  {8, 128, 0, 0, 1}, {4, 256, 1, 0, 0}, {4, 48, 0, 0, 1},

@@ -1,11 +1,10 @@
-/* GPU side of the quantization pipeline (see lq_gpu.h): Hessians, GPTQ factorization and
- * column sweep, the calibration forwards' dense products and perplexity's linears. This file
+/* GPU side of the quantization pipeline (see lq_gpu.h): GPTQ factorization and column sweep,
+ * perplexity's linears. This file
  * only orchestrates: every device operation is a primitive of the one device layer
  * (kernels/cuda/lq_cuda.h), so it builds the same with and without CUDA (then opening a device
  * fails with LQ_ERR_NO_CUDA_BUILD and nothing below runs). Everything is fp32 so that a GPU
- * conversion and a CPU conversion agree to rounding; the expensive parts (SYRK over all
- * calibration tokens, the O(k^3) factorization, the O(n k^2) sweep) are where the device pays
- * off. */
+ * conversion and a CPU conversion agree to rounding; the O(k^3) factorization and the O(n k^2)
+ * sweep are where the device pays off. */
 #include "lq_gpu.h"
 
 #include "cuda/lq_cuda.h"
@@ -19,10 +18,11 @@
 struct lq_gpu {
     lq_cuda_ctx *kc; /* the device layer's context: stream, cuBLAS, cuSOLVER, memory count */
     char         desc[320];
+    int64_t      mem; /* the device's memory in bytes */
     /* GPTQ backend state: U [k, k] (row-major upper = column-major lower of the factor). */
     float  *dU;
     int64_t U_k;
-    /* dense GEMM buffers of the forwards (grown, reused) */
+    /* perplexity's linears: float32 weights on their way to fp16, activations (grown, reused) */
     float  *dgW, *dgx, *dgy;
     int64_t gW_cap, gx_cap, gy_cap; /* elements */
     /* the kernels' linears (lq_gpu_qlinear): descriptor arrays, fp16 activations, workspace */
@@ -109,11 +109,13 @@ lq_status lq_gpu_open(int device, lq_gpu **out, lq_err *err) {
     char   name[256];
     int    major = 0, minor = 0;
     size_t mem = 0;
-    if (lq_cuda_device_info(device, name, sizeof name, &major, &minor, &mem, NULL) == LQ_OK)
+    if (lq_cuda_device_info(device, name, sizeof name, &major, &minor, &mem, NULL) == LQ_OK) {
+        g->mem = (int64_t)mem;
         snprintf(g->desc, sizeof g->desc, "%.200s (cc %d.%d, %.1f GiB)", name, major, minor,
                  (double)mem / 1073741824.0);
-    else
+    } else {
         snprintf(g->desc, sizeof g->desc, "CUDA device %d", device);
+    }
     *out = g;
     return LQ_OK;
 }
@@ -143,71 +145,12 @@ int64_t lq_gpu_peak_bytes(const lq_gpu *g) {
     return g ? lq_cuda_ctx_peak_bytes(g->kc) : 0;
 }
 
-/* ------------------------------------------------------------------------------------------
- * Hessians: H (column-major lower == row-major upper, as cblas_ssyrk CblasUpper on the CPU)
- * ------------------------------------------------------------------------------------------ */
-struct lq_gpu_hess {
-    lq_gpu *g;
-    int64_t k, nsamples, ntokens;
-    float  *dH;
-    float  *dx;
-    int64_t x_cap; /* elements */
-};
-
-lq_status lq_gpu_hess_create(lq_gpu *g, int64_t k, lq_gpu_hess **out, lq_err *err) {
-    *out           = NULL;
-    lq_gpu_hess *h = calloc(1, sizeof *h);
-    if (!h)
-        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-    h->g        = g;
-    h->k        = k;
-    lq_status s = dev_alloc(g, (void **)&h->dH, k * k * (int64_t)sizeof(float), "a Hessian", err);
-    if (s == LQ_OK && lq_cuda_zero(g->kc, h->dH, (size_t)(k * k) * sizeof(float)) != LQ_OK)
-        s = lq_fail(err, LQ_ERR_CUDA, "GPU: clearing a Hessian failed");
-    if (s != LQ_OK) {
-        lq_gpu_hess_free(h);
-        return s;
-    }
-    *out = h;
-    return LQ_OK;
+lq_cuda_ctx *lq_gpu_ctx(lq_gpu *g) {
+    return g ? g->kc : NULL;
 }
 
-lq_status lq_gpu_hess_add(lq_gpu_hess *h, const float *x, int64_t t, int64_t nseq, lq_err *err) {
-    lq_gpu *g = h->g;
-    int64_t k = h->k;
-    LQ_TRY(grow(g, &h->dx, &h->x_cap, t * k, "calibration inputs", err));
-    GPU_TRY(lq_cuda_copy(g->kc, h->dx, x, (size_t)(t * k) * sizeof(float), LQ_CUDA_H2D),
-            "copying calibration inputs");
-    int64_t nn    = h->nsamples + nseq;
-    float   beta  = (float)((double)h->nsamples / (double)nn);
-    float   alpha = (float)(2.0 / (double)nn);
-    /* Row-major x [t, k] is column-major x^T [k, t]: H += alpha x^T x is SYRK 'N'. */
-    GPU_TRY(lq_cuda_ssyrk_lower(g->kc, k, t, alpha, h->dx, k, beta, h->dH, k), "Hessian SYRK");
-    h->nsamples = nn;
-    h->ntokens += t;
-    return LQ_OK;
-}
-
-lq_status lq_gpu_hess_get(lq_gpu_hess *h, lq_xstats *s, lq_err *err) {
-    lq_gpu *g = h->g;
-    if (s->k != h->k || !s->H)
-        LQ_FAIL(err, LQ_ERR_INTERNAL, "GPU Hessian of k=%lld read into statistics of k=%lld",
-                (long long)h->k, (long long)s->k);
-    GPU_TRY(lq_cuda_copy(g->kc, s->H, h->dH, (size_t)(h->k * h->k) * sizeof(float), LQ_CUDA_D2H),
-            "reading a Hessian");
-    GPU_TRY(lq_cuda_sync(g->kc), "reading a Hessian");
-    s->nsamples = h->nsamples;
-    s->ntokens  = h->ntokens;
-    return LQ_OK;
-}
-
-void lq_gpu_hess_free(lq_gpu_hess *h) {
-    if (!h)
-        return;
-    (void)lq_cuda_sync(h->g->kc);
-    dev_free(h->g, h->dH, h->k * h->k * (int64_t)sizeof(float));
-    dev_free(h->g, h->dx, h->x_cap * (int64_t)sizeof(float));
-    free(h);
+int64_t lq_gpu_mem_bytes(const lq_gpu *g) {
+    return g ? g->mem : 0;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -372,32 +315,6 @@ void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be) {
     be->ctx    = g;
     be->factor = gpu_factor;
     be->sweep  = gpu_sweep;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Dense GEMM of the calibration forwards. The weights are uploaded on every call: methods
- * rewrite them in place between forwards (AWQ scaling, GPTQ fake quantization), and the upload
- * is no larger than the activations' for calibration-sized chunks.
- * ------------------------------------------------------------------------------------------ */
-lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
-                            int64_t t, float *y, lq_err *err) {
-    lq_gpu *g = (lq_gpu *)user;
-    if (n > INT32_MAX || k > INT32_MAX || t > INT32_MAX)
-        return LQ_ERR_UNSUPPORTED;
-    LQ_TRY(grow(g, &g->dgW, &g->gW_cap, n * k, "layer weights", err));
-    LQ_TRY(grow(g, &g->dgx, &g->gx_cap, t * k, "activations", err));
-    LQ_TRY(grow(g, &g->dgy, &g->gy_cap, t * n, "activations", err));
-    GPU_TRY(lq_cuda_copy(g->kc, g->dgW, W, (size_t)(n * k) * sizeof(float), LQ_CUDA_H2D),
-            "copying layer weights");
-    GPU_TRY(lq_cuda_copy(g->kc, g->dgx, x, (size_t)(t * k) * sizeof(float), LQ_CUDA_H2D),
-            "copying activations");
-    /* Row-major y = x W^T is column-major y' (n x t) = W' (k x n)^T x' (k x t). */
-    GPU_TRY(lq_cuda_sgemm(g->kc, 1, 0, n, t, k, 1.f, g->dgW, k, g->dgx, k, 0.f, g->dgy, n),
-            "linear forward");
-    GPU_TRY(lq_cuda_copy(g->kc, y, g->dgy, (size_t)(t * n) * sizeof(float), LQ_CUDA_D2H),
-            "reading activations");
-    GPU_TRY(lq_cuda_sync(g->kc), "linear forward");
-    return LQ_OK;
 }
 
 /* ------------------------------------------------------------------------------------------

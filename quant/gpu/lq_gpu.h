@@ -1,10 +1,11 @@
 /* lq_gpu.h -- the quantization pipeline's GPU side (internal; C-callable).
  *
- * What runs on the device when --device picks one: Hessian accumulation of the calibration
- * inputs (cuBLAS SYRK, fp32), the GPTQ factorization (cuSOLVER potrf/potri/potrf: U with
- * H^-1 = U^T U) and the GPTQ column sweep (one thread per output row, the block's columns in
- * shared memory) with lazy block updates (cuBLAS SGEMM). fp32 throughout so the GPU result
- * matches the CPU path within rounding (tests/test_gpu_pipeline.c states the bounds).
+ * The device a job picked (--device) and what runs on it beside the op table's cuda backend
+ * (kernels/lq_ops.h, which runs the calibration forwards and the statistics): the GPTQ
+ * factorization (cuSOLVER potrf/potri/potrf: U with H^-1 = U^T U) and the GPTQ column sweep
+ * (one thread per output row, the block's columns in shared memory) with lazy block updates
+ * (cuBLAS SGEMM), fp32 so that the GPU result matches the CPU path within rounding
+ * (tests/test_gpu_pipeline.c states the bounds); perplexity's linears on the kernels.
  *
  * Written in C on the device layer's primitives (kernels/cuda/lq_cuda.h), so the same code is
  * built with and without CUDA: without it the device count is 0 and opening fails with
@@ -34,21 +35,10 @@ void      lq_gpu_close(lq_gpu *g);
 const char *lq_gpu_describe(const lq_gpu *g);
 /* Peak bytes this context had allocated on the device. */
 int64_t   lq_gpu_peak_bytes(const lq_gpu *g);
-
-/* Hessian accumulator with lq_xstats semantics (H = 2/nsamples sum x x^T, running rescale by
- * sequence count). x is a host array [t, k]. */
-typedef struct lq_gpu_hess lq_gpu_hess;
-lq_status lq_gpu_hess_create(lq_gpu *g, int64_t k, lq_gpu_hess **out, lq_err *err);
-lq_status lq_gpu_hess_add(lq_gpu_hess *h, const float *x, int64_t t, int64_t nseq, lq_err *err);
-/* Copies the accumulated H into s (s->H allocated by lq_xstats_init with the same k; upper
- * triangle valid as after lq_xstats_add: call lq_xstats_finish) and the sample counts. */
-lq_status lq_gpu_hess_get(lq_gpu_hess *h, lq_xstats *s, lq_err *err);
-void      lq_gpu_hess_free(lq_gpu_hess *h);
-
-/* y[t, n] = x[t, k] W^T with cuBLAS SGEMM (fp32, no TF32) for the calibration forwards
- * (lq_dense_gemm_fn; user = lq_gpu *). Host arrays in and out; synchronous. */
-lq_status lq_gpu_dense_gemm(void *user, const float *W, int64_t n, int64_t k, const float *x,
-                            int64_t t, float *y, lq_err *err);
+/* The device layer's context (for the op table's cuda backend, lq_be_init_cuda). */
+lq_cuda_ctx *lq_gpu_ctx(lq_gpu *g);
+/* Total memory of the device in bytes. */
+int64_t      lq_gpu_mem_bytes(const lq_gpu *g);
 
 /* y[t, n] = x[t, k] W^T (+ the descriptor's fp16 bias) for a linear of any format, on the
  * format table's CUDA row (lq_qlinear_forward_cuda: the kernels the GPU kernel test binds):

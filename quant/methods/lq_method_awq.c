@@ -26,6 +26,7 @@ static void awq_fill(const lq_opts *o, lq_qconfig *c) {
  * (or gate_up), down; in a mixture-of-experts layer the block input (LQ_SLOT_MOE_IN) and each
  * expert's gate and down inputs, as many rows as the router sent it (or every token). */
 typedef struct awq_caps {
+    lq_qjob       *j;       /* whose backend the captures come from */
     float        **x;       /* [nslots], NULL where not kept */
     int64_t       *rows;    /* rows filled */
     int64_t       *cap;     /* rows allocated (experts grow) */
@@ -72,6 +73,8 @@ static lq_status cap_fn(void *user, int64_t id, const float *x, int64_t t, int64
     int64_t       keep;
     if (!c->x[id])
         return LQ_OK;
+    /* the search runs on the host: the captured rows come there */
+    LQ_TRY(lq_qjob_host_view(c->j, x, t * k, &x));
     if (id < LQ_LIN_COUNT && c->asum[id]) {
         abs_add(c->asum[id], x, t, k);
         c->nsum[id] += t;
@@ -129,10 +132,10 @@ static lq_status loss_fn(void *user, float *const *wq, double *loss) {
         lq_layer_slot(&L, c->lins[i])->buf.q.dense = wq[i];
     lq_status st;
     if (c->kind == 0)
-        st = lq_attn_forward(c->j->model, &L, c->x, c->nseq, c->j->seqlen, c->out, c->j->ws,
+        st = lq_attn_forward(c->j->model, &L, c->x, c->nseq, c->j->seqlen, c->out, c->j->host_ws,
                              c->j->err);
     else if (c->kind == 2)
-        st = lq_mlp_forward(c->j->model, &L, c->x, c->t, c->out, c->j->ws, c->j->err);
+        st = lq_mlp_forward(c->j->model, &L, c->x, c->t, c->out, c->j->host_ws, c->j->err);
     else
         st = lq_linear_forward(lq_layer_slot(&L, c->lins[0]), c->x, c->t, c->out, NULL, 0, 0);
     if (st != LQ_OK)
@@ -289,11 +292,11 @@ static lq_status ref_output(lq_qjob *j, const awq_grp *gr, int64_t lin0, const f
                             int64_t nseq, int64_t t, float *ref, int64_t *nout) {
     if (gr->kind == 0) {
         *nout = j->model->cfg.hidden_size;
-        return lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->ws, j->err);
+        return lq_attn_forward(j->model, j->L, X, nseq, j->seqlen, ref, j->host_ws, j->err);
     }
     if (gr->kind == 2) {
         *nout = j->model->cfg.hidden_size;
-        return lq_mlp_forward(j->model, j->L, X, t, ref, j->ws, j->err);
+        return lq_mlp_forward(j->model, j->L, X, t, ref, j->host_ws, j->err);
     }
     *nout = lq_qjob_linear(j, lin0)->buf.q.n;
     return lq_linear_forward(lq_qjob_linear(j, lin0), X, t, ref, NULL, 0, 0);
@@ -357,6 +360,7 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
     int64_t               *nv    = NULL;
     int64_t                maxk = 0, maxn = 0, ng = 0;
     c.nslots = j->nslots, c.T = T, c.keep_in = 1, c.E = cf->num_experts, c.mode = j->moe_mode;
+    c.j      = j;
     c.x    = lq_calloc_n(j->nslots, sizeof *c.x);
     c.rows = lq_calloc_n(j->nslots, sizeof *c.rows);
     c.cap  = lq_calloc_n(j->nslots, sizeof *c.cap);

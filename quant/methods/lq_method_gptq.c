@@ -21,11 +21,13 @@
 
 typedef struct cap_ctx {
     lq_xstats       *st; /* per slot: the Hessians of the slots that are some linear's input */
-    lq_gpu_hess    **gh; /* per slot: device accumulators when on a GPU */
+    float          **H;  /* per slot: where they accumulate, on the job's backend (st[].H itself
+                            on a host backend, read back into it after the pass elsewhere) */
+    lq_be           *be;
     int64_t          seqlen;
     int              wv; /* v_proj: attention-weighted Hessian of its own */
     const lq_fwd_ws *ws;
-    float           *scaled; /* [LQ_WV_ROWS, k] rows of x times sqrt(weight) */
+    float           *scaled; /* [LQ_WV_ROWS, k] rows of x times sqrt(weight), on be */
     lq_err          *err;
 } cap_ctx;
 
@@ -38,17 +40,24 @@ static int64_t source_of(const lq_qjob *j, int64_t l, int wv) {
     return l == LQ_LIN_V && wv ? l : lq_slot_input(&j->model->cfg, l, j->moe_mode);
 }
 
+/* gptq.py add_batch: H *= n / (n + tmp); n += tmp; H += (2 / n) x^T x, tmp = sequences */
 static lq_status add_rows(cap_ctx *c, int64_t id, const float *x, int64_t t, int64_t nseq) {
-    if (c->gh[id])
-        return lq_gpu_hess_add(c->gh[id], x, t, nseq, c->err);
-    if (c->st[id].H)
-        lq_xstats_add(&c->st[id], x, t, nseq);
+    lq_xstats    *s     = &c->st[id];
+    const int64_t nn    = s->nsamples + nseq;
+    const float   beta  = (float)((double)s->nsamples / (double)nn);
+    const float   alpha = (float)(2.0 / (double)nn);
+    const lq_status st  = c->be->ops->syrk(c->be, c->H[id], x, t, s->k, alpha, beta);
+    if (st != LQ_OK)
+        return lq_fail(c->err, st, "gptq: Hessian on the %s backend: %s", c->be->ops->name,
+                       lq_be_error(c->be));
+    s->nsamples = nn;
+    s->ntokens += t;
     return LQ_OK;
 }
 
 static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, int64_t k) {
     cap_ctx *c = user;
-    if (!c->st[id].H && !c->gh[id]) /* not some linear's input in this pass */
+    if (!c->H[id]) /* not some linear's input in this pass */
         return LQ_OK;
     const float *a = id == LQ_LIN_V && c->wv ? lq_fwd_ws_attn_weights(c->ws) : NULL;
     if (!a) /* an expert's rows are whatever the router sent it: counted as rows */
@@ -56,23 +65,54 @@ static lq_status on_capture(void *user, int64_t id, const float *x, int64_t t, i
     /* sum_t a_t x_t x_t^T as the Hessian of rows scaled by sqrt(a_t), in blocks; the chunk's
      * sequences are counted with its first block (the running average weighs sequences alike) */
     for (int64_t r0 = 0; r0 < t; r0 += LQ_WV_ROWS) {
-        const int64_t nr = t - r0 < LQ_WV_ROWS ? t - r0 : LQ_WV_ROWS;
-        for (int64_t r = 0; r < nr; r++) {
-            const float sa = sqrtf(a[r0 + r]);
-            for (int64_t i = 0; i < k; i++)
-                c->scaled[r * k + i] = x[(r0 + r) * k + i] * sa;
-        }
+        const int64_t   nr = t - r0 < LQ_WV_ROWS ? t - r0 : LQ_WV_ROWS;
+        const lq_status st = c->be->ops->scale_rows(c->be, c->scaled, x + r0 * k, a + r0, nr, k);
+        if (st != LQ_OK)
+            return lq_fail(c->err, st, "gptq: weighting rows: %s", lq_be_error(c->be));
         LQ_TRY(add_rows(c, id, c->scaled, nr, r0 == 0 ? t / c->seqlen : 0));
     }
     return LQ_OK;
 }
 
-/* Statistics for slot src's input, once (k its width), on the device too when there is one. */
+/* Hessian memory on the backend: the host statistics' own array on a host backend. */
+static void stats_release(cap_ctx *c, int64_t id) {
+    if (c->H[id] && c->H[id] != c->st[id].H)
+        c->be->ops->release(c->be, c->H[id], (size_t)(c->st[id].k * c->st[id].k) * sizeof(float));
+    c->H[id] = NULL;
+}
+
+/* Statistics for slot src's input, once (k its width), accumulating on the job's backend. */
 static lq_status stats_init(lq_qjob *j, cap_ctx *c, int64_t src, int64_t k) {
     if (c->st[src].H)
         return LQ_OK;
     LQ_TRY(lq_xstats_init(&c->st[src], k, LQ_XS_HESSIAN, j->err));
-    return j->gpu ? lq_gpu_hess_create(j->gpu, k, &c->gh[src], j->err) : LQ_OK;
+    if (!c->be->ops->device) {
+        c->H[src] = c->st[src].H;
+        return LQ_OK;
+    }
+    void        *p = NULL;
+    const size_t b = (size_t)(k * k) * sizeof(float);
+    lq_status    st = c->be->ops->alloc(c->be, &p, b);
+    if (st == LQ_OK) {
+        c->H[src] = p;
+        st        = c->be->ops->zero(c->be, p, b);
+    }
+    if (st != LQ_OK)
+        return lq_fail(j->err, st, "gptq: a %lld x %lld Hessian on the %s backend: %s",
+                       (long long)k, (long long)k, c->be->ops->name, lq_be_error(c->be));
+    return LQ_OK;
+}
+
+/* The accumulated Hessian of slot id into its host statistics (a device's: read back). */
+static lq_status stats_fetch(cap_ctx *c, int64_t id) {
+    if (!c->H[id] || c->H[id] == c->st[id].H)
+        return LQ_OK;
+    const int64_t   k  = c->st[id].k;
+    const lq_status st = c->be->ops->download(c->be, c->st[id].H, c->H[id],
+                                              (size_t)(k * k) * sizeof(float));
+    return st == LQ_OK ? LQ_OK
+                       : lq_fail(c->err, st, "gptq: reading a Hessian back: %s",
+                                 lq_be_error(c->be));
 }
 
 /* After the pass that routed this layer's calibration tokens: experts that got too few of them
@@ -89,10 +129,9 @@ static lq_status moe_fallback(lq_qjob *j, cap_ctx *c, unsigned mask, int64_t e0,
             const int64_t dn = lq_slot_of(LQ_LIN_DOWN, e), k = c->st[dn].k;
             if (!changed[e] || !c->st[dn].H)
                 continue;
+            stats_release(c, dn);
             lq_xstats_free(&c->st[dn]);
-            lq_gpu_hess_free(c->gh[dn]);
-            c->gh[dn] = NULL;
-            st        = stats_init(j, c, dn, k);
+            st = stats_init(j, c, dn, k);
         }
         if (st == LQ_OK)
             st = lq_qjob_moe_recapture_down(j, changed, on_capture, c);
@@ -114,7 +153,7 @@ typedef struct gptq_pass {
     int64_t      e0, e1;
     int          first, wv, bits;
     lq_fwd_stage from, save;
-    lq_spill    *from_spill, *save_spill;
+    lq_acts     *from_spill, *save_spill;
 } gptq_pass;
 
 static int in_batch(const gptq_pass *ps, int64_t l) {
@@ -131,14 +170,16 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
     c.seqlen       = j->seqlen;
     c.err          = j->err;
     c.ws           = j->ws;
+    c.be           = j->be;
     c.wv           = ps->wv && ps->first && (mask >> LQ_LIN_V & 1) && j->plan[LQ_LIN_V];
     lq_status s    = LQ_OK;
     uint8_t  *keep = NULL; /* the experts' modes, while those outside the batch are skipped */
     c.st           = lq_calloc_n(j->nslots, sizeof *c.st);
-    c.gh           = lq_calloc_n(j->nslots, sizeof *c.gh);
-    if (!c.st || !c.gh || (E && !(keep = malloc((size_t)E))) ||
-        (c.wv &&
-         !(c.scaled = lq_malloc_n(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k, sizeof(float)))))
+    c.H            = lq_calloc_n(j->nslots, sizeof *c.H);
+    const size_t scaled_bytes =
+        c.wv ? (size_t)(LQ_WV_ROWS * j->L->lin[LQ_LIN_V].buf.q.k) * sizeof(float) : 0;
+    if (!c.st || !c.H || (E && !(keep = malloc((size_t)E))) ||
+        (c.wv && c.be->ops->alloc(c.be, (void **)&c.scaled, scaled_bytes) != LQ_OK))
         s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
     for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++)
         if ((mask >> lq_slot_role(l) & 1) && lq_slot_present(cf, l) && in_batch(ps, l))
@@ -160,13 +201,13 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
     }
     if (s == LQ_OK && E && ps->first && (mask >> LQ_LIN_GATE & 1))
         s = moe_fallback(j, &c, mask, ps->e0, ps->e1);
-    free(c.scaled);
+    if (c.scaled)
+        c.be->ops->release(c.be, c.scaled, scaled_bytes);
     free(keep);
-    for (int64_t l = 0; l < j->nslots; l++) {
-        if (s == LQ_OK && c.gh[l])
-            s = lq_gpu_hess_get(c.gh[l], &c.st[l], j->err);
-        lq_gpu_hess_free(c.gh[l]);
-        c.gh[l] = NULL;
+    for (int64_t l = 0; c.H && l < j->nslots; l++) {
+        if (s == LQ_OK)
+            s = stats_fetch(&c, l);
+        stats_release(&c, l);
     }
     lq_gptq_backend be, *bep = NULL;
     if (j->gpu && !o->q.mse) { /* the device sweep knows min/max group ranges only */
@@ -207,7 +248,7 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
     for (int64_t l = 0; c.st && l < j->nslots; l++)
         lq_xstats_free(&c.st[l]);
     free(c.st);
-    free(c.gh);
+    free(c.H);
     return s;
 }
 
@@ -277,7 +318,7 @@ static lq_status gptq_layer(lq_qjob *j) {
      * driver's propagation start from that. */
     const int cache     = true_sq && j->o->stage_cache;
     const int act       = cache && keep_act(j);
-    lq_spill *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
+    lq_acts  *stages[4] = {NULL, NULL, NULL, NULL}; /* [sg]: the state pass sg saved */
     lq_status fail      = LQ_OK;
     if (j->o->awq_scales) { /* the passes below see the scaled layer */
         const int64_t seqs = j->o->awq_tokens / j->seqlen;
@@ -317,7 +358,7 @@ static lq_status gptq_layer(lq_qjob *j) {
             ps.first = 0, ps.mask = mask & expertsm, ps.save = LQ_STAGE_INPUT, ps.save_spill = NULL;
         }
         if (sg == 2) { /* the attention output has served */
-            lq_spill_free(stages[1]);
+            lq_acts_free(stages[1]);
             stages[1] = NULL;
         }
     }
@@ -328,7 +369,7 @@ static lq_status gptq_layer(lq_qjob *j) {
         stages[2] = stages[3] = NULL;
     }
     for (int i = 0; i < 4; i++)
-        lq_spill_free(stages[i]);
+        lq_acts_free(stages[i]);
     return fail;
 }
 

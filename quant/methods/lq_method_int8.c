@@ -13,15 +13,20 @@ static void int8_fill(const lq_opts *o, lq_qconfig *c) {
 }
 
 typedef struct amax_ctx {
-    lq_xstats *st; /* per slot, those that are some linear's input */
-    int64_t    seqlen;
+    lq_xstats *st;   /* per slot, those that are some linear's input */
+    float    **amax; /* where their maxima accumulate, on the job's backend (st[].absmax itself
+                        on a host backend, read back into it after the passes elsewhere) */
+    lq_be     *be;
+    lq_err    *err;
 } amax_ctx;
 
 static lq_status on_cap(void *user, int64_t slot, const float *x, int64_t t, int64_t k) {
     amax_ctx *c = user;
-    if (c->st[slot].absmax)
-        lq_xstats_add(&c->st[slot], x, t, t / c->seqlen);
-    return LQ_OK;
+    if (!c->amax[slot])
+        return LQ_OK;
+    const lq_status st = c->be->ops->col_absmax(c->be, c->amax[slot], x, t, k);
+    return st == LQ_OK ? LQ_OK
+                       : lq_fail(c->err, st, "int8: activation maxima: %s", lq_be_error(c->be));
 }
 
 /* The statistics every slot's linear reads. */
@@ -31,10 +36,38 @@ static lq_status init_stats(lq_qjob *j, amax_ctx *c) {
         LQ_FAIL(j->err, LQ_ERR_NOMEM, "int8: out of memory");
     lq_qjob_input_widths(j, k);
     lq_status st = LQ_OK;
-    for (int64_t s = 0; s < j->nslots && st == LQ_OK; s++)
-        if (k[s])
-            st = lq_xstats_init(&c->st[s], k[s], LQ_XS_ABSMAX, j->err);
+    for (int64_t s = 0; s < j->nslots && st == LQ_OK; s++) {
+        if (!k[s])
+            continue;
+        st = lq_xstats_init(&c->st[s], k[s], LQ_XS_ABSMAX, j->err);
+        if (st != LQ_OK || !c->be->ops->device) {
+            c->amax[s] = c->st[s].absmax;
+            continue;
+        }
+        void *p = NULL;
+        if ((st = c->be->ops->alloc(c->be, &p, (size_t)k[s] * sizeof(float))) == LQ_OK) {
+            c->amax[s] = p;
+            st         = c->be->ops->zero(c->be, p, (size_t)k[s] * sizeof(float));
+        }
+        if (st != LQ_OK)
+            st = lq_fail(j->err, st, "int8: statistics on the %s backend: %s", c->be->ops->name,
+                         lq_be_error(c->be));
+    }
     free(k);
+    return st;
+}
+
+/* The maxima into the host statistics (a device's read back) and the backend's memory freed. */
+static lq_status fetch_stats(lq_qjob *j, amax_ctx *c, lq_status st) {
+    for (int64_t s = 0; s < j->nslots; s++) {
+        if (!c->amax[s] || c->amax[s] == c->st[s].absmax)
+            continue;
+        const size_t b = (size_t)c->st[s].k * sizeof(float);
+        if (st == LQ_OK && (st = c->be->ops->download(c->be, c->st[s].absmax, c->amax[s], b)) != LQ_OK)
+            st = lq_fail(j->err, st, "int8: reading statistics back: %s", lq_be_error(c->be));
+        c->be->ops->release(c->be, c->amax[s], b);
+        c->amax[s] = NULL;
+    }
     return st;
 }
 
@@ -50,11 +83,12 @@ static lq_status calibrate(lq_qjob *j, amax_ctx *c) {
     lq_status st      = changed ? LQ_OK : lq_fail(j->err, LQ_ERR_NOMEM, "int8: out of memory");
     if (st == LQ_OK && lq_qjob_moe_fallback(j, changed) > 0) {
         for (int64_t e = 0; e < E; e++) /* routed statistics of those downs no longer apply */
-            if (changed[e]) {
-                lq_xstats *x = &c->st[lq_slot_of(LQ_LIN_DOWN, e)];
-                memset(x->absmax, 0, (size_t)x->k * sizeof(float));
+            if (changed[e] && st == LQ_OK && c->amax[lq_slot_of(LQ_LIN_DOWN, e)]) {
+                const int64_t s = lq_slot_of(LQ_LIN_DOWN, e);
+                st = c->be->ops->zero(c->be, c->amax[s], (size_t)c->st[s].k * sizeof(float));
             }
-        st = lq_qjob_moe_recapture_down(j, changed, on_cap, c);
+        if (st == LQ_OK)
+            st = lq_qjob_moe_recapture_down(j, changed, on_cap, c);
     }
     free(changed);
     return st;
@@ -64,11 +98,16 @@ static lq_status int8_layer(lq_qjob *j) {
     float    thr = (float)j->o->threshold;
     amax_ctx c;
     memset(&c, 0, sizeof c);
-    c.seqlen     = j->seqlen;
+    c.be         = j->be;
+    c.err        = j->err;
     lq_status st = LQ_OK;
-    if (!(c.st = lq_calloc_n(j->nslots, sizeof *c.st)))
+    c.st         = lq_calloc_n(j->nslots, sizeof *c.st);
+    c.amax       = lq_calloc_n(j->nslots, sizeof *c.amax);
+    if (!c.st || !c.amax) {
+        free(c.st), free(c.amax);
         LQ_FAIL(j->err, LQ_ERR_NOMEM, "int8: out of memory");
-    st = calibrate(j, &c);
+    }
+    st = fetch_stats(j, &c, calibrate(j, &c));
     for (int64_t l = 0; l < j->nslots && st == LQ_OK; l++) {
         if (!lq_qjob_planned(j, l))
             continue;
@@ -110,6 +149,7 @@ static lq_status int8_layer(lq_qjob *j) {
     for (int64_t l = 0; l < j->nslots; l++)
         lq_xstats_free(&c.st[l]);
     free(c.st);
+    free(c.amax);
     return st;
 }
 

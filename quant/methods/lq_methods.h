@@ -7,22 +7,27 @@
 #ifndef LQ_METHODS_H
 #define LQ_METHODS_H
 
-#include "lq_qformat.h"
+#include "lq_acts.h"
 #include "lq_model.h"
 #include "lq_opts.h"
+#include "lq_qformat.h"
 #include "lq_quant.h"
-#include "lq_spill.h"
 
 typedef struct lq_qjob {
     const lq_model  *model;
     const lq_opts   *o; /* the job's options (lq_opts.h) */
     int64_t          layer;
-    lq_layer        *L;    /* dense float32 layer; methods may rewrite weights and norms */
-    lq_spill        *acts; /* calibration inputs of the layer, chunks of chunk_seqs
+    lq_layer        *L;    /* dense float32 layer on the host; methods may rewrite weights and
+                              norms (every capture pass puts the layer as it is then on be) */
+    lq_acts         *acts; /* calibration inputs of the layer, chunks of chunk_seqs
                               sequences [chunk_seqs * seqlen, d]; NULL without calibration */
-    float         *chunk;  /* scratch for one chunk */
+    float         *chunk;  /* scratch for one chunk, on be */
     int64_t        nseq, seqlen, chunk_seqs;
-    lq_fwd_ws     *ws;
+    lq_be         *be;      /* where the capture passes run (lq_ops.h); what a capture hook
+                               sees lives there: read it through be's ops or lq_qjob_host_view */
+    lq_fwd_ws     *ws;      /* the forward workspace on be */
+    lq_fwd_ws     *host_ws; /* one on the host for forwards over host arrays (AWQ's search); ws
+                               itself on a host backend */
     struct lq_gpu *gpu;                 /* device to use, NULL = CPU (lq_gpu.h) */
     int            plan[LQ_SLOT_KINDS]; /* the kinds of linear the format can store (driver) */
     int            bits[LQ_LIN_COUNT];  /* --target-bpw: each linear's width (0: option bits) */
@@ -41,19 +46,23 @@ typedef struct lq_qjob {
     int         moe_all;      /* --moe-calib all: every expert's statistics from every token */
     int64_t     moe_min_tokens;
     lq_qconfig *qcfg; /* written to config.json; methods may add per-module info */
-    /* Stage states (lq_qjob_stage_spill) go under this budget per spill, in spill_dir. */
-    int64_t     stage_budget;
+    /* Stage states (lq_qjob_stage_spill) go under these budgets per store (device memory, host
+     * memory), in spill_dir beyond them. */
+    int64_t     stage_dev_budget, stage_budget;
     const char *spill_dir;
     /* Set by a method whose last pass saved LQ_STAGE_RESID of the quantized layer, one chunk
      * per calibration chunk: the driver's propagation starts there, then frees it. */
-    lq_spill *resume;
+    lq_acts *resume;
     /* Set with resume by a method whose last pass also saved LQ_STAGE_ACT: the propagation
      * then runs down_proj alone from it (and frees it). */
-    lq_spill *resume_act;
+    lq_acts *resume_act;
     /* Set by the driver for a method whose next layer sees the FP layer (fp_first_capture):
      * the method's first capture runs the unmodified layer to its end and appends the outputs
      * here (the next layer's inputs, sparing a forward), then clears it. */
-    lq_spill *fp_out;
+    lq_acts *fp_out;
+    /* lq_qjob_host_view's staging (device backends) */
+    float  *host_stage;
+    int64_t host_stage_cap;
     void (*warn)(void *user, const char *msg);
     void   *warn_user;
     lq_err *err;
@@ -100,10 +109,15 @@ lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void 
  * LQ_STAGE_INPUT, appending each chunk's state at save_stage to `save` (one spill chunk per
  * calibration chunk). */
 lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user,
-                                 lq_fwd_stage from_stage, lq_spill *from, lq_fwd_stage save_stage,
-                                 lq_spill *save);
-/* An empty spill for stage states, under the job's budget. */
-lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out);
+                                 lq_fwd_stage from_stage, lq_acts *from, lq_fwd_stage save_stage,
+                                 lq_acts *save);
+/* An empty store for stage states on the job's backend, under the job's budgets. */
+lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out);
+/* x [n] (what a capture hook was given, on the job's backend) readable on the host: x itself on
+ * a host backend, else a copy in the job's staging (valid until the next call). */
+lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out);
+/* Frees what the job allocated for itself (host_stage). */
+void lq_qjob_release(lq_qjob *j);
 /* Module name "model.layers.<i>.<leaf of the slot>" into buf. */
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap);
 /* Whether the method should quantize slot s (present, and its kind planned). */

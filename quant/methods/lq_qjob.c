@@ -25,8 +25,9 @@ static int role_present(const lq_model_config *c, int role) {
     return lq_lin_present(c, (lq_lin_id)role) || lq_slot_present(c, lq_slot_of((lq_lin_id)role, 0));
 }
 
-/* Collects a chunk's stage state from the forward's pieces. */
+/* Collects a chunk's stage state from the forward's pieces (on the job's backend). */
 typedef struct stage_buf {
+    lq_be  *be;
     float  *x;
     int64_t cap; /* floats */
 } stage_buf;
@@ -37,8 +38,23 @@ static lq_status stage_save(void *user, lq_fwd_stage stage, const float *x, int6
     (void)stage;
     if ((row0 + t) * k > b->cap)
         return LQ_ERR_INTERNAL;
-    memcpy(b->x + row0 * k, x, (size_t)(t * k) * sizeof(float));
+    return b->be->ops->copy(b->be, b->x + row0 * k, x, (size_t)(t * k) * sizeof(float));
+}
+
+static lq_status stage_alloc(lq_qjob *j, stage_buf *b, int64_t floats) {
+    void *p = NULL;
+    b->be   = j->be;
+    if (j->be->ops->alloc(j->be, &p, (size_t)floats * sizeof(float)) != LQ_OK)
+        return lq_fail(j->err, LQ_ERR_NOMEM, "out of memory for a chunk's stage state (%s)",
+                       lq_be_error(j->be));
+    b->x   = p;
+    b->cap = floats;
     return LQ_OK;
+}
+
+static void stage_release(stage_buf *b) {
+    if (b->x)
+        b->be->ops->release(b->be, b->x, (size_t)b->cap * sizeof(float));
 }
 
 /* Values a token's state at a stage holds. */
@@ -62,8 +78,8 @@ static lq_status recap_fn(void *user, int64_t slot, const float *x, int64_t t, i
 }
 
 lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void *user,
-                                 lq_fwd_stage from_stage, lq_spill *from, lq_fwd_stage save_stage,
-                                 lq_spill *save) {
+                                 lq_fwd_stage from_stage, lq_acts *from, lq_fwd_stage save_stage,
+                                 lq_acts *save) {
     if (!j->acts)
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture without calibration activations");
     int top = -1;
@@ -80,38 +96,40 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
         before[e] = cnt[j->layer * E + e];
     lq_fwd_ws_set_moe_modes(j->ws, j->moe_mode);
     mask_cap      m = {lin_mask, fn, user};
-    const int64_t d = j->model->cfg.hidden_size, nc = lq_spill_count(j->acts);
-    lq_spill     *fo  = from_stage == LQ_STAGE_INPUT ? j->fp_out : NULL;
+    const int64_t d = j->model->cfg.hidden_size, nc = lq_acts_count(j->acts);
+    lq_acts      *fo  = from_stage == LQ_STAGE_INPUT ? j->fp_out : NULL;
     const int64_t tok = j->chunk_seqs * j->seqlen;
-    stage_buf     in = {NULL, 0}, out = {NULL, 0};
+    stage_buf     in = {NULL, NULL, 0}, out = {NULL, NULL, 0};
     lq_status     st = LQ_OK;
     lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out, NULL};
-    if (from_stage != LQ_STAGE_INPUT && (!from || lq_spill_count(from) != nc))
+    lq_layer_be   Lb; /* the layer as the method has left it, where the pass runs */
+    memset(&Lb, 0, sizeof Lb);
+    if (from_stage != LQ_STAGE_INPUT && (!from || lq_acts_count(from) != nc))
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no saved stage for every chunk");
     if (from_stage == LQ_STAGE_ACT) /* it would need the residual as well: only the driver's */
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no pass starts at the MLP activation");
-    if ((from_stage != LQ_STAGE_INPUT &&
-         !(in.x = lq_malloc_n(in.cap = tok * stage_width(j, from_stage), sizeof(float)))) ||
-        (save_stage != LQ_STAGE_INPUT &&
-         !(out.x = lq_malloc_n(out.cap = tok * stage_width(j, save_stage), sizeof(float)))))
-        LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "out of memory for a chunk's stage state");
+    if (from_stage != LQ_STAGE_INPUT)
+        LQ_TRY_GOTO(stage_alloc(j, &in, tok * stage_width(j, from_stage)));
+    if (save_stage != LQ_STAGE_INPUT)
+        LQ_TRY_GOTO(stage_alloc(j, &out, tok * stage_width(j, save_stage)));
+    LQ_TRY_GOTO(lq_layer_to_be(j->be, &j->model->cfg, j->L, &Lb, j->err));
     for (int64_t c = 0; c < nc; c++) {
-        LQ_TRY_GOTO(lq_spill_read(j->acts, c, j->chunk, j->err));
-        const int64_t ns = lq_spill_chunk_numel(j->acts, c) / (j->seqlen * d);
+        LQ_TRY_GOTO(lq_acts_read(j->acts, c, j->chunk, j->err));
+        const int64_t ns = lq_acts_numel(j->acts, c) / (j->seqlen * d);
         if (in.x) {
-            if (lq_spill_chunk_numel(from, c) > in.cap)
+            if (lq_acts_numel(from, c) > in.cap)
                 LQ_FAIL_GOTO(j->err, LQ_ERR_INTERNAL, "capture: stage chunk %lld too large",
                              (long long)c);
-            LQ_TRY_GOTO(lq_spill_read(from, c, in.x, j->err));
+            LQ_TRY_GOTO(lq_acts_read(from, c, in.x, j->err));
             rs.state = in.x;
         }
-        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, j->L, j->chunk, ns, j->seqlen, mask_fn, &m,
+        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, &Lb.L, j->chunk, ns, j->seqlen, mask_fn, &m,
                                         fo ? -1 : top, &rs, j->ws, j->err));
         if (fo)
-            LQ_TRY_GOTO(lq_spill_append(fo, j->chunk, ns * j->seqlen * d, j->err));
+            LQ_TRY_GOTO(lq_acts_append(fo, j->chunk, ns * j->seqlen * d, j->err));
         if (out.x)
             LQ_TRY_GOTO(
-                lq_spill_append(save, out.x, ns * j->seqlen * stage_width(j, save_stage), j->err));
+                lq_acts_append(save, out.x, ns * j->seqlen * stage_width(j, save_stage), j->err));
     }
     if (fo)
         j->fp_out = NULL; /* filled */
@@ -122,8 +140,9 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
         j->moe_tokens[e] = cnt[j->layer * E + e] - before[e];
 done:
     lq_fwd_ws_set_moe_modes(j->ws, NULL);
-    free(in.x);
-    free(out.x);
+    lq_layer_be_free(&Lb);
+    stage_release(&in);
+    stage_release(&out);
     return st;
 }
 
@@ -132,8 +151,33 @@ lq_status lq_qjob_capture(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn, void 
                                   NULL);
 }
 
-lq_status lq_qjob_stage_spill(lq_qjob *j, lq_spill **out) {
-    return lq_spill_create(j->stage_budget, j->spill_dir, out, j->err);
+lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out) {
+    return lq_acts_create(j->be, j->stage_dev_budget, j->stage_budget, j->spill_dir, out, j->err);
+}
+
+lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out) {
+    *out = x;
+    if (!j->be->ops->device)
+        return LQ_OK;
+    if (n > j->host_stage_cap) {
+        free(j->host_stage);
+        j->host_stage_cap = 0;
+        if (!(j->host_stage = lq_malloc_n(n, sizeof(float))))
+            LQ_FAIL(j->err, LQ_ERR_NOMEM, "out of memory for a captured input");
+        j->host_stage_cap = n;
+    }
+    const lq_status st = j->be->ops->download(j->be, j->host_stage, x, (size_t)n * sizeof(float));
+    if (st != LQ_OK)
+        return lq_fail(j->err, st, "reading a captured input back from the %s backend: %s",
+                       j->be->ops->name, lq_be_error(j->be));
+    *out = j->host_stage;
+    return LQ_OK;
+}
+
+void lq_qjob_release(lq_qjob *j) {
+    free(j->host_stage);
+    j->host_stage     = NULL;
+    j->host_stage_cap = 0;
 }
 
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap) {

@@ -234,11 +234,6 @@ const int64_t *lq_fwd_ws_expert_tokens(const lq_fwd_ws *ws, int64_t *layers, int
 void lq_fwd_ws_set_moe_modes(lq_fwd_ws *ws, const uint8_t *modes);
 /* Bytes held by ws (for memory reports). */
 size_t lq_fwd_ws_bytes(const lq_fwd_ws *ws);
-/* y[t, n] = x[t, k] W^T for a dense float32 W [n, k] (no bias) somewhere else than OpenBLAS
- * (the GPU) on a host backend; LQ_ERR_UNSUPPORTED falls back to the CPU for that call. */
-typedef lq_status (*lq_dense_gemm_fn)(void *user, const float *W, int64_t n, int64_t k,
-                                      const float *x, int64_t t, float *y, lq_err *err);
-void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user);
 /* y[t, n] = x[t, k] W^T (+ the descriptor's bias) for a linear of any format somewhere else
  * than the CPU kernels (the GPU's row of the format table; the linear's float bias is added
  * here); LQ_ERR_UNSUPPORTED falls back to the CPU for that call. Perplexity uses it; the

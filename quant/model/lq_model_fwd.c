@@ -61,8 +61,6 @@ struct lq_fwd_ws {
     const uint8_t   *moe_mode; /* [E] capture modes (LQ_MOE_*), NULL: all routed */
     int64_t          half;
     size_t           bytes;
-    lq_dense_gemm_fn gemm; /* dense linears elsewhere (GPU), NULL = the backend's */
-    void            *gemm_user;
     lq_linear_dev_fn lin_dev; /* linears of every format elsewhere (GPU kernels), NULL = ours */
     void            *lin_dev_user;
     int              want_attn_w;
@@ -74,11 +72,6 @@ void lq_fwd_ws_want_attn_weights(lq_fwd_ws *ws, int on) {
 
 const float *lq_fwd_ws_attn_weights(const lq_fwd_ws *ws) {
     return ws->want_attn_w ? ws->attn_w : NULL;
-}
-
-void lq_fwd_ws_set_dense_gemm(lq_fwd_ws *ws, lq_dense_gemm_fn fn, void *user) {
-    ws->gemm      = fn;
-    ws->gemm_user = user;
 }
 
 void lq_fwd_ws_set_linear_dev(lq_fwd_ws *ws, lq_linear_dev_fn fn, void *user) {
@@ -318,12 +311,9 @@ static lq_status lin(const char *what, const lq_linear *l, const float *x, int64
                      lq_fwd_ws *ws, lq_err *err) {
     const lq_qlinear *q  = &l->buf.q;
     lq_status         gs = LQ_ERR_UNSUPPORTED;
-    /* the hooks take host arrays: a host backend's */
+    /* the hook takes host arrays: a host backend's */
     if (ws->lin_dev && !ws->be->ops->device)
         gs = ws->lin_dev(ws->lin_dev_user, q, x, t, y, err);
-    else if (ws->gemm && !ws->be->ops->device && q->format == LQ_FMT_DENSE &&
-             q->dense_dtype == LQ_DENSE_F32 && q->dense && !q->bias)
-        gs = ws->gemm(ws->gemm_user, (const float *)q->dense, q->n, q->k, x, t, y, err);
     if (gs == LQ_OK) {
         if (l->bias)
             for (int64_t r = 0; r < t; r++)
