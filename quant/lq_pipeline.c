@@ -308,6 +308,7 @@ typedef struct run {
     lq_be                   be_host, be_dev, *be;
     lq_fwd_ws              *ws, *host_ws;
     double                  t0, t_calib, t_layers, t_mixed0;
+    double                  phase[LQ_PH_COUNT]; /* seconds (lq_methods.h LQ_PH_*) */
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
     int64_t                 n_quant, n_dense;
     int                     plan[LQ_SLOT_KINDS];
@@ -460,6 +461,7 @@ static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *
                         NULL,
                         act ? r->stage : NULL};
     lq_layer_be   Lb;
+    const double  t0 = lq_now();
     lq_status     st = lq_layer_to_be(r->be, &r->m->cfg, L, &Lb, r->err);
     for (int64_t c = 0; c < nc && st == LQ_OK; c++) {
         int64_t n  = lq_acts_numel(r->cur, c);
@@ -483,6 +485,9 @@ static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *
         if (st == LQ_OK)
             st = lq_acts_append(r->nxt, r->chunk, n, r->err);
     }
+    if (st == LQ_OK && r->be->ops->sync(r->be) != LQ_OK)
+        st = lq_fail(r->err, LQ_ERR_CUDA, "propagation: %s", lq_be_error(r->be));
+    r->phase[LQ_PH_FORWARD] += lq_now() - t0;
     lq_layer_be_free(&Lb);
     if (g)
         r->be->ops->release(r->be, g, gb);
@@ -545,6 +550,7 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     j->err          = r->err;
     j->stage_budget = r->spill_budget;
     j->stage_dev_budget = r->dev_budget;
+    j->phase            = r->phase;
     j->spill_dir    = r->spill_dir;
 }
 
@@ -589,8 +595,10 @@ static lq_status do_layers(run *r) {
         snprintf(detail, sizeof detail, "model.layers.%lld", (long long)i);
         if (progress(r, "layer", i, c->num_layers, t0, detail))
             LQ_FAIL(r->err, LQ_ERR_INTERRUPTED, "interrupted at layer %lld", (long long)i);
-        lq_layer L;
+        lq_layer     L;
+        const double tr = lq_now();
         LQ_TRY(lq_model_load_layer(r->m, i, &L, r->err));
+        r->phase[LQ_PH_READ] += lq_now() - tr;
         if (i + 1 < c->num_layers)
             prefetch_layer(r, i + 1);
         lq_qjob j;
@@ -605,7 +613,11 @@ static lq_status do_layers(run *r) {
             j.fp_out = r->nxt;
         else if (fp)
             LQ_TRY_GOTO(propagate(r, &L, NULL, NULL));
+        /* the method's time less its passes and packing is its own arithmetic */
+        const double tq = lq_now(), fq = r->phase[LQ_PH_FORWARD], pq = r->phase[LQ_PH_PACK];
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
+        r->phase[LQ_PH_SOLVE] += lq_now() - tq - (r->phase[LQ_PH_FORWARD] - fq) -
+                                 (r->phase[LQ_PH_PACK] - pq);
         if (j.fp_out)
             LQ_FAIL_GOTO(r->err, LQ_ERR_INTERNAL, "%s did not capture the layer's input first",
                          r->mt->name);
@@ -622,7 +634,9 @@ static lq_status do_layers(run *r) {
             r->nxt     = t;
             LQ_TRY_GOTO(lq_acts_clear(r->nxt, r->err));
         }
+        const double tw = lq_now();
         LQ_TRY_GOTO(write_layer(r, i, &L, &j));
+        r->phase[LQ_PH_WRITE] += lq_now() - tw;
     done:
         for (int64_t l = 0; l < r->nslots; l++)
             lq_qbuf_free(&j.out[l]);
@@ -1109,6 +1123,11 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     if (r->moe_tokens && r->mt->needs_calib)
         moe_report(r, j);
     cJSON_AddNumberToObject(j, "layer_seconds", r->t_layers);
+    static const char *const ph_names[LQ_PH_COUNT] = {"read", "forward", "solve", "pack", "write"};
+    cJSON *ph = cJSON_AddObjectToObject(j, "phase_seconds");
+    cJSON_AddNumberToObject(ph, "calibrate", r->t_calib);
+    for (int p = 0; p < LQ_PH_COUNT; p++)
+        cJSON_AddNumberToObject(ph, ph_names[p], r->phase[p]);
     cJSON_AddNumberToObject(j, "seconds", lq_now() - r->t0);
     cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)lq_peak_rss_bytes());
     cJSON_AddStringToObject(j, "device", r->gpu ? lq_gpu_describe(r->gpu) : "cpu");

@@ -505,7 +505,9 @@ static lq_status awq_layer(lq_qjob *j) {
         if (Wc && q && s && z) {
             memcpy(Wc, w->dense, (size_t)(n * k) * sizeof(float));
             lq_awq_quantize(Wc, n, k, g, 4, q, s, z);
-            st = lq_pack_awq(n, k, g, q, z, s, lin->bias, &j->out[l], j->err);
+            const double t0 = lq_now();
+            st              = lq_pack_awq(n, k, g, q, z, s, lin->bias, &j->out[l], j->err);
+            lq_qjob_phase(j, LQ_PH_PACK, t0);
             if (st == LQ_OK)
                 j->quantized[l] = 1;
         } else {

@@ -132,7 +132,9 @@ static lq_status int8_layer(lq_qjob *j) {
                     wout[r * no + o] = W[r * k + idx[o]];
             if (st == LQ_OK) {
                 lq_int8_quantize(W, n, k, cb, scb);
+                const double t0 = lq_now();
                 st = lq_pack_int8(n, k, cb, scb, idx, no, wout, thr, lin->bias, &j->out[l], j->err);
+                lq_qjob_phase(j, LQ_PH_PACK, t0);
             }
             if (st == LQ_OK) {
                 j->quantized[l] = 1;

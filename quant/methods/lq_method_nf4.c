@@ -33,7 +33,9 @@ static lq_status nf4_layer(lq_qjob *j) {
         lq_status   st    = LQ_OK;
         if (codes && am) {
             lq_nf4_quantize(w->dense, N, bs, codes, am);
+            const double t0 = lq_now();
             st = lq_pack_nf4(w->n, w->k, bs, codes, am, dq, 256, lin->bias, &j->out[l], j->err);
+            lq_qjob_phase(j, LQ_PH_PACK, t0);
             if (st == LQ_OK)
                 j->quantized[l] = 1;
         } else {

@@ -21,8 +21,10 @@ lq_status lq_gptq_pack_linear(lq_qjob *j, int64_t l, const lq_qspec *s, const ui
     const lq_linear  *lin = lq_qjob_linear(j, l);
     const lq_qlinear *w   = &lin->buf.q;
     int64_t           g   = s->group_size > 0 ? s->group_size : w->k;
+    const double      t0  = lq_now();
     lq_status         st  = lq_pack_gptq(s->bits, w->n, w->k, g, q, zeros, scales, g_idx, lin->bias,
                                          &j->out[l], j->err);
+    lq_qjob_phase(j, LQ_PH_PACK, t0);
     if (st == LQ_OK)
         j->quantized[l] = 1;
     return st;

@@ -13,6 +13,12 @@
 #include "lq_qformat.h"
 #include "lq_quant.h"
 
+/* Where a conversion's time goes, per phase (the report's phase_seconds): reading a layer and
+ * putting it on the backend, the capture passes and propagation (forwards and the statistics
+ * they accumulate), the method's own arithmetic (GPTQ's factorization and sweep, AWQ's search,
+ * rounding), packing into the checkpoint's layout, writing. */
+enum { LQ_PH_READ, LQ_PH_FORWARD, LQ_PH_SOLVE, LQ_PH_PACK, LQ_PH_WRITE, LQ_PH_COUNT };
+
 typedef struct lq_qjob {
     const lq_model  *model;
     const lq_opts   *o; /* the job's options (lq_opts.h) */
@@ -60,6 +66,8 @@ typedef struct lq_qjob {
      * the method's first capture runs the unmodified layer to its end and appends the outputs
      * here (the next layer's inputs, sparing a forward), then clears it. */
     lq_acts *fp_out;
+    /* seconds per phase (LQ_PH_*), the driver's; the job adds its passes' and packing's */
+    double *phase;
     /* lq_qjob_host_view's staging (device backends) */
     float  *host_stage;
     int64_t host_stage_cap;
@@ -116,6 +124,8 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out);
 /* x [n] (what a capture hook was given, on the job's backend) readable on the host: x itself on
  * a host backend, else a copy in the job's staging (valid until the next call). */
 lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out);
+/* Adds the seconds since `since` (lq_now) to phase ph (LQ_PH_*). */
+void lq_qjob_phase(lq_qjob *j, int ph, double since);
 /* Frees what the job allocated for itself (host_stage). */
 void lq_qjob_release(lq_qjob *j);
 /* Module name "model.layers.<i>.<leaf of the slot>" into buf. */

@@ -103,6 +103,7 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
     lq_status     st = LQ_OK;
     lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out, NULL};
     lq_layer_be   Lb; /* the layer as the method has left it, where the pass runs */
+    const double  t0 = lq_now();
     memset(&Lb, 0, sizeof Lb);
     if (from_stage != LQ_STAGE_INPUT && (!from || lq_acts_count(from) != nc))
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no saved stage for every chunk");
@@ -139,6 +140,9 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
     for (int64_t e = 0; e < E && routed > 0; e++)
         j->moe_tokens[e] = cnt[j->layer * E + e] - before[e];
 done:
+    if (st == LQ_OK && j->be->ops->sync(j->be) != LQ_OK) /* a device's pass ends here */
+        st = lq_fail(j->err, LQ_ERR_CUDA, "capture pass: %s", lq_be_error(j->be));
+    lq_qjob_phase(j, LQ_PH_FORWARD, t0);
     lq_fwd_ws_set_moe_modes(j->ws, NULL);
     lq_layer_be_free(&Lb);
     stage_release(&in);
@@ -172,6 +176,11 @@ lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float *
                        j->be->ops->name, lq_be_error(j->be));
     *out = j->host_stage;
     return LQ_OK;
+}
+
+void lq_qjob_phase(lq_qjob *j, int ph, double since) {
+    if (j->phase && ph >= 0 && ph < LQ_PH_COUNT)
+        j->phase[ph] += lq_now() - since;
 }
 
 void lq_qjob_release(lq_qjob *j) {
