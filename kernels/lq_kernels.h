@@ -51,6 +51,12 @@ typedef struct lq_vec_ops {
 extern const lq_vec_ops lq_vec_ops_ref;
 const lq_vec_ops       *lq_vec_ops_get(void);
 
+/* AWQ's group rounding (AutoAWQ pseudo_quantize_tensor, zero point): w[len] in place to
+ * (c - z) * s with s = max(max - min, 1e-5) / (2^bits - 1), z = clamp(-round(min / s)),
+ * c = clamp(round(w / s) + z), round to nearest even; q, scale, zero receive the codes and
+ * parameters when not NULL. */
+void lq_awq_quant_group(float *w, int64_t len, int maxq, uint8_t *q, float *scale, int32_t *zero);
+
 /* Second moments of calibration inputs (GPTQ's Hessians, AWQ's Gram matrices):
  * H[k, k] = beta * H + alpha * x^T x for x[t, k] row-major, on the upper triangle (j >= i); the
  * lower one is undefined afterwards. AVX-512: lq_gemm512's blocking on the upper panels (Zen 5

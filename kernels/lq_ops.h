@@ -133,8 +133,35 @@ struct lq_ops {
                             int64_t k);
     /* amax[c] = max(amax[c], max_r |x[r, c]|) */
     lq_status (*col_absmax)(lq_be *be, float *amax, const float *x, int64_t t, int64_t k);
-    /* sum[c] += sum_r |x[r, c]| (in double, rows in order) */
-    lq_status (*col_abssum)(lq_be *be, double *sum, const float *x, int64_t t, int64_t k);
+    /* sum[c] += |x[r, c]| for the rows in order, in float32 (AWQ's activation means: one
+     * accumulation whether the rows come at once or in capture chunks) */
+    lq_status (*col_abssum)(lq_be *be, float *sum, const float *x, int64_t t, int64_t k);
+
+    /* --- AWQ's searches and the small algebra around them --------------------------------- */
+    /* out[r, c] = Q(w[r, c] s[c]) / s[c]: each row's groups of `group` inputs rounded to `bits`
+     * with min/max zero-point codes (lq_awq_quant_group), AWQ's candidate; out may be w */
+    lq_status (*awq_fakequant)(lq_be *be, const float *w, const float *s, int64_t n, int64_t k,
+                               int64_t group, int bits, float *out);
+    /* AWQ's clip search of one linear w [n, k] in place (AutoAWQ auto_clip_layer): per row and
+     * group, the max |w| shrunk in 10 steps of 5 %, the one whose rounded group gives the least
+     * squared output error over every (t / 512)-th row of x [t, k] kept */
+    lq_status (*awq_clip)(lq_be *be, float *w, int64_t n, int64_t k, const float *x, int64_t t,
+                          int64_t group, int bits);
+    /* *out = sum (a[i] - b[i])^2, in double (the value comes to the host: it waits) */
+    lq_status (*sqdiff)(lq_be *be, const float *a, const float *b, int64_t count, double *out);
+    /* *out = sum a[i] b[i], in double (waits) */
+    lq_status (*dot)(lq_be *be, const float *a, const float *b, int64_t count, double *out);
+    /* out[i] = a[i] - b[i] */
+    lq_status (*sub)(lq_be *be, float *out, const float *a, const float *b, int64_t count);
+    /* row-major C [m, n] = alpha op(A) op(B) + beta C (lq_sgemm's conventions; C not read when
+     * beta is 0), float32 on every backend and precision */
+    lq_status (*gemm)(lq_be *be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                      float *C, int64_t ldc);
+    /* H[i, j] = H[j, i] for j < i: the upper triangle of H [k, k] mirrored */
+    lq_status (*sym_upper)(lq_be *be, float *H, int64_t k);
+    /* x[r, c] /= s[c] */
+    lq_status (*div_cols)(lq_be *be, float *x, int64_t t, int64_t k, const float *s);
 };
 
 /* The tables: ref and cpu always, cuda in a CUDA build (NULL otherwise). */

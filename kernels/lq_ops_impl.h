@@ -4,9 +4,11 @@
 #ifndef LQ_OPS_IMPL_H
 #define LQ_OPS_IMPL_H
 
+#include "lq_kernels.h"
 #include "lq_ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One row of RMSNorm (lq_ops.rmsnorm): the sum of squares in double, then float32. */
@@ -76,6 +78,76 @@ static inline void lq_moe_route_row(float *p, int64_t E, int64_t K, int norm, in
     if (norm)
         for (int64_t j = 0; j < K; j++)
             w[j] /= wsum;
+}
+
+/* One row of lq_ops.awq_fakequant: out = Q(w s) / s group by group (k a multiple of g). */
+static inline void lq_awq_fakequant_row(const float *w, const float *s, int64_t k, int64_t g,
+                                        int maxq, float *out) {
+    for (int64_t c = 0; c < k; c++)
+        out[c] = w[c] * s[c];
+    for (int64_t c0 = 0; c0 + g <= k; c0 += g)
+        lq_awq_quant_group(out + c0, g, maxq, NULL, NULL, NULL);
+    for (int64_t c = 0; c < k; c++)
+        out[c] /= s[c];
+}
+
+/* out[i] = sum over j in order of xg[j * ts + i] * w[j], for the ts tokens of a group */
+static inline void lq_awq_group_out(const float *xg, int64_t ts, const float *w, int64_t g,
+                                    float *out) {
+    for (int64_t i = 0; i < ts; i++)
+        out[i] = 0.f;
+    for (int64_t j = 0; j < g; j++) {
+        const float  wj = w[j];
+        const float *xc = xg + j * ts;
+        for (int64_t i = 0; i < ts; i++)
+            out[i] += xc[i] * wj;
+    }
+}
+
+/* lq_ops.awq_clip's steps */
+#define LQ_AWQ_CLIP_GRID  20
+#define LQ_AWQ_CLIP_STEPS 10
+
+/* One (row, group) of lq_ops.awq_clip: w [g] in place, xg [g, ts] the group's inputs of the
+ * sampled tokens transposed; wq [g], orig and out [ts] scratch. */
+static inline void lq_awq_clip_group(float *w, const float *xg, int64_t ts, int64_t g, int maxq,
+                                     float *wq, float *orig, float *out) {
+    float mx = 0;
+    for (int64_t j = 0; j < g; j++)
+        mx = fabsf(w[j]) > mx ? fabsf(w[j]) : mx;
+    lq_awq_group_out(xg, ts, w, g, orig);
+    double best = INFINITY;
+    float  bmax = mx;
+    for (int is = 0; is < LQ_AWQ_CLIP_STEPS; is++) {
+        const float m = mx * (1.0f - (float)is / LQ_AWQ_CLIP_GRID);
+        for (int64_t j = 0; j < g; j++)
+            wq[j] = w[j] > m ? m : w[j] < -m ? -m : w[j];
+        lq_awq_quant_group(wq, g, maxq, NULL, NULL, NULL);
+        lq_awq_group_out(xg, ts, wq, g, out);
+        double e = 0;
+        for (int64_t i = 0; i < ts; i++)
+            e += (double)(out[i] - orig[i]) * (out[i] - orig[i]);
+        e /= (double)ts;
+        if (e < best) {
+            best = e;
+            bmax = m;
+        }
+    }
+    for (int64_t j = 0; j < g; j++)
+        w[j] = w[j] > bmax ? bmax : w[j] < -bmax ? -bmax : w[j];
+}
+
+/* awq_clip's token sample: every step-th row (input_feat[:, 0::t // 512]), ts of them, into
+ * xs [k, ts] transposed (NULL: out of memory) */
+static inline float *lq_awq_clip_sample(const float *x, int64_t t, int64_t k, int64_t *ts_out) {
+    const int64_t step = t / 512 > 0 ? t / 512 : 1, ts = (t + step - 1) / step;
+    float        *xs = malloc((size_t)(ts * k) * sizeof(float));
+    if (xs)
+        for (int64_t i = 0; i < ts; i++)
+            for (int64_t c = 0; c < k; c++)
+                xs[c * ts + i] = x[i * step * k + c];
+    *ts_out = ts;
+    return xs;
 }
 
 /* Host memory for the host backends (64-byte aligned, counted) */

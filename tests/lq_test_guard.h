@@ -87,10 +87,6 @@ static void g_release(lq_be *be, void *p, size_t bytes) {
     exit(1);
 }
 
-static const lq_ops *C(void) {
-    return lq_ops_cpu();
-}
-
 /* Every pointer an op is given must be the guard's: a host pointer handed to an op works on the
  * CPU but is an illegal address on a device. */
 static int owns(const guard *g, const void *p) {
@@ -116,9 +112,9 @@ static void check_ptrs(lq_be *be, const char *op, const void *const *ptrs, int n
         const void *const ptrs_[] = {__VA_ARGS__};                                                 \
         check_ptrs(be, #name, ptrs_, (int)(sizeof ptrs_ / sizeof ptrs_[0]));                       \
         open_(be);                                                                                 \
-        const lq_status s = C()->name args;                                                        \
+        const lq_status st_ = lq_ops_cpu()->name args;                                             \
         close_(be);                                                                                \
-        return s;                                                                                  \
+        return st_;                                                                                \
     }
 
 WRAP(upload, (lq_be * be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes), dst)
@@ -169,8 +165,29 @@ WRAP(scale_rows, (lq_be * be, float *dst, const float *x, const float *a, int64_
      (be, dst, x, a, t, k), dst, x, a)
 WRAP(col_absmax, (lq_be * be, float *amax, const float *x, int64_t t, int64_t k),
      (be, amax, x, t, k), amax, x)
-WRAP(col_abssum, (lq_be * be, double *sum, const float *x, int64_t t, int64_t k),
+WRAP(col_abssum, (lq_be * be, float *sum, const float *x, int64_t t, int64_t k),
      (be, sum, x, t, k), sum, x)
+WRAP(awq_fakequant,
+     (lq_be * be, const float *w, const float *s, int64_t n, int64_t k, int64_t group, int bits,
+      float *out),
+     (be, w, s, n, k, group, bits, out), w, s, out)
+WRAP(awq_clip,
+     (lq_be * be, float *w, int64_t n, int64_t k, const float *x, int64_t t, int64_t group,
+      int bits),
+     (be, w, n, k, x, t, group, bits), w, x)
+WRAP(sqdiff, (lq_be * be, const float *a, const float *b, int64_t count, double *out),
+     (be, a, b, count, out), a, b)
+WRAP(dot, (lq_be * be, const float *a, const float *b, int64_t count, double *out),
+     (be, a, b, count, out), a, b)
+WRAP(sub, (lq_be * be, float *out, const float *a, const float *b, int64_t count),
+     (be, out, a, b, count), out, a, b)
+WRAP(gemm,
+     (lq_be * be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc),
+     (be, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc), A, B, C)
+WRAP(sym_upper, (lq_be * be, float *H, int64_t k), (be, H, k), H)
+WRAP(div_cols, (lq_be * be, float *x, int64_t t, int64_t k, const float *s), (be, x, t, k, s), x,
+     s)
 
 /* Dense linears only (what a conversion's forwards run): weights and fp16 bias copied into
  * guarded memory. */
@@ -220,6 +237,14 @@ static const lq_ops k_guard_ops = {
     .scale_rows    = g_scale_rows,
     .col_absmax    = g_col_absmax,
     .col_abssum    = g_col_abssum,
+    .awq_fakequant = g_awq_fakequant,
+    .awq_clip      = g_awq_clip,
+    .sqdiff        = g_sqdiff,
+    .dot           = g_dot,
+    .sub           = g_sub,
+    .gemm          = g_gemm,
+    .sym_upper     = g_sym_upper,
+    .div_cols      = g_div_cols,
 };
 
 static void guard_init(guard *g) {

@@ -399,7 +399,7 @@ static void case_stats(ctx *c, int64_t t, int64_t k, float beta) {
     float  *xa = malloc((size_t)(t * k) * 4), *xb = malloc((size_t)(t * k) * 4);
     float  *Ha = malloc((size_t)(k * k) * 4), *Hb = malloc((size_t)(k * k) * 4);
     float  *ma = calloc((size_t)k, 4), *mb = calloc((size_t)k, 4);
-    double *sa = calloc((size_t)k, 8), *sb = calloc((size_t)k, 8);
+    float  *sa = calloc((size_t)k, 4), *sb = calloc((size_t)k, 4);
     memcpy(Ha, H0, (size_t)(k * k) * 4);
     CHECK_OK(c->ref->ops->scale_rows(c->ref, xa, x, aw, t, k));
     CHECK_OK(c->ref->ops->syrk(c->ref, Ha, xa, t, k, 0.5f, beta));
@@ -407,7 +407,7 @@ static void case_stats(ctx *c, int64_t t, int64_t k, float beta) {
     CHECK_OK(c->ref->ops->col_abssum(c->ref, sa, x, t, k));
     float  *dx = put(c->be, x, (size_t)(t * k) * 4), *daw = put(c->be, aw, (size_t)t * 4);
     float  *dH = put(c->be, H0, (size_t)(k * k) * 4), *dm = put(c->be, mb, (size_t)k * 4);
-    double *ds = put(c->be, sb, (size_t)k * 8);
+    float  *ds = put(c->be, sb, (size_t)k * 4);
     float  *dxs = put(c->be, NULL, (size_t)(t * k) * 4);
     CHECK_OK(c->be->ops->scale_rows(c->be, dxs, dx, daw, t, k));
     CHECK_OK(c->be->ops->syrk(c->be, dH, dxs, t, k, 0.5f, beta));
@@ -416,7 +416,7 @@ static void case_stats(ctx *c, int64_t t, int64_t k, float beta) {
     get(c->be, xb, dxs, (size_t)(t * k) * 4);
     get(c->be, Hb, dH, (size_t)(k * k) * 4);
     get(c->be, mb, dm, (size_t)k * 4);
-    get(c->be, sb, ds, (size_t)k * 8);
+    get(c->be, sb, ds, (size_t)k * 4);
     /* the upper triangle is the result */
     for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < i; j++)
@@ -428,14 +428,11 @@ static void case_stats(ctx *c, int64_t t, int64_t k, float beta) {
     judge(c, n2, seed, Ha, Hb, k * k, tol3(c, 1e-11, 1e-11, 1e-11));
     snprintf(n2, sizeof n2, "%s [absmax]", name);
     judge(c, n2, seed, ma, mb, k, 0);
-    int same = 1;
-    for (int64_t i = 0; i < k; i++)
-        same &= fabs(sa[i] - sb[i]) <= 1e-12 * fabs(sa[i]);
-    CHECK_MSG(same, "%s: abssum differs", name);
-    c->ran++;
+    snprintf(n2, sizeof n2, "%s [abssum]", name);
+    judge(c, n2, seed, sa, sb, k, 0); /* float sums, rows in order, on every backend */
     drop(c->be, dx, (size_t)(t * k) * 4), drop(c->be, daw, (size_t)t * 4),
         drop(c->be, dH, (size_t)(k * k) * 4), drop(c->be, dm, (size_t)k * 4),
-        drop(c->be, ds, (size_t)k * 8), drop(c->be, dxs, (size_t)(t * k) * 4);
+        drop(c->be, ds, (size_t)k * 4), drop(c->be, dxs, (size_t)(t * k) * 4);
     free(x), free(aw), free(H0), free(xa), free(xb), free(Ha), free(Hb), free(ma), free(mb),
         free(sa), free(sb);
 }
@@ -461,6 +458,109 @@ static void case_copies(ctx *c) {
     drop(c->be, ds, (size_t)(rows * lds) * 4), drop(c->be, dd, (size_t)(rows * ldd) * 4),
         drop(c->be, dc, (size_t)(rows * lds) * 4);
     free(src), free(a), free(b);
+}
+
+/* AWQ's candidate and clip search: exact on every backend (the same roundings in the same
+ * order); the loss reductions and the small algebra. */
+static void case_awq(ctx *c, int64_t n, int64_t k, int64_t g, int64_t t) {
+    char name[96];
+    snprintf(name, sizeof name, "awq fakequant+clip n=%lld k=%lld g=%lld t=%lld", (long long)n,
+             (long long)k, (long long)g, (long long)t);
+    if (!want(c, name))
+        return;
+    const uint64_t seed = 1000 + (uint64_t)(n * 7 + k + t);
+    lq_rng         r;
+    lq_rng_seed(&r, seed);
+    float *w = randf(&r, n * k, 0.05f), *x = randf(&r, t * k, 1.f), *sv = randf(&r, k, 0.3f);
+    for (int64_t i = 0; i < k; i++)
+        sv[i] = expf(sv[i]); /* positive scales around 1 */
+    float *a = malloc((size_t)(n * k) * 4), *b = malloc((size_t)(n * k) * 4);
+    CHECK_OK(c->ref->ops->awq_fakequant(c->ref, w, sv, n, k, g, 4, a));
+    float *dw = put(c->be, w, (size_t)(n * k) * 4), *ds = put(c->be, sv, (size_t)k * 4);
+    float *dx = put(c->be, x, (size_t)(t * k) * 4), *dout = put(c->be, NULL, (size_t)(n * k) * 4);
+    CHECK_OK(c->be->ops->awq_fakequant(c->be, dw, ds, n, k, g, 4, dout));
+    get(c->be, b, dout, (size_t)(n * k) * 4);
+    char n2[160];
+    snprintf(n2, sizeof n2, "%s [fakequant]", name);
+    judge(c, n2, seed, a, b, n * k, 0);
+    memcpy(a, w, (size_t)(n * k) * 4);
+    CHECK_OK(c->ref->ops->awq_clip(c->ref, a, n, k, x, t, g, 4));
+    CHECK_OK(c->be->ops->awq_clip(c->be, dw, n, k, dx, t, g, 4));
+    get(c->be, b, dw, (size_t)(n * k) * 4);
+    snprintf(n2, sizeof n2, "%s [clip]", name);
+    judge(c, n2, seed, a, b, n * k, 0);
+    int clipped = 0; /* the search must have moved something */
+    for (int64_t i = 0; i < n * k; i++)
+        clipped += a[i] != w[i];
+    CHECK_MSG(clipped > 0, "%s: the clip search clipped nothing", name);
+    drop(c->be, dw, (size_t)(n * k) * 4), drop(c->be, ds, (size_t)k * 4),
+        drop(c->be, dx, (size_t)(t * k) * 4), drop(c->be, dout, (size_t)(n * k) * 4);
+    free(w), free(x), free(sv), free(a), free(b);
+}
+
+static void case_algebra(ctx *c, int64_t m, int64_t n, int64_t k) {
+    char name[96];
+    snprintf(name, sizeof name, "gemm+sub+sqdiff+dot+sym_upper+div_cols m=%lld n=%lld k=%lld",
+             (long long)m, (long long)n, (long long)k);
+    if (!want(c, name))
+        return;
+    const uint64_t seed = 1100 + (uint64_t)(m * 5 + n * 3 + k);
+    lq_rng         r;
+    lq_rng_seed(&r, seed);
+    const int64_t mx = m > n ? m : n, big = mx * (k > mx ? k : mx);
+    float *A = randf(&r, big, 1.f), *B = randf(&r, big, 1.f), *C0 = randf(&r, m * n, 1.f);
+    float *ca = malloc((size_t)(m * n) * 4), *cb = malloc((size_t)(m * n) * 4);
+    float *dA = put(c->be, A, (size_t)big * 4), *dB = put(c->be, B, (size_t)big * 4);
+    float *dC = put(c->be, NULL, (size_t)(m * n) * 4);
+    char   n2[200];
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+            memcpy(ca, C0, (size_t)(m * n) * 4);
+            c->be->ops->upload(c->be, dC, C0, (size_t)(m * n) * 4);
+            CHECK_OK(c->ref->ops->gemm(c->ref, ta, tb, m, n, k, 0.5f, A, lda, B, ldb, 0.25f, ca, n));
+            CHECK_OK(c->be->ops->gemm(c->be, ta, tb, m, n, k, 0.5f, dA, lda, dB, ldb, 0.25f, dC, n));
+            get(c->be, cb, dC, (size_t)(m * n) * 4);
+            snprintf(n2, sizeof n2, "%s [gemm ta=%d tb=%d]", name, ta, tb);
+            judge(c, n2, seed, ca, cb, m * n, tol3(c, 1e-11, 1e-11, 1e-11));
+        }
+    /* sub, then the two reductions of it against A */
+    float *dd = put(c->be, NULL, (size_t)(m * n) * 4);
+    CHECK_OK(c->ref->ops->sub(c->ref, ca, A, B, m * n));
+    CHECK_OK(c->be->ops->sub(c->be, dd, dA, dB, m * n));
+    get(c->be, cb, dd, (size_t)(m * n) * 4);
+    snprintf(n2, sizeof n2, "%s [sub]", name);
+    judge(c, n2, seed, ca, cb, m * n, 0);
+    double ra = 0, rb = 0;
+    CHECK_OK(c->ref->ops->sqdiff(c->ref, A, B, m * n, &ra));
+    CHECK_OK(c->be->ops->sqdiff(c->be, dA, dB, m * n, &rb));
+    CHECK_MSG(fabs(ra - rb) <= 1e-12 * fabs(ra) && (!is(c, "cpu") || ra == rb),
+              "%s: sqdiff %.17g vs %.17g", name, rb, ra);
+    CHECK_OK(c->ref->ops->dot(c->ref, A, B, m * n, &ra));
+    CHECK_OK(c->be->ops->dot(c->be, dA, dB, m * n, &rb));
+    CHECK_MSG(fabs(ra - rb) <= 1e-12 * (fabs(ra) + 1) && (!is(c, "cpu") || ra == rb),
+              "%s: dot %.17g vs %.17g", name, rb, ra);
+    c->ran += 2;
+    /* a square's upper triangle mirrored; columns divided */
+    const int64_t q = mx;
+    float *H = randf(&r, q * q, 1.f), *Ha = malloc((size_t)(q * q) * 4), *Hb = malloc((size_t)(q * q) * 4);
+    memcpy(Ha, H, (size_t)(q * q) * 4);
+    float *dH = put(c->be, H, (size_t)(q * q) * 4);
+    CHECK_OK(c->ref->ops->sym_upper(c->ref, Ha, q));
+    CHECK_OK(c->be->ops->sym_upper(c->be, dH, q));
+    get(c->be, Hb, dH, (size_t)(q * q) * 4);
+    snprintf(n2, sizeof n2, "%s [sym_upper]", name);
+    judge(c, n2, seed, Ha, Hb, q * q, 0);
+    float *sv = randf(&r, q, 1.f), *dsv = put(c->be, sv, (size_t)q * 4);
+    CHECK_OK(c->ref->ops->div_cols(c->ref, Ha, q, q, sv));
+    CHECK_OK(c->be->ops->div_cols(c->be, dH, q, q, dsv));
+    get(c->be, Hb, dH, (size_t)(q * q) * 4);
+    snprintf(n2, sizeof n2, "%s [div_cols]", name);
+    judge(c, n2, seed, Ha, Hb, q * q, 0);
+    drop(c->be, dA, (size_t)big * 4), drop(c->be, dB, (size_t)big * 4),
+        drop(c->be, dC, (size_t)(m * n) * 4), drop(c->be, dd, (size_t)(m * n) * 4),
+        drop(c->be, dH, (size_t)(q * q) * 4), drop(c->be, dsv, (size_t)q * 4);
+    free(A), free(B), free(C0), free(ca), free(cb), free(H), free(Ha), free(Hb), free(sv);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -506,6 +606,13 @@ static void run_all(ctx *c) {
     case_stats(c, 1, 1, 0.f);
     case_stats(c, 37, 67, 0.25f);
     case_stats(c, 300, 256, 1.f);
+    case_awq(c, 8, 64, 32, 5);
+    case_awq(c, 37, 256, 128, 700);   /* every token sampled, two groups a row */
+    case_awq(c, 24, 384, 128, 3000);  /* every 5th token */
+    case_awq(c, 16, 96, 96, 1024);    /* one group a row: per-channel */
+    case_algebra(c, 1, 1, 1);
+    case_algebra(c, 37, 29, 53);
+    case_algebra(c, 64, 200, 128);
 }
 
 static int run_backend(lq_be *be, lq_be *ref, int prec, int verbose, const char *filter) {

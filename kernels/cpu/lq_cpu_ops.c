@@ -275,10 +275,106 @@ static lq_status cpu_col_absmax(lq_be *be, float *amax, const float *x, int64_t 
     return LQ_OK;
 }
 
-static lq_status cpu_col_abssum(lq_be *be, double *sum, const float *x, int64_t t, int64_t k) {
+static lq_status cpu_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
     for (int64_t r = 0; r < t; r++)
         for (int64_t c = 0; c < k; c++)
             sum[c] += fabsf(x[r * k + c]);
+    return LQ_OK;
+}
+
+static lq_status cpu_awq_fakequant(lq_be *be, const float *w, const float *s, int64_t n, int64_t k,
+                                   int64_t group, int bits, float *out) {
+    const int64_t g = group <= 0 || group > k ? k : group;
+#pragma omp parallel for schedule(static) num_threads(be_threads(be)) if (n * k >= PAR_ELEMS)
+    for (int64_t r = 0; r < n; r++)
+        lq_awq_fakequant_row(w + r * k, s, k, g, (1 << bits) - 1, out + r * k);
+    return LQ_OK;
+}
+
+/* The sampled tokens transposed, [k, ts]: a group's outputs for all tokens are then vector loops
+ * over tokens, each token's dot product still summed in input order (the same floats as one
+ * token at a time); the (row, group) pairs spread over the threads. */
+static lq_status cpu_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const float *x, int64_t t,
+                              int64_t group, int bits) {
+    const int64_t g = group <= 0 || group > k ? k : group, G = k / g;
+    if (k % g) /* AutoAWQ groups must tile k exactly (the GEMM layout requires it too) */
+        return LQ_ERR_INVALID_ARG;
+    int64_t ts;
+    float  *xs = lq_awq_clip_sample(x, t, k, &ts);
+    if (!xs)
+        return LQ_ERR_NOMEM;
+    lq_status st = LQ_OK;
+#pragma omp parallel num_threads(be_threads(be))
+    {
+        float *wq   = malloc((size_t)g * sizeof(float));
+        float *orig = malloc((size_t)ts * sizeof(float));
+        float *out  = malloc((size_t)ts * sizeof(float));
+        if (!wq || !orig || !out) {
+#pragma omp critical
+            st = LQ_ERR_NOMEM;
+        }
+#pragma omp for schedule(dynamic) collapse(2)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t gi = 0; gi < G; gi++)
+                if (wq && orig && out)
+                    lq_awq_clip_group(w + r * k + gi * g, xs + gi * g * ts, ts, g, (1 << bits) - 1,
+                                      wq, orig, out);
+        free(wq);
+        free(orig);
+        free(out);
+    }
+    free(xs);
+    return st;
+}
+
+static lq_status cpu_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    double s = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const double d = (double)a[i] - b[i];
+        s += d * d;
+    }
+    *out = s;
+    return LQ_OK;
+}
+
+static lq_status cpu_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    double s = 0;
+    for (int64_t i = 0; i < count; i++)
+        s += (double)a[i] * b[i];
+    *out = s;
+    return LQ_OK;
+}
+
+static lq_status cpu_sub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
+#pragma omp parallel for schedule(static) num_threads(be_threads(be)) if (count >= PAR_ELEMS)
+    for (int64_t i = 0; i < count; i++)
+        out[i] = a[i] - b[i];
+    return LQ_OK;
+}
+
+static lq_status cpu_gemm(lq_be *be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc) {
+    lq_sgemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, be->nthreads);
+    return LQ_OK;
+}
+
+static lq_status cpu_sym_upper(lq_be *be, float *H, int64_t k) {
+    enum { TB = 64 }; /* in tiles: the upper triangle is read down its columns */
+    for (int64_t i0 = 0; i0 < k; i0 += TB)
+        for (int64_t j0 = 0; j0 <= i0; j0 += TB) {
+            const int64_t i1 = i0 + TB < k ? i0 + TB : k, j1 = j0 + TB < k ? j0 + TB : k;
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1 && j < i; j++)
+                    H[i * k + j] = H[j * k + i];
+        }
+    return LQ_OK;
+}
+
+static lq_status cpu_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t c = 0; c < k; c++)
+            x[r * k + c] /= s[c];
     return LQ_OK;
 }
 
@@ -309,6 +405,14 @@ static const lq_ops k_ops_cpu = {
     .scale_rows    = cpu_scale_rows,
     .col_absmax    = cpu_col_absmax,
     .col_abssum    = cpu_col_abssum,
+    .awq_fakequant = cpu_awq_fakequant,
+    .awq_clip      = cpu_awq_clip,
+    .sqdiff        = cpu_sqdiff,
+    .dot           = cpu_dot,
+    .sub           = cpu_sub,
+    .gemm          = cpu_gemm,
+    .sym_upper     = cpu_sym_upper,
+    .div_cols      = cpu_div_cols,
 };
 
 const lq_ops *lq_ops_cpu(void) {

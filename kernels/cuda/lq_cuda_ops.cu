@@ -13,6 +13,9 @@ extern "C" {
 #include <string.h>
 
 #define NT 256 /* threads of a block */
+/* lq_ops_impl.h's clip steps (that header is C: its inline bodies are the host backends') */
+#define LQ_AWQ_CLIP_GRID_D  20
+#define LQ_AWQ_CLIP_STEPS_D 10
 
 /* ------------------------------------------------------------------------------------------
  * Errors: the cause goes into be->errmsg (and the context's), the status out.
@@ -696,13 +699,13 @@ static __global__ void k_col_absmax(float *amax, const float *__restrict__ x, in
     amax[c] = m;
 }
 
-static __global__ void k_col_abssum(double *sum, const float *__restrict__ x, int64_t t, int64_t k) {
+static __global__ void k_col_abssum(float *sum, const float *__restrict__ x, int64_t t, int64_t k) {
     const int64_t c = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (c >= k)
         return;
-    double s = sum[c];
+    float s = sum[c];
     for (int64_t r = 0; r < t; r++)
-        s += (double)fabsf(x[r * k + c]);
+        s = __fadd_rn(s, fabsf(x[r * k + c]));
     sum[c] = s;
 }
 
@@ -713,11 +716,279 @@ static lq_status cu_col_absmax(lq_be *be, float *amax, const float *x, int64_t t
     return launched(be, "column absmax");
 }
 
-static lq_status cu_col_abssum(lq_be *be, double *sum, const float *x, int64_t t, int64_t k) {
+static lq_status cu_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
     if (k <= 0)
         return LQ_OK;
     k_col_abssum<<<blocks_for(k), NT, 0, strm(be)>>>(sum, x, t, k);
     return launched(be, "column abs sum");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * AWQ's searches and the small algebra around them
+ * ------------------------------------------------------------------------------------------ */
+/* One warp per (row, group): max / min of the group's w s, then each lane's elements rounded
+ * (lq_awq_quant_group, lq_awq_fakequant_row), every rounding spelled out */
+static __global__ void k_awq_fakequant(const float *__restrict__ w, const float *__restrict__ s,
+                                       int64_t n, int64_t k, int64_t g, int maxq, float *out) {
+    const int64_t G = k / g, wid = ((int64_t)blockIdx.x * NT + threadIdx.x) / 32;
+    const int     lane = threadIdx.x & 31;
+    if (wid >= n * G)
+        return;
+    const int64_t r = wid / G, c0 = (wid % G) * g;
+    const float  *wr = w + r * k + c0;
+    const float  *sr = s + c0;
+    float         mx = -INFINITY, mn = INFINITY;
+    for (int64_t j = lane; j < g; j += 32) {
+        const float v = __fmul_rn(wr[j], sr[j]);
+        mx            = fmaxf(mx, v);
+        mn            = fminf(mn, v);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    }
+    const float fq  = (float)maxq;
+    const float rng = __fsub_rn(mx, mn);
+    const float sc  = __fdiv_rn(rng > 1e-5f ? rng : 1e-5f, fq);
+    float       z   = -rintf(__fdiv_rn(mn, sc));
+    z               = z < 0 ? 0 : z > fq ? fq : z;
+    float *o        = out + r * k + c0;
+    for (int64_t j = lane; j < g; j += 32) {
+        const float v = __fmul_rn(wr[j], sr[j]);
+        float       c = __fadd_rn(rintf(__fdiv_rn(v, sc)), z);
+        c             = c < 0 ? 0 : c > fq ? fq : c;
+        o[j]          = __fdiv_rn(__fmul_rn(__fsub_rn(c, z), sc), sr[j]);
+    }
+}
+
+static lq_status cu_awq_fakequant(lq_be *be, const float *w, const float *s, int64_t n, int64_t k,
+                                  int64_t group, int bits, float *out) {
+    const int64_t g = group <= 0 || group > k ? k : group;
+    if (n * k <= 0)
+        return LQ_OK;
+    if (k % g)
+        return LQ_ERR_INVALID_ARG;
+    k_awq_fakequant<<<blocks_for(n * (k / g) * 32), NT, 0, strm(be)>>>(w, s, n, k, g,
+                                                                         (1 << bits) - 1, out);
+    return launched(be, "AWQ candidate");
+}
+
+/* One block per (row, group) of the clip search (lq_awq_clip_group): the group's weights and
+ * their clipped copy in shared memory, a thread per sampled token computing its output (inputs
+ * in order, as the CPU), the squared errors summed by one thread in token order (the CPU's
+ * sum, bit for bit). Shared: 2 g floats, then ts doubles. */
+static __global__ void k_awq_clip(float *w, int64_t k, const float *__restrict__ x, int64_t step,
+                                  int64_t ts, int64_t g, int maxq) {
+    extern __shared__ double smem[];
+    double       *terms = smem;
+    float        *ws    = (float *)(smem + ts);
+    float        *wq    = ws + g;
+    __shared__ float red[2][NT / 32];
+    __shared__ float bmax_s;
+    const int64_t G = k / g, r = blockIdx.x / G, c0 = (blockIdx.x % G) * g;
+    float        *wr = w + r * k + c0;
+    for (int64_t j = threadIdx.x; j < g; j += NT)
+        ws[j] = wr[j];
+    __syncthreads();
+    float mx = 0;
+    for (int64_t j = threadIdx.x; j < g; j += NT)
+        mx = fmaxf(mx, fabsf(ws[j]));
+    mx = block_max(mx, red[0]);
+    /* each thread's tokens: orig outputs, at most ts / NT + 1 of them per thread */
+    float orig[4]; /* ts <= 1024: 4 a thread at NT 256 */
+    for (int q = 0; q < 4; q++) {
+        const int64_t i = threadIdx.x + (int64_t)q * NT;
+        float         o = 0.f;
+        if (i < ts) {
+            const float *xi = x + i * step * k + c0;
+            for (int64_t j = 0; j < g; j++)
+                o = __fadd_rn(o, __fmul_rn(xi[j], ws[j]));
+        }
+        orig[q] = o;
+    }
+    double best = INFINITY;
+    float  bmax = mx;
+    const float fq = (float)maxq;
+    for (int is = 0; is < LQ_AWQ_CLIP_STEPS_D; is++) {
+        const float m = __fmul_rn(mx, __fsub_rn(1.0f, __fdiv_rn((float)is, (float)LQ_AWQ_CLIP_GRID_D)));
+        float       lmx = -INFINITY, lmn = INFINITY;
+        for (int64_t j = threadIdx.x; j < g; j += NT) {
+            const float v = ws[j] > m ? m : ws[j] < -m ? -m : ws[j];
+            wq[j]         = v;
+            lmx           = fmaxf(lmx, v);
+            lmn           = fminf(lmn, v);
+        }
+        lmx = block_max(lmx, red[0]);
+        lmn = -block_max(-lmn, red[1]);
+        const float rng = __fsub_rn(lmx, lmn);
+        const float sc  = __fdiv_rn(rng > 1e-5f ? rng : 1e-5f, fq);
+        float       z   = -rintf(__fdiv_rn(lmn, sc));
+        z               = z < 0 ? 0 : z > fq ? fq : z;
+        for (int64_t j = threadIdx.x; j < g; j += NT) {
+            float c = __fadd_rn(rintf(__fdiv_rn(wq[j], sc)), z);
+            c       = c < 0 ? 0 : c > fq ? fq : c;
+            wq[j]   = __fmul_rn(__fsub_rn(c, z), sc);
+        }
+        __syncthreads();
+        for (int q = 0; q < 4; q++) {
+            const int64_t i = threadIdx.x + (int64_t)q * NT;
+            if (i >= ts)
+                continue;
+            const float *xi = x + i * step * k + c0;
+            float        o  = 0.f;
+            for (int64_t j = 0; j < g; j++)
+                o = __fadd_rn(o, __fmul_rn(xi[j], wq[j]));
+            const double d = (double)__fsub_rn(o, orig[q]);
+            terms[i]       = d * d;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double e = 0;
+            for (int64_t i = 0; i < ts; i++)
+                e += terms[i];
+            e /= (double)ts;
+            if (e < best) {
+                best = e;
+                bmax = m;
+            }
+            bmax_s = bmax;
+        }
+        __syncthreads();
+    }
+    const float bm = bmax_s;
+    for (int64_t j = threadIdx.x; j < g; j += NT)
+        wr[j] = ws[j] > bm ? bm : ws[j] < -bm ? -bm : ws[j];
+}
+
+static lq_status cu_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const float *x, int64_t t,
+                             int64_t group, int bits) {
+    const int64_t g = group <= 0 || group > k ? k : group;
+    if (k % g)
+        return LQ_ERR_INVALID_ARG;
+    const int64_t step = t / 512 > 0 ? t / 512 : 1, ts = (t + step - 1) / step;
+    const size_t  sh   = (size_t)ts * sizeof(double) + (size_t)(2 * g) * sizeof(float);
+    if (n * (k / g) > INT32_MAX || ts > 4 * NT || sh > (size_t)200 << 10)
+        return LQ_ERR_UNSUPPORTED;
+    if (sh > (size_t)48 << 10)
+        RT_TRY(cudaFuncSetAttribute(k_awq_clip, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)sh),
+               "AWQ clip search");
+    k_awq_clip<<<(unsigned)(n * (k / g)), NT, sh, strm(be)>>>(w, k, x, step, ts, g, (1 << bits) - 1);
+    return launched(be, "AWQ clip search");
+}
+
+/* sum of f(a[i], b[i]) in double, deterministic: RED_BLOCKS blocks' grid-stride partials, then
+ * one block adds them in order (both kernels on the stream, the scalar read back) */
+#define RED_BLOCKS 256
+template <int SQDIFF>
+static __global__ void k_reduce(const float *__restrict__ a, const float *__restrict__ b,
+                                int64_t count, double *partial) {
+    __shared__ double sh[NT / 32];
+    double            s = 0;
+    for (int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x; i < count; i += (int64_t)RED_BLOCKS * NT) {
+        if (SQDIFF) {
+            const double d = (double)a[i] - (double)b[i];
+            s += d * d;
+        } else {
+            s += (double)a[i] * (double)b[i];
+        }
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = s;
+}
+
+static __global__ void k_reduce_final(double *partial) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        double s = 0;
+        for (int i = 0; i < RED_BLOCKS; i++)
+            s += partial[i];
+        partial[0] = s;
+    }
+}
+
+static lq_status reduce(lq_be *be, int sq, const float *a, const float *b, int64_t count,
+                        double *out) {
+    *out = 0;
+    if (count <= 0)
+        return LQ_OK;
+    void *scr;
+    LQ_TRY(lq_be_scratch(be, RED_BLOCKS * sizeof(double), &scr));
+    if (sq)
+        k_reduce<1><<<RED_BLOCKS, NT, 0, strm(be)>>>(a, b, count, (double *)scr);
+    else
+        k_reduce<0><<<RED_BLOCKS, NT, 0, strm(be)>>>(a, b, count, (double *)scr);
+    LQ_TRY(launched(be, "reduction"));
+    k_reduce_final<<<1, 32, 0, strm(be)>>>((double *)scr);
+    LQ_TRY(launched(be, "reduction"));
+    return cu_download(be, out, scr, sizeof(double));
+}
+
+static lq_status cu_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    return reduce(be, 1, a, b, count, out);
+}
+
+static lq_status cu_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    return reduce(be, 0, a, b, count, out);
+}
+
+static __global__ void k_sub(float *out, const float *a, const float *b, int64_t count) {
+    const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (i < count)
+        out[i] = __fsub_rn(a[i], b[i]);
+}
+
+static lq_status cu_sub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
+    if (count <= 0)
+        return LQ_OK;
+    k_sub<<<blocks_for(count), NT, 0, strm(be)>>>(out, a, b, count);
+    return launched(be, "sub");
+}
+
+static lq_status cu_gemm(lq_be *be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                         float *C, int64_t ldc) {
+    if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(lda) || !fits_int(ldb) ||
+        !fits_int(ldc))
+        return LQ_ERR_UNSUPPORTED;
+    if (m == 0 || n == 0)
+        return LQ_OK;
+    cublasHandle_t hb = lq_cuda_ctx_blas(be->cuda, be->stream, LQ_CUDA_MATH_FP32);
+    if (!hb)
+        return blas_failed(be, CUBLAS_STATUS_NOT_INITIALIZED, "gemm");
+    /* row-major C = op(A) op(B): column-major C^T = op(B)^T op(A)^T */
+    BLAS_TRY(cublasSgemm(hb, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
+                         (int)m, (int)k, &alpha, B, (int)ldb, A, (int)lda, &beta, C, (int)ldc),
+             "gemm");
+    return LQ_OK;
+}
+
+static __global__ void k_sym_upper(float *H, int64_t k) {
+    const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
+    for (int64_t i = blockIdx.y; i < k; i += gridDim.y)
+        if (j < i)
+            H[i * k + j] = H[j * k + i];
+}
+
+static lq_status cu_sym_upper(lq_be *be, float *H, int64_t k) {
+    if (k <= 1)
+        return LQ_OK;
+    const dim3 grid(blocks_for(k), (unsigned)(k < 4096 ? k : 4096));
+    k_sym_upper<<<grid, NT, 0, strm(be)>>>(H, k);
+    return launched(be, "mirroring a triangle");
+}
+
+static __global__ void k_div_cols(float *x, int64_t t, int64_t k, const float *__restrict__ s) {
+    const int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (e < t * k)
+        x[e] = __fdiv_rn(x[e], s[e % k]);
+}
+
+static lq_status cu_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
+    if (t * k <= 0)
+        return LQ_OK;
+    k_div_cols<<<blocks_for(t * k), NT, 0, strm(be)>>>(x, t, k, s);
+    return launched(be, "dividing columns");
 }
 
 static const lq_ops k_ops_cuda = {
@@ -734,10 +1005,14 @@ static const lq_ops k_ops_cuda = {
     cu_scatter_add, cu_gate_add,
     cu_syrk,        cu_scale_rows,
     cu_col_absmax,  cu_col_abssum,
+    cu_awq_fakequant, cu_awq_clip,
+    cu_sqdiff,      cu_dot,
+    cu_sub,         cu_gemm,
+    cu_sym_upper,   cu_div_cols,
 };
 
 /* positional (C++ has no designated array of them): a field added to lq_ops must come here */
-static_assert(sizeof(lq_ops) == 26 * sizeof(void *), "lq_ops changed: update k_ops_cuda");
+static_assert(sizeof(lq_ops) == 34 * sizeof(void *), "lq_ops changed: update k_ops_cuda");
 
 extern "C" const lq_ops *lq_ops_cuda(void) {
     return &k_ops_cuda;

@@ -41,3 +41,26 @@ void lq_gemm_awq_qx_ref(const lq_qlinear *w, const float *x, int64_t m, float *y
     const int xbits = lq_awq_qx_bits(w, m);
     lq_ref_gemm_qx(w, awq_code, awq_zero, xbits ? lq_awq_qx_block(w) : 0, x, m, y);
 }
+
+void lq_awq_quant_group(float *w, int64_t len, int maxq, uint8_t *q, float *scale, int32_t *zero) {
+    float mx = w[0], mn = w[0];
+    for (int64_t j = 1; j < len; j++) {
+        mx = w[j] > mx ? w[j] : mx;
+        mn = w[j] < mn ? w[j] : mn;
+    }
+    float s = (mx - mn) > 1e-5f ? (mx - mn) : 1e-5f;
+    s /= (float)maxq;
+    float z = -nearbyintf(mn / s);
+    z       = z < 0 ? 0 : z > (float)maxq ? (float)maxq : z;
+    for (int64_t j = 0; j < len; j++) {
+        float c = nearbyintf(w[j] / s) + z;
+        c       = c < 0 ? 0 : c > (float)maxq ? (float)maxq : c;
+        if (q)
+            q[j] = (uint8_t)c;
+        w[j] = (c - z) * s;
+    }
+    if (scale)
+        *scale = s;
+    if (zero)
+        *zero = (int32_t)z;
+}

@@ -229,10 +229,91 @@ static lq_status ref_col_absmax(lq_be *be, float *amax, const float *x, int64_t 
     return LQ_OK;
 }
 
-static lq_status ref_col_abssum(lq_be *be, double *sum, const float *x, int64_t t, int64_t k) {
+static lq_status ref_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
     for (int64_t r = 0; r < t; r++)
         for (int64_t c = 0; c < k; c++)
             sum[c] += fabsf(x[r * k + c]);
+    return LQ_OK;
+}
+
+
+static lq_status ref_awq_fakequant(lq_be *be, const float *w, const float *s, int64_t n, int64_t k,
+                                   int64_t group, int bits, float *out) {
+    const int64_t g = group <= 0 || group > k ? k : group;
+    for (int64_t r = 0; r < n; r++)
+        lq_awq_fakequant_row(w + r * k, s, k, g, (1 << bits) - 1, out + r * k);
+    return LQ_OK;
+}
+
+static lq_status ref_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const float *x, int64_t t,
+                              int64_t group, int bits) {
+    const int64_t g = group <= 0 || group > k ? k : group;
+    if (k % g)
+        return LQ_ERR_INVALID_ARG;
+    int64_t ts;
+    float  *xs = lq_awq_clip_sample(x, t, k, &ts);
+    float  *wq = malloc((size_t)g * sizeof *wq), *orig = malloc((size_t)ts * sizeof *orig),
+          *out = malloc((size_t)ts * sizeof *out);
+    if (xs && wq && orig && out)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c0 = 0; c0 < k; c0 += g)
+                lq_awq_clip_group(w + r * k + c0, xs + c0 * ts, ts, g, (1 << bits) - 1, wq, orig,
+                                  out);
+    const lq_status st = xs && wq && orig && out ? LQ_OK : LQ_ERR_NOMEM;
+    free(xs), free(wq), free(orig), free(out);
+    return st;
+}
+
+static lq_status ref_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    double s = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const double d = (double)a[i] - b[i];
+        s += d * d;
+    }
+    *out = s;
+    return LQ_OK;
+}
+
+static lq_status ref_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+    double s = 0;
+    for (int64_t i = 0; i < count; i++)
+        s += (double)a[i] * b[i];
+    *out = s;
+    return LQ_OK;
+}
+
+static lq_status ref_sub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
+    for (int64_t i = 0; i < count; i++)
+        out[i] = a[i] - b[i];
+    return LQ_OK;
+}
+
+static lq_status ref_sym_upper(lq_be *be, float *H, int64_t k) {
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < i; j++)
+            H[i * k + j] = H[j * k + i];
+    return LQ_OK;
+}
+
+static lq_status ref_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
+    for (int64_t r = 0; r < t; r++)
+        for (int64_t c = 0; c < k; c++)
+            x[r * k + c] /= s[c];
+    return LQ_OK;
+}
+
+static lq_status ref_gemm(lq_be *be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; p++)
+                acc += (double)(ta ? A[p * lda + i] : A[i * lda + p]) *
+                       (tb ? B[j * ldb + p] : B[p * ldb + j]);
+            const double prev = beta != 0.f ? (double)beta * C[i * ldc + j] : 0.0;
+            C[i * ldc + j]    = (float)(prev + (double)alpha * acc);
+        }
     return LQ_OK;
 }
 
@@ -263,6 +344,14 @@ static const lq_ops k_ops_ref = {
     .scale_rows    = ref_scale_rows,
     .col_absmax    = ref_col_absmax,
     .col_abssum    = ref_col_abssum,
+    .awq_fakequant = ref_awq_fakequant,
+    .awq_clip      = ref_awq_clip,
+    .sqdiff        = ref_sqdiff,
+    .dot           = ref_dot,
+    .sub           = ref_sub,
+    .gemm          = ref_gemm,
+    .sym_upper     = ref_sym_upper,
+    .div_cols      = ref_div_cols,
 };
 
 const lq_ops *lq_ops_ref(void) {

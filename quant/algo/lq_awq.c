@@ -3,34 +3,12 @@
  * auto_clip_layer. The module-level loss comes from the driver through a callback so the same
  * search serves the attention block, the MLP, and single linears. */
 #include "lq_kernels.h"
+#include "lq_ops.h"
 #include "lq_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void quant_group(float *w, int64_t len, int maxq, uint8_t *q, float *scale, int32_t *zero) {
-    float mx = w[0], mn = w[0];
-    for (int64_t j = 1; j < len; j++) {
-        mx = w[j] > mx ? w[j] : mx;
-        mn = w[j] < mn ? w[j] : mn;
-    }
-    float s = (mx - mn) > 1e-5f ? (mx - mn) : 1e-5f;
-    s /= (float)maxq;
-    float z = -nearbyintf(mn / s);
-    z       = z < 0 ? 0 : z > (float)maxq ? (float)maxq : z;
-    for (int64_t j = 0; j < len; j++) {
-        float c = nearbyintf(w[j] / s) + z;
-        c       = c < 0 ? 0 : c > (float)maxq ? (float)maxq : c;
-        if (q)
-            q[j] = (uint8_t)c;
-        w[j] = (c - z) * s;
-    }
-    if (scale)
-        *scale = s;
-    if (zero)
-        *zero = (int32_t)z;
-}
 
 void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, uint8_t *q,
                      float *scales, int32_t *zeros) {
@@ -39,7 +17,7 @@ void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, ui
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < n; r++)
         for (int64_t gi = 0; gi < G; gi++)
-            quant_group(W + r * k + gi * g, g, maxq, q ? q + r * k + gi * g : NULL,
+            lq_awq_quant_group(W + r * k + gi * g, g, maxq, q ? q + r * k + gi * g : NULL,
                         scales ? &scales[gi * n + r] : NULL, zeros ? &zeros[gi * n + r] : NULL);
 }
 
@@ -152,83 +130,16 @@ double lq_awq_gram_loss(const float *w, const float *wq, int64_t n, int64_t k, c
     return s / ((double)t * (double)n);
 }
 
-/* out[i] = sum over j in order of xg[j * ts + i] * w[j], for the ts tokens of a group */
-static void group_out(const float *xg, int64_t ts, const float *w, int64_t g, float *out) {
-    for (int64_t i = 0; i < ts; i++)
-        out[i] = 0.f;
-    for (int64_t j = 0; j < g; j++) {
-        const float  wj = w[j];
-        const float *xc = xg + j * ts;
-        for (int64_t i = 0; i < ts; i++)
-            out[i] += xc[i] * wj;
-    }
-}
-
 lq_status lq_awq_clip(float *W, int64_t n, int64_t k, const float *X, int64_t t, int64_t group,
                       int bits, lq_err *err) {
-    const int n_grid = 20, max_steps = 10; /* max_shrink 0.5 x n_grid 20 */
-    int64_t   g = group <= 0 || group > k ? k : group, G = k / g;
-    int64_t   step = t / 512 > 0 ? t / 512 : 1; /* input_feat[:, 0::t // 512] */
-    int64_t   ts   = (t + step - 1) / step;
-    int       maxq = (1 << bits) - 1;
+    int64_t g = group <= 0 || group > k ? k : group;
     if (k % g) /* AutoAWQ groups must tile k exactly (the GEMM layout requires it too) */
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "awq clip: group size %lld does not divide %lld inputs",
                 (long long)g, (long long)k);
-    /* the sampled tokens transposed, [k, ts]: a group's outputs for all tokens are then
-     * vector loops over tokens, each token's dot product still summed in input order (the
-     * same floats as one token at a time) */
-    float *Xs = malloc((size_t)(ts * k) * sizeof(float));
-    if (!Xs)
-        LQ_FAIL(err, LQ_ERR_NOMEM, "awq clip: out of memory");
-    for (int64_t i = 0; i < ts; i++)
-        for (int64_t c = 0; c < k; c++)
-            Xs[c * ts + i] = X[i * step * k + c];
-    lq_status st = LQ_OK;
-#pragma omp parallel
-    {
-        float *wq   = malloc((size_t)g * sizeof(float));
-        float *orig = malloc((size_t)ts * sizeof(float));
-        float *out  = malloc((size_t)ts * sizeof(float));
-        if (!wq || !orig || !out) {
-#pragma omp critical
-            st = LQ_ERR_NOMEM;
-        }
-#pragma omp for schedule(dynamic) collapse(2)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t gi = 0; gi < G; gi++) {
-                if (!wq || !orig || !out)
-                    continue;
-                float       *w  = W + r * k + gi * g;
-                const float *xg = Xs + gi * g * ts;
-                float        mx = 0;
-                for (int64_t j = 0; j < g; j++)
-                    mx = fabsf(w[j]) > mx ? fabsf(w[j]) : mx;
-                group_out(xg, ts, w, g, orig);
-                double best = INFINITY;
-                float  bmax = mx;
-                for (int is = 0; is < max_steps; is++) {
-                    float m = mx * (1.0f - (float)is / n_grid);
-                    for (int64_t j = 0; j < g; j++)
-                        wq[j] = w[j] > m ? m : w[j] < -m ? -m : w[j];
-                    quant_group(wq, g, maxq, NULL, NULL, NULL);
-                    group_out(xg, ts, wq, g, out);
-                    double e = 0;
-                    for (int64_t i = 0; i < ts; i++)
-                        e += (double)(out[i] - orig[i]) * (out[i] - orig[i]);
-                    e /= (double)ts;
-                    if (e < best) {
-                        best = e;
-                        bmax = m;
-                    }
-                }
-                for (int64_t j = 0; j < g; j++)
-                    w[j] = w[j] > bmax ? bmax : w[j] < -bmax ? -bmax : w[j];
-            }
-        free(wq);
-        free(orig);
-        free(out);
-    }
-    free(Xs);
+    lq_be be; /* the op table's, on the host */
+    lq_be_init_host(&be, lq_ops_cpu(), 0);
+    const lq_status st = be.ops->awq_clip(&be, W, n, k, X, t, group, bits);
+    lq_be_free(&be);
     if (st != LQ_OK)
         LQ_FAIL(err, st, "awq clip: out of memory");
     return LQ_OK;
