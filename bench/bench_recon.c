@@ -15,6 +15,7 @@
 #include "bench_blas.h"
 #include "lq_kernels.h"
 #include "lq_dtype.h"
+#include "lq_ops.h"
 #include "lq_quant.h"
 
 #include <cblas.h>
@@ -105,14 +106,17 @@ typedef struct awq_ctx {
     const layer *L;
     const float *X; /* subsample */
     int64_t      t;
-    float       *Y0, *Y;
+    float       *Y0, *Y, *wq;
 } awq_ctx;
 
-static lq_status awq_loss(void *user, float *const *wq, double *loss) {
+static lq_status awq_loss(void *user, const float *sc, double *loss) {
     awq_ctx *a = user;
     int64_t  n = a->L->n, k = a->L->k;
+    lq_be    be; /* the candidate Q(W s) / s, as the method makes it */
+    lq_be_init_host(&be, lq_ops_cpu(), 0);
+    be.ops->awq_fakequant(&be, a->L->W, sc, n, k, 128, 4, a->wq);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a->t, (int)n, (int)k, 1.f, a->X,
-                (int)k, wq[0], (int)k, 0.f, a->Y, (int)n);
+                (int)k, a->wq, (int)k, 0.f, a->Y, (int)n);
     double s = 0;
     for (int64_t i = 0; i < a->t * n; i++) {
         double d = (double)a->Y[i] - a->Y0[i];
@@ -163,7 +167,8 @@ static int run_method(const char *m, int bits, const layer *L, float *Wq, char *
         lq_xstats_add(&st, L->Xc, L->tc, 1);
         float *xm = malloc((size_t)k * 4), *s = malloc((size_t)k * 4);
         lq_xstats_absmean(&st, xm);
-        awq_ctx a = {L, L->Xc, 512, NULL, NULL};
+        awq_ctx a = {L, L->Xc, 512, NULL, NULL, NULL};
+        a.wq      = malloc((size_t)(n * k) * 4);
         a.Y0      = malloc((size_t)(a.t * n) * 4);
         a.Y       = malloc((size_t)(a.t * n) * 4);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)a.t, (int)n, (int)k, 1.f, a.X,
@@ -190,7 +195,7 @@ static int run_method(const char *m, int bits, const layer *L, float *Wq, char *
                     Wq[r * k + c] /= s[c];
             snprintf(info, cap, "scale ratio %.2f", ratio);
         }
-        free(xm), free(s), free(a.Y0), free(a.Y);
+        free(xm), free(s), free(a.Y0), free(a.Y), free(a.wq);
         lq_xstats_free(&st);
         return rc != LQ_OK;
     }

@@ -20,6 +20,7 @@
 #include "lq_kernels_impl.h"
 #include "lq_mixed.h"
 #include "lq_quant.h"
+#include "lq_ops.h"
 #include "lq_test.h"
 
 #include <float.h>
@@ -557,10 +558,21 @@ static double out_mse(const awq_ctx *c, const float *wq) {
     return s / (double)(c->t * c->n);
 }
 
-static lq_status awq_loss(void *user, float *const *wq, double *loss) {
-    awq_ctx *c = user;
+/* AWQ's candidate Q(W s) / s on the host (the op table's awq_fakequant, cpu backend) */
+static float *candidate(const float *W, const float *s, int64_t n, int64_t k, int64_t gs) {
+    float *wq = malloc((size_t)(n * k) * sizeof(float));
+    lq_be  be;
+    lq_be_init_host(&be, lq_ops_cpu(), 0);
+    (void)be.ops->awq_fakequant(&be, W, s, n, k, gs, 4, wq);
+    return wq;
+}
+
+static lq_status awq_loss(void *user, const float *s, double *loss) {
+    awq_ctx *c  = user;
+    float   *wq = candidate(c->W, s, c->n, c->k, 32);
     c->calls++;
-    *loss = out_mse(c, wq[0]);
+    *loss = out_mse(c, wq);
+    free(wq);
     if (*loss < c->seen_min)
         c->seen_min = *loss;
     return LQ_OK;
@@ -572,9 +584,11 @@ typedef struct gram_ctx {
     int64_t      t, n, k;
 } gram_ctx;
 
-static lq_status gram_loss(void *user, float *const *wq, double *loss) {
-    gram_ctx *c = user;
-    *loss       = lq_awq_gram_loss(c->W, wq[0], c->n, c->k, c->G, c->t, c->scr);
+static lq_status gram_loss(void *user, const float *s, double *loss) {
+    gram_ctx *c  = user;
+    float    *wq = candidate(c->W, s, c->n, c->k, 32);
+    *loss        = lq_awq_gram_loss(c->W, wq, c->n, c->k, c->G, c->t, c->scr);
+    free(wq);
     return LQ_OK;
 }
 

@@ -462,9 +462,11 @@ static lq_status dense_linear(lq_be *be, const lq_qlinear *w, const float *bias,
         xs = scr;
         dt = w->dense_dtype == LQ_DENSE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     }
+    /* float32 weights (the CPU-parity switch, or AWQ's candidates) in TF32 under LQ_PREC_FAST */
     const cublasComputeType_t ct =
-        dt == CUDA_R_32F && be->precision == LQ_PREC_F32 ? CUBLAS_COMPUTE_32F_PEDANTIC
-                                                         : CUBLAS_COMPUTE_32F;
+        dt != CUDA_R_32F                ? CUBLAS_COMPUTE_32F
+        : be->precision == LQ_PREC_F32 ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                        : CUBLAS_COMPUTE_32F_FAST_TF32;
     /* row-major y [t, n] = x [t, k] W^T: column-major y^T = W x^T */
     BLAS_TRY(cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)t, (int)k, &one, w->dense, dt,
                           (int)k, xs, dt, (int)k, &zero, y, CUDA_R_32F, (int)n, ct,
@@ -773,12 +775,21 @@ static lq_status cu_awq_fakequant(lq_be *be, const float *w, const float *s, int
     return launched(be, "AWQ candidate");
 }
 
+/* xs [k, ts] = every step-th row of x [t, k], transposed (lq_awq_clip_sample): the clip
+ * kernel's threads (tokens) then read along a row of xs */
+static __global__ void k_awq_clip_sample(const float *__restrict__ x, int64_t k, int64_t step,
+                                         int64_t ts, float *xs) {
+    const int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (e < k * ts)
+        xs[e] = x[(e % ts) * step * k + e / ts];
+}
+
 /* One block per (row, group) of the clip search (lq_awq_clip_group): the group's weights and
  * their clipped copy in shared memory, a thread per sampled token computing its output (inputs
  * in order, as the CPU), the squared errors summed by one thread in token order (the CPU's
  * sum, bit for bit). Shared: 2 g floats, then ts doubles. */
-static __global__ void k_awq_clip(float *w, int64_t k, const float *__restrict__ x, int64_t step,
-                                  int64_t ts, int64_t g, int maxq) {
+static __global__ void k_awq_clip(float *w, int64_t k, const float *__restrict__ xs, int64_t ts,
+                                  int64_t g, int maxq) {
     extern __shared__ double smem[];
     double       *terms = smem;
     float        *ws    = (float *)(smem + ts);
@@ -800,9 +811,9 @@ static __global__ void k_awq_clip(float *w, int64_t k, const float *__restrict__
         const int64_t i = threadIdx.x + (int64_t)q * NT;
         float         o = 0.f;
         if (i < ts) {
-            const float *xi = x + i * step * k + c0;
+            const float *xi = xs + c0 * ts + i;
             for (int64_t j = 0; j < g; j++)
-                o = __fadd_rn(o, __fmul_rn(xi[j], ws[j]));
+                o = __fadd_rn(o, __fmul_rn(xi[j * ts], ws[j]));
         }
         orig[q] = o;
     }
@@ -834,10 +845,10 @@ static __global__ void k_awq_clip(float *w, int64_t k, const float *__restrict__
             const int64_t i = threadIdx.x + (int64_t)q * NT;
             if (i >= ts)
                 continue;
-            const float *xi = x + i * step * k + c0;
+            const float *xi = xs + c0 * ts + i;
             float        o  = 0.f;
             for (int64_t j = 0; j < g; j++)
-                o = __fadd_rn(o, __fmul_rn(xi[j], wq[j]));
+                o = __fadd_rn(o, __fmul_rn(xi[j * ts], wq[j]));
             const double d = (double)__fsub_rn(o, orig[q]);
             terms[i]       = d * d;
         }
@@ -873,7 +884,12 @@ static lq_status cu_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const fl
         RT_TRY(cudaFuncSetAttribute(k_awq_clip, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)sh),
                "AWQ clip search");
-    k_awq_clip<<<(unsigned)(n * (k / g)), NT, sh, strm(be)>>>(w, k, x, step, ts, g, (1 << bits) - 1);
+    void *xs;
+    LQ_TRY(lq_be_scratch(be, (size_t)(k * ts) * sizeof(float), &xs));
+    k_awq_clip_sample<<<blocks_for(k * ts), NT, 0, strm(be)>>>(x, k, step, ts, (float *)xs);
+    LQ_TRY(launched(be, "AWQ clip sample"));
+    k_awq_clip<<<(unsigned)(n * (k / g)), NT, sh, strm(be)>>>(w, k, (const float *)xs, ts, g,
+                                                                (1 << bits) - 1);
     return launched(be, "AWQ clip search");
 }
 

@@ -30,19 +30,11 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
                 (long long)grp, (long long)k);
     float    *w_mean = calloc((size_t)k, sizeof(float));
     float    *s      = malloc((size_t)k * sizeof(float));
-    float   **wq     = calloc((size_t)g->nlin, sizeof *wq);
     lq_status st     = LQ_OK;
     int64_t   rows   = 0;
-    if (!w_mean || !s || !wq) {
+    if (!w_mean || !s) {
         st = lq_fail(err, LQ_ERR_NOMEM, "awq: out of memory");
         goto done;
-    }
-    for (int l = 0; l < g->nlin; l++) {
-        wq[l] = malloc((size_t)(g->n[l] * k) * sizeof(float));
-        if (!wq[l]) {
-            st = lq_fail(err, LQ_ERR_NOMEM, "awq: out of memory");
-            goto done;
-        }
     }
     /* w_mean: |W| normalized by each group's max, averaged over all rows of all linears. */
     for (int l = 0; l < g->nlin; l++)
@@ -74,18 +66,8 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
         float norm = sqrtf(smax * smin);
         for (int64_t c = 0; c < k; c++)
             s[c] /= norm;
-        for (int l = 0; l < g->nlin; l++) {
-            int64_t n = g->n[l];
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t c = 0; c < k; c++)
-                    wq[l][r * k + c] = g->w[l][r * k + c] * s[c];
-            lq_awq_quantize(wq[l], n, k, grp, g->bits, NULL, NULL, NULL);
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t c = 0; c < k; c++)
-                    wq[l][r * k + c] /= s[c];
-        }
         double ls = 0;
-        if ((st = loss(user, wq, &ls)) != LQ_OK)
+        if ((st = loss(user, s, &ls)) != LQ_OK)
             goto done;
         if (ls < best) { /* strict: the first (smallest) ratio wins ties, as AutoAWQ */
             best   = ls;
@@ -102,10 +84,6 @@ lq_status lq_awq_search(const lq_awq_group *g, const float *x_mean, lq_awq_loss_
     if (best_loss)
         *best_loss = best;
 done:
-    if (wq)
-        for (int l = 0; l < g->nlin; l++)
-            free(wq[l]);
-    free(wq);
     free(w_mean);
     free(s);
     return st;

@@ -159,13 +159,14 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
 void lq_awq_quantize(float *W, int64_t n, int64_t k, int64_t group, int bits, uint8_t *q,
                      float *scales, int32_t *zeros);
 
-/* Loss of a candidate: the driver runs the inspected module with the given fake-quantized
- * weights (one per linear of the group, in group order) and returns the MSE vs its FP output. */
-typedef lq_status (*lq_awq_loss_fn)(void *user, float *const *wq, double *loss);
+/* Loss of a candidate: the driver rounds the group's linears with the per-input-channel scales
+ * s [k] (Q(W s) / s, lq_ops.awq_fakequant, wherever its weights live), runs the inspected module
+ * with them and returns the MSE vs its FP output. */
+typedef lq_status (*lq_awq_loss_fn)(void *user, const float *s, double *loss);
 
 typedef struct lq_awq_group {
     int           nlin;
-    float *const *w;    /* [nlin] weights [n_i, k] (read only during the search) */
+    float *const *w;    /* [nlin] weights [n_i, k] (read only: their magnitudes per group) */
     const int64_t *n;   /* [nlin] */
     int64_t       k;
     int64_t       group;

@@ -150,10 +150,12 @@ lq_status lq_qjob_moe_recapture_down(lq_qjob *j, const uint8_t *changed, lq_capt
                                      void *user);
 void      lq_qjob_warn(lq_qjob *j, const char *fmt, ...) LQ_PRINTF(2, 3);
 
-/* Captured inputs of a layer's linears, per slot (NULL where no linear reads it): x [rows, k]. */
+/* Captured inputs of a layer's linears, per slot (NULL where no linear reads it): x [rows, k]
+ * on the job's backend (cap rows allocated). */
 typedef struct lq_awq_inputs {
+    lq_be   *be;
     float  **x;
-    int64_t *rows;
+    int64_t *rows, *cap, *k;
 } lq_awq_inputs;
 void lq_awq_inputs_free(lq_awq_inputs *in, int64_t nslots);
 
