@@ -25,13 +25,14 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     echo "gpu_bundle: nvcc not found" >&2
     exit 2
 }
+mkdir -p "$B"
 cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release -DLQ_CUDA=ON -DLQ_WERROR=ON \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >"$B.configure.log" 2>&1 || {
-    tail -20 "$B.configure.log" >&2
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$ARCH" >"$B/configure.log" 2>&1 || {
+    tail -20 "$B/configure.log" >&2
     exit 2
 }
-grep -q "llmquant: CUDA ON" "$B.configure.log" || {
-    echo "gpu_bundle: CMake did not enable CUDA ($B.configure.log)" >&2
+grep -q "llmquant: CUDA ON" "$B/configure.log" || {
+    echo "gpu_bundle: CMake did not enable CUDA ($B/configure.log)" >&2
     exit 2
 }
 targets=(llmquant_cli test_ops test_forward_be test_kernels test_gpu_pipeline test_pipeline_be
