@@ -354,7 +354,14 @@ static void summary_quantize(cli_ctx *c, const cJSON *o) {
     fmt_duration(cli_jnum(o, "seconds"), d, sizeof d);
     cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b1, sizeof b1);
     cli_fmt_bytes(cli_jnum(o, "output_bytes"), b2, sizeof b2);
-    row(c, "time", "%s on %s, peak RSS %s", d, cli_jstr(o, "device"), b1);
+    if (jget(o, "gpu_peak_bytes")) {
+        char b3[32];
+        cli_fmt_bytes(cli_jnum(o, "gpu_peak_bytes"), b3, sizeof b3);
+        row(c, "time", "%s on %s, peak RSS %s, peak device memory %s", d, cli_jstr(o, "device"),
+            b1, b3);
+    } else {
+        row(c, "time", "%s on %s, peak RSS %s", d, cli_jstr(o, "device"), b1);
+    }
     ppl_check_row(c, jget(o, "ppl_check"));
     row(c, "output", "%s (%s)", cli_jstr(o, "out_dir"), b2);
 }

@@ -438,7 +438,7 @@ static void store_fp(run *r, int64_t layer) {
 }
 
 /* cur -> layer -> nxt, chunk by chunk, on the backend. */
-static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *act) {
+static lq_status propagate(run *r, lq_qjob *j, lq_acts *resume, lq_acts *act) {
     int64_t d = r->m->cfg.hidden_size, nc = lq_acts_count(r->cur);
     int64_t ff = r->m->cfg.intermediate_size;
     /* from the residual after attention when the method saved it for the quantized layer:
@@ -460,9 +460,9 @@ static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *
                         NULL,
                         NULL,
                         act ? r->stage : NULL};
-    lq_layer_be   Lb;
-    const double  t0 = lq_now();
-    lq_status     st = lq_layer_to_be(r->be, &r->m->cfg, L, &Lb, r->err);
+    const lq_layer *Lx = NULL; /* the job's layer, as the method left it, on the backend */
+    const double    t0 = lq_now();
+    lq_status       st = lq_qjob_layer(j, &Lx);
     for (int64_t c = 0; c < nc && st == LQ_OK; c++) {
         int64_t n  = lq_acts_numel(r->cur, c);
         int64_t ns = n / (r->win.seqlen * d);
@@ -480,7 +480,7 @@ static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *
             st = lq_acts_read(r->cur, c, r->chunk, r->err);
         }
         if (st == LQ_OK)
-            st = lq_layer_forward_ex(r->m, &Lb.L, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
+            st = lq_layer_forward_ex(r->m, Lx, r->chunk, ns, r->win.seqlen, NULL, NULL, -1,
                                      resume ? &rs : NULL, r->ws, r->err);
         if (st == LQ_OK)
             st = lq_acts_append(r->nxt, r->chunk, n, r->err);
@@ -488,7 +488,6 @@ static lq_status propagate(run *r, const lq_layer *L, lq_acts *resume, lq_acts *
     if (st == LQ_OK && r->be->ops->sync(r->be) != LQ_OK)
         st = lq_fail(r->err, LQ_ERR_CUDA, "propagation: %s", lq_be_error(r->be));
     r->phase[LQ_PH_FORWARD] += lq_now() - t0;
-    lq_layer_be_free(&Lb);
     if (g)
         r->be->ops->release(r->be, g, gb);
     return st;
@@ -612,7 +611,7 @@ static lq_status do_layers(run *r) {
         else if (fp && r->mt->fp_first_capture)
             j.fp_out = r->nxt;
         else if (fp)
-            LQ_TRY_GOTO(propagate(r, &L, NULL, NULL));
+            LQ_TRY_GOTO(propagate(r, &j, NULL, NULL));
         /* the method's time less its passes and packing is its own arithmetic */
         const double tq = lq_now(), fq = r->phase[LQ_PH_FORWARD], pq = r->phase[LQ_PH_PACK];
         LQ_TRY_GOTO(r->mt->quantize_layer(&j));
@@ -624,7 +623,7 @@ static lq_status do_layers(run *r) {
         if (fp && !hit)
             store_fp(r, i);
         if (r->cur && r->mt->propagate_quantized)
-            LQ_TRY_GOTO(propagate(r, &L, j.resume, j.resume_act));
+            LQ_TRY_GOTO(propagate(r, &j, j.resume, j.resume_act));
         lq_acts_free(j.resume); /* before the output is written: memory back */
         lq_acts_free(j.resume_act);
         j.resume = j.resume_act = NULL;

@@ -49,7 +49,13 @@ if [ -z "${LQ_BUILD:-}" ] && [ -f "$ROOT/gpu-bundle/bundle.tgz" ]; then
     mkdir -p "$BUNDLE" && tar -C "$BUNDLE" -xzf "$ROOT/gpu-bundle/bundle.tgz"
 fi
 if [ -d "$BUNDLE/bin" ]; then
-    export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # CUDA's libraries wherever this machine keeps them (the toolkit, or Python's nvidia wheels)
+    for so in $(ldd "$BUNDLE/bin/llmquant" 2>/dev/null | awk '/not found/{print $1}'); do
+        d=$(find /usr/local /usr/lib /opt -maxdepth 8 -name "$so" 2>/dev/null | head -1)
+        [ -n "$d" ] && LD_LIBRARY_PATH="$(dirname "$d"):$LD_LIBRARY_PATH"
+    done
+    export LD_LIBRARY_PATH
 fi
 bin() { # the path of binary $1
     local d
@@ -109,6 +115,8 @@ else
     say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 fi
 say "binaries: $(dirname "$LQ"), budget ${BUDGET}s"
+miss=$(ldd "$LQ" 2>/dev/null | awk '/not found/{print $1}' | tr '\n' ' ')
+[ -z "$miss" ] || say "libraries not found: $miss(LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
 "$LQ" --version >>"$LOG" 2>&1 || say "llmquant does not run: $LQ"
 
 # ---- 1. ops and the forward on the backend ---------------------------------------------------

@@ -78,6 +78,10 @@ typedef struct lq_cuda_sweep {
     int            bits, sym, v1_safe, static_groups;
 } lq_cuda_sweep;
 lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sweep *a);
+/* q [n, k] (the checkpoint's order) from the sweep's codes qt [k, n] in permuted order:
+ * q[r, perm[i]] = qt[i, r]; device arrays, on the context's stream. */
+lq_status lq_cuda_codes_unpermute(lq_cuda_ctx *ctx, const uint8_t *qt, const int32_t *perm,
+                                  int64_t n, int64_t k, uint8_t *q);
 
 /* Activations between the float32 model and the fp16 kernels: y[i] = (fp16)x[i] (round to
  * nearest even, out of range -> inf as the cast does) and back, on `stream`. */

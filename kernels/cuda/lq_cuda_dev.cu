@@ -337,3 +337,36 @@ extern "C" lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sw
     DEV_TRY(cudaGetLastError(), "GPTQ column sweep");
     return LQ_OK;
 }
+
+/* q[r, perm[i]] = qt[i, r]: 32 x 32 tiles through shared memory, read along r and written along
+ * i (contiguous in q where the permutation keeps neighbours, as it does without act-order) */
+__global__ void k_codes_unpermute(const uint8_t *__restrict__ qt, const int32_t *__restrict__ perm,
+                                  int64_t n, int64_t k, uint8_t *q) {
+    __shared__ uint8_t tile[32][33];
+    const int64_t      i0 = (int64_t)blockIdx.x * 32, r0 = (int64_t)blockIdx.y * 32;
+    const int          tx = threadIdx.x, ty = threadIdx.y; /* 32 x 8 threads */
+    for (int y = ty; y < 32; y += 8) {
+        const int64_t i = i0 + y, r = r0 + tx;
+        if (i < k && r < n)
+            tile[y][tx] = qt[i * n + r];
+    }
+    __syncthreads();
+    for (int y = ty; y < 32; y += 8) {
+        const int64_t r = r0 + y, i = i0 + tx;
+        if (i < k && r < n)
+            q[r * k + perm[i]] = tile[tx][y];
+    }
+}
+
+extern "C" lq_status lq_cuda_codes_unpermute(lq_cuda_ctx *ctx, const uint8_t *qt,
+                                             const int32_t *perm, int64_t n, int64_t k,
+                                             uint8_t *q) {
+    if (n <= 0 || k <= 0)
+        return LQ_OK;
+    if ((k + 31) / 32 > INT32_MAX || (n + 31) / 32 > 65535)
+        return LQ_ERR_UNSUPPORTED;
+    const dim3 grid((unsigned)((k + 31) / 32), (unsigned)((n + 31) / 32)), block(32, 8);
+    k_codes_unpermute<<<grid, block, 0, stream_of(ctx)>>>(qt, perm, n, k, q);
+    DEV_TRY(cudaGetLastError(), "GPTQ codes");
+    return LQ_OK;
+}

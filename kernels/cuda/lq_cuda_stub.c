@@ -116,6 +116,11 @@ lq_status lq_cuda_gptq_sweep_block(lq_cuda_ctx *ctx, const lq_cuda_sweep *a) {
     return LQ_ERR_NO_CUDA_BUILD;
 }
 
+lq_status lq_cuda_codes_unpermute(lq_cuda_ctx *ctx, const uint8_t *qt, const int32_t *perm,
+                                  int64_t n, int64_t k, uint8_t *q) {
+    return LQ_ERR_NO_CUDA_BUILD;
+}
+
 size_t lq_qlinear_device_bytes(const lq_qlinear *host) {
     return 0;
 }

@@ -183,16 +183,18 @@ typedef struct sweep_mem {
     int64_t  total;
     float   *ds, *dz; /* static groups */
     int32_t *gcol;    /* the kernel's read-only view of it is a->gcol */
+    int32_t *perm;    /* [k] the input column of each permuted position */
+    uint8_t *q;       /* [n, k] the codes in the checkpoint's order */
 } sweep_mem;
 
 static lq_status sweep_alloc(lq_gpu *g, const lq_gptq_sweep *sw, int64_t bs, int64_t G,
                              lq_cuda_sweep *a, sweep_mem *m, lq_err *err) {
     const int64_t n = sw->n, k = sw->k, nk = n * k;
-    const int64_t szs[] = {nk * 4,    bs * n * 4, nk,        n * 4,     n * 4, G * n * 4,
-                           G * n * 4, k * 4,      G * n * 4, G * n * 4, n * 8};
-    int64_t       off[11];
+    const int64_t szs[] = {nk * 4,    bs * n * 4, nk,        n * 4, n * 4, G * n * 4,
+                           G * n * 4, k * 4,      G * n * 4, G * n * 4, n * 8, k * 4, nk};
+    int64_t       off[13];
     m->total = 0;
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 13; i++) {
         off[i] = m->total;
         m->total += (szs[i] + 255) / 256 * 256;
     }
@@ -211,6 +213,8 @@ static lq_status sweep_alloc(lq_gpu *g, const lq_gptq_sweep *sw, int64_t bs, int
     a->scales = (float *)(b + off[8]);
     a->zeros  = (int32_t *)(b + off[9]);
     a->loss   = (double *)(b + off[10]);
+    m->perm   = (int32_t *)(b + off[11]);
+    m->q      = (uint8_t *)(b + off[12]);
     a->U      = g->dU;
     a->ssc    = sw->ssc ? m->ds : NULL;
     a->szr    = sw->szr ? m->dz : NULL;
@@ -228,6 +232,14 @@ static lq_status sweep_upload(lq_gpu *g, const lq_gptq_sweep *sw, int64_t G, con
     GPU_TRY(lq_cuda_copy(kc, a->sc_r, sw->sc_r, (size_t)n * 4, LQ_CUDA_H2D), "copying parameters");
     GPU_TRY(lq_cuda_copy(kc, a->zr_r, sw->zr_r, (size_t)n * 4, LQ_CUDA_H2D), "copying parameters");
     GPU_TRY(lq_cuda_copy(kc, m->gcol, sw->gcol, (size_t)k * 4, LQ_CUDA_H2D), "copying groups");
+    int32_t *p32 = lq_malloc_n(k, sizeof *p32);
+    if (!p32)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < k; i++)
+        p32[i] = (int32_t)sw->perm[i];
+    const lq_status ps = lq_cuda_copy(kc, m->perm, p32, (size_t)k * 4, LQ_CUDA_H2D);
+    free(p32); /* from pageable memory the copy is done when the call returns */
+    GPU_TRY(ps, "copying the column order");
     if (sw->ssc) {
         GPU_TRY(lq_cuda_copy(kc, m->ds, sw->ssc, (size_t)(G * n) * 4, LQ_CUDA_H2D),
                 "copying static groups");
@@ -254,12 +266,14 @@ static lq_status sweep_blocks(lq_gpu *g, lq_cuda_sweep *a, int64_t bs, lq_err *e
     return LQ_OK;
 }
 
+/* The codes come back in the checkpoint's order, put there on the device. */
 static lq_status sweep_read(lq_gpu *g, lq_gptq_sweep *sw, int64_t G, const lq_cuda_sweep *a,
-                            uint8_t *qt, double *row_loss, lq_err *err) {
+                            const sweep_mem *m, double *row_loss, lq_err *err) {
     lq_cuda_ctx  *kc = g->kc;
     const int64_t n = sw->n, k = sw->k;
     GPU_TRY(lq_cuda_copy(kc, sw->Wt, a->Wt, (size_t)(n * k) * 4, LQ_CUDA_D2H), "reading weights");
-    GPU_TRY(lq_cuda_copy(kc, qt, a->qt, (size_t)(n * k), LQ_CUDA_D2H), "reading codes");
+    GPU_TRY(lq_cuda_codes_unpermute(kc, a->qt, m->perm, n, k, m->q), "ordering codes");
+    GPU_TRY(lq_cuda_copy(kc, sw->q, m->q, (size_t)(n * k), LQ_CUDA_D2H), "reading codes");
     GPU_TRY(lq_cuda_copy(kc, sw->sc_r, a->sc_r, (size_t)n * 4, LQ_CUDA_D2H), "reading parameters");
     GPU_TRY(lq_cuda_copy(kc, sw->zr_r, a->zr_r, (size_t)n * 4, LQ_CUDA_D2H), "reading parameters");
     if (sw->g && !sw->static_groups) {
@@ -283,29 +297,22 @@ static lq_status gpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
         bs = LQ_SWEEP_MAX_COLS;
     lq_cuda_sweep a;
     sweep_mem     m        = {0};
-    uint8_t      *qt       = malloc((size_t)(n * k));
     double       *row_loss = malloc((size_t)n * sizeof(double));
-    lq_status     st = !qt || !row_loss ? lq_fail(err, LQ_ERR_NOMEM, "out of memory for GPTQ codes")
-                                        : sweep_alloc(g, sw, bs, G, &a, &m, err);
+    lq_status     st = !row_loss ? lq_fail(err, LQ_ERR_NOMEM, "out of memory for GPTQ codes")
+                                 : sweep_alloc(g, sw, bs, G, &a, &m, err);
     if (st == LQ_OK)
         st = sweep_upload(g, sw, G, &a, &m, err);
     if (st == LQ_OK)
         st = sweep_blocks(g, &a, bs, err);
     if (st == LQ_OK)
-        st = sweep_read(g, sw, G, &a, qt, row_loss, err);
+        st = sweep_read(g, sw, G, &a, &m, row_loss, err);
     if (st == LQ_OK) {
         sw->loss = 0;
         for (int64_t r = 0; r < n; r++)
             sw->loss += row_loss[r];
-        for (int64_t i = 0; i < k; i++) {
-            int64_t oc = sw->perm[i];
-            for (int64_t r = 0; r < n; r++)
-                sw->q[r * k + oc] = qt[i * n + r];
-        }
     } else {
         (void)lq_cuda_sync(g->kc);
     }
-    free(qt);
     free(row_loss);
     dev_free(g, m.base, m.total);
     return st;

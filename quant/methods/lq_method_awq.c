@@ -508,8 +508,7 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
     int64_t               *xin = NULL, nxin = 0;
     lq_linear             *xcopy = NULL;
     int64_t                maxn = 0, ng = 0, maxt = T;
-    lq_layer_be            Lb;
-    memset(&Lb, 0, sizeof Lb);
+    const lq_layer        *Lx = NULL;
     c.nslots = j->nslots, c.T = T, c.keep_in = 1, c.E = cf->num_experts, c.mode = j->moe_mode;
     c.j = j, c.be = j->be;
     c.x    = lq_calloc_n(j->nslots, sizeof *c.x);
@@ -542,7 +541,7 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
     LQ_TRY_GOTO(be_alloc(j, &ref, maxt * maxn, 0));
     LQ_TRY_GOTO(be_alloc(j, &out, maxt * maxn, 0));
     /* the layer as captured, where the candidates run (the scales fold in after every search) */
-    LQ_TRY_GOTO(lq_layer_to_be(j->be, cf, j->L, &Lb, j->err));
+    LQ_TRY_GOTO(lq_qjob_layer(j, &Lx));
     for (int64_t gi = 0; gi < ng; gi++) {
         awq_grp       *gr   = &G[gi];
         const int64_t *lins = gr->expert_in ? xin : gr->lins;
@@ -559,15 +558,16 @@ lq_status lq_awq_smooth_layer(lq_qjob *j, int64_t g, int64_t max_seqs, lq_awq_in
         const int64_t k = lq_qjob_linear(j, lins[0])->buf.q.k;
         if (!(sc[gi] = lq_malloc_n(k, sizeof(float))))
             LQ_FAIL_GOTO(j->err, LQ_ERR_NOMEM, "awq: out of memory");
-        LQ_TRY_GOTO(search_group(j, gr, lins, nlin, &Lb.L, xcopy, &c, g, nseq, ref, out, sc[gi]));
+        LQ_TRY_GOTO(search_group(j, gr, lins, nlin, Lx, xcopy, &c, g, nseq, ref, out, sc[gi]));
     }
     /* Fold the scales (after all searches, as AutoAWQ's apply_scale). */
     for (int64_t gi = 0; gi < ng; gi++)
-        if (sc[gi])
+        if (sc[gi]) {
+            lq_qjob_changed(j, -1); /* norms, linears, biases, the router */
             LQ_TRY_GOTO(fold_group(j, &G[gi], G[gi].expert_in ? xin : G[gi].lins,
                                    G[gi].expert_in ? nxin : G[gi].nlin, sc[gi], &c));
+        }
 done:
-    lq_layer_be_free(&Lb);
     if (keep && st == LQ_OK) {
         keep->be   = c.be;
         keep->x    = c.x;

@@ -237,6 +237,7 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
             memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
             lq_gptq_result r;
             s = lq_gptq_ex((float *)(uintptr_t)w->dense, H, n, k, o, bep, q, sc, z, gi, &r, j->err);
+            lq_qjob_changed(j, l); /* its weights are the fake-quantized ones now */
             if (s == LQ_OK) {
                 j->loss[l] = r.loss;
                 s          = lq_gptq_pack_linear(j, l, &o->q, q, z, sc, gi);

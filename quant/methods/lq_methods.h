@@ -71,6 +71,10 @@ typedef struct lq_qjob {
     /* lq_qjob_host_view's staging (device backends) */
     float  *host_stage;
     int64_t host_stage_cap;
+    /* the layer on be (lq_qjob_layer) and what the method rewrote since it went there */
+    lq_layer_be be_layer;
+    int         be_layer_ok, dirty_all;
+    uint8_t    *dirty; /* [nslots] */
     void (*warn)(void *user, const char *msg);
     void   *warn_user;
     lq_err *err;
@@ -124,9 +128,16 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out);
 /* x [n] (what a capture hook was given, on the job's backend) readable on the host: x itself on
  * a host backend, else a copy in the job's staging (valid until the next call). */
 lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out);
+/* The job's layer on its backend as the method has left it on the host: put there on first use
+ * and, for what lq_qjob_changed names since, again (the host layer itself on a host backend).
+ * Valid until the next lq_qjob_layer / lq_qjob_release. */
+lq_status lq_qjob_layer(lq_qjob *j, const lq_layer **out);
+/* The method rewrote slot s's linear on the host (s < 0: anything of the layer, norms, biases
+ * and the router included): the backend's copy is refreshed before the next pass. */
+void lq_qjob_changed(lq_qjob *j, int64_t s);
 /* Adds the seconds since `since` (lq_now) to phase ph (LQ_PH_*). */
 void lq_qjob_phase(lq_qjob *j, int ph, double since);
-/* Frees what the job allocated for itself (host_stage). */
+/* Frees what the job allocated for itself (host_stage, the backend's layer). */
 void lq_qjob_release(lq_qjob *j);
 /* Module name "model.layers.<i>.<leaf of the slot>" into buf. */
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap);

@@ -102,9 +102,8 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
     stage_buf     in = {NULL, NULL, 0}, out = {NULL, NULL, 0};
     lq_status     st = LQ_OK;
     lq_fwd_resume rs = {from_stage, NULL, save_stage, stage_save, &out, NULL};
-    lq_layer_be   Lb; /* the layer as the method has left it, where the pass runs */
-    const double  t0 = lq_now();
-    memset(&Lb, 0, sizeof Lb);
+    const lq_layer *Lx = NULL; /* the layer as the method has left it, where the pass runs */
+    const double    t0 = lq_now();
     if (from_stage != LQ_STAGE_INPUT && (!from || lq_acts_count(from) != nc))
         LQ_FAIL(j->err, LQ_ERR_INTERNAL, "capture: no saved stage for every chunk");
     if (from_stage == LQ_STAGE_ACT) /* it would need the residual as well: only the driver's */
@@ -113,7 +112,7 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
         LQ_TRY_GOTO(stage_alloc(j, &in, tok * stage_width(j, from_stage)));
     if (save_stage != LQ_STAGE_INPUT)
         LQ_TRY_GOTO(stage_alloc(j, &out, tok * stage_width(j, save_stage)));
-    LQ_TRY_GOTO(lq_layer_to_be(j->be, &j->model->cfg, j->L, &Lb, j->err));
+    LQ_TRY_GOTO(lq_qjob_layer(j, &Lx));
     for (int64_t c = 0; c < nc; c++) {
         LQ_TRY_GOTO(lq_acts_read(j->acts, c, j->chunk, j->err));
         const int64_t ns = lq_acts_numel(j->acts, c) / (j->seqlen * d);
@@ -124,7 +123,7 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
             LQ_TRY_GOTO(lq_acts_read(from, c, in.x, j->err));
             rs.state = in.x;
         }
-        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, &Lb.L, j->chunk, ns, j->seqlen, mask_fn, &m,
+        LQ_TRY_GOTO(lq_layer_forward_ex(j->model, Lx, j->chunk, ns, j->seqlen, mask_fn, &m,
                                         fo ? -1 : top, &rs, j->ws, j->err));
         if (fo)
             LQ_TRY_GOTO(lq_acts_append(fo, j->chunk, ns * j->seqlen * d, j->err));
@@ -144,7 +143,6 @@ done:
         st = lq_fail(j->err, LQ_ERR_CUDA, "capture pass: %s", lq_be_error(j->be));
     lq_qjob_phase(j, LQ_PH_FORWARD, t0);
     lq_fwd_ws_set_moe_modes(j->ws, NULL);
-    lq_layer_be_free(&Lb);
     stage_release(&in);
     stage_release(&out);
     return st;
@@ -183,10 +181,46 @@ void lq_qjob_phase(lq_qjob *j, int ph, double since) {
         j->phase[ph] += lq_now() - since;
 }
 
+lq_status lq_qjob_layer(lq_qjob *j, const lq_layer **out) {
+    const lq_model_config *cf = &j->model->cfg;
+    *out                      = NULL;
+    if (!j->dirty && !(j->dirty = calloc((size_t)j->nslots, 1)))
+        LQ_FAIL(j->err, LQ_ERR_NOMEM, "out of memory");
+    if (j->be_layer_ok && j->dirty_all) {
+        lq_layer_be_free(&j->be_layer);
+        j->be_layer_ok = 0;
+    }
+    if (!j->be_layer_ok) {
+        LQ_TRY(lq_layer_to_be(j->be, cf, j->L, &j->be_layer, j->err));
+        j->be_layer_ok = 1;
+        j->dirty_all   = 0;
+        memset(j->dirty, 0, (size_t)j->nslots);
+    }
+    for (int64_t s = 0; s < j->nslots; s++)
+        if (j->dirty[s]) {
+            LQ_TRY(lq_layer_be_update(j->be, cf, j->L, &j->be_layer, s, j->err));
+            j->dirty[s] = 0;
+        }
+    *out = &j->be_layer.L;
+    return LQ_OK;
+}
+
+void lq_qjob_changed(lq_qjob *j, int64_t s) {
+    if (s < 0 || s >= j->nslots || !j->dirty)
+        j->dirty_all = 1;
+    else
+        j->dirty[s] = 1;
+}
+
 void lq_qjob_release(lq_qjob *j) {
     free(j->host_stage);
     j->host_stage     = NULL;
     j->host_stage_cap = 0;
+    if (j->be_layer_ok)
+        lq_layer_be_free(&j->be_layer);
+    j->be_layer_ok = 0;
+    free(j->dirty);
+    j->dirty = NULL;
 }
 
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap) {

@@ -341,5 +341,9 @@ typedef struct lq_layer_be {
 lq_status lq_layer_to_be(lq_be *be, const lq_model_config *cfg, const lq_layer *host,
                          lq_layer_be *out, lq_err *err);
 void      lq_layer_be_free(lq_layer_be *d);
+/* The linear in slot s (and its float bias) put on the backend again from the host layer, after
+ * a method rewrote it (a host backend: nothing to do, d shares the host's arrays). */
+lq_status lq_layer_be_update(lq_be *be, const lq_model_config *cfg, const lq_layer *host,
+                             lq_layer_be *d, int64_t s, lq_err *err);
 
 #endif

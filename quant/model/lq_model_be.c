@@ -114,3 +114,30 @@ void lq_layer_be_free(lq_layer_be *d) {
     free(d->bytes);
     memset(d, 0, sizeof *d);
 }
+
+/* Drops the allocation that starts at p from d's list (NULL: none). */
+static void drop(lq_layer_be *d, const void *p) {
+    for (int64_t i = 0; p && i < d->nmem; i++)
+        if (d->mem[i] == p) {
+            d->be->ops->release(d->be, d->mem[i], d->bytes[i]);
+            d->mem[i]   = d->mem[d->nmem - 1];
+            d->bytes[i] = d->bytes[d->nmem - 1];
+            d->nmem--;
+            return;
+        }
+}
+
+lq_status lq_layer_be_update(lq_be *be, const lq_model_config *cfg, const lq_layer *host,
+                             lq_layer_be *d, int64_t s, lq_err *err) {
+    if (!be->ops->device)
+        return LQ_OK;
+    lq_layer   hc = *host;
+    lq_linear *h = lq_layer_slot(&hc, s), *o = lq_layer_slot(&d->L, s);
+    /* a dense linear's arrays are one allocation starting at the weights (linear_upload); the
+     * layers methods rewrite are dense */
+    LQ_RETURN_IF(o->buf.q.format != LQ_FMT_DENSE, err, LQ_ERR_UNSUPPORTED,
+                 "updating a quantized linear on the %s backend", be->ops->name);
+    drop(d, o->buf.q.dense);
+    drop(d, o->bias);
+    return put_linear(d, h, o, err);
+}
