@@ -160,5 +160,20 @@ lq_status lq_ops_host_copy2d(lq_be *be, float *dst, int64_t ldd, const float *sr
 lq_status lq_ops_host_sync(lq_be *be);
 lq_status lq_ops_host_linear_upload(lq_be *be, const lq_qlinear *w, lq_qlinear *dw, void **mem,
                                     size_t *bytes);
+/* The ref backend's ops the cpu backend runs as they are (nothing there to spread or vectorize
+ * by hand: copies and sums in a fixed order) */
+lq_status lq_ref_op_gather_rows(lq_be *be, float *dst, const float *src, const int32_t *idx,
+                                int64_t cnt, int64_t d, int64_t div);
+lq_status lq_ref_op_scatter_add(lq_be *be, float *out, const float *y, const int32_t *idx,
+                                const float *wt, int64_t cnt, int64_t d, int64_t div);
+lq_status lq_ref_op_gate_add(lq_be *be, float *out, const float *y, const float *g, int64_t T,
+                             int64_t d);
+lq_status lq_ref_op_scale_rows(lq_be *be, float *dst, const float *x, const float *a, int64_t t,
+                               int64_t k);
+lq_status lq_ref_op_col_absmax(lq_be *be, float *amax, const float *x, int64_t t, int64_t k);
+lq_status lq_ref_op_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k);
+lq_status lq_ref_op_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out);
+lq_status lq_ref_op_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out);
+lq_status lq_ref_op_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s);
 
 #endif

@@ -303,10 +303,9 @@ typedef struct run {
     int64_t                 dev_budget;   /* per activation store in device memory */
     int                     dev_budget_set;
     /* where the calibration forwards run: be_host (the cpu backend), or be_dev on the device
-     * --device picked; the forward workspace on it, and one on the host for the methods'
-     * forwards over host arrays (host_ws == ws on the host) */
+     * --device picked; the forward workspace on it */
     lq_be                   be_host, be_dev, *be;
-    lq_fwd_ws              *ws, *host_ws;
+    lq_fwd_ws              *ws;
     double                  t0, t_calib, t_layers, t_mixed0;
     double                  phase[LQ_PH_COUNT]; /* seconds (lq_methods.h LQ_PH_*) */
     const char             *calib_source; /* file or LQ_CALIB_BUILTIN */
@@ -541,7 +540,6 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     j->chunk_seqs   = r->chunk_seqs;
     j->be           = r->be;
     j->ws           = r->ws;
-    j->host_ws      = r->host_ws;
     j->gpu          = r->gpu;
     j->qcfg         = &r->qcfg;
     j->warn         = warn;
@@ -829,10 +827,6 @@ static lq_status calibrate(run *r) {
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk (%s)",
                 lq_be_error(be));
     LQ_TRY(lq_fwd_ws_create_be(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, be, &r->ws, r->err));
-    r->host_ws = r->ws;
-    if (be->ops->device) /* the methods' forwards over host arrays (AWQ's search) */
-        LQ_TRY(lq_fwd_ws_create(&r->m->cfg, cs * r->win.seqlen, r->win.seqlen, &r->host_ws,
-                                r->err));
     r->stage_bytes = r->mt->stage_copies > 0 ? r->chunk_bytes : 0;
     if (r->stage_bytes && be->ops->alloc(be, (void **)&r->stage, r->stage_bytes) != LQ_OK)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory for a calibration chunk (%s)",
@@ -890,7 +884,15 @@ static lq_status plan_mixed(run *r) {
     o.progress   = mixed_progress;
     o.user       = r;
     r->t_mixed0  = lq_now();
-    LQ_TRY(lq_mixed_plan(r->m, &o, r->host_ws, &r->mixed, r->err));
+    /* the planner's forwards run over host arrays: on a device backend, a host workspace */
+    lq_fwd_ws *hws = r->ws;
+    if (r->be->ops->device)
+        LQ_TRY(lq_fwd_ws_create(&r->m->cfg, lq_fwd_ws_max_tokens(r->ws), r->win.seqlen, &hws,
+                                r->err));
+    const lq_status st = lq_mixed_plan(r->m, &o, hws, &r->mixed, r->err);
+    if (hws != r->ws)
+        lq_fwd_ws_free(hws);
+    LQ_TRY(st);
     r->lin_bits  = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), 1);
     r->lin_group = calloc((size_t)(c->num_layers * LQ_LIN_COUNT), sizeof *r->lin_group);
     if (!r->lin_bits || !r->lin_group)
@@ -1194,8 +1196,6 @@ static void run_free(run *r) {
     lq_st_writer_free(r->wr);
     lq_outdir_abort(&r->od);
     cJSON_Delete(r->check);
-    if (r->host_ws != r->ws)
-        lq_fwd_ws_free(r->host_ws);
     lq_fwd_ws_free(r->ws);
     lq_acts_free(r->cur);
     lq_acts_free(r->nxt);

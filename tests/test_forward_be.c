@@ -14,7 +14,7 @@
 /* MAP_ANONYMOUS (not in POSIX.1-2008, which the build asks for) */
 #define _DEFAULT_SOURCE 1
 
-#include "cuda/lq_cuda.h"
+#include "lq_test_cuda.h"
 #include "lq_model.h"
 #include "lq_ops.h"
 #include "lq_test.h"
@@ -347,18 +347,8 @@ int main(int argc, char **argv) {
     const char *b = argc > 2 && !strcmp(argv[1], "-b") ? argv[2] : "host";
     const size_t nf = sizeof k_fams / sizeof k_fams[0];
     if (!strcmp(b, "cuda")) {
-        int n = 0;
-        lq_cuda_device_count(&n);
-        if (!lq_ops_cuda() || n == 0) {
-            printf("SKIP: %s\n", lq_ops_cuda() ? "no CUDA device" : "built without CUDA");
-            return 77;
-        }
-        lq_cuda_ctx *cc  = NULL;
+        lq_cuda_ctx *cc  = lq_test_cuda_or_skip("test_forward_be");
         lq_err       err = {0};
-        if (lq_cuda_ctx_create(0, &cc, &err) != LQ_OK) {
-            fprintf(stderr, "test_forward_be: %s\n", err.msg);
-            return 1;
-        }
         /* float32 products in another order; bf16 weights and activations, TF32 attention */
         const double tol[2] = {1e-9, 1e-3};
         for (int prec = LQ_PREC_F32; prec <= LQ_PREC_FAST; prec++) {

@@ -8,7 +8,7 @@
  * -b cuda runs every case under both precisions of the cuda backend (-p picks one): LQ_PREC_F32
  * with float32 bounds, LQ_PREC_FAST with bf16 / TF32 ones; it exits 77 (SKIP) without a device.
  * Seeds are fixed and a failure prints the case, the seed and the error. */
-#include "cuda/lq_cuda.h"
+#include "lq_test_cuda.h"
 #include "lq_ops.h"
 #include "lq_test.h"
 #include "lq_test_qlinear.h"
@@ -656,18 +656,8 @@ int main(int argc, char **argv) {
         lq_be_free(&be);
         CHECK_EQ_INT(be.cur_bytes, 0);
     } else if (!strcmp(b, "cuda")) {
-        int n = 0;
-        lq_cuda_device_count(&n);
-        if (!lq_ops_cuda() || n == 0) {
-            printf("SKIP: %s\n", lq_ops_cuda() ? "no CUDA device" : "built without CUDA");
-            return 77;
-        }
-        lq_cuda_ctx *cc  = NULL;
+        lq_cuda_ctx *cc  = lq_test_cuda_or_skip("test_ops");
         lq_err       err = {0};
-        if (lq_cuda_ctx_create(0, &cc, &err) != LQ_OK) {
-            fprintf(stderr, "test_ops: %s\n", err.msg);
-            return 1;
-        }
         for (int prec = LQ_PREC_F32; prec <= LQ_PREC_FAST; prec++) {
             if ((prec == LQ_PREC_F32 && !strcmp(p, "fast")) ||
                 (prec == LQ_PREC_FAST && !strcmp(p, "f32")))

@@ -1241,6 +1241,61 @@ static void test_mixed(uint64_t seed) {
     }
 }
 
+/* Linears that read one input take its factor from the first (q/k/v, gate/up): the same codes,
+ * scales, zero points, fake-quantized weights and loss as factoring the Hessian again, with and
+ * without act-order, also after a damping retry; a different key refactors. */
+static void test_gptq_shared_factor(void) {
+    const int64_t n = 48, k = 96, t = 400, G = k / 32;
+    float        *X = malloc((size_t)(t * k) * sizeof(float));
+    lq_rng        r;
+    lq_rng_seed(&r, 4242);
+    correlated_x(&r, X, t, k);
+    lq_xstats st;
+    lq_err    err = {0};
+    CHECK_OK(lq_xstats_init(&st, k, LQ_XS_HESSIAN, &err));
+    lq_xstats_add(&st, X, t, 1);
+    lq_xstats_finish(&st);
+    for (int act = 0; act < 2; act++) {
+        lq_gptq_factor sh;
+        memset(&sh, 0, sizeof sh);
+        for (int lin = 0; lin < 3; lin++) {
+            float   *W[2], *H = malloc((size_t)(k * k) * 4);
+            uint8_t *q[2];
+            float   *sc[2];
+            int32_t *z[2], *gi[2];
+            double   loss[2];
+            float *W0 = malloc((size_t)(n * k) * 4);
+            fill_normal(&r, W0, n * k, 0.02f);
+            for (int v = 0; v < 2; v++) { /* v 0: factored again, v 1: shared */
+                lq_gptq_opts o = gopts(4, 32, 0, act, 0);
+                o.shared       = v ? &sh : NULL;
+                o.shared_key   = lin < 2 ? 7 : 8; /* the third linear reads another input */
+                W[v]  = malloc((size_t)(n * k) * 4), q[v] = malloc((size_t)(n * k));
+                sc[v] = malloc((size_t)(G * n) * 4), z[v] = malloc((size_t)(G * n) * 4);
+                gi[v] = malloc((size_t)k * 4);
+                memcpy(W[v], W0, (size_t)(n * k) * 4);
+                memcpy(H, st.H, (size_t)(k * k) * 4);
+                lq_gptq_result res;
+                CHECK_OK(lq_gptq(W[v], H, n, k, &o, q[v], sc[v], z[v], gi[v], &res, &err));
+                loss[v] = res.loss;
+            }
+            CHECK_MSG(!memcmp(W[0], W[1], (size_t)(n * k) * 4) && !memcmp(q[0], q[1], (size_t)(n * k)) &&
+                          !memcmp(sc[0], sc[1], (size_t)(G * n) * 4) &&
+                          !memcmp(z[0], z[1], (size_t)(G * n) * 4) && !memcmp(gi[0], gi[1], (size_t)k * 4) &&
+                          loss[0] == loss[1],
+                      "act %d linear %d: the shared factor changed the result", act, lin);
+            CHECK_EQ_INT(sh.valid, 1);
+            CHECK_EQ_INT(sh.key, lin < 2 ? 7 : 8);
+            for (int v = 0; v < 2; v++)
+                free(W[v]), free(q[v]), free(sc[v]), free(z[v]), free(gi[v]);
+            free(W0), free(H);
+        }
+        lq_gptq_factor_free(&sh);
+    }
+    lq_xstats_free(&st);
+    free(X);
+}
+
 int main(void) {
     omp_set_num_threads(1); /* tiny problems: OpenMP spin-waits would cost more than they save */
     RUN(test_rtn);
@@ -1248,6 +1303,7 @@ int main(void) {
     RUN(test_gptq_beats_rtn);
     RUN(test_gptq_damping_and_dead);
     RUN(test_gptq_first_retry);
+    RUN(test_gptq_shared_factor);
     RUN(test_awq);
     RUN(test_nf4);
     RUN(test_int8);

@@ -220,65 +220,9 @@ static lq_status cpu_moe_route(lq_be *be, float *p, int64_t T, int64_t E, int64_
     return LQ_OK;
 }
 
-static lq_status cpu_gather_rows(lq_be *be, float *dst, const float *src, const int32_t *idx,
-                                 int64_t cnt, int64_t d, int64_t div) {
-    for (int64_t i = 0; i < cnt; i++)
-        memcpy(dst + i * d, src + (idx[i] / div) * d, (size_t)d * sizeof(float));
-    return LQ_OK;
-}
-
-static lq_status cpu_scatter_add(lq_be *be, float *out, const float *y, const int32_t *idx,
-                                 const float *wt, int64_t cnt, int64_t d, int64_t div) {
-    for (int64_t i = 0; i < cnt; i++) {
-        const float w = wt[idx[i]];
-        float      *o = out + (idx[i] / div) * d;
-        for (int64_t x = 0; x < d; x++)
-            o[x] += y[i * d + x] * w;
-    }
-    return LQ_OK;
-}
-
-static lq_status cpu_gate_add(lq_be *be, float *out, const float *y, const float *g, int64_t T,
-                              int64_t d) {
-    for (int64_t t = 0; t < T; t++) {
-        const float gt = 1.0f / (1.0f + expf(-g[t]));
-        for (int64_t i = 0; i < d; i++)
-            out[t * d + i] += gt * y[t * d + i];
-    }
-    return LQ_OK;
-}
-
 static lq_status cpu_syrk(lq_be *be, float *H, const float *x, int64_t t, int64_t k, float alpha,
                           float beta) {
     lq_ssyrk_upper(k, t, alpha, x, beta, H, be->nthreads);
-    return LQ_OK;
-}
-
-static lq_status cpu_scale_rows(lq_be *be, float *dst, const float *x, const float *a, int64_t t,
-                                int64_t k) {
-    for (int64_t r = 0; r < t; r++) {
-        const float sa = sqrtf(a[r]);
-        for (int64_t c = 0; c < k; c++)
-            dst[r * k + c] = x[r * k + c] * sa;
-    }
-    return LQ_OK;
-}
-
-static lq_status cpu_col_absmax(lq_be *be, float *amax, const float *x, int64_t t, int64_t k) {
-    for (int64_t r = 0; r < t; r++) { /* a select, not a conditional store: it vectorizes */
-        const float *xr = x + r * k;
-        for (int64_t c = 0; c < k; c++) {
-            const float v = fabsf(xr[c]);
-            amax[c]       = v > amax[c] ? v : amax[c];
-        }
-    }
-    return LQ_OK;
-}
-
-static lq_status cpu_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
-    for (int64_t r = 0; r < t; r++)
-        for (int64_t c = 0; c < k; c++)
-            sum[c] += fabsf(x[r * k + c]);
     return LQ_OK;
 }
 
@@ -327,24 +271,6 @@ static lq_status cpu_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const f
     return st;
 }
 
-static lq_status cpu_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
-    double s = 0;
-    for (int64_t i = 0; i < count; i++) {
-        const double d = (double)a[i] - b[i];
-        s += d * d;
-    }
-    *out = s;
-    return LQ_OK;
-}
-
-static lq_status cpu_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
-    double s = 0;
-    for (int64_t i = 0; i < count; i++)
-        s += (double)a[i] * b[i];
-    *out = s;
-    return LQ_OK;
-}
-
 static lq_status cpu_sub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
 #pragma omp parallel for schedule(static) num_threads(be_threads(be)) if (count >= PAR_ELEMS)
     for (int64_t i = 0; i < count; i++)
@@ -371,13 +297,6 @@ static lq_status cpu_sym_upper(lq_be *be, float *H, int64_t k) {
     return LQ_OK;
 }
 
-static lq_status cpu_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
-    for (int64_t r = 0; r < t; r++)
-        for (int64_t c = 0; c < k; c++)
-            x[r * k + c] /= s[c];
-    return LQ_OK;
-}
-
 static const lq_ops k_ops_cpu = {
     .name          = "cpu",
     .device        = 0,
@@ -398,21 +317,21 @@ static const lq_ops k_ops_cpu = {
     .linear        = cpu_linear,
     .linear_upload = lq_ops_host_linear_upload,
     .moe_route     = cpu_moe_route,
-    .gather_rows   = cpu_gather_rows,
-    .scatter_add   = cpu_scatter_add,
-    .gate_add      = cpu_gate_add,
+    .gather_rows   = lq_ref_op_gather_rows,
+    .scatter_add   = lq_ref_op_scatter_add,
+    .gate_add      = lq_ref_op_gate_add,
     .syrk          = cpu_syrk,
-    .scale_rows    = cpu_scale_rows,
-    .col_absmax    = cpu_col_absmax,
-    .col_abssum    = cpu_col_abssum,
+    .scale_rows    = lq_ref_op_scale_rows,
+    .col_absmax    = lq_ref_op_col_absmax,
+    .col_abssum    = lq_ref_op_col_abssum,
     .awq_fakequant = cpu_awq_fakequant,
     .awq_clip      = cpu_awq_clip,
-    .sqdiff        = cpu_sqdiff,
-    .dot           = cpu_dot,
+    .sqdiff        = lq_ref_op_sqdiff,
+    .dot           = lq_ref_op_dot,
     .sub           = cpu_sub,
     .gemm          = cpu_gemm,
     .sym_upper     = cpu_sym_upper,
-    .div_cols      = cpu_div_cols,
+    .div_cols      = lq_ref_op_div_cols,
 };
 
 const lq_ops *lq_ops_cpu(void) {

@@ -255,17 +255,24 @@ static lq_status cu_glu(lq_be *be, float *g, const float *gate, const float *up,
     return launched(be, "glu");
 }
 
-static __global__ void k_add(float *out, const float *a, const float *b, int64_t count) {
+/* out = a + b (SUB 0) or a - b (SUB 1), one rounding */
+template <int SUB>
+static __global__ void k_addsub(float *out, const float *a, const float *b, int64_t count) {
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (i < count)
-        out[i] = __fadd_rn(a[i], b[i]);
+        out[i] = SUB ? __fsub_rn(a[i], b[i]) : __fadd_rn(a[i], b[i]);
+}
+
+template <int SUB>
+static lq_status addsub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
+    if (count <= 0)
+        return LQ_OK;
+    k_addsub<SUB><<<blocks_for(count), NT, 0, strm(be)>>>(out, a, b, count);
+    return launched(be, SUB ? "sub" : "add");
 }
 
 static lq_status cu_add(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
-    if (count <= 0)
-        return LQ_OK;
-    k_add<<<blocks_for(count), NT, 0, strm(be)>>>(out, a, b, count);
-    return launched(be, "add");
+    return addsub<0>(be, out, a, b, count);
 }
 
 static __global__ void k_softcap(float *x, int64_t count, float cap) {
@@ -948,17 +955,8 @@ static lq_status cu_dot(lq_be *be, const float *a, const float *b, int64_t count
     return reduce(be, 0, a, b, count, out);
 }
 
-static __global__ void k_sub(float *out, const float *a, const float *b, int64_t count) {
-    const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
-    if (i < count)
-        out[i] = __fsub_rn(a[i], b[i]);
-}
-
 static lq_status cu_sub(lq_be *be, float *out, const float *a, const float *b, int64_t count) {
-    if (count <= 0)
-        return LQ_OK;
-    k_sub<<<blocks_for(count), NT, 0, strm(be)>>>(out, a, b, count);
-    return launched(be, "sub");
+    return addsub<1>(be, out, a, b, count);
 }
 
 static lq_status cu_gemm(lq_be *be, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,

@@ -212,14 +212,14 @@ static lq_status ref_moe_route(lq_be *be, float *p, int64_t T, int64_t E, int64_
     return LQ_OK;
 }
 
-static lq_status ref_gather_rows(lq_be *be, float *dst, const float *src, const int32_t *idx,
+lq_status lq_ref_op_gather_rows(lq_be *be, float *dst, const float *src, const int32_t *idx,
                                  int64_t cnt, int64_t d, int64_t div) {
     for (int64_t i = 0; i < cnt; i++)
         memcpy(dst + i * d, src + (idx[i] / div) * d, (size_t)d * sizeof(float));
     return LQ_OK;
 }
 
-static lq_status ref_scatter_add(lq_be *be, float *out, const float *y, const int32_t *idx,
+lq_status lq_ref_op_scatter_add(lq_be *be, float *out, const float *y, const int32_t *idx,
                                  const float *wt, int64_t cnt, int64_t d, int64_t div) {
     for (int64_t i = 0; i < cnt; i++) {
         const float w = wt[idx[i]];
@@ -230,7 +230,7 @@ static lq_status ref_scatter_add(lq_be *be, float *out, const float *y, const in
     return LQ_OK;
 }
 
-static lq_status ref_gate_add(lq_be *be, float *out, const float *y, const float *g, int64_t T,
+lq_status lq_ref_op_gate_add(lq_be *be, float *out, const float *y, const float *g, int64_t T,
                               int64_t d) {
     for (int64_t t = 0; t < T; t++) {
         const float gt = 1.0f / (1.0f + expf(-g[t]));
@@ -253,7 +253,7 @@ static lq_status ref_syrk(lq_be *be, float *H, const float *x, int64_t t, int64_
     return LQ_OK;
 }
 
-static lq_status ref_scale_rows(lq_be *be, float *dst, const float *x, const float *a, int64_t t,
+lq_status lq_ref_op_scale_rows(lq_be *be, float *dst, const float *x, const float *a, int64_t t,
                                 int64_t k) {
     for (int64_t r = 0; r < t; r++) {
         const float sa = sqrtf(a[r]);
@@ -263,7 +263,7 @@ static lq_status ref_scale_rows(lq_be *be, float *dst, const float *x, const flo
     return LQ_OK;
 }
 
-static lq_status ref_col_absmax(lq_be *be, float *amax, const float *x, int64_t t, int64_t k) {
+lq_status lq_ref_op_col_absmax(lq_be *be, float *amax, const float *x, int64_t t, int64_t k) {
     for (int64_t r = 0; r < t; r++)
         for (int64_t c = 0; c < k; c++) {
             const float v = fabsf(x[r * k + c]);
@@ -272,7 +272,7 @@ static lq_status ref_col_absmax(lq_be *be, float *amax, const float *x, int64_t 
     return LQ_OK;
 }
 
-static lq_status ref_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
+lq_status lq_ref_op_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
     for (int64_t r = 0; r < t; r++)
         for (int64_t c = 0; c < k; c++)
             sum[c] += fabsf(x[r * k + c]);
@@ -307,7 +307,7 @@ static lq_status ref_awq_clip(lq_be *be, float *w, int64_t n, int64_t k, const f
     return st;
 }
 
-static lq_status ref_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+lq_status lq_ref_op_sqdiff(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
     double s = 0;
     for (int64_t i = 0; i < count; i++) {
         const double d = (double)a[i] - b[i];
@@ -317,7 +317,7 @@ static lq_status ref_sqdiff(lq_be *be, const float *a, const float *b, int64_t c
     return LQ_OK;
 }
 
-static lq_status ref_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
+lq_status lq_ref_op_dot(lq_be *be, const float *a, const float *b, int64_t count, double *out) {
     double s = 0;
     for (int64_t i = 0; i < count; i++)
         s += (double)a[i] * b[i];
@@ -338,7 +338,7 @@ static lq_status ref_sym_upper(lq_be *be, float *H, int64_t k) {
     return LQ_OK;
 }
 
-static lq_status ref_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
+lq_status lq_ref_op_div_cols(lq_be *be, float *x, int64_t t, int64_t k, const float *s) {
     for (int64_t r = 0; r < t; r++)
         for (int64_t c = 0; c < k; c++)
             x[r * k + c] /= s[c];
@@ -380,21 +380,21 @@ static const lq_ops k_ops_ref = {
     .linear        = ref_linear,
     .linear_upload = lq_ops_host_linear_upload,
     .moe_route     = ref_moe_route,
-    .gather_rows   = ref_gather_rows,
-    .scatter_add   = ref_scatter_add,
-    .gate_add      = ref_gate_add,
+    .gather_rows   = lq_ref_op_gather_rows,
+    .scatter_add   = lq_ref_op_scatter_add,
+    .gate_add      = lq_ref_op_gate_add,
     .syrk          = ref_syrk,
-    .scale_rows    = ref_scale_rows,
-    .col_absmax    = ref_col_absmax,
-    .col_abssum    = ref_col_abssum,
+    .scale_rows    = lq_ref_op_scale_rows,
+    .col_absmax    = lq_ref_op_col_absmax,
+    .col_abssum    = lq_ref_op_col_abssum,
     .awq_fakequant = ref_awq_fakequant,
     .awq_clip      = ref_awq_clip,
-    .sqdiff        = ref_sqdiff,
-    .dot           = ref_dot,
+    .sqdiff        = lq_ref_op_sqdiff,
+    .dot           = lq_ref_op_dot,
     .sub           = ref_sub,
     .gemm          = ref_gemm,
     .sym_upper     = ref_sym_upper,
-    .div_cols      = ref_div_cols,
+    .div_cols      = lq_ref_op_div_cols,
 };
 
 const lq_ops *lq_ops_ref(void) {

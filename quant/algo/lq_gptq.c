@@ -166,7 +166,51 @@ static lq_status cpu_sweep(void *ctx, lq_gptq_sweep *sw, lq_err *err) {
     return LQ_OK;
 }
 
-static const lq_gptq_backend cpu_backend_proto = {NULL, cpu_factor, cpu_sweep};
+static lq_status cpu_reuse(void *ctx, const float *U, int64_t k, lq_err *err) {
+    ((cpu_be *)ctx)->U = U;
+    return LQ_OK;
+}
+
+static const lq_gptq_backend cpu_backend_proto = {NULL, cpu_factor, cpu_sweep, cpu_reuse};
+
+void lq_gptq_factor_free(lq_gptq_factor *f) {
+    if (!f)
+        return;
+    lq_aligned_free(f->U);
+    free(f->perm);
+    memset(f, 0, sizeof *f);
+}
+
+/* Whether o's shared factor is this linear's (same input, width and column rule). */
+static int shared_hit(const lq_gptq_opts *o, int64_t k) {
+    const lq_gptq_factor *f = o->shared;
+    return f && f->valid && f->key == o->shared_key && f->k == k && f->act_order == o->act_order;
+}
+
+/* Keeps what was just factored for the linears that share the input. */
+static void shared_keep(const lq_gptq_opts *o, const float *U, const int64_t *perm, int64_t k,
+                        const lq_gptq_result *res) {
+    lq_gptq_factor *f = o->shared;
+    if (!f)
+        return;
+    if (f->k != k || !f->U) {
+        lq_gptq_factor_free(f);
+        f->U    = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+        f->perm = malloc((size_t)k * sizeof *f->perm);
+        if (!f->U || !f->perm) { /* no sharing then: each linear factors again */
+            lq_gptq_factor_free(f);
+            return;
+        }
+        f->k = k;
+    }
+    memcpy(f->U, U, (size_t)(k * k) * sizeof(float));
+    memcpy(f->perm, perm, (size_t)k * sizeof *perm);
+    f->key       = o->shared_key;
+    f->act_order = o->act_order;
+    f->damp_used = res->damp_used;
+    f->retries   = res->retries;
+    f->valid     = 1;
+}
 
 /* The order GPTQ visits the columns: act-order (pi != NULL) by decreasing diag(H), else as
  * they are. */
@@ -315,12 +359,23 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", name);
         goto done;
     }
-    column_order(H, k, pi, perm);
-    permute_transpose(W, Wt, n, k, perm, 0); /* Wt[i, :] = W[:, perm[i]] */
-
-    st = factor_damped(be, H, perm, k, o, name, Hp, res, err);
-    if (st != LQ_OK)
-        goto done;
+    if (shared_hit(o, k)) { /* the input's factor, made for a linear before this one */
+        const lq_gptq_factor *f = o->shared;
+        memcpy(perm, f->perm, (size_t)k * sizeof *perm);
+        res->damp_used = f->damp_used;
+        res->retries   = f->retries;
+        st = be->reuse ? be->reuse(be->ctx, f->U, k, err) : LQ_OK;
+        if (st != LQ_OK)
+            goto done;
+        permute_transpose(W, Wt, n, k, perm, 0);
+    } else {
+        column_order(H, k, pi, perm);
+        permute_transpose(W, Wt, n, k, perm, 0); /* Wt[i, :] = W[:, perm[i]] */
+        st = factor_damped(be, H, perm, k, o, name, Hp, res, err);
+        if (st != LQ_OK)
+            goto done;
+        shared_keep(o, Hp, perm, k, res);
+    }
 
     /* Group of each permuted position (static: the original column's group). */
     for (int64_t i = 0; i < k; i++)

@@ -95,6 +95,19 @@ void      lq_xstats_free(lq_xstats *s);
 /* ------------------------------------------------------------------------------------------
  * GPTQ (Frantar et al. 2022, Alg. 1 with lazy batch updates) -- IST-DASLab gptq.py semantics.
  * ------------------------------------------------------------------------------------------ */
+/* A factor shared by the linears that read one input (q/k/v, gate/up): the first lq_gptq_ex
+ * given it with a key factors as usual and keeps the result here, the next ones with the same
+ * key and width take it instead of factoring the same Hessian again (lq_gptq_factor_free). */
+typedef struct lq_gptq_factor {
+    int64_t  key, k;
+    int      valid, act_order;
+    float   *U;    /* [k, k] the damped, permuted factor */
+    int64_t *perm; /* [k] the column order */
+    double   damp_used;
+    int      retries;
+} lq_gptq_factor;
+void lq_gptq_factor_free(lq_gptq_factor *f);
+
 typedef struct lq_gptq_opts {
     lq_qspec    q;
     int         act_order;     /* desc_act */
@@ -105,6 +118,8 @@ typedef struct lq_gptq_opts {
     const char *name;          /* layer name for messages */
     lq_warn_fn  warn;
     void       *warn_user;
+    lq_gptq_factor *shared;    /* NULL, or the factor of the input this linear shares */
+    int64_t         shared_key;
 } lq_gptq_opts;
 
 typedef struct lq_gptq_result {
@@ -142,6 +157,9 @@ typedef struct lq_gptq_backend {
      * for the sweep. LQ_OK, LQ_ERR_CHOLESKY when Hp is not positive definite, other errors. */
     lq_status (*factor)(void *ctx, float *Hp, int64_t k, lq_err *err);
     lq_status (*sweep)(void *ctx, lq_gptq_sweep *s, lq_err *err);
+    /* Take U [k, k] (what factor made last, kept by the caller) for the next sweep again; NULL:
+     * the backend still holds it (one that only ever keeps its last factor). */
+    lq_status (*reuse)(void *ctx, const float *U, int64_t k, lq_err *err);
 } lq_gptq_backend;
 
 /* lq_gptq with an explicit backend (NULL = CPU). */

@@ -322,6 +322,7 @@ void lq_gpu_gptq_backend(lq_gpu *g, lq_gptq_backend *be) {
     be->ctx    = g;
     be->factor = gpu_factor;
     be->sweep  = gpu_sweep;
+    be->reuse  = NULL; /* the device keeps its last factor until the next one */
 }
 
 /* ------------------------------------------------------------------------------------------

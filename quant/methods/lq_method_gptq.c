@@ -214,6 +214,15 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
         lq_gpu_gptq_backend(j->gpu, &be);
         bep = &be;
     }
+    /* linears that read one input (q/k/v, gate/up) share its factor: it is factored once */
+    lq_gptq_factor shared;
+    memset(&shared, 0, sizeof shared);
+    int64_t *users = s == LQ_OK ? lq_calloc_n(j->nslots, sizeof *users) : NULL;
+    if (s == LQ_OK && !users)
+        s = lq_fail(j->err, LQ_ERR_NOMEM, "gptq: out of memory");
+    for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++)
+        if ((mask >> lq_slot_role(l) & 1) && lq_qjob_planned(j, l) && in_batch(ps, l))
+            users[source_of(j, l, c.wv)]++;
     for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++) {
         if (!(mask >> lq_slot_role(l) & 1) || !lq_qjob_planned(j, l) || !in_batch(ps, l))
             continue;
@@ -224,7 +233,9 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
         int64_t n = w->n, k = w->k, G = lq_num_groups(k, o->q.group_size);
         char    name[160];
         lq_qjob_module(j, l, name, sizeof name);
-        o->name     = name;
+        o->name       = name;
+        o->shared_key = source_of(j, l, c.wv);
+        o->shared     = users[o->shared_key] > 1 ? &shared : NULL;
         float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));
         float   *sc = malloc((size_t)(G * n) * sizeof(float));
@@ -246,6 +257,9 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
         lq_aligned_free(H);
         free(q), free(sc), free(z), free(gi);
     }
+    o->shared = NULL;
+    lq_gptq_factor_free(&shared);
+    free(users);
     for (int64_t l = 0; c.st && l < j->nslots; l++)
         lq_xstats_free(&c.st[l]);
     free(c.st);

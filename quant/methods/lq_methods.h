@@ -30,10 +30,8 @@ typedef struct lq_qjob {
     float         *chunk;  /* scratch for one chunk, on be */
     int64_t        nseq, seqlen, chunk_seqs;
     lq_be         *be;      /* where the capture passes run (lq_ops.h); what a capture hook
-                               sees lives there: read it through be's ops or lq_qjob_host_view */
+                               sees lives there: read it through be's ops */
     lq_fwd_ws     *ws;      /* the forward workspace on be */
-    lq_fwd_ws     *host_ws; /* one on the host for forwards over host arrays (AWQ's search); ws
-                               itself on a host backend */
     struct lq_gpu *gpu;                 /* device to use, NULL = CPU (lq_gpu.h) */
     int            plan[LQ_SLOT_KINDS]; /* the kinds of linear the format can store (driver) */
     int            bits[LQ_LIN_COUNT];  /* --target-bpw: each linear's width (0: option bits) */
@@ -68,9 +66,6 @@ typedef struct lq_qjob {
     lq_acts *fp_out;
     /* seconds per phase (LQ_PH_*), the driver's; the job adds its passes' and packing's */
     double *phase;
-    /* lq_qjob_host_view's staging (device backends) */
-    float  *host_stage;
-    int64_t host_stage_cap;
     /* the layer on be (lq_qjob_layer) and what the method rewrote since it went there */
     lq_layer_be be_layer;
     int         be_layer_ok, dirty_all;
@@ -125,9 +120,6 @@ lq_status lq_qjob_capture_staged(lq_qjob *j, unsigned lin_mask, lq_capture_fn fn
                                  lq_acts *save);
 /* An empty store for stage states on the job's backend, under the job's budgets. */
 lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out);
-/* x [n] (what a capture hook was given, on the job's backend) readable on the host: x itself on
- * a host backend, else a copy in the job's staging (valid until the next call). */
-lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out);
 /* The job's layer on its backend as the method has left it on the host: put there on first use
  * and, for what lq_qjob_changed names since, again (the host layer itself on a host backend).
  * Valid until the next lq_qjob_layer / lq_qjob_release. */
@@ -137,7 +129,7 @@ lq_status lq_qjob_layer(lq_qjob *j, const lq_layer **out);
 void lq_qjob_changed(lq_qjob *j, int64_t s);
 /* Adds the seconds since `since` (lq_now) to phase ph (LQ_PH_*). */
 void lq_qjob_phase(lq_qjob *j, int ph, double since);
-/* Frees what the job allocated for itself (host_stage, the backend's layer). */
+/* Frees what the job allocated for itself (the backend's layer). */
 void lq_qjob_release(lq_qjob *j);
 /* Module name "model.layers.<i>.<leaf of the slot>" into buf. */
 void lq_qjob_module(const lq_qjob *j, int64_t slot, char *buf, size_t cap);

@@ -157,30 +157,6 @@ lq_status lq_qjob_stage_spill(lq_qjob *j, lq_acts **out) {
     return lq_acts_create(j->be, j->stage_dev_budget, j->stage_budget, j->spill_dir, out, j->err);
 }
 
-lq_status lq_qjob_host_view(lq_qjob *j, const float *x, int64_t n, const float **out) {
-    *out = x;
-    if (!j->be->ops->device)
-        return LQ_OK;
-    if (n > j->host_stage_cap) {
-        free(j->host_stage);
-        j->host_stage_cap = 0;
-        if (!(j->host_stage = lq_malloc_n(n, sizeof(float))))
-            LQ_FAIL(j->err, LQ_ERR_NOMEM, "out of memory for a captured input");
-        j->host_stage_cap = n;
-    }
-    const lq_status st = j->be->ops->download(j->be, j->host_stage, x, (size_t)n * sizeof(float));
-    if (st != LQ_OK)
-        return lq_fail(j->err, st, "reading a captured input back from the %s backend: %s",
-                       j->be->ops->name, lq_be_error(j->be));
-    *out = j->host_stage;
-    return LQ_OK;
-}
-
-void lq_qjob_phase(lq_qjob *j, int ph, double since) {
-    if (j->phase && ph >= 0 && ph < LQ_PH_COUNT)
-        j->phase[ph] += lq_now() - since;
-}
-
 lq_status lq_qjob_layer(lq_qjob *j, const lq_layer **out) {
     const lq_model_config *cf = &j->model->cfg;
     *out                      = NULL;
@@ -212,10 +188,12 @@ void lq_qjob_changed(lq_qjob *j, int64_t s) {
         j->dirty[s] = 1;
 }
 
+void lq_qjob_phase(lq_qjob *j, int ph, double since) {
+    if (j->phase && ph >= 0 && ph < LQ_PH_COUNT)
+        j->phase[ph] += lq_now() - since;
+}
+
 void lq_qjob_release(lq_qjob *j) {
-    free(j->host_stage);
-    j->host_stage     = NULL;
-    j->host_stage_cap = 0;
     if (j->be_layer_ok)
         lq_layer_be_free(&j->be_layer);
     j->be_layer_ok = 0;

@@ -124,19 +124,23 @@ static lq_status slot(lq_acts *a, int64_t n, chunk **c, lq_err *err) {
     return LQ_OK;
 }
 
-lq_status lq_acts_append(lq_acts *a, const float *x, int64_t n, lq_err *err) {
+/* x [n] as the next chunk, from backend memory or (from_host) host memory */
+static lq_status append(lq_acts *a, const float *x, int64_t n, int from_host, lq_err *err) {
     if (on_host(a))
         return lq_spill_append(a->spill, x, n, err);
     chunk *c = NULL;
     LQ_TRY(slot(a, n, &c, err));
-    lq_status st;
+    const size_t b = (size_t)n * sizeof(float);
     if (c->dev) {
-        st = a->be->ops->copy(a->be, c->dev, x, (size_t)n * sizeof(float));
+        const lq_status st = from_host ? a->be->ops->upload(a->be, c->dev, x, b)
+                                       : a->be->ops->copy(a->be, c->dev, x, b);
         if (st != LQ_OK)
-            return be_fail(a, st, "copying a chunk", err);
-    } else {
+            return be_fail(a, st, "storing a chunk", err);
+    } else if (from_host) {
+        LQ_TRY(lq_spill_append(a->spill, x, n, err));
+    } else { /* a device's chunk that does not fit there: to the host spill */
         LQ_TRY(stage_grow(a, n, err));
-        st = a->be->ops->download(a->be, a->stage, x, (size_t)n * sizeof(float));
+        const lq_status st = a->be->ops->download(a->be, a->stage, x, b);
         if (st != LQ_OK)
             return be_fail(a, st, "reading a chunk back", err);
         LQ_TRY(lq_spill_append(a->spill, a->stage, n, err));
@@ -145,20 +149,12 @@ lq_status lq_acts_append(lq_acts *a, const float *x, int64_t n, lq_err *err) {
     return LQ_OK;
 }
 
+lq_status lq_acts_append(lq_acts *a, const float *x, int64_t n, lq_err *err) {
+    return append(a, x, n, 0, err);
+}
+
 lq_status lq_acts_append_host(lq_acts *a, const float *x, int64_t n, lq_err *err) {
-    if (on_host(a))
-        return lq_spill_append(a->spill, x, n, err);
-    chunk *c = NULL;
-    LQ_TRY(slot(a, n, &c, err));
-    if (c->dev) {
-        const lq_status st = a->be->ops->upload(a->be, c->dev, x, (size_t)n * sizeof(float));
-        if (st != LQ_OK)
-            return be_fail(a, st, "uploading a chunk", err);
-    } else {
-        LQ_TRY(lq_spill_append(a->spill, x, n, err));
-    }
-    a->n++;
-    return LQ_OK;
+    return append(a, x, n, 1, err);
 }
 
 static lq_status check_index(const lq_acts *a, int64_t i, lq_err *err) {
