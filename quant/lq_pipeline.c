@@ -406,8 +406,8 @@ static lq_status write_moe_float(run *r, int64_t layer, lq_layer *L) {
 }
 
 /* The FP outputs of a layer are the same for every job on the same calibration set: the batch
- * cache (when configured) keeps them under the next layer's index. */
-/* (A host backend's: its activations are the spills the cache reads and fills.) */
+ * cache (when configured) keeps them under the next layer's index, on a host backend (whose
+ * activations are the spills the cache reads and fills). */
 static int fp_cacheable(const run *r) {
     return r->cache.enabled && !r->be->ops->device && lq_acts_count(r->cur) <= 4096;
 }

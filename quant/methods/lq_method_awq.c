@@ -442,8 +442,7 @@ static lq_status search_group(lq_qjob *j, const awq_grp *gr, const int64_t *lins
             st = be_fail(j, st, "activation means");
         if (st == LQ_OK)
             st = be_get(j, xm, asd, k);
-        if (asd && xm && asd != xm)
-            be_release(be, asd, k);
+        be_release(be, asd, k);
         for (int64_t ch = 0; st == LQ_OK && ch < k; ch++)
             xm[ch] /= (float)t;
     }
