@@ -697,39 +697,33 @@ static lq_status cu_scale_rows(lq_be *be, float *dst, const float *x, const floa
     return launched(be, "scale rows");
 }
 
-/* one thread per column, rows in order (coalesced across the columns of a warp) */
-static __global__ void k_col_absmax(float *amax, const float *__restrict__ x, int64_t t, int64_t k) {
+/* one thread per column, rows in order (coalesced across the columns of a warp): the running
+ * max of |x| (SUM 0) or its float32 sum (SUM 1) */
+template <int SUM>
+static __global__ void k_col_abs(float *acc, const float *__restrict__ x, int64_t t, int64_t k) {
     const int64_t c = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (c >= k)
         return;
-    float m = amax[c];
+    float v = acc[c];
     for (int64_t r = 0; r < t; r++)
-        m = fmaxf(m, fabsf(x[r * k + c]));
-    amax[c] = m;
+        v = SUM ? __fadd_rn(v, fabsf(x[r * k + c])) : fmaxf(v, fabsf(x[r * k + c]));
+    acc[c] = v;
 }
 
-static __global__ void k_col_abssum(float *sum, const float *__restrict__ x, int64_t t, int64_t k) {
-    const int64_t c = (int64_t)blockIdx.x * NT + threadIdx.x;
-    if (c >= k)
-        return;
-    float s = sum[c];
-    for (int64_t r = 0; r < t; r++)
-        s = __fadd_rn(s, fabsf(x[r * k + c]));
-    sum[c] = s;
+template <int SUM>
+static lq_status col_abs(lq_be *be, float *acc, const float *x, int64_t t, int64_t k) {
+    if (k <= 0)
+        return LQ_OK;
+    k_col_abs<SUM><<<blocks_for(k), NT, 0, strm(be)>>>(acc, x, t, k);
+    return launched(be, SUM ? "column abs sum" : "column absmax");
 }
 
 static lq_status cu_col_absmax(lq_be *be, float *amax, const float *x, int64_t t, int64_t k) {
-    if (k <= 0)
-        return LQ_OK;
-    k_col_absmax<<<blocks_for(k), NT, 0, strm(be)>>>(amax, x, t, k);
-    return launched(be, "column absmax");
+    return col_abs<0>(be, amax, x, t, k);
 }
 
 static lq_status cu_col_abssum(lq_be *be, float *sum, const float *x, int64_t t, int64_t k) {
-    if (k <= 0)
-        return LQ_OK;
-    k_col_abssum<<<blocks_for(k), NT, 0, strm(be)>>>(sum, x, t, k);
-    return launched(be, "column abs sum");
+    return col_abs<1>(be, sum, x, t, k);
 }
 
 /* ------------------------------------------------------------------------------------------

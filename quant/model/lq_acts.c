@@ -13,7 +13,7 @@ typedef struct chunk {
 struct lq_acts {
     lq_be    *be;
     lq_spill *spill;
-    int64_t   dev_budget, dev_bytes, dev_peak;
+    int64_t   dev_budget, dev_bytes;
     chunk    *ch; /* device backends only */
     int64_t   n, cap;
     float    *stage; /* host staging of spilled chunks (device backends) */
@@ -72,12 +72,6 @@ lq_spill *lq_acts_spill(lq_acts *a) {
     return a->spill;
 }
 
-int64_t lq_acts_dev_bytes(const lq_acts *a, int64_t *peak) {
-    if (peak)
-        *peak = a->dev_peak;
-    return a->dev_bytes;
-}
-
 static lq_status be_fail(lq_acts *a, lq_status st, const char *what, lq_err *err) {
     return lq_fail(err, st, "activations: %s on the %s backend: %s", what, a->be->ops->name,
                    lq_be_error(a->be));
@@ -114,7 +108,6 @@ static lq_status slot(lq_acts *a, int64_t n, chunk **c, lq_err *err) {
         if (st == LQ_OK) {
             (*c)->dev = p;
             a->dev_bytes += bytes;
-            a->dev_peak = a->dev_bytes > a->dev_peak ? a->dev_bytes : a->dev_peak;
         } else if (st != LQ_ERR_NOMEM) {
             return be_fail(a, st, "allocating a chunk", err);
         } /* the device is full: this chunk goes to the host */
@@ -178,17 +171,6 @@ lq_status lq_acts_read(lq_acts *a, int64_t i, float *dst, lq_err *err) {
         st = a->be->ops->upload(a->be, dst, a->stage, b);
     }
     return st == LQ_OK ? LQ_OK : be_fail(a, st, "reading a chunk", err);
-}
-
-lq_status lq_acts_read_host(lq_acts *a, int64_t i, float *dst, lq_err *err) {
-    if (on_host(a))
-        return lq_spill_read(a->spill, i, dst, err);
-    LQ_TRY(check_index(a, i, err));
-    const chunk *c = &a->ch[i];
-    if (!c->dev)
-        return lq_spill_read(a->spill, c->spill, dst, err);
-    const lq_status st = a->be->ops->download(a->be, dst, c->dev, (size_t)c->numel * sizeof(float));
-    return st == LQ_OK ? LQ_OK : be_fail(a, st, "reading a chunk back", err);
 }
 
 lq_status lq_acts_clear(lq_acts *a, lq_err *err) {

@@ -26,15 +26,12 @@ int64_t   lq_acts_numel(const lq_acts *a, int64_t i); /* -1 when out of range */
 /* x [n] in backend memory (append) or in host memory (append_host) as the next chunk */
 lq_status lq_acts_append(lq_acts *a, const float *x, int64_t n, lq_err *err);
 lq_status lq_acts_append_host(lq_acts *a, const float *x, int64_t n, lq_err *err);
-/* chunk i into dst [numel], backend memory (read) or host memory (read_host) */
+/* chunk i into dst [numel], backend memory */
 lq_status lq_acts_read(lq_acts *a, int64_t i, float *dst, lq_err *err);
-lq_status lq_acts_read_host(lq_acts *a, int64_t i, float *dst, lq_err *err);
 /* Drop every chunk (buffers kept for reuse where the spill keeps them). */
 lq_status lq_acts_clear(lq_acts *a, lq_err *err);
 /* The host spill: every chunk on a host backend (the batch cache reads and fills it there),
  * the ones that did not fit on a device. */
 lq_spill *lq_acts_spill(lq_acts *a);
-/* Bytes the chunks hold in device memory now, and at most since creation. */
-int64_t lq_acts_dev_bytes(const lq_acts *a, int64_t *peak);
 
 #endif

@@ -314,10 +314,6 @@ lq_status lq_attn_forward(const lq_model *m, const lq_layer *layer, const float 
                           int64_t seqlen, float *out, lq_fwd_ws *ws, lq_err *err);
 lq_status lq_mlp_forward(const lq_model *m, const lq_layer *layer, const float *xn, int64_t ntok,
                          float *out, lq_fwd_ws *ws, lq_err *err);
-/* The model's RMSNorm over rows: out = x / sqrt(mean(x^2) + eps) * w, or * (1 + w) where
- * cfg.norm_plus_one (Gemma); eps = cfg.rms_norm_eps. */
-void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
-                      int64_t d, float *out);
 
 /* Token embeddings -> h [n, d]. Out-of-range ids -> LQ_ERR_INVALID_ARG. */
 lq_status lq_model_embed(const lq_model *m, const int32_t *ids, int64_t n, float *h, lq_err *err);

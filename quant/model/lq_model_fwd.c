@@ -300,13 +300,6 @@ static lq_status rmsnorm(const lq_fwd_ws *ws, const lq_model_config *cfg, const 
     return LQ_OK;
 }
 
-void lq_model_rmsnorm(const lq_model_config *cfg, const float *x, const float *w, int64_t rows,
-                      int64_t d, float *out) {
-    lq_be be;
-    lq_be_init_host(&be, lq_ops_cpu(), 0);
-    (void)be.ops->rmsnorm(&be, x, w, rows, d, cfg->rms_norm_eps, cfg->norm_plus_one, out);
-}
-
 static lq_status lin(const char *what, const lq_linear *l, const float *x, int64_t t, float *y,
                      lq_fwd_ws *ws, lq_err *err) {
     const lq_qlinear *q  = &l->buf.q;
