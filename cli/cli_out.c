@@ -329,8 +329,39 @@ static void ppl_check_row(cli_ctx *c, const cJSON *pc) {
         cJSON_IsFalse(jget(pc, "passed")) ? "  OVER THE BOUND" : "");
 }
 
+static void summary_gguf(cli_ctx *c, const cJSON *o) {
+    char b1[32], b2[32], d[24];
+    if (c->quiet) {
+        fprintf(c->human, "wrote %s (%s, GGUF %s)\n", cli_jstr(o, "output"), cli_jstr(o, "method"),
+                cli_jstr(o, "gguf_type"));
+        return;
+    }
+    char         types[512] = "";
+    size_t       n          = 0;
+    const cJSON *ty         = jget(o, "tensor_types");
+    for (const cJSON *e = ty ? ty->child : NULL; e && n < sizeof types; e = e->next)
+        n += (size_t)snprintf(types + n, sizeof types - n, "%s%s %.0f", n ? ", " : "", e->string,
+                              e->valuedouble);
+    row(c, "method", "%s -> GGUF %s (llama-quantize's mix)", cli_jstr(o, "method"),
+        cli_jstr(o, "gguf_type"));
+    row(c, "model", "%s", cli_jstr(o, "model"));
+    row(c, "tensors", "%.0f: %s", cli_jnum(o, "tensors"), types);
+    if (cli_jnum(o, "fallback_tensors") > 0)
+        row(c, "  fallback", "%.0f (rows not a whole number of the type's blocks)",
+            cli_jnum(o, "fallback_tensors"));
+    fmt_duration(cli_jnum(o, "seconds"), d, sizeof d);
+    cli_fmt_bytes(cli_jnum(o, "peak_rss_bytes"), b1, sizeof b1);
+    cli_fmt_bytes(cli_jnum(o, "output_bytes"), b2, sizeof b2);
+    row(c, "time", "%s, peak RSS %s", d, b1);
+    row(c, "output", "%s (%s)", cli_jstr(o, "output"), b2);
+}
+
 static void summary_quantize(cli_ctx *c, const cJSON *o) {
     char         b1[32], b2[32], d[24];
+    if (!strcmp(cli_jstr(o, "format"), "gguf")) {
+        summary_gguf(c, o);
+        return;
+    }
     const double q = cli_jnum(o, "quantized_linears"), u = cli_jnum(o, "unquantized_linears");
     if (c->quiet) {
         fprintf(c->human, "wrote %s (%s, %.0f of %.0f linears quantized)\n", cli_jstr(o, "out_dir"),

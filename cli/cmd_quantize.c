@@ -4,7 +4,8 @@
 #include <stdlib.h>
 
 const cli_flag cli_quantize_flags[] = {
-    {"output", 'o', "OUT_DIR", 1, "output directory (must not exist unless --force)"},
+    {"output", 'o', "OUT_DIR", 1,
+     "output directory (a .gguf file with --format gguf:TYPE); must not exist unless --force"},
     {NULL, 0, NULL, 0, NULL},
 };
 

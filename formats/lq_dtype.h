@@ -149,5 +149,9 @@ void lq_f16_to_f32_array(const uint16_t *src, int64_t n, float *dst);
 /* The GGML block decoder behind lq_convert_to_f32 (formats/lq_dtype_ggml.c): nblocks blocks of
  * type t (a block type) from src into dst. */
 void lq_ggml_decode(lq_dtype t, const uint8_t *src, int64_t nblocks, float *dst);
+/* Its inverse: nblocks blocks of float32 from src into GGML blocks of type t, by the algorithm
+ * of ggml's reference quantizer for t (what llama-quantize runs without an importance matrix),
+ * bit for bit. False (nothing written) when t is not a GGML block type. */
+bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst);
 
 #endif

@@ -1,12 +1,22 @@
-/* GGML block decoders (GGUF weights -> float32).
+/* GGML block decoders (GGUF weights -> float32) and encoders (float32 -> GGUF weights).
  *
  * Layouts are ggml-common.h's block_q4_0 ... block_q6_K. The arithmetic follows the gguf Python
  * package (gguf/quants.py dequantize_blocks) operation by operation -- fp16 scales widened to
  * float32, one float32 product per step, "d * q + m" as a product then a sum (this file is built
  * as ISO C, where GCC does not contract a*b+c into an FMA) -- so the tensors come out
  * bit-identical to that reference (tests/py/test_gguf_oracle.py). Little-endian hosts only, as
- * GGUF itself. */
+ * GGUF itself.
+ *
+ * The encoders are the algorithms of ggml's deterministic reference quantizers
+ * (ggml-quants.c quantize_row_*_ref, MIT), which llama-quantize runs when it has no importance
+ * matrix: the same float32 operations in the same order, the same rounding helpers, so a file
+ * written here matches llama-quantize's byte for byte (tests/py/test_gguf_write.py checks both
+ * against ggml itself). ggml builds them without FMA contraction (baseline x86-64, no -march),
+ * which ISO C here matches. */
 #include "lq_dtype.h"
+
+#include <float.h>
+#include <math.h>
 
 #define QK_K 256
 
@@ -156,4 +166,499 @@ void lq_ggml_decode(lq_dtype t, const uint8_t *src, int64_t nblocks, float *dst)
         return;
     for (int64_t i = 0; i < nblocks; i++)
         fn(src + i * bb, dst + i * be);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Encoders
+ * --------------------------------------------------------------------------------------- */
+
+#define GROUP_MAX_EPS 1e-15f
+
+static void f16_put(uint8_t *p, float f) {
+    const uint16_t h = lq_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+static int imin(int a, int b) {
+    return a < b ? a : b;
+}
+
+static int imax(int a, int b) {
+    return a > b ? a : b;
+}
+
+/* Round to nearest, ties to even, for |v| < 2^22: ggml's nearest_int (the float trick, which
+ * rounds in the FPU's current mode; C's default is to nearest-even). */
+static int nearest_int(float v) {
+    const float f = v + 12582912.f;
+    int32_t     i;
+    memcpy(&i, &f, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* The element of largest magnitude (the first of equal ones) and that magnitude. */
+static float signed_absmax(const float *x, int n, float *amax) {
+    float a = 0, m = 0;
+    for (int j = 0; j < n; j++)
+        if (a < fabsf(x[j])) {
+            a = fabsf(x[j]);
+            m = x[j];
+        }
+    *amax = a;
+    return m;
+}
+
+static void enc_q4_0(const float *x, uint8_t *b) {
+    float       amax;
+    const float max = signed_absmax(x, 32, &amax);
+    const float d = max / -8, id = d != 0 ? 1.0f / d : 0.0f;
+    f16_put(b, d);
+    for (int j = 0; j < 16; j++) {
+        const uint8_t lo = (uint8_t)imin(15, (int8_t)(x[j] * id + 8.5f));
+        const uint8_t hi = (uint8_t)imin(15, (int8_t)(x[j + 16] * id + 8.5f));
+        b[2 + j]         = (uint8_t)(lo | hi << 4);
+    }
+}
+
+static void min_max(const float *x, int n, float *lo, float *hi) {
+    float mn = FLT_MAX, mx = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < mn)
+            mn = x[j];
+        if (x[j] > mx)
+            mx = x[j];
+    }
+    *lo = mn;
+    *hi = mx;
+}
+
+static void enc_q4_1(const float *x, uint8_t *b) {
+    float mn, mx;
+    min_max(x, 32, &mn, &mx);
+    const float d = (mx - mn) / 15, id = d != 0 ? 1.0f / d : 0.0f;
+    f16_put(b, d);
+    f16_put(b + 2, mn);
+    for (int j = 0; j < 16; j++) {
+        const uint8_t lo = (uint8_t)imin(15, (int8_t)((x[j] - mn) * id + 0.5f));
+        const uint8_t hi = (uint8_t)imin(15, (int8_t)((x[j + 16] - mn) * id + 0.5f));
+        b[4 + j]         = (uint8_t)(lo | hi << 4);
+    }
+}
+
+/* Q5_0/Q5_1: the low four bits in qs, bit 4 of element j in bit j of the u32 qh. */
+static void put_q5(const uint8_t q[32], uint8_t *qh_at, uint8_t *qs) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | (q[j + 16] & 0x0f) << 4);
+        qh |= (uint32_t)(q[j] >> 4 & 1) << j;
+        qh |= (uint32_t)(q[j + 16] >> 4 & 1) << (j + 16);
+    }
+    memcpy(qh_at, &qh, 4);
+}
+
+static void enc_q5_0(const float *x, uint8_t *b) {
+    float       amax;
+    const float max = signed_absmax(x, 32, &amax);
+    const float d = max / -16, id = d != 0 ? 1.0f / d : 0.0f;
+    uint8_t     q[32];
+    f16_put(b, d);
+    for (int j = 0; j < 32; j++)
+        q[j] = (uint8_t)imin(31, (int8_t)(x[j] * id + 16.5f));
+    put_q5(q, b + 2, b + 6);
+}
+
+static void enc_q5_1(const float *x, uint8_t *b) {
+    float mn, mx;
+    min_max(x, 32, &mn, &mx);
+    const float d = (mx - mn) / 31, id = d != 0 ? 1.0f / d : 0.0f;
+    uint8_t     q[32];
+    f16_put(b, d);
+    f16_put(b + 2, mn);
+    for (int j = 0; j < 32; j++)
+        q[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
+    put_q5(q, b + 4, b + 8);
+}
+
+static void enc_q8_0(const float *x, uint8_t *b) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++)
+        amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+    const float d = amax / 127, id = d != 0 ? 1.0f / d : 0.0f;
+    f16_put(b, d);
+    for (int j = 0; j < 32; j++)
+        b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+}
+
+/* ggml's make_qx_quants for rmse_type 1 without importance weights (Q6_K): a symmetric scale
+ * refined over 18 candidate grids by weighted least squares (weights x^2). L gets l + nmax. */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+    float       amax;
+    const float max = signed_absmax(x, n, &amax);
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
+        L[i]        = (int8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+    float best  = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0)
+            continue;
+        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; i++) {
+            const int   l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * (float)l;
+            suml2 += w * (float)l * (float)l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++)
+                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i]))));
+            scale = sumlx / suml2;
+            best  = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* ggml's make_q3_quants with do_rmse (Q3_K): coordinate descent on the codes of a symmetric
+ * grid, weights x^2. L gets l + nmax. */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+    float       amax;
+    const float max = signed_absmax(x, n, &amax);
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float       sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
+        L[i]        = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w   = x[i] * x[i];
+            float       slx = sumlx - w * x[i] * (float)L[i];
+            if (slx > 0) {
+                float sl2   = suml2 - w * (float)L[i] * (float)L[i];
+                int   new_l = imax(-nmax, imin(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float)new_l;
+                    sl2 += w * (float)new_l * (float)new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i]  = (int8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (int i = 0; i < n; i++)
+        L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* ggml's make_qkx2_quants: an asymmetric grid (scale, min <= 0) searched over nstep + 1
+ * candidate ranges with weighted least squares; error in |diff| (use_mad) or diff^2. */
+static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, float rmin, float rdelta, int nstep, int use_mad) {
+    uint8_t Laux[32];
+    float   mn = x[0], mx = x[0];
+    float   sum_w = weights[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < mn)
+            mn = x[i];
+        if (x[i] > mx)
+            mx = x[i];
+        sum_w += weights[i];
+        sum_x += weights[i] * x[i];
+    }
+    if (mn > 0)
+        mn = 0;
+    if (mx == mn) {
+        memset(L, 0, (size_t)n);
+        *the_min = -mn;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (mx - mn);
+    float scale  = 1 / iscale;
+    float best   = 0;
+    for (int i = 0; i < n; i++) {
+        L[i]       = (uint8_t)imax(0, imin(nmax, nearest_int(iscale * (x[i] - mn))));
+        float diff = scale * (float)L[i] + mn - x[i];
+        diff       = use_mad ? fabsf(diff) : diff * diff;
+        best += weights[i] * diff;
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale      = (rmin + rdelta * (float)is + (float)nmax) / (mx - mn);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            const int l = imax(0, imin(nmax, nearest_int(iscale * (x[i] - mn))));
+            Laux[i]     = (uint8_t)l;
+            const float w = weights[i];
+            sum_l += w * (float)l;
+            sum_l2 += w * (float)l * (float)l;
+            sum_xl += w * (float)l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min   = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min   = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = this_scale * (float)Laux[i] + this_min - x[i];
+                diff       = use_mad ? fabsf(diff) : diff * diff;
+                cur += weights[i] * diff;
+            }
+            if (cur < best) {
+                memcpy(L, Laux, (size_t)n);
+                best  = cur;
+                scale = this_scale;
+                mn    = this_min;
+            }
+        }
+    }
+    *the_min = -mn;
+    return scale;
+}
+
+/* Two bits per element, four rows of 32 per byte: element j + 32 s of each 128 at shift 2 s. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 2 | L[j + l + 64] << 4 |
+                                      L[j + l + 96] << 6);
+}
+
+static void enc_q2_k(const float *x, uint8_t *b) {
+    uint8_t *sc = b, *qs = b + 16;
+    uint8_t  L[QK_K];
+    float    w[16], mins[16], scales[16];
+    float    max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++)
+            w[l] = fabsf(x[16 * j + l]);
+        scales[j] = make_qkx2_quants(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, 1);
+        if (scales[j] > max_scale)
+            max_scale = scales[j];
+        if (mins[j] > max_min)
+            max_min = mins[j];
+    }
+    if (max_scale > 0) {
+        const float iscale = 15.f / max_scale;
+        for (int j = 0; j < 16; j++)
+            sc[j] = (uint8_t)nearest_int(iscale * scales[j]);
+        f16_put(b + 80, max_scale / 15.f);
+    } else {
+        memset(sc, 0, 16);
+        f16_put(b + 80, 0.f);
+    }
+    if (max_min > 0) {
+        const float iscale = 15.f / max_min;
+        for (int j = 0; j < 16; j++)
+            sc[j] = (uint8_t)(sc[j] | nearest_int(iscale * mins[j]) << 4);
+        f16_put(b + 82, max_min / 15.f);
+    } else {
+        f16_put(b + 82, 0.f);
+    }
+    const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    for (int j = 0; j < 16; j++) {
+        const float dj = d * (float)(sc[j] & 0x0f);
+        if (dj == 0)
+            continue;
+        const float mj = dmin * (float)(sc[j] >> 4);
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + i] + mj) / dj)));
+    }
+    pack_2bit(L, qs);
+}
+
+static void enc_q3_k(const float *x, uint8_t *b) {
+    uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+    int8_t   L[QK_K];
+    float    scales[16], amax;
+    for (int j = 0; j < 16; j++)
+        scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16, &amax);
+    memset(sc, 0, 12);
+    if (max_scale != 0) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            int8_t l = (int8_t)nearest_int(iscale * scales[j]);
+            l        = (int8_t)(imax(-32, imin(31, l)) + 32);
+            if (j < 8)
+                sc[j] = (uint8_t)(l & 0x0f);
+            else
+                sc[j - 8] = (uint8_t)(sc[j - 8] | (l & 0x0f) << 4);
+            l = (int8_t)(l >> 4);
+            sc[j % 4 + 8] = (uint8_t)(sc[j % 4 + 8] | l << (2 * (j / 4)));
+        }
+        f16_put(b + 108, 1 / iscale);
+    } else {
+        f16_put(b + 108, 0.f);
+    }
+    const float d = f16_at(b + 108);
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? sc[j] & 0x0f : sc[j - 8] >> 4;
+        const int s  = (int8_t)(lo | ((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+        const float dj = d * (float)s;
+        if (dj == 0)
+            continue;
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (int8_t)(imax(-4, imin(3, nearest_int(x[16 * j + i] / dj))) + 4);
+    }
+    memset(hm, 0, 32);
+    for (int j = 0; j < QK_K; j++)
+        if (L[j] > 3) {
+            hm[j % 32] = (uint8_t)(hm[j % 32] | 1 << (j / 32));
+            L[j]       = (int8_t)(L[j] - 4);
+        }
+    pack_2bit((const uint8_t *)L, qs);
+}
+
+/* Q4_K/Q5_K: eight 32-element sub-blocks, each its own asymmetric grid (weights
+ * rms(x) + |x|), their scales and mins on 6-bit grids of d and dmin. */
+static void k4_scales(const float *x, uint8_t *b, uint8_t *L, int nmax, float rmin, int nstep) {
+    uint8_t *s = b + 4;
+    float    w[32], mins[8], scales[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++)
+            w[l] = av_x + fabsf(x[32 * j + l]);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], rmin, 0.1f,
+                                     nstep, 0);
+        if (scales[j] > max_scale)
+            max_scale = scales[j];
+        if (mins[j] > max_min)
+            max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min   = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; j++) {
+        const uint8_t ls = (uint8_t)imin(63, (uint8_t)nearest_int(inv_scale * scales[j]));
+        const uint8_t lm = (uint8_t)imin(63, (uint8_t)nearest_int(inv_min * mins[j]));
+        if (j < 4) {
+            s[j]     = ls;
+            s[j + 4] = lm;
+        } else {
+            s[j + 4] = (uint8_t)((ls & 0x0f) | (lm & 0x0f) << 4);
+            s[j - 4] = (uint8_t)(s[j - 4] | (ls >> 4) << 6);
+            s[j]     = (uint8_t)(s[j] | (lm >> 4) << 6);
+        }
+    }
+    f16_put(b, max_scale / 63.f);
+    f16_put(b + 2, max_min / 63.f);
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(s, j, &sc, &m);
+        const float dj = d * (float)sc;
+        if (dj == 0)
+            continue;
+        const float mj = dmin * (float)m;
+        for (int i = 0; i < 32; i++)
+            L[32 * j + i] = (uint8_t)imax(0, imin(nmax, nearest_int((x[32 * j + i] + mj) / dj)));
+    }
+}
+
+static void enc_q4_k(const float *x, uint8_t *b) {
+    uint8_t L[QK_K], *qs = b + 16;
+    k4_scales(x, b, L, 15, -1.f, 20);
+    for (int j = 0; j < QK_K; j += 64)
+        for (int l = 0; l < 32; l++)
+            qs[j / 2 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
+}
+
+static void enc_q5_k(const float *x, uint8_t *b) {
+    uint8_t L[QK_K], *qh = b + 16, *qs = b + 48;
+    k4_scales(x, b, L, 31, -0.5f, 15);
+    memset(qh, 0, 32);
+    for (int j = 0; j < QK_K; j += 64) {
+        const int s = j / 32; /* sub-blocks s and s + 1 */
+        for (int l = 0; l < 32; l++) {
+            const int l1 = L[j + l], l2 = L[j + l + 32];
+            qh[l]          = (uint8_t)(qh[l] | (l1 >> 4) << s | (l2 >> 4) << (s + 1));
+            qs[j / 2 + l]  = (uint8_t)((l1 & 0x0f) | (l2 & 0x0f) << 4);
+        }
+    }
+}
+
+static void enc_q6_k(const float *x, uint8_t *b) {
+    uint8_t *ql = b, *qh = b + 128;
+    int8_t  *sc = (int8_t *)(b + 192);
+    int8_t   L[QK_K];
+    float    scales[16], max_abs;
+    for (int j = 0; j < 16; j++)
+        scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16, &max_abs);
+    if (max_abs < GROUP_MAX_EPS) {
+        memset(b, 0, 210);
+        return;
+    }
+    const float iscale = -128.f / max_scale;
+    f16_put(b + 208, 1 / iscale);
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int8_t)imin(127, nearest_int(iscale * scales[j]));
+    const float d = f16_at(b + 208);
+    for (int j = 0; j < 16; j++) {
+        const float dj = d * (float)sc[j];
+        if (dj == 0)
+            continue;
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (int8_t)(imax(-32, imin(31, nearest_int(x[16 * j + i] / dj))) + 32);
+    }
+    for (int j = 0; j < QK_K; j += 128) {
+        uint8_t *qlj = ql + j / 2, *qhj = qh + j / 4;
+        for (int l = 0; l < 32; l++) {
+            const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+            qlj[l]      = (uint8_t)((q1 & 0x0f) | (q3 & 0x0f) << 4);
+            qlj[l + 32] = (uint8_t)((q2 & 0x0f) | (q4 & 0x0f) << 4);
+            qhj[l] = (uint8_t)((q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6);
+        }
+    }
+}
+
+typedef void (*enc_fn)(const float *x, uint8_t *b);
+
+static const enc_fn k_encode[LQ_DT_COUNT] = {
+    [LQ_DT_Q4_0] = enc_q4_0, [LQ_DT_Q4_1] = enc_q4_1, [LQ_DT_Q5_0] = enc_q5_0,
+    [LQ_DT_Q5_1] = enc_q5_1, [LQ_DT_Q8_0] = enc_q8_0, [LQ_DT_Q2_K] = enc_q2_k,
+    [LQ_DT_Q3_K] = enc_q3_k, [LQ_DT_Q4_K] = enc_q4_k, [LQ_DT_Q5_K] = enc_q5_k,
+    [LQ_DT_Q6_K] = enc_q6_k,
+};
+
+bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst) {
+    int          bb;
+    const int    be = lq_dtype_block(t, &bb);
+    const enc_fn fn = (t >= 0 && t < LQ_DT_COUNT) ? k_encode[t] : NULL;
+    if (!fn || be <= 1 || nblocks < 0)
+        return false;
+    for (int64_t i = 0; i < nblocks; i++)
+        fn(src + i * be, dst + i * bb);
+    return true;
 }

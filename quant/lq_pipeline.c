@@ -14,6 +14,7 @@
 #include "lq_acts.h"
 #include "lq_calib_cache.h"
 #include "lq_dataset.h"
+#include "lq_gguf_job.h"
 #include "lq_gpu.h"
 #include "lq_json.h"
 #include "lq_methods.h"
@@ -1231,6 +1232,17 @@ lq_status lq_quantize_be(const char *method, const char *model_dir, const char *
                          char **report_json, lq_err *err) {
     if (report_json)
         *report_json = NULL;
+    if (method && model_dir && out_dir && lq_method_index(method) >= 0) {
+        lq_opts fo;
+        LQ_TRY(lq_params_check_applies(p, method, err));
+        lq_opts_read(p, &fo);
+        if (fo.format[0]) {
+            if (strncmp(fo.format, "gguf:", 5))
+                LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--format %s: unknown (gguf:TYPE)", fo.format);
+            return lq_quantize_gguf(method, model_dir, out_dir, fo.format + 5, &fo, cb,
+                                    report_json, err);
+        }
+    }
     run r;
     memset(&r, 0, sizeof r);
     char      note[256] = "";

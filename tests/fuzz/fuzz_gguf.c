@@ -6,8 +6,52 @@
 #include "lq_dtype.h"
 #include "lq_gguf.h"
 #include "lq_gguf_hf.h"
+#include "lq_gguf_write.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+/* --format gguf: llama-quantize's type plan over any accepted file, and the header written from
+ * it (every key copied, every tensor added) must be a status, never a crash; the plan is a
+ * permutation of the tensors with types the writer knows. */
+static void plan_and_write(const lq_gguf *g, const char *type) {
+    const int64_t nt    = lq_gguf_tensor_count(g);
+    int64_t      *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
+    uint32_t     *types = malloc((size_t)(nt ? nt : 1) * sizeof *types);
+    char         *seen  = calloc((size_t)(nt ? nt : 1), 1);
+    lq_err        err   = {0};
+    int64_t       nf;
+    lq_gguf_out  *o = NULL;
+    if (order && types && seen &&
+        lq_gguf_plan_types(g, lq_gguf_ftype_find(type), order, types, &nf, &err) == LQ_OK) {
+        for (int64_t i = 0; i < nt; i++) {
+            int bb;
+            if (order[i] < 0 || order[i] >= nt || seen[order[i]]++ ||
+                lq_ggml_type_block(types[i], &bb) <= 0)
+                abort();
+        }
+        FILE *f = fopen("/dev/null", "wb");
+        if (f && lq_gguf_out_create(32, &o, &err) == LQ_OK) {
+            lq_status st = LQ_OK;
+            for (int64_t i = 0; st == LQ_OK && i < lq_gguf_kv_count(g); i++)
+                st = lq_gguf_out_copy_kv(o, g, lq_gguf_kv_get(g, i), &err);
+            for (int64_t i = 0; st == LQ_OK && i < nt; i++) {
+                const lq_gguf_tensor *t = lq_gguf_tensor_get(g, order[i]);
+                st = lq_gguf_out_add_tensor(o, t->name, types[i], t->ndim, t->ne, &err);
+            }
+            if (st == LQ_OK)
+                st = lq_gguf_out_write_header(o, f, "fuzz-out.gguf", &err);
+            if (st != LQ_OK && err.msg[0] == '\0')
+                abort();
+        }
+        if (f)
+            fclose(f);
+    } else if (order && types && seen && err.msg[0] == '\0') {
+        abort();
+    }
+    lq_gguf_out_free(o);
+    free(order), free(types), free(seen);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -45,6 +89,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float *f = malloc((size_t)t->numel * sizeof(float));
             if (f && lq_convert_to_f32((lq_dtype)dt, t->data, t->numel, f) < 0)
                 abort(); /* a parsed tensor is a whole number of blocks */
+            int      bb;
+            const int be = lq_dtype_block((lq_dtype)dt, &bb);
+            uint8_t *q   = be > 1 ? malloc((size_t)t->nbytes) : NULL;
+            int      fin = 1;
+            for (int64_t k = 0; f && k < t->numel; k++)
+                fin &= f[k] - f[k] == 0; /* finite */
+            if (q && fin && !lq_ggml_encode((lq_dtype)dt, f, t->numel / be, q))
+                abort(); /* a block type encodes */
+            free(q);
             free(f);
         }
     }
@@ -70,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         free(s);
     }
+    plan_and_write(g, size % 2 ? "Q4_K_M" : "Q2_K");
     lq_gguf_close(g);
     return 0;
 }
