@@ -153,5 +153,9 @@ void lq_ggml_decode(lq_dtype t, const uint8_t *src, int64_t nblocks, float *dst)
  * of ggml's reference quantizer for t (what llama-quantize runs without an importance matrix),
  * bit for bit. False (nothing written) when t is not a GGML block type. */
 bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst);
+/* Element j of one block of type t whose scales are set (by lq_ggml_encode): store the code
+ * whose decoded value is nearest x and return that value, exactly as the decoder reads it.
+ * GPTQ's sweep on a GGML type rounds column by column through this. */
+float lq_ggml_requant(lq_dtype t, uint8_t *block, int j, float x);
 
 #endif

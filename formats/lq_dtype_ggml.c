@@ -662,3 +662,121 @@ bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst)
         fn(src + i * be, dst + i * bb);
     return true;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * One element on its block's grid (GPTQ on a GGML type)
+ *
+ * Element j decodes as A * (L - off) (+ B when the type has a min), L in [lmin, lmax]: the
+ * expressions of the decoders above, so the value returned is the one ggml and gguf-py read.
+ * --------------------------------------------------------------------------------------- */
+typedef struct elem_grid {
+    float A, B;
+    int   has_b, off, lmin, lmax;
+} elem_grid;
+
+static elem_grid grid_of(lq_dtype t, const uint8_t *b, int j) {
+    elem_grid g = {0, 0, 0, 0, 0, 0};
+    int       sc, m;
+    switch (t) {
+    case LQ_DT_Q4_0: g = (elem_grid){f16_at(b), 0, 0, 8, 0, 15}; break;
+    case LQ_DT_Q4_1: g = (elem_grid){f16_at(b), f16_at(b + 2), 1, 0, 0, 15}; break;
+    case LQ_DT_Q5_0: g = (elem_grid){f16_at(b), 0, 0, 16, 0, 31}; break;
+    case LQ_DT_Q5_1: g = (elem_grid){f16_at(b), f16_at(b + 2), 1, 0, 0, 31}; break;
+    case LQ_DT_Q8_0: g = (elem_grid){f16_at(b), 0, 0, 128, 1, 255}; break;
+    case LQ_DT_Q2_K: {
+        const uint8_t s = b[j / 16];
+        g = (elem_grid){f16_at(b + 80) * (float)(s & 0x0f), -(f16_at(b + 82) * (float)(s >> 4)), 1,
+                        0, 0, 3};
+        break;
+    }
+    case LQ_DT_Q3_K: {
+        const uint8_t *s  = b + 96;
+        const int      q  = j / 16;
+        const int      lo = (q < 8 ? s[q] : s[q - 8] >> 4) & 0x0f;
+        const int      hi = (s[8 + q % 4] >> (2 * (q / 4))) & 3;
+        g = (elem_grid){f16_at(b + 108) * (float)((int8_t)(lo | hi << 4) - 32), 0, 0, 4, 0, 7};
+        break;
+    }
+    case LQ_DT_Q4_K:
+    case LQ_DT_Q5_K:
+        k4_scale_min(b + 4, j / 32, &sc, &m);
+        g = (elem_grid){f16_at(b) * (float)sc, -(f16_at(b + 2) * (float)m), 1, 0, 0,
+                        t == LQ_DT_Q4_K ? 15 : 31};
+        break;
+    case LQ_DT_Q6_K:
+        g = (elem_grid){f16_at(b + 208) * (float)((const int8_t *)(b + 192))[j / 16], 0, 0, 32, 0,
+                        63};
+        break;
+    default: break;
+    }
+    return g;
+}
+
+static float grid_value(const elem_grid *g, int L) {
+    const float v = g->A * (float)(L - g->off);
+    return g->has_b ? v + g->B : v;
+}
+
+/* Store code L (in [lmin, lmax]) of element j. */
+static void set_code(lq_dtype t, uint8_t *b, int j, int L) {
+    uint8_t *p;
+    int      sh;
+    switch (t) {
+    case LQ_DT_Q4_0: case LQ_DT_Q4_1: case LQ_DT_Q5_0: case LQ_DT_Q5_1: {
+        const int qs = t == LQ_DT_Q4_0 ? 2 : t == LQ_DT_Q4_1 ? 4 : t == LQ_DT_Q5_0 ? 6 : 8;
+        p  = b + qs + j % 16;
+        sh = 4 * (j / 16);
+        *p = (uint8_t)((*p & ~(0x0f << sh)) | (L & 0x0f) << sh);
+        if (t == LQ_DT_Q5_0 || t == LQ_DT_Q5_1) {
+            uint32_t qh;
+            memcpy(&qh, b + qs - 4, 4);
+            qh = (qh & ~(1u << j)) | (uint32_t)(L >> 4 & 1) << j;
+            memcpy(b + qs - 4, &qh, 4);
+        }
+        break;
+    }
+    case LQ_DT_Q8_0: b[2 + j] = (uint8_t)(int8_t)(L - 128); break;
+    case LQ_DT_Q2_K:
+    case LQ_DT_Q3_K: {
+        const int g = j / 128, s = (j % 128) / 32, l = j % 32;
+        p  = b + (t == LQ_DT_Q2_K ? 16 : 32) + g * 32 + l;
+        *p = (uint8_t)((*p & ~(3 << (2 * s))) | (L & 3) << (2 * s));
+        if (t == LQ_DT_Q3_K) /* high bit: element j in bit j / 32 of hmask[j % 32] */
+            b[l] = (uint8_t)((b[l] & ~(1 << (j / 32))) | (L >> 2 & 1) << (j / 32));
+        break;
+    }
+    case LQ_DT_Q4_K:
+    case LQ_DT_Q5_K: {
+        const int q = j / 32, l = j % 32;
+        p  = b + (t == LQ_DT_Q4_K ? 16 : 48) + (q / 2) * 32 + l;
+        sh = 4 * (q % 2);
+        *p = (uint8_t)((*p & ~(0x0f << sh)) | (L & 0x0f) << sh);
+        if (t == LQ_DT_Q5_K)
+            b[16 + l] = (uint8_t)((b[16 + l] & ~(1 << q)) | (L >> 4 & 1) << q);
+        break;
+    }
+    case LQ_DT_Q6_K: {
+        const int g = j / 128, r = j % 128;
+        p  = b + g * 64 + r % 64;
+        sh = 4 * (r / 64);
+        *p = (uint8_t)((*p & ~(0x0f << sh)) | (L & 0x0f) << sh);
+        p  = b + 128 + g * 32 + r % 32;
+        sh = 2 * (r / 32);
+        *p = (uint8_t)((*p & ~(3 << sh)) | (L >> 4 & 3) << sh);
+        break;
+    }
+    default: break;
+    }
+}
+
+float lq_ggml_requant(lq_dtype t, uint8_t *block, int j, float x) {
+    const elem_grid g = grid_of(t, block, j);
+    int             L = g.off;
+    if (g.A != 0) { /* ggml's own final rounding: nearest_int((x + dm) / d), clamped */
+        const float v  = (g.has_b ? x - g.B : x) / g.A;
+        const float lo = (float)(g.lmin - g.off), hi = (float)(g.lmax - g.off);
+        L = g.off + (v > lo ? (v < hi ? nearest_int(v) : g.lmax - g.off) : g.lmin - g.off);
+    }
+    set_code(t, block, j, L);
+    return grid_value(&g, L);
+}

@@ -94,7 +94,15 @@ static double sweep_rows(const lq_gptq_sweep *sw, const float *Hp, float *Err, f
             float        d   = U[i];
             float       *e   = Err + (i - i1) * n;
             int32_t      grp = gcol[i];
-            if (g && !sw->static_groups && i % g == 0) {
+            if (sw->ggml && i % g == 0) {
+                /* the block's scales (and mins) from the error-updated weights, by ggml's own
+                 * search; its codes are then set column by column below */
+                for (int64_t r = r0; r < r1; r++) {
+                    for (int64_t c = 0; c < g; c++)
+                        wcol[c] = Wt[(i + c) * n + r];
+                    lq_ggml_encode((lq_dtype)sw->ggml, wcol, 1, sw->blocks + (r * k + i) / g * sw->bb);
+                }
+            } else if (g && !sw->static_groups && i % g == 0) {
                 /* Group parameters at the group's first column from the error-updated weights,
                  * as gptq.py. One deliberate difference: when g < block_size, gptq.py reads W,
                  * which lacks the updates of this block's earlier columns (they live in W1);
@@ -115,7 +123,16 @@ static double sweep_rows(const lq_gptq_sweep *sw, const float *Hp, float *Err, f
             const float *zr = sw->static_groups && g ? szr + (int64_t)grp * n : zr_r;
             int64_t      oc = perm[i];
             double       l  = 0;
-            for (int64_t r = r0; r < r1; r++) {
+            for (int64_t r = r0; sw->ggml && r < r1; r++) {
+                const float qv = lq_ggml_requant((lq_dtype)sw->ggml,
+                                                 sw->blocks + (r * k + i) / g * sw->bb,
+                                                 (int)(i % g), w[r]);
+                const float diff = w[r] - qv;
+                l += (double)diff * diff;
+                e[r] = diff / d;
+                w[r] = qv;
+            }
+            for (int64_t r = r0; !sw->ggml && r < r1; r++) {
                 int   code    = lq_quant_code(w[r], sc[r], zr[r], maxq);
                 float qv      = sc[r] * ((float)code - zr[r]);
                 q[r * k + oc] = (uint8_t)code;
@@ -289,9 +306,38 @@ lq_status lq_gptq(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *
     return lq_gptq_ex(W, H, n, k, o, NULL, q, scales, zeros, g_idx, res, err);
 }
 
+static lq_status gptq_core(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                           const lq_gptq_backend *be, uint8_t *q, float *scales, int32_t *zeros,
+                           int32_t *g_idx, int ggml, uint8_t *blocks, lq_gptq_result *res,
+                           lq_err *err);
+
 lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
                      const lq_gptq_backend *be, uint8_t *q, float *scales, int32_t *zeros,
                      int32_t *g_idx, lq_gptq_result *res, lq_err *err) {
+    return gptq_core(W, H, n, k, o, be, q, scales, zeros, g_idx, 0, NULL, res, err);
+}
+
+lq_status lq_gptq_ggml(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                       lq_dtype t, uint8_t *blocks, lq_gptq_result *res, lq_err *err) {
+    int         bb;
+    const int   be   = lq_dtype_block(t, &bb);
+    const char *name = o->name ? o->name : "linear";
+    if (t < LQ_DT_Q4_0 || be <= 1)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: %s is not a GGML block type", name, lq_dtype_name(t));
+    if (o->act_order || o->static_groups)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                "%s: GPTQ on %s: no act-order or static groups (GGUF has no g_idx)", name,
+                lq_dtype_name(t));
+    if (k % be)
+        LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: in_features %lld not a whole number of %s blocks",
+                name, (long long)k, lq_dtype_name(t));
+    return gptq_core(W, H, n, k, o, NULL, NULL, NULL, NULL, NULL, (int)t, blocks, res, err);
+}
+
+static lq_status gptq_core(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                           const lq_gptq_backend *be, uint8_t *q, float *scales, int32_t *zeros,
+                           int32_t *g_idx, int ggml, uint8_t *blocks, lq_gptq_result *res,
+                           lq_err *err) {
     cpu_be          cpu_ctx = {NULL};
     lq_gptq_backend cpu_b   = cpu_backend_proto;
     if (!be) {
@@ -299,11 +345,13 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         be        = &cpu_b;
     }
     const lq_qspec *qs   = &o->q;
-    int64_t         g    = qs->group_size <= 0 || qs->group_size >= k ? 0 : qs->group_size;
+    int             bb   = 0;
+    const int64_t   gb   = ggml ? lq_dtype_block((lq_dtype)ggml, &bb) : 0;
+    int64_t         g    = ggml ? gb : qs->group_size <= 0 || qs->group_size >= k ? 0 : qs->group_size;
     int64_t         G    = lq_num_groups(k, qs->group_size);
     int64_t         bs   = o->block_size > 0 ? o->block_size : 128;
     const char     *name = o->name ? o->name : "linear";
-    if (qs->bits < 2 || qs->bits > 8)
+    if (!ggml && (qs->bits < 2 || qs->bits > 8))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: bits %d outside 2..8", name, qs->bits);
     memset(res, 0, sizeof *res);
 
@@ -399,7 +447,10 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
                         .Wt            = Wt,
                         .q             = q,
                         .scales        = scales,
-                        .zeros         = zeros};
+                        .zeros         = zeros,
+                        .ggml          = ggml,
+                        .bb            = bb,
+                        .blocks        = blocks};
     st               = be->sweep(be->ctx, &sw, err);
     if (st != LQ_OK)
         goto done;
@@ -407,7 +458,9 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
     res->loss   = loss;
 
     permute_transpose(W, Wt, n, k, perm, 1); /* outputs in the original column order */
-    if (!g) {
+    if (ggml) {
+        /* nothing beside the blocks */
+    } else if (!g) {
         for (int64_t r = 0; r < n; r++) {
             scales[r] = sc_r[r];
             zeros[r]  = (int32_t)zr_r[r];
@@ -417,7 +470,7 @@ lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opt
         for (int64_t x = 0; x < G * n; x++)
             zeros[x] = (int32_t)szr[x];
     }
-    for (int64_t i = 0; i < k; i++)
+    for (int64_t i = 0; g_idx && i < k; i++)
         g_idx[perm[i]] = gcol[i];
     if (!isfinite(loss))
         st = lq_fail(err, LQ_ERR_NUMERIC, "%s: GPTQ produced non-finite values", name);

@@ -8,6 +8,7 @@
 #define LQ_QUANT_H
 
 #include "lq_base.h"
+#include "lq_dtype.h"
 
 #include <math.h>
 
@@ -148,6 +149,9 @@ typedef struct lq_gptq_sweep {
     uint8_t       *q;     /* [n, k] codes, original column order */
     float         *scales; /* [G, n] dynamic groups out */
     int32_t       *zeros;
+    int            ggml;   /* a GGML block type (lq_dtype; g is its block): blocks out, not q */
+    int            bb;     /* its bytes per block */
+    uint8_t       *blocks; /* [n, k / g] blocks */
     double         loss;  /* out */
 } lq_gptq_sweep;
 
@@ -161,6 +165,14 @@ typedef struct lq_gptq_backend {
      * the backend still holds it (one that only ever keeps its last factor). */
     lq_status (*reuse)(void *ctx, const float *U, int64_t k, lq_err *err);
 } lq_gptq_backend;
+
+/* GPTQ on a GGML block type's own grid (lq_dtype t, Q4_0 .. Q6_K): at each block's first column
+ * its scales and mins come from ggml's search over the error-updated weights, then every column
+ * is rounded on them (lq_ggml_requant) and its error spread as usual. No act-order or static
+ * groups (a GGUF file has no g_idx); k a whole number of blocks. W [n, k] in: weights, out: the
+ * values the blocks decode to; blocks [n, k / block] out, what llama.cpp reads. CPU sweep. */
+lq_status lq_gptq_ggml(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
+                       lq_dtype t, uint8_t *blocks, lq_gptq_result *res, lq_err *err);
 
 /* lq_gptq with an explicit backend (NULL = CPU). */
 lq_status lq_gptq_ex(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,
