@@ -346,6 +346,12 @@ static void summary_gguf(cli_ctx *c, const cJSON *o) {
         cli_jstr(o, "gguf_type"));
     row(c, "model", "%s", cli_jstr(o, "model"));
     row(c, "tensors", "%.0f: %s", cli_jnum(o, "tensors"), types);
+    if (jget(o, "calib")) {
+        row(c, "  from gptq", "%.0f linears rounded on their type's grid",
+            cli_jnum(o, "tensors_from_method"));
+        row(c, "calibration", "%s, %.0f x %.0f tokens", cli_jstr(o, "calib"),
+            cli_jnum(o, "nsamples"), cli_jnum(o, "seqlen"));
+    }
     if (cli_jnum(o, "fallback_tensors") > 0)
         row(c, "  fallback", "%.0f (rows not a whole number of the type's blocks)",
             cli_jnum(o, "fallback_tensors"));

@@ -8,6 +8,7 @@
 
 #include "lq_dtype.h"
 #include "lq_gguf.h"
+#include "lq_gguf_hf.h"
 #include "lq_gguf_write.h"
 #include "lq_outdir.h"
 
@@ -60,17 +61,26 @@ static lq_status check_out(const char *model, const char *out, int force, lq_err
     return LQ_OK;
 }
 
-typedef struct job {
-    const lq_gguf *g;
-    lq_gguf_out   *o;
-    FILE          *f;
-    const char    *label;
-    float         *x;   /* slab in float32 */
-    uint8_t       *q;   /* slab encoded */
-    int64_t        cap; /* floats in x */
-    int            nthreads;
-    lq_err        *err;
-} job;
+struct lq_gguf_sink {
+    const lq_callbacks  *cb;
+    const lq_gguf_ftype *ft;
+    lq_gguf             *g;
+    lq_gguf_out         *o;
+    FILE                *f;
+    char                 out[PATH_MAX], tmp[PATH_MAX + 64];
+    int64_t              nt, next; /* tensors; next position of order[] to write */
+    int64_t             *order;    /* llama.cpp's order: tensor index at each position */
+    uint32_t            *types;    /* GGML type at each position */
+    int                 *layer;    /* layer of each tensor (-1: none) */
+    char               **hf;       /* Hugging Face name of each tensor (methods other than rtn) */
+    int                 *perm;     /* heads llama.cpp permuted its rows over (0: none) */
+    uint8_t            **blocks;   /* what the method made of each tensor, or NULL */
+    float               *x;        /* slab in float32 */
+    uint8_t             *q;        /* slab encoded */
+    int64_t              cap;      /* floats in x */
+    int                  nthreads, finished;
+    int64_t              requant, n_fallback, bytes_in, from_method, counts[64];
+};
 
 /* The page-aligned span of a tensor's bytes, handed back to the kernel once written. */
 static void drop_pages(const void *p, int64_t n) {
@@ -106,16 +116,17 @@ static lq_status encode_rows(uint32_t type, const float *x, int64_t rows, int64_
     return bad ? LQ_ERR_INTERNAL : LQ_OK;
 }
 
-static lq_status write_tensor(job *j, const lq_gguf_tensor *t, uint32_t type) {
+static lq_status write_rounded(lq_gguf_sink *s, const lq_gguf_tensor *t, uint32_t type,
+                               lq_err *err) {
     if (type == t->ggml_type) { /* kept as stored */
-        LQ_TRY(lq_gguf_out_write_data(j->o, j->f, t->data, t->nbytes, j->label, j->err));
+        LQ_TRY(lq_gguf_out_write_data(s->o, s->f, t->data, t->nbytes, s->out, err));
         drop_pages(t->data, t->nbytes);
         return LQ_OK;
     }
     const int dt_in = lq_dtype_from_ggml(t->ggml_type);
     if (dt_in < 0 || !lq_dtype_is_float((lq_dtype)dt_in))
-        LQ_FAIL(j->err, LQ_ERR_GGUF_TYPE, "%s: tensor %s: type %s cannot be decoded to requantize",
-                lq_gguf_path(j->g), t->name, lq_ggml_type_name(t->ggml_type));
+        LQ_FAIL(err, LQ_ERR_GGUF_TYPE, "%s: tensor %s: type %s cannot be decoded to requantize",
+                lq_gguf_path(s->g), t->name, lq_ggml_type_name(t->ggml_type));
     const int64_t ne0 = t->ne[0], rows = t->numel / ne0;
     int           bbi, bbo;
     const int64_t bei = lq_ggml_type_block(t->ggml_type, &bbi);
@@ -126,28 +137,89 @@ static lq_status write_tensor(job *j, const lq_gguf_tensor *t, uint32_t type) {
         slab = 1;
     if (slab > rows)
         slab = rows;
-    if (slab * ne0 > j->cap) {
-        free(j->x), free(j->q);
-        j->x   = lq_malloc_n(slab * ne0, sizeof(float));
-        j->q   = lq_malloc_n(slab * ne0, sizeof(float)); /* no encoding is wider than float32 */
-        j->cap = j->x && j->q ? slab * ne0 : 0;
-        if (!j->cap)
-            LQ_FAIL(j->err, LQ_ERR_NOMEM, "%s: out of memory for %lld rows of %s",
-                    lq_gguf_path(j->g), (long long)slab, t->name);
+    if (slab * ne0 > s->cap) {
+        free(s->x), free(s->q);
+        s->x   = lq_malloc_n(slab * ne0, sizeof(float));
+        s->q   = lq_malloc_n(slab * ne0, sizeof(float)); /* no encoding is wider than float32 */
+        s->cap = s->x && s->q ? slab * ne0 : 0;
+        if (!s->cap)
+            LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory for %lld rows of %s",
+                    lq_gguf_path(s->g), (long long)slab, t->name);
     }
     for (int64_t r = 0; r < rows; r += slab) {
         const int64_t  nr  = rows - r < slab ? rows - r : slab;
         const uint8_t *src = t->data + r * in_row;
-        const int64_t  bad = lq_convert_to_f32((lq_dtype)dt_in, src, nr * ne0, j->x);
+        const int64_t  bad = lq_convert_to_f32((lq_dtype)dt_in, src, nr * ne0, s->x);
         if (bad != 0)
-            LQ_FAIL(j->err, bad < 0 ? LQ_ERR_GGUF_TYPE : LQ_ERR_WEIGHT_NONFINITE,
-                    "%s: tensor %s: %s", lq_gguf_path(j->g), t->name,
+            LQ_FAIL(err, bad < 0 ? LQ_ERR_GGUF_TYPE : LQ_ERR_WEIGHT_NONFINITE,
+                    "%s: tensor %s: %s", lq_gguf_path(s->g), t->name,
                     bad < 0 ? "cannot be decoded" : "holds NaN or Inf values");
-        LQ_TRY(encode_rows(type, j->x, nr, ne0, out_row, j->q, j->nthreads));
-        LQ_TRY(lq_gguf_out_write_data(j->o, j->f, j->q, nr * out_row, j->label, j->err));
+        LQ_TRY(encode_rows(type, s->x, nr, ne0, out_row, s->q, s->nthreads));
+        LQ_TRY(lq_gguf_out_write_data(s->o, s->f, s->q, nr * out_row, s->out, err));
         drop_pages(src, nr * in_row);
     }
     return LQ_OK;
+}
+
+/* A method's blocks, in llama.cpp's row order (q/k rows interleaved per rotary head). */
+static lq_status write_blocks(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err *err) {
+    const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, ti);
+    int                   bb;
+    const int64_t         be = lq_ggml_type_block(type, &bb), row = t->ne[0] / be * bb;
+    const int64_t         n = t->numel / t->ne[0], heads = s->perm[ti];
+    const int64_t         hd = heads > 0 ? n / heads : 0, half = hd / 2;
+    for (int64_t p = 0; p < n; p++) {
+        int64_t r = p; /* GGUF row h*hd + 2i + j holds Hugging Face row h*hd + j*half + i */
+        if (heads > 0) {
+            const int64_t h = p / hd, i = (p % hd) / 2, j = p % 2;
+            r               = h * hd + j * half + i;
+        }
+        LQ_TRY(lq_gguf_out_write_data(s->o, s->f, s->blocks[ti] + r * row, row, s->out, err));
+    }
+    free(s->blocks[ti]);
+    s->blocks[ti] = NULL;
+    s->from_method++;
+    return LQ_OK;
+}
+
+lq_status lq_gguf_sink_write_layer(lq_gguf_sink *s, int64_t layer, lq_err *err) {
+    for (; s->next < s->nt && s->layer[s->order[s->next]] <= layer; s->next++) {
+        const int64_t         ti = s->order[s->next];
+        const uint32_t        ty = s->types[s->next];
+        const lq_gguf_tensor *t  = lq_gguf_tensor_get(s->g, ti);
+        if (s->cb && s->cb->progress && layer < 0) {
+            lq_progress p = {"write", s->next, s->nt, 0, -1, t->name};
+            if (s->cb->progress(&p, s->cb->user))
+                LQ_FAIL(err, LQ_ERR_INTERRUPTED, "interrupted at tensor %s", t->name);
+        }
+        LQ_TRY(s->blocks[ti] ? write_blocks(s, ti, ty, err) : write_rounded(s, t, ty, err));
+    }
+    return LQ_OK;
+}
+
+lq_dtype lq_gguf_sink_type(const lq_gguf_sink *s, const char *hf) {
+    for (int64_t p = 0; s->hf && p < s->nt; p++) {
+        const int64_t ti = s->order[p];
+        if (s->hf[ti] && !strcmp(s->hf[ti], hf)) {
+            const int dt = lq_dtype_from_ggml(s->types[p]);
+            return dt >= LQ_DT_Q4_0 ? (lq_dtype)dt : (lq_dtype)0;
+        }
+    }
+    return (lq_dtype)0;
+}
+
+lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err) {
+    for (int64_t ti = 0; s->hf && ti < s->nt; ti++)
+        if (s->hf[ti] && !strcmp(s->hf[ti], hf)) {
+            if (s->blocks[ti]) {
+                free(blocks);
+                LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: given twice", hf);
+            }
+            s->blocks[ti] = blocks;
+            return LQ_OK;
+        }
+    free(blocks);
+    LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: no GGUF tensor", hf);
 }
 
 static lq_status finish_file(FILE *f, const char *tmp, const char *out, lq_err *err) {
@@ -162,166 +234,236 @@ static lq_status finish_file(FILE *f, const char *tmp, const char *out, lq_err *
     return LQ_OK;
 }
 
-lq_status lq_quantize_gguf(const char *method, const char *model, const char *out_path,
-                           const char *type, const lq_opts *opt, const lq_callbacks *cb,
-                           char **report_json, lq_err *err) {
-    const double         t0 = lq_now();
-    const lq_gguf_ftype *ft = lq_gguf_ftype_find(type);
-    lq_gguf             *g  = NULL;
-    lq_gguf_out         *o  = NULL;
-    job                  j  = {.err = err, .label = out_path};
-    int64_t             *order = NULL;
-    uint32_t            *types = NULL;
-    FILE                *f     = NULL;
-    char                 tmp[PATH_MAX + 64] = "";
-    lq_status            st    = LQ_OK;
+/* Options that mean nothing (or something else) when the GGUF type decides the grid. */
+lq_status lq_gguf_check(const char *method, const lq_opts *o, lq_err *err) {
+    const struct {
+        int         set;
+        const char *name, *why;
+    } moot[] = {
+        {o->set.bits, "--bits", "the GGUF type sets each tensor's code width"},
+        {o->set.group_size, "--group-size", "the GGUF type sets the block size"},
+        {o->set.sym, "--sym", "the GGUF type sets the grid"},
+        {o->set.mse, "--mse", "ggml's search sets each block's scales"},
+        {o->set.mse_weighted, "--mse-weighted", "ggml's search sets each block's scales"},
+        {o->desc_act, "--desc-act", "a GGUF file has no g_idx"},
+        {o->static_groups, "--static-groups", "each block's scales come when GPTQ reaches it"},
+        {o->awq_scales, "--awq-scales", "not with GGUF output yet"},
+        {o->set.target_bpw, "--target-bpw", "the GGUF mix sets each tensor's type"},
+        {o->set.out_dtype, "--out-dtype", "scales are the type's own (fp16)"},
+        {o->set.max_shard_size, "--max-shard-size", "the output is one file"},
+        {o->set.check_ppl, "--check-ppl", "not with GGUF output yet: run llmquant ppl on it"},
+        {o->set.max_ppl_increase, "--max-ppl-increase", "not with GGUF output yet"},
+    };
+    if (strcmp(method, "rtn") && strcmp(method, "gptq"))
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
+                "--format gguf: method %s does not write GGUF yet (rtn and gptq do)", method);
+    for (size_t i = 0; i < sizeof moot / sizeof moot[0]; i++)
+        if (moot[i].set)
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s with --format gguf: %s", moot[i].name,
+                    moot[i].why);
+    return LQ_OK;
+}
+
+void lq_gguf_sink_free(lq_gguf_sink *s) {
+    if (!s)
+        return;
+    if (s->f)
+        fclose(s->f);
+    if (!s->finished && s->tmp[0])
+        unlink(s->tmp);
+    for (int64_t i = 0; i < s->nt; i++) {
+        if (s->hf)
+            free(s->hf[i]);
+        if (s->blocks)
+            free(s->blocks[i]);
+    }
+    free(s->hf), free(s->blocks), free(s->perm), free(s->layer);
+    free(s->x), free(s->q), free(s->order), free(s->types);
+    lq_gguf_out_free(s->o);
+    lq_gguf_close(s->g);
+    free(s);
+}
+
+static int layer_of(const char *name) {
+    int l = -1;
+    return sscanf(name, "blk.%d.", &l) == 1 && l >= 0 ? l : -1;
+}
+
+lq_status lq_gguf_sink_open(const char *method, const char *model, const char *out_path,
+                            const char *type, const lq_opts *opt, const char *dir,
+                            const lq_callbacks *cb, lq_gguf_sink **out, lq_err *err) {
+    *out                     = NULL;
+    const lq_gguf_ftype *ft  = lq_gguf_ftype_find(type);
+    lq_status            st  = LQ_OK;
     if (!ft)
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--format gguf:%s: unknown type (types: %s)", type,
                 lq_gguf_ftype_list());
-    if (strcmp(method, "rtn"))
-        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
-                "--format gguf: method %s does not write GGUF yet (rtn does: llama-quantize's "
-                "rounding and mixes)", method);
+    LQ_TRY(lq_gguf_check(method, opt, err));
     if (!lq_gguf_is_gguf_file(model))
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
                 "%s: --format gguf reads a GGUF file (a Hugging Face checkpoint's tokenizer and "
                 "metadata cannot be written as GGUF yet: convert it with llama.cpp's "
                 "convert_hf_to_gguf.py first)", model);
-    const struct {
-        int         set;
-        const char *name, *why;
-    } moot[] = {
-        {opt->set.bits, "--bits", "the GGUF type sets each tensor's code width"},
-        {opt->set.group_size, "--group-size", "the GGUF type sets the block size"},
-        {opt->set.sym, "--sym", "the GGUF type sets the grid"},
-        {opt->set.mse, "--mse", "ggml's rounding searches each type's own grid"},
-        {opt->set.out_dtype, "--out-dtype", "scales are the type's own (fp16)"},
-        {opt->set.max_shard_size, "--max-shard-size", "the output is one file"},
-        {opt->set.check_ppl, "--check-ppl", "not with GGUF output yet: run llmquant ppl on it"},
-        {opt->set.max_ppl_increase, "--max-ppl-increase", "not with GGUF output yet"},
-    };
-    for (size_t i = 0; i < sizeof moot / sizeof moot[0]; i++)
-        if (moot[i].set)
-            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s with --format gguf: %s", moot[i].name,
-                    moot[i].why);
-    if (!strcmp(opt->device, "cuda"))
+    if (!strcmp(opt->device, "cuda") && !strcmp(method, "rtn"))
         say(cb, "rtn rounds the weights alone, tensor by tensor as they are read: it runs on the "
                 "CPU (--device cuda has nothing to compute for it)");
     LQ_TRY(check_out(model, out_path, opt->force, err));
-    LQ_TRY_GOTO(lq_gguf_open(model, &g, err));
-    const int64_t nt = lq_gguf_tensor_count(g);
-    order = lq_malloc_n(nt > 0 ? nt : 1, sizeof *order);
-    types = lq_malloc_n(nt > 0 ? nt : 1, sizeof *types);
-    if (!order || !types)
+    lq_gguf_sink *s = calloc(1, sizeof *s);
+    if (!s)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
+    s->cb       = cb;
+    s->ft       = ft;
+    s->nthreads = opt->threads > 0 ? (int)opt->threads : omp_get_max_threads();
+    snprintf(s->out, sizeof s->out, "%s", out_path);
+    LQ_TRY_GOTO(lq_gguf_open(model, &s->g, err));
+    s->nt     = lq_gguf_tensor_count(s->g);
+    const int64_t nt1 = s->nt > 0 ? s->nt : 1;
+    s->order  = lq_malloc_n(nt1, sizeof *s->order);
+    s->types  = lq_malloc_n(nt1, sizeof *s->types);
+    s->layer  = lq_malloc_n(nt1, sizeof *s->layer);
+    s->perm   = lq_calloc_n(nt1, sizeof *s->perm);
+    s->blocks = lq_calloc_n(nt1, sizeof *s->blocks);
+    if (!s->order || !s->types || !s->layer || !s->perm || !s->blocks)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
-    int64_t n_fallback = 0;
-    LQ_TRY_GOTO(lq_gguf_plan_types(g, ft, order, types, &n_fallback, err));
+    LQ_TRY_GOTO(lq_gguf_plan_types(s->g, ft, s->order, s->types, &s->n_fallback, err));
+    for (int64_t i = 0; i < s->nt; i++)
+        s->layer[i] = layer_of(lq_gguf_tensor_get(s->g, i)->name);
+    if (strcmp(method, "rtn")) { /* the linears a method hands over, by Hugging Face name */
+        const lq_gguf_arch *a;
+        LQ_TRY_GOTO(lq_gguf_hf_arch(s->g, &a, err));
+        int64_t ne = 0;
+        if (a->moe || (lq_gguf_get_i64(s->g, "llama.expert_count", &ne) && ne > 0))
+            LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,
+                         "%s: GGUF output of %s from a mixture-of-experts model: not yet (rtn "
+                         "writes it)", model, method);
+        if (!(s->hf = lq_calloc_n(nt1, sizeof *s->hf)))
+            LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
+        for (int64_t i = 0; i < s->nt; i++) {
+            char hf[256];
+            int  ph = 0;
+            if (lq_gguf_hf_tensor_name(s->g, a, lq_gguf_tensor_get(s->g, i)->name, hf, sizeof hf,
+                                       &ph)) {
+                if (!(s->hf[i] = strdup(hf)))
+                    LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
+                s->perm[i] = ph;
+            }
+        }
+    }
 
     /* llama-quantize's header: the input's key/values less the split ones, then the
      * quantization version and the file type (moved to the end, as gguf_set_val does) */
     int64_t align = 32;
-    if (lq_gguf_get_i64(g, "general.alignment", &align) && (align < 1 || align > (1 << 20)))
+    if (lq_gguf_get_i64(s->g, "general.alignment", &align) && (align < 1 || align > (1 << 20)))
         align = 32;
-    LQ_TRY_GOTO(lq_gguf_out_create((uint32_t)align, &o, err));
-    for (int64_t i = 0; i < lq_gguf_kv_count(g); i++)
-        LQ_TRY_GOTO(lq_gguf_out_copy_kv(o, g, lq_gguf_kv_get(g, i), err));
-    LQ_TRY_GOTO(lq_gguf_out_set_u32(o, "general.quantization_version", GGML_QNT_VERSION, err));
-    LQ_TRY_GOTO(lq_gguf_out_set_u32(o, "general.file_type", (uint32_t)ft->ftype, err));
-    lq_gguf_out_remove(o, "split.no");
-    lq_gguf_out_remove(o, "split.count");
-    lq_gguf_out_remove(o, "split.tensors.count");
-    int64_t requant = 0, bytes_in = 0, counts[64] = {0};
-    for (int64_t i = 0; i < nt; i++) {
-        const lq_gguf_tensor *t = lq_gguf_tensor_get(g, order[i]);
-        LQ_TRY_GOTO(lq_gguf_out_add_tensor(o, t->name, types[i], t->ndim, t->ne, err));
+    LQ_TRY_GOTO(lq_gguf_out_create((uint32_t)align, &s->o, err));
+    for (int64_t i = 0; i < lq_gguf_kv_count(s->g); i++)
+        LQ_TRY_GOTO(lq_gguf_out_copy_kv(s->o, s->g, lq_gguf_kv_get(s->g, i), err));
+    LQ_TRY_GOTO(lq_gguf_out_set_u32(s->o, "general.quantization_version", GGML_QNT_VERSION, err));
+    LQ_TRY_GOTO(lq_gguf_out_set_u32(s->o, "general.file_type", (uint32_t)ft->ftype, err));
+    lq_gguf_out_remove(s->o, "split.no");
+    lq_gguf_out_remove(s->o, "split.count");
+    lq_gguf_out_remove(s->o, "split.tensors.count");
+    for (int64_t p = 0; p < s->nt; p++) {
+        const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, s->order[p]);
+        LQ_TRY_GOTO(lq_gguf_out_add_tensor(s->o, t->name, s->types[p], t->ndim, t->ne, err));
         const int dt = lq_dtype_from_ggml(t->ggml_type);
-        requant += types[i] != t->ggml_type && dt >= LQ_DT_Q4_0;
-        bytes_in += t->nbytes;
-        if (types[i] < 64)
-            counts[types[i]]++;
+        s->requant += s->types[p] != t->ggml_type && dt >= LQ_DT_Q4_0;
+        s->bytes_in += t->nbytes;
+        if (s->types[p] < 64)
+            s->counts[s->types[p]]++;
     }
-    if (requant) {
+    if (s->requant) {
         char msg[300];
         snprintf(msg, sizeof msg,
                  "%s: %lld tensors are already quantized and are rounded again (start from an "
-                 "F16/BF16/F32 GGUF for the best result)", model, (long long)requant);
+                 "F16/BF16/F32 GGUF for the best result)", model, (long long)s->requant);
         say(cb, msg);
     }
-    if (n_fallback) {
+    if (s->n_fallback) {
         char msg[200];
         snprintf(msg, sizeof msg,
-                 "%lld tensors have rows that are not a whole number of the blocks of their %s type and use "
-                 "llama-quantize's fallback type", (long long)n_fallback, type);
+                 "%lld tensors have rows that are not a whole number of the blocks of their %s "
+                 "type and use llama-quantize's fallback type", (long long)s->n_fallback, type);
         say(cb, msg);
     }
 
-    /* a temporary file beside the output, renamed onto it when complete */
+    /* a temporary file beside the output (or in dir), renamed onto it when complete */
     {
-        char dir[PATH_MAX], base[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", out_path);
+        char d[PATH_MAX], base[PATH_MAX];
+        snprintf(d, sizeof d, "%s", out_path);
         snprintf(base, sizeof base, "%s", out_path);
-        snprintf(tmp, sizeof tmp, "%s/.%s.lqtmp.%ld", dirname(dir), basename(base), (long)getpid());
-        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        snprintf(s->tmp, sizeof s->tmp, "%s/.%s.lqtmp.%ld", dir ? dir : dirname(d), basename(base),
+                 (long)getpid());
+        const int fd = open(s->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0) {
             const int e = errno;
-            tmp[0] = 0;
+            s->tmp[0]   = 0;
             LQ_FAIL_GOTO(err, e == ENOENT ? LQ_ERR_NOT_FOUND : lq_status_from_errno(e),
                          "%s: cannot create the output: %s", out_path, strerror(e));
         }
-        f = fdopen(fd, "wb");
-        if (!f) {
+        if (!(s->f = fdopen(fd, "wb"))) {
             close(fd);
             LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", out_path);
         }
-        setvbuf(f, NULL, _IOFBF, 1 << 20);
+        setvbuf(s->f, NULL, _IOFBF, 1 << 20);
     }
-    j.g        = g;
-    j.o        = o;
-    j.f        = f;
-    j.nthreads = opt->threads > 0 ? (int)opt->threads : omp_get_max_threads();
-    LQ_TRY_GOTO(lq_gguf_out_write_header(o, f, out_path, err));
-    for (int64_t i = 0; i < nt; i++) {
-        const lq_gguf_tensor *t = lq_gguf_tensor_get(g, order[i]);
-        if (progress(cb, i, nt, t0, t->name))
-            LQ_FAIL_GOTO(err, LQ_ERR_INTERRUPTED, "interrupted at tensor %s", t->name);
-        LQ_TRY_GOTO(write_tensor(&j, t, types[i]));
-    }
-    progress(cb, nt, nt, t0, "done");
-    LQ_TRY_GOTO(finish_file(f, tmp, out_path, err));
-    tmp[0] = 0; /* renamed: nothing to remove */
-    {
-        cJSON *r = cJSON_CreateObject(), *ty = cJSON_AddObjectToObject(r, "tensor_types");
-        cJSON_AddStringToObject(r, "command", "quantize");
-        cJSON_AddStringToObject(r, "method", method);
-        cJSON_AddStringToObject(r, "model", model);
-        cJSON_AddStringToObject(r, "output", out_path);
-        cJSON_AddStringToObject(r, "format", "gguf");
-        cJSON_AddStringToObject(r, "gguf_type", ft->name);
-        cJSON_AddNumberToObject(r, "gguf_file_type", ft->ftype);
-        for (int k = 0; k < 64; k++)
-            if (counts[k])
-                cJSON_AddNumberToObject(ty, lq_ggml_type_name((uint32_t)k), (double)counts[k]);
-        cJSON_AddNumberToObject(r, "tensors", (double)nt);
-        cJSON_AddNumberToObject(r, "fallback_tensors", (double)n_fallback);
-        cJSON_AddNumberToObject(r, "requantized_tensors", (double)requant);
-        cJSON_AddNumberToObject(r, "input_tensor_bytes", (double)bytes_in);
-        cJSON_AddNumberToObject(r, "output_bytes", (double)lq_gguf_out_file_bytes(o));
-        cJSON_AddNumberToObject(r, "seconds", lq_now() - t0);
-        cJSON_AddNumberToObject(r, "peak_rss_bytes", (double)lq_peak_rss_bytes());
-        char *rep = cJSON_PrintUnformatted(r);
-        cJSON_Delete(r);
-        if (report_json)
-            *report_json = rep;
-        else
-            free(rep);
-    }
+    LQ_TRY_GOTO(lq_gguf_out_write_header(s->o, s->f, out_path, err));
+    LQ_TRY_GOTO(lq_gguf_sink_write_layer(s, -1, err));
+    *out = s;
+    return LQ_OK;
 done:
-    if (f)
-        fclose(f);
-    if (tmp[0])
-        unlink(tmp);
-    free(j.x), free(j.q), free(order), free(types);
-    lq_gguf_out_free(o);
-    lq_gguf_close(g);
+    lq_gguf_sink_free(s);
+    return st;
+}
+
+lq_status lq_gguf_sink_finish(lq_gguf_sink *s, void *rep_cjson, lq_err *err) {
+    LQ_TRY(lq_gguf_sink_write_layer(s, INT64_MAX, err));
+    LQ_TRY(finish_file(s->f, s->tmp, s->out, err));
+    s->finished = 1;
+    cJSON *r = rep_cjson, *ty = cJSON_AddObjectToObject(r, "tensor_types");
+    cJSON_AddStringToObject(r, "output", s->out);
+    cJSON_AddStringToObject(r, "format", "gguf");
+    cJSON_AddStringToObject(r, "gguf_type", s->ft->name);
+    cJSON_AddNumberToObject(r, "gguf_file_type", s->ft->ftype);
+    for (int k = 0; k < 64; k++)
+        if (s->counts[k])
+            cJSON_AddNumberToObject(ty, lq_ggml_type_name((uint32_t)k), (double)s->counts[k]);
+    cJSON_AddNumberToObject(r, "tensors", (double)s->nt);
+    cJSON_AddNumberToObject(r, "tensors_from_method", (double)s->from_method);
+    cJSON_AddNumberToObject(r, "fallback_tensors", (double)s->n_fallback);
+    cJSON_AddNumberToObject(r, "requantized_tensors", (double)s->requant);
+    cJSON_AddNumberToObject(r, "input_tensor_bytes", (double)s->bytes_in);
+    cJSON_AddNumberToObject(r, "output_bytes", (double)lq_gguf_out_file_bytes(s->o));
+    return LQ_OK;
+}
+
+lq_status lq_quantize_gguf(const char *method, const char *model, const char *out_path,
+                           const char *type, const lq_opts *opt, const lq_callbacks *cb,
+                           char **report_json, lq_err *err) {
+    const double  t0 = lq_now();
+    lq_gguf_sink *s  = NULL;
+    cJSON        *r  = NULL;
+    lq_status     st = LQ_OK;
+    LQ_TRY(lq_gguf_sink_open(method, model, out_path, type, opt, NULL, cb, &s, err));
+    for (int64_t p = 0; p < s->nt; p++) {
+        const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, s->order[p]);
+        if (progress(cb, p, s->nt, t0, t->name))
+            LQ_FAIL_GOTO(err, LQ_ERR_INTERRUPTED, "interrupted at tensor %s", t->name);
+        LQ_TRY_GOTO(lq_gguf_sink_write_layer(s, s->layer[s->order[p]], err));
+    }
+    progress(cb, s->nt, s->nt, t0, "done");
+    if (!(r = cJSON_CreateObject()))
+        LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "out of memory");
+    cJSON_AddStringToObject(r, "command", "quantize");
+    cJSON_AddStringToObject(r, "method", method);
+    cJSON_AddStringToObject(r, "model", model);
+    LQ_TRY_GOTO(lq_gguf_sink_finish(s, r, err));
+    cJSON_AddNumberToObject(r, "seconds", lq_now() - t0);
+    cJSON_AddNumberToObject(r, "peak_rss_bytes", (double)lq_peak_rss_bytes());
+    if (report_json && !(*report_json = cJSON_PrintUnformatted(r)))
+        st = lq_fail(err, LQ_ERR_NOMEM, "out of memory");
+done:
+    cJSON_Delete(r);
+    lq_gguf_sink_free(s);
     return st;
 }

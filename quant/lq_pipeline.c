@@ -257,6 +257,8 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     lq_source_close(src);
     LQ_TRY(lq_params_check_applies(p, method, err));
     lq_opts_read(p, o);
+    if (o->format[0]) /* the GGUF type decides every grid: plan every linear */
+        o->group_size = -1;
     const lq_method_traits *mt = lq_method_traits_get(lq_method_index(method));
     const int64_t           g  = auto_group_size(mt, o, &cfg);
     if (g > 0) {
@@ -273,7 +275,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
-    return lq_outdir_check(out_dir, o->force, err);
+    return o->format[0] ? LQ_OK : lq_outdir_check(out_dir, o->force, err); /* gguf: the sink's */
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -327,6 +329,11 @@ typedef struct run {
     lq_qbuf        *slot_out;
     int            *slot_quantized;
     double         *slot_loss;
+    /* --format gguf: the file the layers go to, each slot's GGML type in it (lq_dtype, <= 0:
+     * not the method's) and the blocks the method made */
+    lq_gguf_sink   *sink;
+    int            *slot_ggml;
+    uint8_t       **slot_blocks;
     uint8_t        *moe_mode; /* [experts] */
     lq_mixed_result mixed;
     lq_gpu         *gpu; /* NULL: everything on the CPU */
@@ -550,6 +557,40 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     j->stage_dev_budget = r->dev_budget;
     j->phase            = r->phase;
     j->spill_dir    = r->spill_dir;
+    if (r->sink) {
+        j->ggml        = r->slot_ggml;
+        j->ggml_blocks = r->slot_blocks;
+        for (int64_t l = 0; l < r->nslots; l++) {
+            char name[300];
+            lq_qjob_module(j, l, name, sizeof name - 8);
+            strcat(name, ".weight");
+            r->slot_ggml[l] = lq_slot_present(c, l) ? (int)lq_gguf_sink_type(r->sink, name) : 0;
+        }
+    }
+}
+
+/* --format gguf: the blocks of the linears the method rounded go to the file, then the layer's
+ * tensors in llama.cpp's order (the rest rounded from the input as llama-quantize does). */
+static lq_status write_layer_gguf(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
+    const lq_model_config *c = &r->m->cfg;
+    for (int64_t l = 0; l < r->nslots; l++) {
+        if (!lq_slot_present(c, l))
+            continue;
+        char name[300];
+        lq_qjob_module(j, l, name, sizeof name - 8);
+        strcat(name, ".weight");
+        if (r->slot_blocks[l]) {
+            uint8_t *b        = r->slot_blocks[l];
+            r->slot_blocks[l] = NULL;
+            LQ_TRY(lq_gguf_sink_put(r->sink, name, b, r->err));
+            r->n_quant++;
+            r->loss_sum[lq_slot_kind(c, l)] += j->loss[l];
+        } else {
+            note_skipped(r, i, lq_slot_kind(c, l), &lq_layer_slot(L, l)->buf.q);
+            r->n_dense++;
+        }
+    }
+    return lq_gguf_sink_write_layer(r->sink, i, r->err);
 }
 
 /* Layer i's tensors: its vectors, then each linear as the method left it (quantized, or
@@ -557,6 +598,8 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
 static lq_status write_layer(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     const lq_model_config *c = &r->m->cfg;
     char                   name[512];
+    if (r->sink)
+        return write_layer_gguf(r, i, L, j);
     lq_layer_vec           vecs[LQ_LAYER_MAX_VECS];
     const int              nvec = lq_layer_vecs(c, L, vecs);
     for (int v = 0; v < nvec; v++) {
@@ -636,8 +679,13 @@ static lq_status do_layers(run *r) {
         LQ_TRY_GOTO(write_layer(r, i, &L, &j));
         r->phase[LQ_PH_WRITE] += lq_now() - tw;
     done:
-        for (int64_t l = 0; l < r->nslots; l++)
+        for (int64_t l = 0; l < r->nslots; l++) {
             lq_qbuf_free(&j.out[l]);
+            if (r->slot_blocks) {
+                free(r->slot_blocks[l]);
+                r->slot_blocks[l] = NULL;
+            }
+        }
         lq_acts_free(j.resume);
         lq_acts_free(j.resume_act);
         lq_qjob_release(&j);
@@ -727,6 +775,9 @@ static lq_status alloc_slots(run *r) {
     r->slot_quantized = lq_calloc_n(r->nslots, sizeof *r->slot_quantized);
     r->slot_loss      = lq_calloc_n(r->nslots, sizeof *r->slot_loss);
     if (!r->slot_out || !r->slot_quantized || !r->slot_loss)
+        LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
+    if (r->o.format[0] && (!(r->slot_ggml = lq_calloc_n(r->nslots, sizeof *r->slot_ggml)) ||
+                           !(r->slot_blocks = lq_calloc_n(r->nslots, sizeof *r->slot_blocks))))
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
     if (!E)
         return LQ_OK;
@@ -1135,7 +1186,17 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
     cJSON_AddStringToObject(j, "device", r->gpu ? lq_gpu_describe(r->gpu) : "cpu");
     if (r->gpu)
         cJSON_AddNumberToObject(j, "gpu_peak_bytes", (double)lq_gpu_peak_bytes(r->gpu));
-    cJSON_AddNumberToObject(j, "output_bytes", (double)dir_bytes(r->od.tmp_path));
+    if (r->sink) {
+        cJSON_DeleteItemFromObject(j, "format");
+        cJSON_DeleteItemFromObject(j, "out_dir");
+        cJSON_AddStringToObject(j, "model", model_dir);
+        if (lq_gguf_sink_finish(r->sink, j, r->err) != LQ_OK) {
+            cJSON_Delete(j);
+            return NULL;
+        }
+    } else {
+        cJSON_AddNumberToObject(j, "output_bytes", (double)dir_bytes(r->od.tmp_path));
+    }
     if (r->check)
         cJSON_AddItemReferenceToObject(j, "ppl_check", r->check);
     cJSON_AddBoolToObject(j, "ppl_check_failed", ppl_failed);
@@ -1163,6 +1224,8 @@ static void warn_unplanned(run *r) {
 static lq_status write_rest(run *r) {
     const lq_model_config *c        = &r->m->cfg;
     int64_t                shape[2] = {c->vocab_size, c->hidden_size};
+    if (r->sink) /* embeddings, norm and lm_head went in with the header */
+        return LQ_OK;
     LQ_TRY(lq_st_writer_add_f32(r->wr, "model.embed_tokens.weight", r->odt, 2, shape, r->m->embed,
                                 r->err));
     LQ_TRY(write_vec(r, "model.norm.weight", r->m->final_norm, c->hidden_size));
@@ -1178,6 +1241,15 @@ static lq_status commit(run *r, const char *method, const char *model_dir, const
                         int ppl_failed, char **report_json) {
     char *rep = report(r, method, model_dir, out_dir, ppl_failed);
     char  rp[4200];
+    if (r->sink) { /* the file is in place once the report is made; the work dir goes */
+        if (!rep)
+            return r->err->code ? r->err->code : lq_fail(r->err, LQ_ERR_NOMEM, "out of memory");
+        if (report_json)
+            *report_json = rep;
+        else
+            free(rep);
+        return LQ_OK;
+    }
     if (rep && lq_outdir_path(&r->od, "llmquant_report.json", rp, sizeof rp, r->err) == LQ_OK) {
         FILE *f = fopen(rp, "w");
         if (f) {
@@ -1214,6 +1286,11 @@ static void run_free(run *r) {
     free(r->slot_out);
     free(r->slot_quantized);
     free(r->slot_loss);
+    for (int64_t l = 0; r->slot_blocks && l < r->nslots; l++)
+        free(r->slot_blocks[l]);
+    free(r->slot_blocks);
+    free(r->slot_ggml);
+    lq_gguf_sink_free(r->sink);
     free(r->moe_mode);
     free(r->moe_tokens);
     free(r->moe_fallback);
@@ -1236,12 +1313,13 @@ lq_status lq_quantize_be(const char *method, const char *model_dir, const char *
         lq_opts fo;
         LQ_TRY(lq_params_check_applies(p, method, err));
         lq_opts_read(p, &fo);
-        if (fo.format[0]) {
-            if (strncmp(fo.format, "gguf:", 5))
-                LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--format %s: unknown (gguf:TYPE)", fo.format);
+        if (fo.format[0] && strncmp(fo.format, "gguf:", 5))
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--format %s: unknown (gguf:TYPE)", fo.format);
+        if (fo.format[0])
+            LQ_TRY(lq_gguf_check(method, &fo, err));
+        if (fo.format[0] && !strcmp(method, "rtn")) /* no calibration: tensor by tensor */
             return lq_quantize_gguf(method, model_dir, out_dir, fo.format + 5, &fo, cb,
                                     report_json, err);
-        }
     }
     run r;
     memset(&r, 0, sizeof r);
@@ -1303,14 +1381,26 @@ lq_status lq_quantize_be(const char *method, const char *model_dir, const char *
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
              r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
     snprintf(r.qcfg.model_name_or_path, sizeof r.qcfg.model_name_or_path, "%s", out_dir);
-    LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, r.o.force, err));
+    if (r.o.format[0]) {
+        /* one file: a work directory beside it holds the temporary file and the spills, and
+         * its lock keeps a second writer of the same output out */
+        char work[4200];
+        snprintf(work, sizeof work, "%s.lqwork", out_dir);
+        LQ_TRY_GOTO(lq_outdir_begin(&r.od, work, 1, err));
+        LQ_TRY_GOTO(lq_gguf_sink_open(method, model_dir, out_dir, r.o.format + 5, &r.o,
+                                      r.od.tmp_path, cb, &r.sink, err));
+    } else {
+        LQ_TRY_GOTO(lq_outdir_begin(&r.od, out_dir, r.o.force, err));
+    }
     r.spill_dir    = r.od.tmp_path; /* same filesystem the user chose for the output */
     r.nthreads_est = omp_get_max_threads();
     if (r.mt->needs_calib)
         LQ_TRY_GOTO(calibrate(&r));
     LQ_TRY_GOTO(plan_mixed(&r));
-    LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, r.o.max_shard_size, &r.wr, err));
-    LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
+    if (!r.sink) {
+        LQ_TRY_GOTO(lq_st_writer_create(r.od.tmp_path, r.o.max_shard_size, &r.wr, err));
+        LQ_TRY_GOTO(lq_st_writer_set_metadata(r.wr, "format", "pt", err));
+    }
 
     double tl = lq_now();
     LQ_TRY_GOTO(do_layers(&r));

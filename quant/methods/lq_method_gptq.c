@@ -161,6 +161,36 @@ static int in_batch(const gptq_pass *ps, int64_t l) {
     return e < 0 ? ps->first : e >= ps->e0 && e < ps->e1;
 }
 
+/* --format gguf: GPTQ on the GGUF type's own grid (blocks to the driver). */
+static lq_status gguf_linear(lq_qjob *j, int64_t l, const lq_gptq_opts *o, lq_xstats *src,
+                            const char *name) {
+    lq_qlinear    *w = &lq_qjob_linear(j, l)->buf.q;
+    const lq_dtype t = (lq_dtype)j->ggml[l];
+    int            bb;
+    const int64_t  be = lq_dtype_block(t, &bb), n = w->n, k = w->k;
+    float         *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
+    uint8_t       *b  = lq_malloc_n(n * (k / be), (size_t)bb);
+    lq_status      s  = LQ_OK;
+    if (!H || !b) {
+        s = lq_fail(j->err, LQ_ERR_NOMEM, "%s: out of memory", name);
+    } else {
+        lq_gptq_result r;
+        lq_xstats_finish(src);
+        memcpy(H, src->H, (size_t)(k * k) * sizeof(float));
+        s = lq_gptq_ggml((float *)(uintptr_t)w->dense, H, n, k, o, t, b, &r, j->err);
+        lq_qjob_changed(j, l); /* its weights are the blocks' values now */
+        if (s == LQ_OK) {
+            j->loss[l]        = r.loss;
+            j->quantized[l]   = 1;
+            j->ggml_blocks[l] = b;
+            b                 = NULL;
+        }
+    }
+    lq_aligned_free(H);
+    free(b);
+    return s;
+}
+
 static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
     const lq_model_config *cf   = &j->model->cfg;
     const int64_t          E    = cf->num_experts;
@@ -226,6 +256,8 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
     for (int64_t l = 0; l < j->nslots && s == LQ_OK; l++) {
         if (!(mask >> lq_slot_role(l) & 1) || !lq_qjob_planned(j, l) || !in_batch(ps, l))
             continue;
+        if (j->ggml && j->ggml[l] <= 0)
+            continue; /* a float tensor of the GGUF file */
         lq_xstats  *src = &c.st[source_of(j, l, c.wv)];
         lq_qlinear *w   = &lq_qjob_linear(j, l)->buf.q;
         o->q.bits       = l < LQ_LIN_COUNT && j->bits[l] > 0 ? j->bits[l] : ps->bits;
@@ -236,6 +268,10 @@ static lq_status run_pass(lq_qjob *j, lq_gptq_opts *o, const gptq_pass *ps) {
         o->name       = name;
         o->shared_key = source_of(j, l, c.wv);
         o->shared     = users[o->shared_key] > 1 ? &shared : NULL;
+        if (j->ggml) {
+            s = gguf_linear(j, l, o, src, name);
+            continue;
+        }
         float   *H  = lq_aligned_alloc((size_t)(k * k) * sizeof(float));
         uint8_t *q  = malloc((size_t)(n * k));
         float   *sc = malloc((size_t)(G * n) * sizeof(float));

@@ -41,6 +41,11 @@ typedef struct lq_qjob {
     lq_qbuf *out; /* packed results (format of the method) */
     int     *quantized;
     double  *loss; /* method-specific error measure (reported) */
+    /* --format gguf (else NULL): each slot's GGML block type (lq_dtype; <= 0: the slot is not the
+     * method's, it stays as read) and the blocks a method that rounds on it leaves there
+     * (malloc'd, [n, k / block]; the driver takes them) */
+    const int *ggml;
+    uint8_t  **ggml_blocks;
     /* Mixture of experts (model->cfg.num_experts > 0, else NULL): the capture mode of each routed
      * expert for this layer's passes (LQ_MOE_*; lq_qjob_capture applies it), and the tokens the
      * router sent each over the calibration set (-1 until a pass has routed them). */

@@ -7,7 +7,11 @@ llama-quantize, which the file must equal byte for byte for every type and mix o
   * SmolLM2-135M (the real model, F16 from `llmquant convert` + convert_hf_to_gguf.py): tied
     embeddings, rows of 576 that are not whole 256-element blocks (llama-quantize's fallbacks);
   * the file sizes, and that gguf's Python reader reads every output with the tensor types the
-    report names.
+    report names;
+  * gptq on the types' own grids (`gptq --format gguf:Q4_K_M`, `Q2_K`): the header is
+    llama-quantize's byte for byte (same types, sizes, offsets, metadata), every tensor GPTQ did
+    not make too (embeddings, output, norms: ggml's rounding), GPTQ made every linear, and gguf's
+    Python reader decodes each tensor to exactly what llmquant decodes (test_gguf --dump).
 
 llama-quantize comes from the llama.cpp build bench/build_llamacpp.sh makes (CI builds it);
 without it, without the SmolLM2 GGUF or the Python packages: SKIP (FAIL under
@@ -139,14 +143,60 @@ for name, g in inputs:
         sizes.append(len(b))
     print(f"{name}: {len(same)} of {len(types)} types byte-identical")
 
+# gptq on the types' own grids
+tg = os.path.join(build, "tests", "test_gguf")
+try:
+    from safetensors.numpy import load_file
+except ImportError as e:
+    lq_oracle.skip(f"{e}")
+g16 = dict(inputs).get("random-llama-f16")
+for t in (["Q4_K_M", "Q2_K"] if g16 else []):
+    theirs, ours = os.path.join(tmp, "theirs.gguf"), os.path.join(tmp, "ours.gguf")
+    for p in (theirs, ours):
+        if os.path.exists(p):
+            os.unlink(p)
+    r1 = run([quantize, g16, theirs, t, "2"])
+    r2 = run([lq, "--json", "gptq", g16, "-o", ours, "--format", "gguf:" + t, "--nsamples", "8",
+              "--seqlen", "256"])
+    if r1.returncode or r2.returncode:
+        report(False, f"gptq {t}: llama-quantize rc {r1.returncode}, llmquant rc {r2.returncode}")
+        continue
+    rep = json.loads(r2.stdout.strip().splitlines()[-1])
+    ra, rb = gguf.GGUFReader(theirs), gguf.GGUFReader(ours)
+    a, b = open(theirs, "rb").read(), open(ours, "rb").read()
+    hdr = ra.data_offset == rb.data_offset and a[:ra.data_offset] == b[:rb.data_offset]
+    same = [x.name for x, y in zip(ra.tensors, rb.tensors) if x.data.tobytes() == y.data.tobytes()]
+    linears = [x.name for x in ra.tensors if x.name.startswith("blk.") and x.name.endswith(
+        ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+         "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"))]
+    rest_same = all(x.name in same for x in ra.tensors if x.name not in linears)
+    ok = hdr and len(a) == len(b) and rest_same and rep["tensors_from_method"] == len(linears) == 56
+    report(ok, f"gptq {t}: header and the {len(ra.tensors) - len(linears)} other tensors "
+           f"byte-identical to llama-quantize's, {rep['tensors_from_method']} of {len(linears)} "
+           f"linears from GPTQ ({sum(1 for n_ in linears if n_ in same)} equal to round-to-nearest)")
+    dump = os.path.join(tmp, "dump")
+    subprocess.run([tg, "--dump", ours, dump], check=True, capture_output=True)
+    mine = load_file(os.path.join(dump, "model.safetensors"))
+    bad = []
+    for x in rb.tensors:
+        ref = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32)
+        ref = ref.reshape([int(d) for d in reversed(x.shape)])
+        if not np.array_equal(ref.view(np.uint32), mine[x.name].view(np.uint32)):
+            bad.append(x.name)
+    report(not bad, f"gptq {t}: gguf dequantizes all {len(rb.tensors)} tensors bit for bit as "
+           f"llmquant does" + (f"; differ {bad[:3]}" if bad else ""))
+    shutil.rmtree(dump, ignore_errors=True)
+
 # refusals: an unknown type, a method that does not write GGUF yet, a foreign output
 g = inputs[0][1] if inputs else smol
 bad = os.path.join(tmp, "x.gguf")
 r = run([lq, "rtn", g, "-o", bad, "--format", "gguf:Q7_Z"])
 report(r.returncode == 2 and not os.path.exists(bad) and "Q7_Z" in r.stderr,
        f"unknown type refused (rc {r.returncode}), nothing written")
-r = run([lq, "gptq", g, "-o", bad, "--format", "gguf:Q4_K_M"])
-report(r.returncode == 9 and not os.path.exists(bad), f"gptq -> GGUF refused for now (rc {r.returncode})")
+r = run([lq, "awq", g, "-o", bad, "--format", "gguf:Q4_K_M"])
+report(r.returncode == 9 and not os.path.exists(bad), f"awq -> GGUF refused for now (rc {r.returncode})")
+r = run([lq, "gptq", g, "-o", bad, "--format", "gguf:Q4_K_M", "--desc-act"])
+report(r.returncode == 2 and not os.path.exists(bad), f"gptq --desc-act -> GGUF refused (rc {r.returncode})")
 r = run([lq, "rtn", g, "-o", bad, "--format", "gguf:Q4_0", "--group-size", "64"])
 report(r.returncode == 2 and not os.path.exists(bad) and "--group-size" in r.stderr,
        f"an option the GGUF type decides is refused, not ignored (rc {r.returncode})")
@@ -157,7 +207,7 @@ report(r.returncode == 12 and open(bad).read() == "not a gguf\n",
        f"--force leaves a file that is not GGUF alone (rc {r.returncode})")
 r = run([lq, "rtn", g, "-o", g, "--format", "gguf:Q4_0", "--force"])
 report(r.returncode == 2, f"the input as output refused (rc {r.returncode})")
-left = [p for p in os.listdir(tmp) if ".lqtmp." in p]
+left = [p for p in os.listdir(tmp) if ".lqtmp" in p or ".lqwork" in p]
 report(not left, f"no temporary files left ({left[:3]})")
 
 shutil.rmtree(tmp, ignore_errors=True)
