@@ -17,9 +17,17 @@ if [ -z "$src" ]; then
     tar -xzf "$DIR"/llama_cpp_python-*.tar.gz -C "$DIR"
     src=$(ls -d "$DIR"/llama_cpp_python-*/vendor/llama.cpp | head -1)
 fi
+# GGML_NATIVE builds for this CPU: a build made on another (the cache outlives machines) may
+# stop on an illegal instruction, so a build is kept only for the CPU whose flags made it
+cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | md5sum | cut -c1-16 || echo unknown)
+if [ -d "$src/build" ] && [ "$(cat "$src/build/.lq_cpu" 2>/dev/null)" != "$cpu" ]; then
+    echo "build_llamacpp: $src/build was made on another CPU: rebuilding" >&2
+    rm -rf "$src/build"
+fi
 tests=OFF # its test programs (test-backend-ops: the kernel comparison) only when asked for
 for t in "${targets[@]}"; do [[ $t == test-* ]] && tests=ON; done
 cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=$tests -DGGML_OPENMP=ON >&2
 cmake --build "$src/build" -j "${JOBS:-2}" --target "${targets[@]}" >&2
+echo "$cpu" >"$src/build/.lq_cpu"
 echo "$src/build/bin"

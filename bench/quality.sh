@@ -71,8 +71,10 @@ report() { # name quantizer config seconds path: bpw and both perplexities -> re
     else
         a=$(lq_ppl "$5" "$WIKI") b=$(lq_ppl "$5" "$CODE")
     fi
-    printf '{"name":"%s","quantizer":"%s","config":"%s","seconds":%s,"bpw":%s,"wiki":%s,"code":%s}\n' \
-        "$1" "$2" "$3" "$4" "$bpw" "$a" "$b" >"reports/.$1.tmp"
+    local bytes
+    bytes=$(du -sbL "$5" | cut -f1)
+    printf '{"name":"%s","quantizer":"%s","config":"%s","seconds":%s,"bpw":%s,"wiki":%s,"code":%s,"bytes":%s}\n' \
+        "$1" "$2" "$3" "$4" "$bpw" "$a" "$b" "$bytes" >"reports/.$1.tmp"
     mv "reports/.$1.tmp" "reports/$1.json"
 }
 now() { date +%s.%N; }
@@ -106,6 +108,37 @@ llama_row() { # name config type [imatrix]
         --output-tensor-type f16 "$F16" "model-$name.gguf" "$type" >"reports/$name.log" 2>&1
     [ "$type" != F16 ] || ln -sf "$F16" "model-$name.gguf"
     report "$name" llama.cpp "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
+        "model-$name.gguf"
+}
+
+# GGUF files as llama.cpp users get them: llama-quantize's mix with its own embedding / output
+# types (with and without the importance matrix), and llmquant's --format gguf of the same mix
+# (the same tensor types, so the same file size; gptq rounds the decoder linears on them)
+llama_mix_row() { # name config type [imatrix]
+    local name=$1 cfg=$2 type=$3 im=${4:-} t0 extra=()
+    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    t0=$(now)
+    if [ -n "$im" ]; then
+        [ -f imatrix.gguf ] || "$BIN/llama-imatrix" -m "$F16" -f "$CAL" -c "$SEQ" \
+            --chunks "$NS" -t "$T" --no-escape -o imatrix.gguf >"reports/imatrix.log" 2>&1
+        extra=(--imatrix imatrix.gguf)
+    fi
+    "$BIN/llama-quantize" "${extra[@]}" "$F16" "model-$name.gguf" "$type" >"reports/$name.log" 2>&1
+    report "$name" llama.cpp "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
+        "model-$name.gguf"
+}
+lq_gguf_row() { # name config method type
+    local name=$1 cfg=$2 method=$3 type=$4 t0 cal=()
+    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
+    [ "$method" = rtn ] || cal=(--nsamples "$NS" --seqlen "$SEQ" --cache-dir "$WORK/cc")
+    rm -f "model-$name.gguf"
+    t0=$(now)
+    $LQ -q "$method" "$F16" -o "model-$name.gguf" --format "gguf:$type" --threads "$T" \
+        "${cal[@]}" >"reports/$name.log" 2>&1 || {
+        echo "$name: llmquant failed, see reports/$name.log" >&2
+        return 0
+    }
+    report "$name" llmquant "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
         "model-$name.gguf"
 }
 
@@ -216,17 +249,26 @@ llama_row llama-q3_k_s-imat "Q3_K_S + importance matrix" Q3_K_S imatrix
 llama_row llama-q2_k "Q2_K" Q2_K
 llama_row llama-q2_k-imat "Q2_K + importance matrix" Q2_K imatrix
 
+# GGUF mixes: llama-quantize (plain, + importance matrix) against llmquant gptq --format gguf
+for mix in Q4_K_M Q3_K_M Q2_K Q4_0; do
+    m=$(echo "$mix" | tr 'A-Z' 'a-z')
+    llama_mix_row "gguf-llama-$m" "GGUF $mix (llama-quantize)" "$mix"
+    llama_mix_row "gguf-llama-$m-imat" "GGUF $mix + importance matrix (llama-quantize)" "$mix" imatrix
+    lq_gguf_row "gguf-gptq-$m" "GGUF $mix, GPTQ on each tensor's type (--format gguf:$mix)" gptq "$mix"
+done
+
 python3 - "$WORK/reports" <<'PY'
 import json, os, sys
 d = sys.argv[1]
 rows = [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d)) if f.endswith(".json")]
 ref = {r["quantizer"].split()[0]: r for r in rows if r["name"] in ("fp16", "llama-f16")}
 print("\n| quantizer | config | bits/weight | WikiText-2 ppl | vs its 16-bit | llama-model.cpp ppl"
-      " | vs its 16-bit | conversion s |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+      " | vs its 16-bit | conversion s | file MiB |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in sorted(rows, key=lambda r: (-r["bpw"], r["wiki"])):
     b = ref.get(r["quantizer"].split()[0]) or ref.get("llmquant")
     rel = lambda k: f"{(r[k] / b[k] - 1) * 100:+.2f}%" if b and b is not r else ""
     print(f"| {r['quantizer']} | {r['config']} | {r['bpw']:.3f} | {r['wiki']:.4f} | {rel('wiki')} |"
-          f" {r['code']:.4f} | {rel('code')} | {r['seconds']} |")
+          f" {r['code']:.4f} | {rel('code')} | {r['seconds']} |"
+          f" {r.get('bytes', 0) / 2**20:.1f} |")
 PY
