@@ -208,6 +208,13 @@ lq_dtype lq_gguf_sink_type(const lq_gguf_sink *s, const char *hf) {
     return (lq_dtype)0;
 }
 
+bool lq_gguf_sink_has(const lq_gguf_sink *s, const char *hf) {
+    for (int64_t ti = 0; s->hf && ti < s->nt; ti++)
+        if (s->hf[ti] && !strcmp(s->hf[ti], hf))
+            return true;
+    return false;
+}
+
 lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err) {
     for (int64_t ti = 0; s->hf && ti < s->nt; ti++)
         if (s->hf[ti] && !strcmp(s->hf[ti], hf)) {

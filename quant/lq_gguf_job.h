@@ -25,6 +25,8 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
 /* The GGML block type (Q4_0 .. Q6_K) the linear of Hugging Face weight name hf gets, 0 when
  * it gets a float type or has no GGUF tensor. */
 lq_dtype  lq_gguf_sink_type(const lq_gguf_sink *s, const char *hf);
+/* Whether the file has a tensor of Hugging Face weight name hf. */
+bool      lq_gguf_sink_has(const lq_gguf_sink *s, const char *hf);
 /* The blocks of linear hf ([n, k / block] in Hugging Face row order; taken, freed by the sink). */
 lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err);
 /* Every tensor of layer `layer`, in llama.cpp's order. */

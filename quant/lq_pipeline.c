@@ -585,6 +585,8 @@ static lq_status write_layer_gguf(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
             LQ_TRY(lq_gguf_sink_put(r->sink, name, b, r->err));
             r->n_quant++;
             r->loss_sum[lq_slot_kind(c, l)] += j->loss[l];
+        } else if (!lq_gguf_sink_has(r->sink, name)) { /* the names must meet: never silently */
+            LQ_FAIL(r->err, LQ_ERR_INTERNAL, "%s: no tensor of the GGUF file", name);
         } else {
             note_skipped(r, i, lq_slot_kind(c, l), &lq_layer_slot(L, l)->buf.q);
             r->n_dense++;
