@@ -62,7 +62,6 @@ static lq_status check_out(const char *model, const char *out, int force, lq_err
 }
 
 struct lq_gguf_sink {
-    const lq_callbacks  *cb;
     const lq_gguf_ftype *ft;
     lq_gguf             *g;
     lq_gguf_out         *o;
@@ -187,11 +186,6 @@ lq_status lq_gguf_sink_write_layer(lq_gguf_sink *s, int64_t layer, lq_err *err) 
         const int64_t         ti = s->order[s->next];
         const uint32_t        ty = s->types[s->next];
         const lq_gguf_tensor *t  = lq_gguf_tensor_get(s->g, ti);
-        if (s->cb && s->cb->progress && layer < 0) {
-            lq_progress p = {"write", s->next, s->nt, 0, -1, t->name};
-            if (s->cb->progress(&p, s->cb->user))
-                LQ_FAIL(err, LQ_ERR_INTERRUPTED, "interrupted at tensor %s", t->name);
-        }
         LQ_TRY(s->blocks[ti] ? write_blocks(s, ti, ty, err) : write_rounded(s, t, ty, err));
     }
     return LQ_OK;
@@ -318,7 +312,6 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
     lq_gguf_sink *s = calloc(1, sizeof *s);
     if (!s)
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
-    s->cb       = cb;
     s->ft       = ft;
     s->nthreads = opt->threads > 0 ? (int)opt->threads : omp_get_max_threads();
     snprintf(s->out, sizeof s->out, "%s", out_path);
