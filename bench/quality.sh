@@ -95,8 +95,9 @@ lq_row() { # name config method args...
     report "$name" llmquant "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" "out-$name"
 }
 
-llama_row() { # name config type [imatrix]
-    local name=$1 cfg=$2 type=$3 im=${4:-} t0 extra=()
+llama_quant() { # name config type imatrix [llama-quantize options...]
+    local name=$1 cfg=$2 type=$3 im=$4 t0 extra=()
+    shift 4
     wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
     t0=$(now)
     if [ -n "$im" ]; then
@@ -104,28 +105,21 @@ llama_row() { # name config type [imatrix]
             --chunks "$NS" -t "$T" --no-escape -o imatrix.gguf >"reports/imatrix.log" 2>&1
         extra=(--imatrix imatrix.gguf)
     fi
-    [ "$type" = F16 ] || "$BIN/llama-quantize" "${extra[@]}" --token-embedding-type f16 \
-        --output-tensor-type f16 "$F16" "model-$name.gguf" "$type" >"reports/$name.log" 2>&1
+    [ "$type" = F16 ] || "$BIN/llama-quantize" "${extra[@]}" "$@" "$F16" "model-$name.gguf" \
+        "$type" >"reports/$name.log" 2>&1
     [ "$type" != F16 ] || ln -sf "$F16" "model-$name.gguf"
     report "$name" llama.cpp "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
         "model-$name.gguf"
 }
-
+# the decoder linears alone: embeddings and output stay 16-bit, as llmquant's checkpoints keep them
+llama_row() { # name config type [imatrix]
+    llama_quant "$1" "$2" "$3" "${4:-}" --token-embedding-type f16 --output-tensor-type f16
+}
 # GGUF files as llama.cpp users get them: llama-quantize's mix with its own embedding / output
 # types (with and without the importance matrix), and llmquant's --format gguf of the same mix
 # (the same tensor types, so the same file size; gptq rounds the decoder linears on them)
 llama_mix_row() { # name config type [imatrix]
-    local name=$1 cfg=$2 type=$3 im=${4:-} t0 extra=()
-    wanted "$name" && [ ! -s "reports/$name.json" ] || return 0
-    t0=$(now)
-    if [ -n "$im" ]; then
-        [ -f imatrix.gguf ] || "$BIN/llama-imatrix" -m "$F16" -f "$CAL" -c "$SEQ" \
-            --chunks "$NS" -t "$T" --no-escape -o imatrix.gguf >"reports/imatrix.log" 2>&1
-        extra=(--imatrix imatrix.gguf)
-    fi
-    "$BIN/llama-quantize" "${extra[@]}" "$F16" "model-$name.gguf" "$type" >"reports/$name.log" 2>&1
-    report "$name" llama.cpp "$cfg" "$(python3 -c "print(round($(now) - $t0, 1))")" \
-        "model-$name.gguf"
+    llama_quant "$1" "$2" "$3" "${4:-}"
 }
 lq_gguf_row() { # name config method type
     local name=$1 cfg=$2 method=$3 type=$4 t0 cal=()
