@@ -226,7 +226,7 @@ static int is_quantized(uint32_t t) {
     return t != T_F32 && t != T_F16 && t != T_BF16;
 }
 
-static int layer_of(const char *name) {
+int lq_gguf_layer_of(const char *name) {
     int l = -1;
     return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
 }
@@ -288,7 +288,7 @@ lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int64_t 
         LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", path);
     for (int64_t i = 0; i < nt; i++) {
         const char *n = lq_gguf_tensor_get(g, i)->name;
-        keys[i]       = (sort_key){layer_of(n), n, i};
+        keys[i]       = (sort_key){lq_gguf_layer_of(n), n, i};
     }
     qsort(keys, (size_t)nt, sizeof *keys, by_llama_order);
     for (int64_t i = 0; i < nt; i++)

@@ -48,6 +48,10 @@ typedef struct lq_gguf_ftype {
     uint32_t    dflt;  /* the GGML type most tensors get */
 } lq_gguf_ftype;
 
+/* The layer of a tensor name as llama.cpp reads it ("blk.12.attn_q.weight" -> 12), -1 for the
+ * others. */
+int lq_gguf_layer_of(const char *name);
+
 /* Case-insensitive, as llama-quantize; NULL if unknown. lq_gguf_ftype_list: the names, '|'. */
 const lq_gguf_ftype *lq_gguf_ftype_find(const char *name);
 const char          *lq_gguf_ftype_list(void);

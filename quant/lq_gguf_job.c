@@ -285,11 +285,6 @@ void lq_gguf_sink_free(lq_gguf_sink *s) {
     free(s);
 }
 
-static int layer_of(const char *name) {
-    int l = -1;
-    return sscanf(name, "blk.%d.", &l) == 1 && l >= 0 ? l : -1;
-}
-
 lq_status lq_gguf_sink_open(const char *method, const char *model, const char *out_path,
                             const char *type, const lq_opts *opt, const char *dir,
                             const lq_callbacks *cb, lq_gguf_sink **out, lq_err *err) {
@@ -327,7 +322,7 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
     LQ_TRY_GOTO(lq_gguf_plan_types(s->g, ft, s->order, s->types, &s->n_fallback, err));
     for (int64_t i = 0; i < s->nt; i++)
-        s->layer[i] = layer_of(lq_gguf_tensor_get(s->g, i)->name);
+        s->layer[i] = lq_gguf_layer_of(lq_gguf_tensor_get(s->g, i)->name);
     if (strcmp(method, "rtn")) { /* the linears a method hands over, by Hugging Face name */
         const lq_gguf_arch *a;
         LQ_TRY_GOTO(lq_gguf_hf_arch(s->g, &a, err));
