@@ -191,36 +191,32 @@ lq_status lq_gguf_sink_write_layer(lq_gguf_sink *s, int64_t layer, lq_err *err) 
     return LQ_OK;
 }
 
+/* Position (in the file's order) of the tensor of Hugging Face weight name hf, -1 if none. */
+static int64_t hf_pos(const lq_gguf_sink *s, const char *hf) {
+    for (int64_t p = 0; s->hf && p < s->nt; p++)
+        if (s->hf[s->order[p]] && !strcmp(s->hf[s->order[p]], hf))
+            return p;
+    return -1;
+}
+
 lq_dtype lq_gguf_sink_type(const lq_gguf_sink *s, const char *hf) {
-    for (int64_t p = 0; s->hf && p < s->nt; p++) {
-        const int64_t ti = s->order[p];
-        if (s->hf[ti] && !strcmp(s->hf[ti], hf)) {
-            const int dt = lq_dtype_from_ggml(s->types[p]);
-            return dt >= LQ_DT_Q4_0 ? (lq_dtype)dt : (lq_dtype)0;
-        }
-    }
-    return (lq_dtype)0;
+    const int64_t p  = hf_pos(s, hf);
+    const int     dt = p < 0 ? -1 : lq_dtype_from_ggml(s->types[p]);
+    return dt >= LQ_DT_Q4_0 ? (lq_dtype)dt : (lq_dtype)0;
 }
 
 bool lq_gguf_sink_has(const lq_gguf_sink *s, const char *hf) {
-    for (int64_t ti = 0; s->hf && ti < s->nt; ti++)
-        if (s->hf[ti] && !strcmp(s->hf[ti], hf))
-            return true;
-    return false;
+    return hf_pos(s, hf) >= 0;
 }
 
 lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err) {
-    for (int64_t ti = 0; s->hf && ti < s->nt; ti++)
-        if (s->hf[ti] && !strcmp(s->hf[ti], hf)) {
-            if (s->blocks[ti]) {
-                free(blocks);
-                LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: given twice", hf);
-            }
-            s->blocks[ti] = blocks;
-            return LQ_OK;
-        }
-    free(blocks);
-    LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: no GGUF tensor", hf);
+    const int64_t p = hf_pos(s, hf);
+    if (p < 0 || s->blocks[s->order[p]]) {
+        free(blocks);
+        LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: %s", hf, p < 0 ? "no GGUF tensor" : "given twice");
+    }
+    s->blocks[s->order[p]] = blocks;
+    return LQ_OK;
 }
 
 static lq_status finish_file(FILE *f, const char *tmp, const char *out, lq_err *err) {
