@@ -279,6 +279,8 @@ static const char *metavar_of(const lq_param_info *pi) {
     case LQ_PT_STR:
         if (pi->choices)
             return pi->choices;
+        if (!strncmp(pi->help, "output format", 13))
+            return "FORMAT";
         return (strstr(pi->help, "file") || strstr(pi->help, "text")) ? "FILE" : "VALUE";
     default:
         return "";

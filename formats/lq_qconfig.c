@@ -20,6 +20,10 @@ void lq_qconfig_default(lq_format f, lq_qconfig *c) {
         q->qconfig_default(c);
 }
 
+const char *lq_qconfig_format_name(const lq_qconfig *c) {
+    return c->container == LQ_CONTAINER_CT ? LQ_CT_QUANT_METHOD : lq_qformat_get(c->format)->name;
+}
+
 void lq_qconfig_free(lq_qconfig *c) {
     if (!c)
         return;
@@ -215,7 +219,8 @@ lq_status lq_qconfig_to_json(const lq_qconfig *c, cJSON **out, lq_err *err) {
                  "no quantization_config writer for format %d", (int)c->format);
     cJSON *qc = cJSON_CreateObject();
     LQ_RETURN_IF(!qc, err, LQ_ERR_NOMEM, "out of memory");
-    const lq_status st = t->write_hf_config(c, qc, err);
+    const lq_status st = c->container == LQ_CONTAINER_CT ? lq_ct_write_config(c, qc, err)
+                                                         : t->write_hf_config(c, qc, err);
     if (st != LQ_OK) {
         cJSON_Delete(qc);
         return st;
@@ -232,6 +237,8 @@ lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *
         cJSON_Delete(qc);
         LQ_FAIL(err, LQ_ERR_NOMEM, "out of memory");
     }
+    if (c->container == LQ_CONTAINER_CT) /* its ignore list says what is left in float */
+        return LQ_OK;
     const char *sidecar = lq_qformat_get(c->format)->sidecar;
     if (sidecar && dir) {
         char path[4096];
@@ -255,7 +262,8 @@ lq_status lq_qconfig_apply(const lq_qconfig *c, cJSON *config_root, const char *
 /* The format a quantization_config describes: its quant_method (a format whose select_key is
  * true when several share one), or for older files the first format, from the last row up,
  * whose legacy keys appear (no tool writes another tool's keys). */
-static lq_status detect(const cJSON *qc, const char *label, lq_format *out, lq_err *err) {
+static lq_status detect(const cJSON *qc, const char *label, lq_format *out, lq_container *container,
+                        lq_err *err) {
     char         qm[64] = "";
     const cJSON *v      = cJSON_GetObjectItemCaseSensitive(qc, "quant_method");
     if (v && !cJSON_IsNull(v))
@@ -270,6 +278,11 @@ static lq_status detect(const cJSON *qc, const char *label, lq_format *out, lq_e
     }
     if (!qm[0])
         LQ_FAIL(err, LQ_ERR_CONFIG_MISSING_KEY, "%s: key \"quant_method\" is missing", label);
+    if (lq_ieq(qm, LQ_CT_QUANT_METHOD)) { /* GPTQ's content in its own layout */
+        *out       = LQ_FMT_GPTQ;
+        *container = LQ_CONTAINER_CT;
+        return LQ_OK;
+    }
     int         found = 0, selected = 0;
     const char *keys[2] = {"", ""}; /* the keys that choose between formats of one method */
     for (int f = LQ_FMT_DENSE + 1; f < LQ_FMT_COUNT; f++) {
@@ -287,8 +300,9 @@ static lq_status detect(const cJSON *qc, const char *label, lq_format *out, lq_e
     }
     if (!found)
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
-                "%s: key \"quant_method\" = \"%s\" (supported: gptq, awq, bitsandbytes)", label,
-                qm);
+                "%s: key \"quant_method\" = \"%s\" (supported: gptq, awq, bitsandbytes, "
+                "compressed-tensors)",
+                label, qm);
     if (selected != 1)
         LQ_FAIL(err, LQ_ERR_CONFIG_VALUE, "%s: exactly one of \"%s\" / \"%s\" must be true", label,
                 keys[0], keys[1]);
@@ -299,12 +313,15 @@ static lq_status parse_qc(const cJSON *qc, const char *label, const char *torch_
                           lq_qconfig *out, lq_err *err) {
     LQ_RETURN_IF(!cJSON_IsObject(qc), err, LQ_ERR_CONFIG_VALUE,
                  "%s: quantization_config must be an object", label);
-    lq_format f = LQ_FMT_DENSE;
-    LQ_TRY(detect(qc, label, &f, err));
+    lq_format    f  = LQ_FMT_DENSE;
+    lq_container ct = LQ_CONTAINER_NATIVE;
+    LQ_TRY(detect(qc, label, &f, &ct, err));
     lq_qconfig_default(f, out);
     if (torch_dtype && torch_dtype[0])
         snprintf(out->torch_dtype, sizeof out->torch_dtype, "%s", torch_dtype);
-    const lq_status st = lq_qformat_get(f)->parse_hf_config(qc, label, out, err);
+    const lq_status st = ct == LQ_CONTAINER_CT
+                             ? lq_ct_parse_config(qc, label, out, err)
+                             : lq_qformat_get(f)->parse_hf_config(qc, label, out, err);
     if (st != LQ_OK)
         lq_qconfig_free(out);
     return st;

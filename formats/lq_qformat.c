@@ -174,6 +174,8 @@ lq_status lq_qlinear_write(lq_st_writer *wr, const char *prefix, const lq_qlinea
         lq_err_prefix(err, "%s", prefix);
         return st;
     }
+    if (c->container == LQ_CONTAINER_CT)
+        return lq_ct_write_linear(wr, prefix, w, c, err);
     /* its rows are in the kernels' order, not the checkpoint's */
     LQ_RETURN_IF(w->perm, err, LQ_ERR_INVALID_ARG,
                  "%s: a sorted descriptor (perm set) cannot be written as a checkpoint", prefix);
@@ -328,7 +330,9 @@ lq_status lq_qlinear_read(const lq_st *st, const char *prefix, const lq_qconfig 
     const lq_qformat *t = lq_qformat_get(c->format);
     LQ_RETURN_IF(!t || !t->read_tensors, err, LQ_ERR_UNSUPPORTED,
                  "%s: no tensor reader for format %d", prefix, (int)c->format);
-    const lq_status s = t->read_tensors(st, prefix, c, n, k, out, err);
+    const lq_status s = c->container == LQ_CONTAINER_CT
+                            ? lq_ct_read_linear(st, prefix, c, n, k, out, err)
+                            : t->read_tensors(st, prefix, c, n, k, out, err);
     if (s != LQ_OK)
         lq_qbuf_free(out);
     return s;
@@ -349,11 +353,12 @@ static int ends_with(const char *s, const char *suf, size_t *stem) {
     return 1;
 }
 
-/* Module names: tensors ending in one of the format's ids; an unquantized checkpoint's are the
- * 2-D float weights other than embeddings. */
-static int is_linear(const lq_qformat *f, const lq_st_tensor *t, size_t *stem) {
-    for (int i = 0; i < 3 && f->ids[i]; i++)
-        if (ends_with(t->name, f->ids[i], stem))
+/* Module names: tensors ending in one of the ids (the format's, or its container's); an
+ * unquantized checkpoint's are the 2-D float weights other than embeddings. */
+static int is_linear(const lq_qformat *f, const char *const *ids, const lq_st_tensor *t,
+                     size_t *stem) {
+    for (int i = 0; i < 3 && ids[i]; i++)
+        if (ends_with(t->name, ids[i], stem))
             return f != &lq_qfmt_dense || (t->ndim == 2 && lq_dtype_is_float(t->dtype) &&
                                            !strstr(t->name, "embed") && !strstr(t->name, ".wte."));
     return 0;
@@ -365,9 +370,11 @@ lq_status lq_qlinear_list(const lq_st *st, const lq_qconfig *c, char ***names, i
     *count              = 0;
     const lq_qformat *f = lq_qformat_get(c->format);
     LQ_RETURN_IF(!f, err, LQ_ERR_UNSUPPORTED, "no listing for format %d", (int)c->format);
-    const int64_t nt    = lq_st_count(st);
-    size_t        bytes = 0;
-    int64_t       cnt   = 0;
+    static const char *const ct_ids[3] = {LQ_CT_ID};
+    const char *const       *ids       = c->container == LQ_CONTAINER_CT ? ct_ids : f->ids;
+    const int64_t            nt        = lq_st_count(st);
+    size_t                   bytes     = 0;
+    int64_t                  cnt       = 0;
     for (int pass = 0; pass < 2; pass++) {
         char  **arr = pass ? *names : NULL;
         char   *s   = pass ? (char *)(arr + cnt) : NULL;
@@ -375,7 +382,7 @@ lq_status lq_qlinear_list(const lq_st *st, const lq_qconfig *c, char ***names, i
         for (int64_t i = 0; i < nt; i++) {
             const lq_st_tensor *t = lq_st_get(st, i);
             size_t              stem;
-            if (!is_linear(f, t, &stem))
+            if (!is_linear(f, ids, t, &stem))
                 continue;
             if (!pass) {
                 cnt++;

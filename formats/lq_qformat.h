@@ -57,10 +57,20 @@ typedef struct lq_qrule {
     int     desc_act;   /* -1: the base config's */
 } lq_qrule;
 
+/* Where a format's content sits in the checkpoint: the format's own tensors and config, or
+ * compressed-tensors' "pack-quantized" ones (vLLM's native format, llm-compressor's output:
+ * lq_qfmt_ct.c), which hold GPTQ's content (codes, scales, zero points, groups) in another
+ * layout. Readers of a compressed-tensors checkpoint produce GPTQ descriptors. */
+typedef enum lq_container {
+    LQ_CONTAINER_NATIVE = 0,
+    LQ_CONTAINER_CT     = 1,
+} lq_container;
+
 typedef struct lq_qconfig {
-    lq_format format; /* LQ_FMT_DENSE: no quantization_config */
-    int       bits;
-    int64_t   group_size; /* GPTQ: -1 = per-channel; AWQ group; NF4 blocksize (per tensor) */
+    lq_format    format;    /* LQ_FMT_DENSE: no quantization_config */
+    lq_container container; /* LQ_CONTAINER_CT: format GPTQ (read) or GPTQ / AWQ (write) */
+    int          bits;
+    int64_t      group_size; /* GPTQ: -1 = per-channel; AWQ group; NF4 blocksize (per tensor) */
 
     /* GPTQ (AutoGPTQ BaseQuantizeConfig) */
     int    sym, desc_act, static_groups, true_sequential;
@@ -101,6 +111,10 @@ typedef struct lq_qconfig {
     lq_qrule *dynamic;
     int64_t   n_dynamic;
 } lq_qconfig;
+
+/* What a checkpoint under c calls its format: its row's name ("gptq", ...), or
+ * "compressed-tensors" for that container. */
+const char *lq_qconfig_format_name(const lq_qconfig *c);
 
 /* Defaults of each format's reference tool (AutoGPTQ, AutoAWQ, transformers
  * BitsAndBytesConfig); group_size 128 (GPTQ/AWQ) or blocksize 64 (NF4). */

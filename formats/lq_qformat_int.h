@@ -100,4 +100,19 @@ lq_status   lq_qc_bool(const cJSON *o, const char *key, int *v, const char *labe
 lq_status   lq_qc_parse_skip(const cJSON *o, const char *key, lq_qconfig *c, const char *label,
                              lq_err *err);
 
+/* --- compressed-tensors pack-quantized (lq_qfmt_ct.c): the LQ_CONTAINER_CT side of the
+ * writer, the reader, the listing and the quantization_config --- */
+#define LQ_CT_QUANT_METHOD "compressed-tensors"
+#define LQ_CT_ID           ".weight_packed"
+/* a GPTQ or AWQ descriptor as the layer's pack-quantized tensors (c: the checkpoint's config) */
+lq_status lq_ct_write_linear(lq_st_writer *wr, const char *prefix, const lq_qlinear *w,
+                             const lq_qconfig *c, lq_err *err);
+/* into a GPTQ descriptor */
+lq_status lq_ct_read_linear(const lq_st *st, const char *prefix, const lq_qconfig *c, int64_t n_exp,
+                            int64_t k_exp, lq_qbuf *out, lq_err *err);
+/* c: a GPTQ or AWQ config (its "dynamic" rules and skipped modules included) */
+lq_status lq_ct_write_config(const lq_qconfig *c, cJSON *qc, lq_err *err);
+/* c: defaults filled; becomes format GPTQ, container CT */
+lq_status lq_ct_parse_config(const cJSON *qc, const char *label, lq_qconfig *c, lq_err *err);
+
 #endif

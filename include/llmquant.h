@@ -348,7 +348,9 @@ LQ_API lq_status lq_qlinear_upload(const lq_qlinear *host, void *dev_buf, size_t
 /* ------------------------------------------------------------------------------------------
  * Quantized checkpoint loader (directories written by llmquant or the reference tools).
  * Descriptors point into the memory-mapped files (or into copies when a tensor is misaligned)
- * and stay valid until lq_checkpoint_close.
+ * and stay valid until lq_checkpoint_close. A compressed-tensors "pack-quantized" checkpoint
+ * (llm-compressor, vLLM) reads as LQ_FMT_GPTQ: its linears become GPTQ descriptors (copies)
+ * holding the same weights.
  * ------------------------------------------------------------------------------------------ */
 typedef struct lq_checkpoint lq_checkpoint;
 

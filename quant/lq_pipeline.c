@@ -243,6 +243,30 @@ static lq_status check_target(const lq_opts *o, const lq_model_config *cfg, cons
     return LQ_OK;
 }
 
+/* --format: "" (the method's own checkpoint), "gguf:TYPE" (one GGUF file, lq_gguf_job) or
+ * "compressed-tensors" (the method's result in llm-compressor's layout, lq_qfmt_ct.c) */
+static int fmt_gguf(const lq_opts *o) {
+    return !strncmp(o->format, "gguf:", 5);
+}
+static int fmt_ct(const lq_opts *o) {
+    return !strcmp(o->format, "compressed-tensors");
+}
+
+/* What --format compressed-tensors takes: the integer results with contiguous groups. */
+static lq_status check_ct(const char *method, lq_opts *o, lq_err *err) {
+    const lq_method_traits *mt = lq_method_traits_get(lq_method_index(method));
+    if (mt->format != LQ_FMT_GPTQ && mt->format != LQ_FMT_AWQ)
+        LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
+                "--format compressed-tensors: %s's result (%s) has no pack-quantized form "
+                "(rtn, gptq and awq write it)",
+                method, lq_qformat_get(mt->format)->desc);
+    /* compressed-tensors keeps groups in column order (act-order "weight"): GPTQ's act-order
+     * runs with static groups, as llm-compressor's does */
+    if (o->desc_act)
+        o->static_groups = 1;
+    return LQ_OK;
+}
+
 static lq_status validate(const char *method, const char *model_dir, const char *out_dir,
                           const lq_params *p, lq_opts *o, char *note, size_t note_cap,
                           lq_err *err) {
@@ -257,7 +281,7 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     lq_source_close(src);
     LQ_TRY(lq_params_check_applies(p, method, err));
     lq_opts_read(p, o);
-    if (o->format[0]) /* the GGUF type decides every grid: plan every linear */
+    if (fmt_gguf(o)) /* the GGUF type decides every grid: plan every linear */
         o->group_size = -1;
     const lq_method_traits *mt = lq_method_traits_get(lq_method_index(method));
     const int64_t           g  = auto_group_size(mt, o, &cfg);
@@ -275,7 +299,9 @@ static lq_status validate(const char *method, const char *model_dir, const char 
     if (lq_paths_overlap(model_dir, out_dir))
         LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s: output overlaps the model directory %s", out_dir,
                 model_dir);
-    return o->format[0] ? LQ_OK : lq_outdir_check(out_dir, o->force, err); /* gguf: the sink's */
+    if (fmt_ct(o))
+        LQ_TRY(check_ct(method, o, err));
+    return fmt_gguf(o) ? LQ_OK : lq_outdir_check(out_dir, o->force, err); /* gguf: the sink's */
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -778,8 +804,8 @@ static lq_status alloc_slots(run *r) {
     r->slot_loss      = lq_calloc_n(r->nslots, sizeof *r->slot_loss);
     if (!r->slot_out || !r->slot_quantized || !r->slot_loss)
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
-    if (r->o.format[0] && (!(r->slot_ggml = lq_calloc_n(r->nslots, sizeof *r->slot_ggml)) ||
-                           !(r->slot_blocks = lq_calloc_n(r->nslots, sizeof *r->slot_blocks))))
+    if (fmt_gguf(&r->o) && (!(r->slot_ggml = lq_calloc_n(r->nslots, sizeof *r->slot_ggml)) ||
+                            !(r->slot_blocks = lq_calloc_n(r->nslots, sizeof *r->slot_blocks))))
         LQ_FAIL(r->err, LQ_ERR_NOMEM, "out of memory");
     if (!E)
         return LQ_OK;
@@ -1115,8 +1141,12 @@ static char *report(run *r, const char *method, const char *model_dir, const cha
                     int ppl_failed) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "method", method);
-    cJSON_AddStringToObject(j, "format", lq_qformat_get(r->mt->format)->name);
-    cJSON_AddStringToObject(j, "checkpoint", lq_qformat_get(r->mt->format)->desc);
+    const int ct = fmt_ct(&r->o);
+    cJSON_AddStringToObject(j, "format",
+                            ct ? "compressed-tensors" : lq_qformat_get(r->mt->format)->name);
+    cJSON_AddStringToObject(j, "checkpoint",
+                            ct ? "compressed-tensors pack-quantized (llm-compressor)"
+                               : lq_qformat_get(r->mt->format)->desc);
     cJSON_AddStringToObject(j, "model_dir", model_dir);
     cJSON_AddStringToObject(j, "out_dir", out_dir);
     cJSON_AddNumberToObject(j, "bits", r->qcfg.bits);
@@ -1315,11 +1345,12 @@ lq_status lq_quantize_be(const char *method, const char *model_dir, const char *
         lq_opts fo;
         LQ_TRY(lq_params_check_applies(p, method, err));
         lq_opts_read(p, &fo);
-        if (fo.format[0] && strncmp(fo.format, "gguf:", 5))
-            LQ_FAIL(err, LQ_ERR_INVALID_ARG, "--format %s: unknown (gguf:TYPE)", fo.format);
-        if (fo.format[0])
+        if (fo.format[0] && !fmt_gguf(&fo) && !fmt_ct(&fo))
+            LQ_FAIL(err, LQ_ERR_INVALID_ARG,
+                    "--format %s: unknown (gguf:TYPE or compressed-tensors)", fo.format);
+        if (fmt_gguf(&fo))
             LQ_TRY(lq_gguf_check(method, &fo, err));
-        if (fo.format[0] && !strcmp(method, "rtn")) /* no calibration: tensor by tensor */
+        if (fmt_gguf(&fo) && !strcmp(method, "rtn")) /* no calibration: tensor by tensor */
             return lq_quantize_gguf(method, model_dir, out_dir, fo.format + 5, &fo, cb,
                                     report_json, err);
     }
@@ -1383,7 +1414,9 @@ lq_status lq_quantize_be(const char *method, const char *model_dir, const char *
     snprintf(r.qcfg.torch_dtype, sizeof r.qcfg.torch_dtype, "%s",
              r.odt == LQ_DT_BF16 ? "bfloat16" : "float16");
     snprintf(r.qcfg.model_name_or_path, sizeof r.qcfg.model_name_or_path, "%s", out_dir);
-    if (r.o.format[0]) {
+    if (fmt_ct(&r.o))
+        r.qcfg.container = LQ_CONTAINER_CT;
+    if (fmt_gguf(&r.o)) {
         /* one file: a work directory beside it holds the temporary file and the spills, and
          * its lock keeps a second writer of the same output out */
         char work[4200];

@@ -502,12 +502,17 @@ static void test_config(void) {
 
 /* ---------------------------------------------------------------------------------------- */
 /* Whole directories through the public loader. */
-static void write_checkpoint(const char *dir, const kcase *c, uint64_t seed, int nlin,
+/* ct: in compressed-tensors' pack-quantized layout (GPTQ / AWQ cases; asymmetric) */
+static void write_checkpoint(const char *dir, const kcase *c, uint64_t seed, int nlin, int ct,
                              lq_qbuf *bufs, lq_qconfig *q) {
     lq_err        err = {0};
     lq_st_writer *wr  = NULL;
     mkdirs(dir);
     *q = cfg_for(c);
+    if (ct) {
+        q->container = LQ_CONTAINER_CT;
+        q->sym       = 0;
+    }
     CHECK_OK(lq_st_writer_create(dir, 0, &wr, &err));
     for (int l = 0; l < nlin; l++) {
         float *dense;
@@ -554,7 +559,7 @@ static void test_checkpoint(void) {
         lq_qbuf      bufs[4];
         lq_qconfig   q;
         snprintf(dir, sizeof dir, "%s/ckpt/%s", tmp_root(), c->name);
-        write_checkpoint(dir, c, 700 + (uint64_t)ci * 8, 4, bufs, &q);
+        write_checkpoint(dir, c, 700 + (uint64_t)ci * 8, 4, 0, bufs, &q);
         lq_checkpoint *ck  = NULL;
         lq_err         err = {0};
         CHECK_MSG(lq_checkpoint_open(dir, &ck, &err) == LQ_OK, "%s: open: %s", c->name, err.msg);
@@ -584,6 +589,226 @@ static void test_checkpoint(void) {
                      LQ_ERR_NOT_FOUND);
         lq_checkpoint_close(ck);
         lq_qconfig_free(&q);
+    }
+}
+
+/* compressed-tensors can hold this case: GPTQ or AWQ with column-order groups */
+static int ct_case(const kcase *c) {
+    return (c->fmt == LQ_FMT_GPTQ || c->fmt == LQ_FMT_AWQ) && !c->act_order;
+}
+
+/* a and b (any formats) dequantize to the same matrix */
+static void same_weights(const lq_qlinear *a, const lq_qlinear *b, const char *label) {
+    CHECK_MSG(a->n == b->n && a->k == b->k, "%s: shape", label);
+    if (a->n != b->n || a->k != b->k)
+        return;
+    float *wa = malloc((size_t)(a->n * a->k) * 4), *wb = malloc((size_t)(a->n * a->k) * 4);
+    lq_format_traits_get((lq_format)a->format)->dequant_ref(a, wa);
+    lq_format_traits_get((lq_format)b->format)->dequant_ref(b, wb);
+    CHECK_MSG(!memcmp(wa, wb, (size_t)(a->n * a->k) * 4), "%s: dequant differs", label);
+    CHECK_MSG(!a->bias == !b->bias && (!a->bias || !memcmp(a->bias, b->bias, (size_t)a->n * 2)),
+              "%s: bias differs", label);
+    free(wa);
+    free(wb);
+}
+
+/* compressed-tensors pack-quantized: GPTQ and AWQ results written, read back through the public
+ * checkpoint API as GPTQ descriptors holding the same weights; the symmetric form; the
+ * quantization_config both ways; what the writer and the parser refuse. */
+static void test_ct(void) {
+    for (int ci = 0; ci < NIO; ci++) {
+        const kcase *c = &k_io[ci].kc;
+        if (!ct_case(c))
+            continue;
+        char       dir[4096], label[128];
+        lq_qbuf    bufs[4];
+        lq_qconfig q;
+        lq_err     err = {0};
+        snprintf(dir, sizeof dir, "%s/ct/%s", tmp_root(), c->name);
+        write_checkpoint(dir, c, 1700 + (uint64_t)ci * 8, 4, 1, bufs, &q);
+        lq_checkpoint *ck = NULL;
+        CHECK_MSG(lq_checkpoint_open(dir, &ck, &err) == LQ_OK, "%s: open: %s", c->name, err.msg);
+        if (!ck)
+            continue;
+        CHECK_EQ_INT(lq_checkpoint_format(ck), LQ_FMT_GPTQ);
+        CHECK_EQ_INT(lq_checkpoint_num_linears(ck), 4);
+        for (int l = 0; l < 4; l++) {
+            char       prefix[128];
+            lq_qlinear w;
+            snprintf(prefix, sizeof prefix, "model.layers.%d.self_attn.%c_proj", l / 2,
+                     l % 2 ? 'v' : 'q');
+            snprintf(label, sizeof label, "%s ct %s", c->name, prefix);
+            CHECK_MSG(lq_checkpoint_get_linear(ck, prefix, &w, &err) == LQ_OK, "%s: %s", label,
+                      err.msg);
+            if (lq_qlinear_check(&w, &err) == LQ_OK)
+                same_weights(&bufs[l].q, &w, label);
+            else
+                CHECK_MSG(0, "%s: %s", label, err.msg);
+        }
+        lq_st *st = NULL;
+        CHECK_OK(lq_st_open_dir(dir, &st, &err));
+        const int64_t G = (c->k + (c->gs > 0 ? c->gs : c->k) - 1) / (c->gs > 0 ? c->gs : c->k);
+        char          expect[512], bias[64] = "";
+        if (c->bias)
+            snprintf(bias, sizeof bias, "bias:F16:[%lld];", (long long)c->n);
+        snprintf(expect, sizeof expect,
+                 "%sweight_packed:I32:[%lld,%lld];weight_scale:F16:[%lld,%lld];weight_shape:I64:"
+                 "[2];weight_zero_point:I32:[%lld,%lld]",
+                 bias, (long long)c->n, (long long)(c->k * c->bits / 32), (long long)c->n,
+                 (long long)G, (long long)((c->n * c->bits + 31) / 32), (long long)G);
+        check_tensor_set(st, "model.layers.0.self_attn.q_proj", expect, c->name);
+        lq_st_close(st);
+        lq_checkpoint_close(ck);
+        for (int l = 0; l < 4; l++)
+            lq_qbuf_free(&bufs[l]);
+        lq_qconfig_free(&q);
+    }
+
+    /* symmetric GPTQ: zero points 2^(b-1) are not stored */
+    {
+        const kcase *c = &k_io[0].kc; /* gptq4_g32_bias */
+        lq_qbuf      qb;
+        float       *dense = NULL;
+        lq_err       err   = {0};
+        CHECK_OK(build(c, c->n, c->k, 0, 31, &qb, &dense));
+        free(dense);
+        int32_t *qz = lq_qbuf_mut(&qb, qb.q.qzeros);
+        for (int64_t g = 0; qz && g < lq_gptq_groups(&qb.q); g++)
+            for (int64_t i = 0; i < c->n; i++)
+                lq_stream_put(qz + g * (c->n * 4 / 32), 1, i, 4, 7u); /* v1: zero 8 - 1 */
+        lq_qconfig q = cfg_for(c);
+        q.container  = LQ_CONTAINER_CT;
+        q.sym        = 1;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/ct/sym", tmp_root());
+        CHECK_OK(write_linear_file(dir, &qb.q, &q, &err));
+        lq_st  *st = NULL;
+        lq_qbuf rb;
+        CHECK_OK(lq_st_open_dir(dir, &st, &err));
+        char expect[256];
+        snprintf(expect, sizeof expect,
+                 "bias:F16:[64];weight_packed:I32:[64,16];weight_scale:F16:[64,4];"
+                 "weight_shape:I64:[2]");
+        check_tensor_set(st, k_prefix, expect, "ct sym");
+        CHECK_MSG(lq_qlinear_read(st, k_prefix, &q, 0, 0, &rb, &err) == LQ_OK, "ct sym read: %s",
+                  err.msg);
+        same_weights(&qb.q, &rb.q, "ct sym");
+        lq_qbuf_free(&rb);
+        lq_st_close(st);
+        /* a symmetric config over asymmetric zeros is a caller's bug, not a silent rewrite */
+        lq_stream_put(qz, 1, 0, 4, 3u);
+        snprintf(dir, sizeof dir, "%s/ct/sym_bad", tmp_root());
+        CHECK_EQ_INT(write_linear_file(dir, &qb.q, &q, &err), LQ_ERR_INTERNAL);
+        lq_qbuf_free(&qb);
+    }
+
+    /* act-order groups have no place in the layout */
+    {
+        const kcase *c = &k_io[1].kc; /* gptq4_actorder */
+        lq_qbuf      qb;
+        float       *dense = NULL;
+        lq_err       err   = {0};
+        CHECK(c->act_order);
+        CHECK_OK(build(c, c->n, c->k, 0, 32, &qb, &dense));
+        free(dense);
+        lq_qconfig q = cfg_for(c);
+        q.container  = LQ_CONTAINER_CT;
+        q.sym        = 0;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/ct/actorder", tmp_root());
+        CHECK_EQ_INT(write_linear_file(dir, &qb.q, &q, &err), LQ_ERR_UNSUPPORTED);
+        CHECK(strstr(err.msg, "static-groups") != NULL);
+        lq_qbuf_free(&qb);
+    }
+
+    /* quantization_config: written, parsed back; mixed groups and ignores become rules */
+    {
+        lq_err     err = {0};
+        lq_qconfig q, back;
+        lq_qconfig_default(LQ_FMT_GPTQ, &q);
+        q.container  = LQ_CONTAINER_CT;
+        q.bits       = 4;
+        q.group_size = 64;
+        q.sym        = 1;
+        q.desc_act   = 1;
+        q.n_skip     = 1;
+        q.has_skip   = 1;
+        snprintf(q.skip[0], sizeof q.skip[0], "mlp.down_proj");
+        CHECK_OK(lq_qconfig_add_rule(&q, "model\\.layers\\.(1|3)\\.(self_attn\\.v_proj)$", 0, 8, 0,
+                                     -1, -1, "test", &err));
+        cJSON *js = NULL;
+        CHECK_OK(lq_qconfig_to_json(&q, &js, &err));
+        char *txt = cJSON_PrintUnformatted(js);
+        CHECK(strstr(txt, "\"quant_method\":\"compressed-tensors\"") != NULL);
+        CHECK(strstr(txt, "\"actorder\":\"weight\"") != NULL);
+        CHECK(strstr(txt, "\"re:.*\\\\.mlp\\\\.down_proj$\"") != NULL);
+        CHECK_OK(lq_qconfig_parse_qc(js, "cfg", &back, &err));
+        CHECK_EQ_INT(back.format, LQ_FMT_GPTQ);
+        CHECK_EQ_INT(back.container, LQ_CONTAINER_CT);
+        CHECK_EQ_INT(back.bits, 4);
+        CHECK_EQ_INT(back.group_size, 64);
+        CHECK_EQ_INT(back.sym, 1);
+        CHECK_EQ_INT(back.desc_act, 1);
+        static const struct {
+            const char *module;
+            int         bits, excluded;
+        } k_mod[] = {{"model.layers.1.self_attn.v_proj", 8, 0},
+                     {"model.layers.2.self_attn.v_proj", 4, 0},
+                     {"model.layers.3.mlp.down_proj", 4, 1},
+                     {"lm_head", 4, 1}};
+        for (size_t i = 0; i < sizeof k_mod / sizeof k_mod[0]; i++) {
+            lq_qconfig eff;
+            int        ex = -1;
+            CHECK_OK(lq_qconfig_for_module(&back, k_mod[i].module, &eff, &ex, &err));
+            CHECK_MSG(eff.bits == k_mod[i].bits && ex == k_mod[i].excluded,
+                      "%s: bits %d excluded %d", k_mod[i].module, eff.bits, ex);
+        }
+        free(txt);
+        cJSON_Delete(js);
+        lq_qconfig_free(&q);
+        lq_qconfig_free(&back);
+    }
+
+    /* what llmquant cannot run is refused by name */
+    static const struct {
+        const char *json, *needle;
+    } k_bad[] = {
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\","
+         "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":8,"
+         "\"type\":\"float\"}}}}",
+         "float-quantized"},
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4,"
+         "\"group_size\":128,\"strategy\":\"group\"},\"input_activations\":{\"num_bits\":8}}}}",
+         "activations"},
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":5,"
+         "\"group_size\":128,\"strategy\":\"group\"}}}}",
+         "num_bits"},
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4,"
+         "\"strategy\":\"tensor\"}}}}",
+         "strategy"},
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"transform_config\":{\"config_groups\":{}},\"config_groups\":{\"g\":{\"targets\":"
+         "[\"Linear\"],\"weights\":{\"num_bits\":4,\"group_size\":32}}}}",
+         "transform_config"},
+        {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","
+         "\"quantization_status\":\"frozen\",\"config_groups\":{\"g\":{\"targets\":"
+         "[\"Linear\"],\"weights\":{\"num_bits\":4,\"group_size\":32}}}}",
+         "frozen"},
+    };
+    for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+        cJSON     *js  = cJSON_Parse(k_bad[i].json);
+        lq_err     err = {0};
+        lq_qconfig q;
+        CHECK(js != NULL);
+        const lq_status st = lq_qconfig_parse_qc(js, "cfg", &q, &err);
+        CHECK_MSG(st == LQ_ERR_UNSUPPORTED && strstr(err.msg, k_bad[i].needle),
+                  "bad ct config %zu: %s (%s)", i, err.msg, lq_status_name(st));
+        if (st == LQ_OK)
+            lq_qconfig_free(&q);
+        cJSON_Delete(js);
     }
 }
 
@@ -742,14 +967,18 @@ static void test_bad(void) {
  * gemm_ref y (F32). */
 static int dump(const char *root) {
     lq_err err = {0};
-    for (int ci = 0; ci < NIO; ci++) {
+    /* each case, then the GPTQ / AWQ ones again in compressed-tensors' layout ("<name>_ct") */
+    for (int cc = 0; cc < 2 * NIO; cc++) {
+        const int    ci = cc % NIO, ct = cc >= NIO;
         const kcase *c = &k_io[ci].kc;
         char         dir[4096], rdir[4200];
         lq_qbuf      qb;
         lq_qconfig   q;
-        snprintf(dir, sizeof dir, "%s/%s", root, c->name);
+        if (ct && !ct_case(c))
+            continue;
+        snprintf(dir, sizeof dir, "%s/%s%s", root, c->name, ct ? "_ct" : "");
         snprintf(rdir, sizeof rdir, "%s/ref", dir);
-        write_checkpoint(dir, c, 900 + (uint64_t)ci, 1, &qb, &q);
+        write_checkpoint(dir, c, 900 + (uint64_t)ci, 1, ct, &qb, &q);
         const lq_qlinear *w = &qb.q;
         const int64_t     m = 5, n = w->n, k = w->k;
         float            *wd = malloc((size_t)(n * k) * 4), *x = malloc((size_t)(m * k) * 4),
@@ -860,6 +1089,7 @@ int main(int argc, char **argv) {
     test_roundtrip();
     test_config();
     test_checkpoint();
+    test_ct();
     test_bad();
     test_sorted_not_written();
     test_qbuf_alloc();

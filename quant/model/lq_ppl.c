@@ -699,7 +699,9 @@ lq_status lq_perplexity(const char *model_dir, const char *data_file, const lq_p
                                 r.seconds > 0 ? (double)r.tokens_run / r.seconds : 0);
         cJSON_AddNumberToObject(j, "load_seconds", load_s);
         cJSON_AddStringToObject(j, "layers", info.resident ? "resident" : "streamed");
-        cJSON_AddStringToObject(j, "format", lq_qformat_get(m->format)->name);
+        cJSON_AddStringToObject(j, "format",
+                                m->qcfg ? lq_qconfig_format_name(m->qcfg)
+                                        : lq_qformat_get(m->format)->name);
         cJSON_AddStringToObject(j, "device", gpu ? lq_gpu_describe(gpu) : "cpu");
         cJSON_AddStringToObject(j, "model_dir", model_dir);
         cJSON_AddStringToObject(j, "data_file", data_file);
