@@ -3,7 +3,8 @@
 #   Debian/Ubuntu packages (apt-get, non-interactive; sudo only when not root).
 #   Python packages for the optional oracle tests, if pip exists (failures tolerated: those
 #   tests print SKIP): numpy, safetensors, sentencepiece, protobuf, tokenizers, transformers,
-#   torch, accelerate, gguf, bitsandbytes, autoawq and auto-gptq (no deps), gptqmodel.
+#   torch, accelerate, gguf, bitsandbytes, compressed-tensors, autoawq and auto-gptq (no deps),
+#   gptqmodel.
 #   LQ_SETUP_PIP=0 skips them (the product needs none).
 set -euo pipefail
 
@@ -44,7 +45,8 @@ if [ "${LQ_SETUP_PIP:-1}" != 0 ] && command -v python3 >/dev/null 2>&1 &&
     want=()
     for pair in numpy:numpy safetensors:safetensors sentencepiece:sentencepiece \
         google.protobuf:protobuf tokenizers:tokenizers transformers:transformers torch:torch \
-        accelerate:accelerate gguf:gguf bitsandbytes:bitsandbytes; do
+        accelerate:accelerate gguf:gguf bitsandbytes:bitsandbytes \
+        compressed_tensors:compressed-tensors==0.20.1; do
         mod=${pair%%:*}
         python3 -c "import $mod" >/dev/null 2>&1 || want+=("${pair##*:}")
     done
