@@ -27,6 +27,7 @@ static const struct {
     [LQ_DT_Q8_0]    = {"Q8_0", 0, 32, 34, 0, 8},      [LQ_DT_Q2_K] = {"Q2_K", 0, 256, 84, 0, 10},
     [LQ_DT_Q3_K]    = {"Q3_K", 0, 256, 110, 0, 11},   [LQ_DT_Q4_K] = {"Q4_K", 0, 256, 144, 0, 12},
     [LQ_DT_Q5_K]    = {"Q5_K", 0, 256, 176, 0, 13},   [LQ_DT_Q6_K] = {"Q6_K", 0, 256, 210, 0, 14},
+    [LQ_DT_IQ4_NL]  = {"IQ4_NL", 0, 32, 18, 0, 20},   [LQ_DT_IQ4_XS] = {"IQ4_XS", 0, 256, 136, 0, 23},
 };
 
 /* Every id ggml.h defines (gguf-py GGML_QUANT_SIZES), decodable or not: a GGUF file holding a
@@ -112,7 +113,7 @@ int lq_ggml_type_block(uint32_t ggml_type, int *block_bytes) {
 
 int lq_dtype_is_float(lq_dtype t) {
     return t == LQ_DT_F32 || t == LQ_DT_F16 || t == LQ_DT_BF16 || t == LQ_DT_F64 ||
-           (t >= LQ_DT_Q4_0 && t <= LQ_DT_Q6_K);
+           (t >= LQ_DT_Q4_0 && t <= LQ_DT_IQ4_XS);
 }
 
 int64_t lq_convert_to_f32(lq_dtype t, const void *src, int64_t n, float *dst) {

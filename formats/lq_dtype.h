@@ -1,7 +1,7 @@
 /* lq_dtype.h -- element types of checkpoint tensors and conversions to/from float32.
  *
  * Two kinds: the safetensors element types (F32 ... F8_E5M2, one value per element) and the
- * GGML block types a GGUF file stores weights in (Q4_0 ... Q6_K: blocks of 32 or 256 elements
+ * GGML block types a GGUF file stores weights in (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS: blocks of 32 or 256 elements
  * with their own scales). Both decode to float32 through lq_convert_to_f32, so a weight read
  * from a GGUF file goes through the same path as one read from safetensors. */
 #ifndef LQ_DTYPE_H
@@ -38,6 +38,8 @@ typedef enum lq_dtype {
     LQ_DT_Q4_K = 22,
     LQ_DT_Q5_K = 23,
     LQ_DT_Q6_K = 24,
+    LQ_DT_IQ4_NL = 25, /* 4-bit non-linear (kvalues_iq4nl), one fp16 scale per 32 */
+    LQ_DT_IQ4_XS = 26, /* the same codes, 6-bit sub-block scales per 256 */
     LQ_DT_COUNT
 } lq_dtype;
 
@@ -153,6 +155,14 @@ void lq_ggml_decode(lq_dtype t, const uint8_t *src, int64_t nblocks, float *dst)
  * of ggml's reference quantizer for t (what llama-quantize runs without an importance matrix),
  * bit for bit. False (nothing written) when t is not a GGML block type. */
 bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst);
+/* lq_ggml_encode with importance weights qw (one per element: llama-imatrix's mean squared
+ * activations, or GPTQ's Hessian diagonal), by ggml's quantize_row_*_impl: the blocks
+ * ggml_quantize_chunk writes with an importance matrix, bit for bit. sigma2: the mean square of
+ * the whole row the blocks come from (lq_ggml_row_sigma2; the 32-element types weight by it, the
+ * 256-element ones by their own block's). qw NULL: lq_ggml_encode. */
+bool  lq_ggml_encode_w(lq_dtype t, const float *src, int64_t nblocks, const float *qw,
+                       float sigma2, uint8_t *dst);
+float lq_ggml_row_sigma2(const float *x, int64_t n);
 /* Element j of one block of type t whose scales are set (by lq_ggml_encode): store the code
  * whose decoded value is nearest x and return that value, exactly as the decoder reads it.
  * GPTQ's sweep on a GGML type rounds column by column through this. */

@@ -1,7 +1,8 @@
 /* llama-quantize's file types and per-tensor type rules (lq_gguf_write.h), after llama.cpp's
  * src/llama-quant.cpp (MIT): tensor_allows_quantization, tensor_get_category,
  * llama_tensor_get_type_impl and tensor_type_fallback, for the file types offered here (the
- * legacy and k-quant mixes; the IQ mixes need encoders llmquant does not have). */
+ * legacy and k-quant mixes, IQ4_NL and IQ4_XS; the 1-3-bit IQ mixes need encoders llmquant does
+ * not have). */
 #include "lq_gguf_write.h"
 
 #include "lq_dtype.h"
@@ -13,13 +14,14 @@
 
 enum { /* ggml.h enum ggml_type */
     T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
-    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30,
+    T_Q2_K = 10, T_Q3_K = 11, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_IQ4_NL = 20,
+    T_IQ4_XS = 23, T_BF16 = 30,
 };
 
 enum { /* llama.h enum llama_ftype */
     F_ALL_F32 = 0, F_F16 = 1, F_Q4_0 = 2, F_Q4_1 = 3, F_Q8_0 = 7, F_Q5_0 = 8, F_Q5_1 = 9,
     F_Q2_K = 10, F_Q3_K_S = 11, F_Q3_K_M = 12, F_Q3_K_L = 13, F_Q4_K_S = 14, F_Q4_K_M = 15,
-    F_Q5_K_S = 16, F_Q5_K_M = 17, F_Q6_K = 18, F_BF16 = 32,
+    F_Q5_K_S = 16, F_Q5_K_M = 17, F_Q6_K = 18, F_IQ4_NL = 25, F_IQ4_XS = 30, F_BF16 = 32,
 };
 
 static const lq_gguf_ftype k_ftypes[] = {
@@ -29,6 +31,7 @@ static const lq_gguf_ftype k_ftypes[] = {
     {"Q4_K_S", F_Q4_K_S, T_Q4_K}, {"Q4_K_M", F_Q4_K_M, T_Q4_K}, {"Q4_K", F_Q4_K_M, T_Q4_K},
     {"Q5_K_S", F_Q5_K_S, T_Q5_K}, {"Q5_K_M", F_Q5_K_M, T_Q5_K}, {"Q5_K", F_Q5_K_M, T_Q5_K},
     {"Q6_K", F_Q6_K, T_Q6_K},     {"Q8_0", F_Q8_0, T_Q8_0},     {"F16", F_F16, T_F16},
+    {"IQ4_NL", F_IQ4_NL, T_IQ4_NL}, {"IQ4_XS", F_IQ4_XS, T_IQ4_XS},
     {"BF16", F_BF16, T_BF16},     {"F32", F_ALL_F32, T_F32},
 };
 #define N_FTYPES (sizeof k_ftypes / sizeof k_ftypes[0])
@@ -42,7 +45,7 @@ const lq_gguf_ftype *lq_gguf_ftype_find(const char *name) {
 
 const char *lq_gguf_ftype_list(void) {
     return "Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K_S|Q3_K_M|Q3_K_L|Q4_K_S|Q4_K_M|Q5_K_S|Q5_K_M|Q6_K|"
-           "F16|BF16|F32 (Q3_K, Q4_K, Q5_K: the _M mixes)";
+           "IQ4_NL|IQ4_XS|F16|BF16|F32 (Q3_K, Q4_K, Q5_K: the _M mixes)";
 }
 
 typedef enum cat {
@@ -145,6 +148,8 @@ static uint32_t rules(mix *m, uint32_t t, const lq_gguf_tensor *x, cat c) {
             t = m->i_attn_v < 2 ? T_Q5_K : T_Q4_K;
         else if (f == F_Q3_K_L)
             t = T_Q5_K;
+        else if ((f == F_IQ4_NL || f == F_IQ4_XS) && m->n_gqa >= 4)
+            t = T_Q5_K;
         else if ((f == F_Q4_K_M || f == F_Q5_K_M) && more_bits(m->i_attn_v, m->n_attn_v))
             t = T_Q6_K;
         else if (f == F_Q4_K_S && m->i_attn_v < 4)
@@ -175,7 +180,9 @@ static uint32_t rules(mix *m, uint32_t t, const lq_gguf_tensor *x, cat c) {
                     t = il < nl / 16 ? T_Q6_K : more_bits(il, nl) ? T_Q5_K : T_Q4_K;
                 else if (more_bits(il, nl))
                     t = T_Q6_K;
-            } else if (f == F_Q5_K_M && more_bits(il, nl))
+            } else if (il < nl / 8 && (f == F_IQ4_NL || f == F_IQ4_XS)) /* no imatrix */
+                t = T_Q5_K;
+            else if (f == F_Q5_K_M && more_bits(il, nl))
                 t = T_Q6_K;
             else if (f == F_Q4_K_S && !is_falcon(m) && il < nl / 8)
                 t = T_Q5_K;
@@ -185,7 +192,7 @@ static uint32_t rules(mix *m, uint32_t t, const lq_gguf_tensor *x, cat c) {
         if (!is_falcon(m)) {
             if (m->n_expert == 8) {
                 if (f == F_Q2_K || f == F_Q3_K_S || f == F_Q3_K_M || f == F_Q4_K_S ||
-                    f == F_Q4_K_M)
+                    f == F_Q4_K_M || f == F_IQ4_NL || f == F_IQ4_XS)
                     t = T_Q5_K;
             } else if (f == F_Q2_K)
                 t = T_Q3_K;
@@ -217,6 +224,7 @@ static uint32_t fallback(mix *m, const lq_gguf_tensor *x, uint32_t t) {
     case T_Q4_K: t = T_Q5_0; break;
     case T_Q5_K: t = T_Q5_1; break;
     case T_Q6_K: t = T_Q8_0; break;
+    case T_IQ4_XS: t = T_IQ4_NL; break;
     default: break;
     }
     return x->ne[0] % lq_ggml_type_block(t, &bb) ? T_F16 : t;

@@ -3,6 +3,8 @@
  * build bench/build_llamacpp.sh makes, or $LQ_GGML_BASE) byte for byte, on data that reaches
  * each branch (all zero, constant, positive only, negative only, outliers, ties, tiny and
  * fp16-overflowing magnitudes), and lq_ggml_decode against ggml's to_float bit for bit.
+ * The same with an importance matrix (lq_ggml_encode_w against ggml_quantize_chunk's imatrix
+ * path, quantize_row_*_impl), whose weights also reach the weighted searches' branches.
  * Without the library: SKIP, a failure where LQ_REQUIRE_ORACLES=1 (CI). Also, with or without
  * it: decode(encode(x)) stays within each type's error bound. */
 #include "lq_dtype.h"
@@ -33,6 +35,7 @@ static const struct {
     {LQ_DT_Q4_0, 2, 0.13}, {LQ_DT_Q4_1, 3, 0.08}, {LQ_DT_Q5_0, 6, 0.065}, {LQ_DT_Q5_1, 7, 0.04},
     {LQ_DT_Q8_0, 8, 0.0081}, {LQ_DT_Q2_K, 10, 0.45}, {LQ_DT_Q3_K, 11, 0.25},
     {LQ_DT_Q4_K, 12, 0.11}, {LQ_DT_Q5_K, 13, 0.06}, {LQ_DT_Q6_K, 14, 0.04},
+    {LQ_DT_IQ4_NL, 20, 0.1}, {LQ_DT_IQ4_XS, 23, 0.1},
 };
 #define NT (sizeof k_types / sizeof k_types[0])
 
@@ -96,6 +99,9 @@ int main(void) {
     float   *x   = malloc(sizeof(float) * ROWS_PER_CASE * ROW);
     float   *y   = malloc(sizeof(float) * ROWS_PER_CASE * ROW);
     float   *y2  = malloc(sizeof(float) * ROWS_PER_CASE * ROW);
+    float    qw[ROW]; /* an importance matrix: positive, a few columns far louder */
+    for (int j = 0; j < ROW; j++)
+        qw[j] = (float)(0.05 + uni() * (j % 13 == 0 ? 40.0 : 1.0));
     uint8_t *ours = malloc(ROWS_PER_CASE * ROW * 2), *theirs = malloc(ROWS_PER_CASE * ROW * 2);
     void    *h    = open_ggml();
     quantize_chunk_fn qc = NULL;
@@ -115,7 +121,7 @@ int main(void) {
         int       bb;
         const int be = lq_dtype_block(k_types[ti].dt, &bb);
         const int64_t nb = (int64_t)ROWS_PER_CASE * ROW / be, bytes = nb * bb;
-        int       same = 0, dec_same = 0, cases = 0;
+        int       same = 0, dec_same = 0, cases = 0, wsame = 0;
         double    worst = 0;
         for (int c = 0; c < NCASE; c++) {
             fill(c, x);
@@ -157,11 +163,29 @@ int main(void) {
             CHECK_MSG(dsame, "%s case %d: decode differs from ggml's to_float",
                       lq_dtype_name(k_types[ti].dt), c);
             dec_same += dsame;
+
+            /* with the importance matrix, row by row as ggml_quantize_chunk runs it */
+            const int64_t rb = ROW / be * bb;
+            for (int r = 0; r < ROWS_PER_CASE; r++)
+                CHECK(lq_ggml_encode_w(k_types[ti].dt, x + r * ROW, ROW / be, qw,
+                                       lq_ggml_row_sigma2(x + r * ROW, ROW), ours + r * rb));
+            qc(k_types[ti].ggml, x, theirs, 0, ROWS_PER_CASE, ROW, qw);
+            first = -1;
+            for (int64_t i = 0; i < bytes && first < 0; i++)
+                if (ours[i] != theirs[i])
+                    first = i;
+            CHECK_MSG(first < 0,
+                      "%s case %d, imatrix: byte %lld (block %lld) differs from ggml's: %02x vs "
+                      "%02x",
+                      lq_dtype_name(k_types[ti].dt), c, (long long)first, (long long)(first / bb),
+                      first < 0 ? 0 : ours[first], first < 0 ? 0 : theirs[first]);
+            wsame += first < 0;
         }
         CHECK_MSG(worst <= k_types[ti].rel, "%s: error %.4f of the block's absmax > %.4f",
                   lq_dtype_name(k_types[ti].dt), worst, k_types[ti].rel);
-        printf("%-5s %d/%d data cases byte-identical to ggml, decode %d/%d; max error %.4f of "
-               "absmax\n", lq_dtype_name(k_types[ti].dt), same, cases, dec_same, cases, worst);
+        printf("%-6s %d/%d data cases byte-identical to ggml (%d/%d with an imatrix), decode "
+               "%d/%d; max error %.4f of absmax\n",
+               lq_dtype_name(k_types[ti].dt), same, cases, wsame, cases, dec_same, cases, worst);
     }
     CHECK(!lq_ggml_encode(LQ_DT_F16, x, 1, ours)); /* not a block type */
     if (h)
