@@ -37,7 +37,7 @@ WIKI=$SHARED/data/wikitext2/wiki.test.raw
 CODE=$SRC/src/llama-model.cpp
 cd "$WORK"
 echo "# $(date -u +%FT%TZ) $(uname -n), $T threads, $($LQ --version), $(basename "$MODEL")," \
-    "ctx 512 x $CHUNKS chunks, calibration $NS x $SEQ"
+    "ctx 512 x $CHUNKS chunks, calibration $NS x $SEQ" | tee "$WORK/reports/run.txt"
 
 BASE=$WORK/base
 if [ ! -d "$BASE" ]; then
@@ -251,18 +251,5 @@ for mix in Q4_K_M Q3_K_M Q2_K Q4_0; do
     lq_gguf_row "gguf-gptq-$m" "GGUF $mix, GPTQ on each tensor's type (--format gguf:$mix)" gptq "$mix"
 done
 
-python3 - "$WORK/reports" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-rows = [json.load(open(os.path.join(d, f))) for f in sorted(os.listdir(d)) if f.endswith(".json")]
-ref = {r["quantizer"].split()[0]: r for r in rows if r["name"] in ("fp16", "llama-f16")}
-print("\n| quantizer | config | bits/weight | WikiText-2 ppl | vs its 16-bit | llama-model.cpp ppl"
-      " | vs its 16-bit | conversion s | file MiB |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-for r in sorted(rows, key=lambda r: (-r["bpw"], r["wiki"])):
-    b = ref.get(r["quantizer"].split()[0]) or ref.get("llmquant")
-    rel = lambda k: f"{(r[k] / b[k] - 1) * 100:+.2f}%" if b and b is not r else ""
-    print(f"| {r['quantizer']} | {r['config']} | {r['bpw']:.3f} | {r['wiki']:.4f} | {rel('wiki')} |"
-          f" {r['code']:.4f} | {rel('code')} | {r['seconds']} |"
-          f" {r.get('bytes', 0) / 2**20:.1f} |")
-PY
+echo
+python3 "$ROOT/bench/quality_table.py" "$WORK/reports"

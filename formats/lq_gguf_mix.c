@@ -115,7 +115,7 @@ static int allows_quantization(const lq_gguf_tensor *t) {
 }
 
 typedef struct mix {
-    int         ftype;
+    int         ftype, has_imatrix;
     const char *arch;
     int         n_layer, n_gqa, n_expert, is_70b, tied;
     int         n_attn_v, i_attn_v, i_ffn_down;
@@ -180,12 +180,14 @@ static uint32_t rules(mix *m, uint32_t t, const lq_gguf_tensor *x, cat c) {
                     t = il < nl / 16 ? T_Q6_K : more_bits(il, nl) ? T_Q5_K : T_Q4_K;
                 else if (more_bits(il, nl))
                     t = T_Q6_K;
-            } else if (il < nl / 8 && (f == F_IQ4_NL || f == F_IQ4_XS)) /* no imatrix */
+            } else if (il < nl / 8 && (f == F_IQ4_NL || f == F_IQ4_XS) && !m->has_imatrix)
                 t = T_Q5_K;
             else if (f == F_Q5_K_M && more_bits(il, nl))
                 t = T_Q6_K;
             else if (f == F_Q4_K_S && !is_falcon(m) && il < nl / 8)
                 t = T_Q5_K;
+            else if ((f == F_Q4_0 || f == F_Q5_0) && m->has_imatrix && il < nl / 8)
+                t = f == F_Q4_0 ? T_Q4_1 : T_Q5_1; /* llama.cpp's guard for the first layers */
         }
         m->i_ffn_down++;
     } else if (c == C_ATTN_OUTPUT) {
@@ -257,8 +259,8 @@ static bool arch_key(const lq_gguf *g, const char *arch, const char *suffix, int
     return lq_gguf_get_i64(g, key, v);
 }
 
-lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int64_t *order,
-                             uint32_t *types, int64_t *n_fallback, lq_err *err) {
+lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int has_imatrix,
+                             int64_t *order, uint32_t *types, int64_t *n_fallback, lq_err *err) {
     const char *path = lq_gguf_path(g);
     const char *as;
     int64_t     alen;
@@ -284,7 +286,7 @@ lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int64_t 
     if (!kk)
         nkv = nh; /* llama.cpp: head_count_kv defaults to head_count */
     arch_key(g, arch, "expert_count", &ne);
-    mix m = {.ftype = ft->ftype, .arch = arch, .n_layer = (int)nl,
+    mix m = {.ftype = ft->ftype, .has_imatrix = has_imatrix, .arch = arch, .n_layer = (int)nl,
              .n_gqa = nkv > 0 ? (int)(nh / nkv) : 0, .n_expert = (int)ne, .tied = 1};
     /* llama.cpp's LLM_TYPE_70B, the one model size its rules look at */
     m.is_70b = (nl == 80 && (!strcmp(arch, "qwen2") || !strcmp(arch, "deci") ||

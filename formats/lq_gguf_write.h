@@ -58,9 +58,11 @@ const char          *lq_gguf_ftype_list(void);
 
 /* The tensors of g in llama.cpp's order (layer number, then name; non-layer tensors first) and
  * the GGML type each gets under ft: order[i] and types[i] for i < tensor count (arrays of that
- * many). *n_fallback counts tensors whose row did not fit the chosen type. LQ_ERR_UNSUPPORTED
- * naming the file and key for a header llama.cpp's rules need and g lacks. */
-lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int64_t *order,
-                             uint32_t *types, int64_t *n_fallback, lq_err *err);
+ * many). *n_fallback counts tensors whose row did not fit the chosen type. has_imatrix: the
+ * rules llama-quantize follows when it has an importance matrix (a calibrated method's file has
+ * the size of that one). LQ_ERR_UNSUPPORTED naming the file and key for a header llama.cpp's
+ * rules need and g lacks. */
+lq_status lq_gguf_plan_types(const lq_gguf *g, const lq_gguf_ftype *ft, int has_imatrix,
+                             int64_t *order, uint32_t *types, int64_t *n_fallback, lq_err *err);
 
 #endif

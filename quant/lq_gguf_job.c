@@ -316,7 +316,9 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
     s->blocks = lq_calloc_n(nt1, sizeof *s->blocks);
     if (!s->order || !s->types || !s->layer || !s->perm || !s->blocks)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
-    LQ_TRY_GOTO(lq_gguf_plan_types(s->g, ft, s->order, s->types, &s->n_fallback, err));
+    /* calibrated: the types llama-quantize gives a file made with an importance matrix */
+    LQ_TRY_GOTO(lq_gguf_plan_types(s->g, ft, strcmp(method, "rtn") != 0, s->order, s->types,
+                                   &s->n_fallback, err));
     for (int64_t i = 0; i < s->nt; i++)
         s->layer[i] = lq_gguf_layer_of(lq_gguf_tensor_get(s->g, i)->name);
     if (strcmp(method, "rtn")) { /* the linears a method hands over, by Hugging Face name */

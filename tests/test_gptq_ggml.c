@@ -1,11 +1,13 @@
 /* GPTQ on a GGML type's own grid (lq_gptq_ggml), every block type Q4_0 .. Q6_K, IQ4_NL, IQ4_XS:
  *  - the fake-quantized weights it returns are what its blocks decode to, bit for bit;
- *  - with H = I (no error to spread) it is round-to-nearest on ggml's own scales: the
- *    k-quants' blocks equal ggml's reference quantizer's (lq_ggml_encode) byte for byte, and no
- *    element of the 32-element types and the IQ4 ones (whose reference rounds with the
- *    unrounded fp32 scale) lands further from its weight than there;
- *  - on correlated inputs its output error tr((W - Q) H (W - Q)^T) is below round-to-nearest's
- *    for every type;
+ *  - with H = I (no error to spread) it is round-to-nearest on ggml's own scales, searched with
+ *    the Hessian diagonal as the importance matrix: the k-quants' blocks equal ggml's quantizer's
+ *    with that imatrix (lq_ggml_encode_w) byte for byte, and no element of the 32-element types
+ *    and the IQ4 ones (whose reference rounds with the unrounded fp32 scale) lands further from
+ *    its weight than there;
+ *  - on correlated inputs its output error tr((W - Q) H (W - Q)^T) is below that of
+ *    round-to-nearest with diag(H) as the importance matrix (llama-quantize --imatrix) for every
+ *    type;
  *  - act-order, static groups and a row that is not whole blocks are refused. */
 #include "lq_dtype.h"
 #include "lq_quant.h"
@@ -58,6 +60,7 @@ int main(void) {
     float  *X = malloc(sizeof(float) * T * k);
     double *Hd = malloc(sizeof(double) * k * k);
     uint8_t *blk = malloc((size_t)n * k * 2), *ref = malloc((size_t)n * k * 2);
+    float   *imp = malloc(sizeof(float) * k);
     for (int64_t i = 0; i < n * k; i++)
         W[i] = gauss() * (i % 53 == 0 ? 6.0f : 1.0f);
     /* correlated inputs: each feature mixes its neighbours; a few loud channels */
@@ -92,7 +95,11 @@ int main(void) {
         lq_ggml_decode(t, blk, nb, Y);
         CHECK_MSG(!memcmp(Y, Wq, sizeof(float) * n * k), "%s: returned weights are not the "
                   "blocks' values", lq_dtype_name(t));
-        lq_ggml_encode(t, W, nb, ref);
+        for (int64_t c = 0; c < k; c++)
+            imp[c] = 1;
+        for (int64_t r = 0; r < n; r++) /* ggml_quantize_chunk's rows, with diag(H) = 1 */
+            lq_ggml_encode_w(t, W + r * k, k / be, imp, lq_ggml_row_sigma2(W + r * k, k),
+                             ref + r * (k / be) * bb);
         if (be == 256 && t != LQ_DT_IQ4_XS) {
             CHECK_MSG(!memcmp(blk, ref, (size_t)(nb * bb)), "%s, H = I: blocks differ from "
                       "ggml's reference quantizer", lq_dtype_name(t));
@@ -114,11 +121,18 @@ int main(void) {
         lq_ggml_decode(t, blk, nb, Y);
         CHECK_MSG(!memcmp(Y, Wq, sizeof(float) * n * k), "%s: returned weights are not the "
                   "blocks' values", lq_dtype_name(t));
+        for (int64_t c = 0; c < k; c++)
+            imp[c] = (float)Hd[c * k + c];
+        for (int64_t r = 0; r < n; r++)
+            lq_ggml_encode_w(t, W + r * k, k / be, imp, lq_ggml_row_sigma2(W + r * k, k),
+                             ref + r * (k / be) * bb);
         lq_ggml_decode(t, ref, nb, Y);
         const double eg = out_err(W, Wq, Hd, n, k), er = out_err(W, Y, Hd, n, k);
-        CHECK_MSG(eg < er, "%s: GPTQ output error %.4g not below round-to-nearest's %.4g",
+        CHECK_MSG(eg < er,
+                  "%s: GPTQ output error %.4g not below round-to-nearest's with an imatrix %.4g",
                   lq_dtype_name(t), eg, er);
-        printf("%-5s output error tr(dW H dW^T): GPTQ %.4g, round-to-nearest %.4g (%.2fx)\n",
+        printf("%-6s output error tr(dW H dW^T): GPTQ %.4g, round-to-nearest with diag(H) as "
+               "the imatrix %.4g (%.2fx)\n",
                lq_dtype_name(t), eg, er, er / eg);
     }
     lq_gptq_opts   o = opts();
@@ -129,6 +143,6 @@ int main(void) {
     o = opts();
     CHECK(lq_gptq_ggml(Wq, H, n, 320, &o, LQ_DT_Q4_K, blk, &res, &err) == LQ_ERR_INVALID_ARG);
     CHECK(lq_gptq_ggml(Wq, H, n, k, &o, LQ_DT_F16, blk, &res, &err) == LQ_ERR_INVALID_ARG);
-    free(W), free(Wq), free(Y), free(H), free(X), free(Hd), free(blk), free(ref);
+    free(W), free(Wq), free(Y), free(H), free(X), free(Hd), free(blk), free(ref), free(imp);
     return lq_test_end("gptq_ggml");
 }

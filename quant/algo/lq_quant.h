@@ -152,6 +152,8 @@ typedef struct lq_gptq_sweep {
     int            ggml;   /* a GGML block type (lq_dtype; g is its block): blocks out, not q */
     int            bb;     /* its bytes per block */
     uint8_t       *blocks; /* [n, k / g] blocks */
+    const float   *imp;    /* ggml: [k] importance of each permuted column (NULL: none) */
+    const float   *sigma2; /* ggml: [n] each row's mean square before the sweep */
     double         loss;  /* out */
 } lq_gptq_sweep;
 
@@ -166,9 +168,10 @@ typedef struct lq_gptq_backend {
     lq_status (*reuse)(void *ctx, const float *U, int64_t k, lq_err *err);
 } lq_gptq_backend;
 
-/* GPTQ on a GGML block type's own grid (lq_dtype t, Q4_0 .. Q6_K): at each block's first column
- * its scales and mins come from ggml's search over the error-updated weights, then every column
- * is rounded on them (lq_ggml_requant) and its error spread as usual. No act-order or static
+/* GPTQ on a GGML block type's own grid (lq_dtype t, Q4_0 .. Q6_K, IQ4_NL, IQ4_XS): at each
+ * block's first column its scales and mins come from ggml's search over the error-updated
+ * weights, with diag(H) as the importance matrix (lq_ggml_encode_w), then every column is
+ * rounded on them (lq_ggml_requant) and its error spread as usual. No act-order or static
  * groups (a GGUF file has no g_idx); k a whole number of blocks. W [n, k] in: weights, out: the
  * values the blocks decode to; blocks [n, k / block] out, what llama.cpp reads. CPU sweep. */
 lq_status lq_gptq_ggml(float *W, float *H, int64_t n, int64_t k, const lq_gptq_opts *o,

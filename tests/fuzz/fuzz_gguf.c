@@ -14,7 +14,7 @@
 /* --format gguf: llama-quantize's type plan over any accepted file, and the header written from
  * it (every key copied, every tensor added) must be a status, never a crash; the plan is a
  * permutation of the tensors with types the writer knows. */
-static void plan_and_write(const lq_gguf *g, const char *type) {
+static void plan_and_write(const lq_gguf *g, const char *type, int has_imatrix) {
     const int64_t nt    = lq_gguf_tensor_count(g);
     int64_t      *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
     uint32_t     *types = malloc((size_t)(nt ? nt : 1) * sizeof *types);
@@ -23,7 +23,8 @@ static void plan_and_write(const lq_gguf *g, const char *type) {
     int64_t       nf;
     lq_gguf_out  *o = NULL;
     if (order && types && seen &&
-        lq_gguf_plan_types(g, lq_gguf_ftype_find(type), order, types, &nf, &err) == LQ_OK) {
+        lq_gguf_plan_types(g, lq_gguf_ftype_find(type), has_imatrix, order, types, &nf, &err) ==
+            LQ_OK) {
         for (int64_t i = 0; i < nt; i++) {
             int bb;
             if (order[i] < 0 || order[i] >= nt || seen[order[i]]++ ||
@@ -123,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         free(s);
     }
-    plan_and_write(g, size % 2 ? "Q4_K_M" : "Q2_K");
+    plan_and_write(g, size % 2 ? "Q4_K_M" : size % 4 ? "Q2_K" : "Q4_0", (int)(size % 3 == 0));
     lq_gguf_close(g);
     return 0;
 }
