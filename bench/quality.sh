@@ -243,12 +243,13 @@ llama_row llama-q3_k_s-imat "Q3_K_S + importance matrix" Q3_K_S imatrix
 llama_row llama-q2_k "Q2_K" Q2_K
 llama_row llama-q2_k-imat "Q2_K + importance matrix" Q2_K imatrix
 
-# GGUF mixes: llama-quantize (plain, + importance matrix) against llmquant gptq --format gguf
+# GGUF mixes: llama-quantize (plain, + importance matrix) against llmquant gptq / awq --format gguf
 for mix in Q4_K_M Q3_K_M Q2_K Q4_0; do
     m=$(echo "$mix" | tr 'A-Z' 'a-z')
     llama_mix_row "gguf-llama-$m" "GGUF $mix (llama-quantize)" "$mix"
     llama_mix_row "gguf-llama-$m-imat" "GGUF $mix + importance matrix (llama-quantize)" "$mix" imatrix
     lq_gguf_row "gguf-gptq-$m" "GGUF $mix, GPTQ on each tensor's type (--format gguf:$mix)" gptq "$mix"
+    lq_gguf_row "gguf-awq-$m" "GGUF $mix, AWQ's scales, then each tensor's type (--format gguf:$mix)" awq "$mix"
 done
 
 echo

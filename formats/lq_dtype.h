@@ -163,6 +163,8 @@ bool lq_ggml_encode(lq_dtype t, const float *src, int64_t nblocks, uint8_t *dst)
 bool  lq_ggml_encode_w(lq_dtype t, const float *src, int64_t nblocks, const float *qw,
                        float sigma2, uint8_t *dst);
 float lq_ggml_row_sigma2(const float *x, int64_t n);
+/* The code width of GGML block type t (Q2_K 2 ... Q8_0 8; IQ4 4), 0 for other types. */
+int   lq_ggml_bits(lq_dtype t);
 /* Element j of one block of type t whose scales are set (by lq_ggml_encode): store the code
  * whose decoded value is nearest x and return that value, exactly as the decoder reads it.
  * GPTQ's sweep on a GGML type rounds column by column through this. */

@@ -1111,6 +1111,15 @@ static const encw_fn k_encode_w[LQ_DT_COUNT] = {
     [LQ_DT_Q6_K] = encw_q6_k,     [LQ_DT_IQ4_NL] = encw_iq4_nl, [LQ_DT_IQ4_XS] = encw_iq4_xs,
 };
 
+int lq_ggml_bits(lq_dtype t) {
+    static const int8_t bits[LQ_DT_COUNT] = {
+        [LQ_DT_Q4_0] = 4, [LQ_DT_Q4_1] = 4, [LQ_DT_Q5_0] = 5,   [LQ_DT_Q5_1] = 5,
+        [LQ_DT_Q8_0] = 8, [LQ_DT_Q2_K] = 2, [LQ_DT_Q3_K] = 3,   [LQ_DT_Q4_K] = 4,
+        [LQ_DT_Q5_K] = 5, [LQ_DT_Q6_K] = 6, [LQ_DT_IQ4_NL] = 4, [LQ_DT_IQ4_XS] = 4,
+    };
+    return t >= 0 && t < LQ_DT_COUNT ? bits[t] : 0;
+}
+
 float lq_ggml_row_sigma2(const float *x, int64_t n) {
     float sum_x2 = 0;
     for (int64_t j = 0; j < n; j++)

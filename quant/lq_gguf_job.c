@@ -74,6 +74,8 @@ struct lq_gguf_sink {
     char               **hf;       /* Hugging Face name of each tensor (methods other than rtn) */
     int                 *perm;     /* heads llama.cpp permuted its rows over (0: none) */
     uint8_t            **blocks;   /* what the method made of each tensor, or NULL */
+    float              **fdata;    /* float values a method gave for a tensor (GGUF's), or NULL */
+    const lq_gguf_arch  *arch;     /* the input's (methods other than rtn) */
     float               *x;        /* slab in float32 */
     uint8_t             *q;        /* slab encoded */
     int64_t              cap;      /* floats in x */
@@ -181,12 +183,49 @@ static lq_status write_blocks(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err
     return LQ_OK;
 }
 
+/* A method's float values, in llama.cpp's row order, encoded in the planned type. */
+static lq_status write_floats(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err *err) {
+    const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, ti);
+    int                   bb;
+    const int64_t         be = lq_ggml_type_block(type, &bb), ne0 = t->ne[0];
+    const int64_t         n = t->numel / ne0, heads = s->perm[ti], row = ne0 / be * bb;
+    const int64_t         hd = heads > 0 ? n / heads : 0, half = hd / 2;
+    float                *x = lq_malloc_n(t->numel, sizeof(float));
+    uint8_t              *q = lq_malloc_n(n, (size_t)row);
+    lq_status             st = LQ_OK;
+    if (!x || !q) {
+        st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->name);
+        goto done;
+    }
+    for (int64_t p = 0; p < n; p++) { /* as write_blocks */
+        int64_t r = p;
+        if (heads > 0) {
+            const int64_t h = p / hd, i = (p % hd) / 2, j = p % 2;
+            r               = h * hd + j * half + i;
+        }
+        memcpy(x + p * ne0, s->fdata[ti] + r * ne0, (size_t)ne0 * sizeof(float));
+    }
+    st = encode_rows(type, x, n, ne0, row, q, s->nthreads);
+    if (st != LQ_OK)
+        st = lq_fail(err, st, "%s: cannot encode as %s", t->name, lq_ggml_type_name(type));
+    else
+        st = lq_gguf_out_write_data(s->o, s->f, q, n * row, s->out, err);
+    free(s->fdata[ti]);
+    s->fdata[ti] = NULL;
+    s->from_method++;
+done:
+    free(x), free(q);
+    return st;
+}
+
 lq_status lq_gguf_sink_write_layer(lq_gguf_sink *s, int64_t layer, lq_err *err) {
     for (; s->next < s->nt && s->layer[s->order[s->next]] <= layer; s->next++) {
         const int64_t         ti = s->order[s->next];
         const uint32_t        ty = s->types[s->next];
         const lq_gguf_tensor *t  = lq_gguf_tensor_get(s->g, ti);
-        LQ_TRY(s->blocks[ti] ? write_blocks(s, ti, ty, err) : write_rounded(s, t, ty, err));
+        LQ_TRY(s->blocks[ti]  ? write_blocks(s, ti, ty, err)
+               : s->fdata[ti] ? write_floats(s, ti, ty, err)
+                              : write_rounded(s, t, ty, err));
     }
     return LQ_OK;
 }
@@ -209,9 +248,29 @@ bool lq_gguf_sink_has(const lq_gguf_sink *s, const char *hf) {
     return hf_pos(s, hf) >= 0;
 }
 
+lq_status lq_gguf_sink_put_f32(lq_gguf_sink *s, const char *hf, const float *x, int64_t numel,
+                               lq_err *err) {
+    const int64_t p = hf_pos(s, hf);
+    if (p < 0 || s->blocks[s->order[p]] || s->fdata[s->order[p]])
+        LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: %s", hf, p < 0 ? "no GGUF tensor" : "given twice");
+    const int64_t         ti = s->order[p];
+    const lq_gguf_tensor *t  = lq_gguf_tensor_get(s->g, ti);
+    if (numel != t->numel)
+        LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: %lld values for %lld", hf, (long long)numel,
+                (long long)t->numel);
+    float *c = lq_malloc_n(numel, sizeof(float));
+    if (!c)
+        LQ_FAIL(err, LQ_ERR_NOMEM, "%s: out of memory", hf);
+    const float shift = lq_gguf_hf_shift(s->arch, hf); /* Gemma's norms: GGUF stores 1 + w */
+    for (int64_t i = 0; i < numel; i++)
+        c[i] = x[i] + shift;
+    s->fdata[ti] = c;
+    return LQ_OK;
+}
+
 lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err) {
     const int64_t p = hf_pos(s, hf);
-    if (p < 0 || s->blocks[s->order[p]]) {
+    if (p < 0 || s->blocks[s->order[p]] || s->fdata[s->order[p]]) {
         free(blocks);
         LQ_FAIL(err, LQ_ERR_INTERNAL, "%s: %s", hf, p < 0 ? "no GGUF tensor" : "given twice");
     }
@@ -246,14 +305,15 @@ lq_status lq_gguf_check(const char *method, const lq_opts *o, lq_err *err) {
         {o->static_groups, "--static-groups", "each block's scales come when GPTQ reaches it"},
         {o->awq_scales, "--awq-scales", "not with GGUF output yet"},
         {o->set.target_bpw, "--target-bpw", "the GGUF mix sets each tensor's type"},
+        {o->set.awq_clip, "--awq-clip", "ggml's search sets each block's range"},
         {o->set.out_dtype, "--out-dtype", "scales are the type's own (fp16)"},
         {o->set.max_shard_size, "--max-shard-size", "the output is one file"},
         {o->set.check_ppl, "--check-ppl", "not with GGUF output yet: run llmquant ppl on it"},
         {o->set.max_ppl_increase, "--max-ppl-increase", "not with GGUF output yet"},
     };
-    if (strcmp(method, "rtn") && strcmp(method, "gptq"))
+    if (strcmp(method, "rtn") && strcmp(method, "gptq") && strcmp(method, "awq"))
         LQ_FAIL(err, LQ_ERR_UNSUPPORTED,
-                "--format gguf: method %s does not write GGUF yet (rtn and gptq do)", method);
+                "--format gguf: method %s does not write GGUF (rtn, gptq and awq do)", method);
     for (size_t i = 0; i < sizeof moot / sizeof moot[0]; i++)
         if (moot[i].set)
             LQ_FAIL(err, LQ_ERR_INVALID_ARG, "%s with --format gguf: %s", moot[i].name,
@@ -273,8 +333,10 @@ void lq_gguf_sink_free(lq_gguf_sink *s) {
             free(s->hf[i]);
         if (s->blocks)
             free(s->blocks[i]);
+        if (s->fdata)
+            free(s->fdata[i]);
     }
-    free(s->hf), free(s->blocks), free(s->perm), free(s->layer);
+    free(s->hf), free(s->blocks), free(s->fdata), free(s->perm), free(s->layer);
     free(s->x), free(s->q), free(s->order), free(s->types);
     lq_gguf_out_free(s->o);
     lq_gguf_close(s->g);
@@ -314,7 +376,8 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
     s->layer  = lq_malloc_n(nt1, sizeof *s->layer);
     s->perm   = lq_calloc_n(nt1, sizeof *s->perm);
     s->blocks = lq_calloc_n(nt1, sizeof *s->blocks);
-    if (!s->order || !s->types || !s->layer || !s->perm || !s->blocks)
+    s->fdata  = lq_calloc_n(nt1, sizeof *s->fdata);
+    if (!s->order || !s->types || !s->layer || !s->perm || !s->blocks || !s->fdata)
         LQ_FAIL_GOTO(err, LQ_ERR_NOMEM, "%s: out of memory", model);
     /* calibrated: the types llama-quantize gives a file made with an importance matrix */
     LQ_TRY_GOTO(lq_gguf_plan_types(s->g, ft, strcmp(method, "rtn") != 0, s->order, s->types,
@@ -324,6 +387,7 @@ lq_status lq_gguf_sink_open(const char *method, const char *model, const char *o
     if (strcmp(method, "rtn")) { /* the linears a method hands over, by Hugging Face name */
         const lq_gguf_arch *a;
         LQ_TRY_GOTO(lq_gguf_hf_arch(s->g, &a, err));
+        s->arch    = a;
         int64_t ne = 0;
         if (a->moe || (lq_gguf_get_i64(s->g, "llama.expert_count", &ne) && ne > 0))
             LQ_FAIL_GOTO(err, LQ_ERR_UNSUPPORTED,

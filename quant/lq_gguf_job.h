@@ -28,6 +28,11 @@ lq_dtype  lq_gguf_sink_type(const lq_gguf_sink *s, const char *hf);
 /* Whether the file has a tensor of Hugging Face weight name hf. */
 bool      lq_gguf_sink_has(const lq_gguf_sink *s, const char *hf);
 /* The blocks of linear hf ([n, k / block] in Hugging Face row order; taken, freed by the sink). */
+/* Float values (Hugging Face's convention, numel of the tensor's) for the tensor of weight name
+ * hf, written in its planned type in place of the input's: what a method changed beside the
+ * linears it rounds (AWQ's folded norms). Copied. */
+lq_status lq_gguf_sink_put_f32(lq_gguf_sink *s, const char *hf, const float *x, int64_t numel,
+                               lq_err *err);
 lq_status lq_gguf_sink_put(lq_gguf_sink *s, const char *hf, uint8_t *blocks, lq_err *err);
 /* Every tensor of layer `layer`, in llama.cpp's order. */
 lq_status lq_gguf_sink_write_layer(lq_gguf_sink *s, int64_t layer, lq_err *err);

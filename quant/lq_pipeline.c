@@ -50,6 +50,15 @@ static int kind_present(const lq_model_config *c, int kind) {
  * run that would quantize nothing are errors naming the reason (and, when the group size is
  * what stands in the way, a group size that would work); why[l] says why a linear stays
  * unquantized. */
+/* --format: "" (the method's own checkpoint), "gguf:TYPE" (one GGUF file, lq_gguf_job) or
+ * "compressed-tensors" (the method's result in llm-compressor's layout, lq_qfmt_ct.c) */
+static int fmt_gguf(const lq_opts *o) {
+    return !strncmp(o->format, "gguf:", 5);
+}
+static int fmt_ct(const lq_opts *o) {
+    return !strcmp(o->format, "compressed-tensors");
+}
+
 static lq_status plan_linears(const lq_method_traits *mt, const lq_opts *o,
                               const lq_model_config *cfg, const char *model,
                               int plan[LQ_SLOT_KINDS], char why[LQ_SLOT_KINDS][192], lq_err *err) {
@@ -84,7 +93,8 @@ static lq_status plan_linears(const lq_method_traits *mt, const lq_opts *o,
         if (!kind_present(cfg, l))
             continue;
         lq_slot_shape(cfg, lq_kind_slot(cfg, l), &n, &k);
-        plan[l] = ft->fits(&qc, n, k, why[l], sizeof why[l]);
+        /* --format gguf: each tensor's GGUF type (and its fallback) decides */
+        plan[l] = fmt_gguf(o) || ft->fits(&qc, n, k, why[l], sizeof why[l]);
         nfit += plan[l];
         nlin++;
     }
@@ -241,15 +251,6 @@ static lq_status check_target(const lq_opts *o, const lq_model_config *cfg, cons
                 "with every one at %d bits (group size %lld)",
                 model, t, lo, mo.choices[0], (long long)g);
     return LQ_OK;
-}
-
-/* --format: "" (the method's own checkpoint), "gguf:TYPE" (one GGUF file, lq_gguf_job) or
- * "compressed-tensors" (the method's result in llm-compressor's layout, lq_qfmt_ct.c) */
-static int fmt_gguf(const lq_opts *o) {
-    return !strncmp(o->format, "gguf:", 5);
-}
-static int fmt_ct(const lq_opts *o) {
-    return !strcmp(o->format, "compressed-tensors");
 }
 
 /* What --format compressed-tensors takes: the integer results with contiguous groups. */
@@ -599,6 +600,17 @@ static void job_init(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
  * tensors in llama.cpp's order (the rest rounded from the input as llama-quantize does). */
 static lq_status write_layer_gguf(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
     const lq_model_config *c = &r->m->cfg;
+    if (r->mt->folds_scales) { /* the norms the scales went into come from the layer */
+        lq_layer_vec vecs[LQ_LAYER_MAX_VECS];
+        const int    nvec = lq_layer_vecs(c, L, vecs);
+        for (int v = 0; v < nvec; v++) {
+            char name[300];
+            if (vecs[v].slot != &L->attn_norm && vecs[v].slot != &L->mlp_norm)
+                continue;
+            snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)i, vecs[v].leaf);
+            LQ_TRY(lq_gguf_sink_put_f32(r->sink, name, *vecs[v].slot, vecs[v].len, r->err));
+        }
+    }
     for (int64_t l = 0; l < r->nslots; l++) {
         if (!lq_slot_present(c, l))
             continue;
@@ -614,8 +626,17 @@ static lq_status write_layer_gguf(run *r, int64_t i, lq_layer *L, lq_qjob *j) {
         } else if (!lq_gguf_sink_has(r->sink, name)) { /* the names must meet: never silently */
             LQ_FAIL(r->err, LQ_ERR_INTERNAL, "%s: no tensor of the GGUF file", name);
         } else {
-            note_skipped(r, i, lq_slot_kind(c, l), &lq_layer_slot(L, l)->buf.q);
+            const lq_qlinear *q = &lq_layer_slot(L, l)->buf.q;
+            note_skipped(r, i, lq_slot_kind(c, l), q);
             r->n_dense++;
+            if (r->mt->folds_scales) /* a float tensor the scales may have reached */
+                LQ_TRY(lq_gguf_sink_put_f32(r->sink, name, q->dense, q->n * q->k, r->err));
+        }
+        const lq_linear *lin = lq_layer_slot(L, l);
+        if (r->mt->folds_scales && lin->bias) { /* v_proj's bias takes o_proj's scales */
+            lq_qjob_module(j, l, name, sizeof name - 8);
+            strcat(name, ".bias");
+            LQ_TRY(lq_gguf_sink_put_f32(r->sink, name, lin->bias, lin->buf.q.n, r->err));
         }
     }
     return lq_gguf_sink_write_layer(r->sink, i, r->err);

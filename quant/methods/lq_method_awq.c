@@ -172,6 +172,7 @@ typedef struct loss_ctx {
     const int64_t *n;
     float         *s; /* [k] */
     int64_t        group;
+    int            bits;  /* the candidates' code width */
     /* a single linear whose loss comes from its input's Gram matrix G [k, k] (NULL: run the
      * module); scratch of 2 nout k floats */
     const float   *G;
@@ -188,7 +189,7 @@ static lq_status loss_fn(void *user, const float *s, double *loss) {
     BE(j, "scale candidate", be->ops->upload(be, c->s, s, (size_t)k * sizeof(float)));
     for (int64_t i = 0; i < c->nlin; i++)
         BE(j, "scale candidate",
-           be->ops->awq_fakequant(be, c->w[i], c->s, c->n[i], k, c->group, (int)j->o->bits,
+           be->ops->awq_fakequant(be, c->w[i], c->s, c->n[i], k, c->group, c->bits,
                                   c->wq[i]));
     double s2 = 0;
     if (c->G) { /* tr(dW G dW^T) / (t n) */
@@ -234,6 +235,13 @@ static void scale_cols(float *W, int64_t n, int64_t k, const float *s) {
 
 static float *wptr(lq_layer *L, int64_t s) {
     return (float *)(uintptr_t)lq_layer_slot(L, s)->buf.q.dense;
+}
+
+/* The candidates' code width: --format gguf: the GGUF type's of the group's first linear (the
+ * search rounds on AWQ's grid of that width), else --bits. */
+static int search_bits(const lq_qjob *j, int64_t slot) {
+    const int b = j->ggml && j->ggml[slot] > 0 ? lq_ggml_bits((lq_dtype)j->ggml[slot]) : 0;
+    return b > 0 ? b : (int)j->o->bits;
 }
 
 /* The search's group: the format's group where it divides the inputs (AWQ proper, whose layout
@@ -455,8 +463,8 @@ static lq_status search_group(lq_qjob *j, const awq_grp *gr, const int64_t *lins
     }
     if (st == LQ_OK)
         st = be_alloc(j, &sd, k, 0);
-    loss_ctx lc = {j,   gr->kind, lins, nlin, Lb, NULL, X,  ref, out,          nseq, t,
-                   0,   w,        wq,   nv,   sd, search_group_size(k, g), NULL, NULL, k};
+    loss_ctx lc = {j,  gr->kind, lins, nlin, Lb, NULL, X, ref, out, nseq, t, 0, w, wq, nv, sd,
+                   search_group_size(k, g), search_bits(j, lins[0]), NULL, NULL, k};
     if (xcopy) { /* the candidates must not reach the layer's own expert array */
         memcpy(xcopy, Lb->experts, (size_t)(3 * cf->num_experts) * sizeof *xcopy);
         lc.xcopy = xcopy;
@@ -477,7 +485,7 @@ static lq_status search_group(lq_qjob *j, const awq_grp *gr, const int64_t *lins
                           nv,
                           k,
                           search_group_size(k, g),
-                          (int)j->o->bits,
+                          lc.bits,
                           (int)j->o->awq_grid,
                           j->o->awq_duo_scaling};
     double       ratio = 0, loss = 0;
@@ -593,8 +601,53 @@ void lq_awq_inputs_free(lq_awq_inputs *in, int64_t nslots) {
     memset(in, 0, sizeof *in);
 }
 
+/* --format gguf: slot l rounded on its GGUF type by ggml's search, with the mean squares of its
+ * captured (scaled) inputs as the importance matrix, as llama-quantize --imatrix rounds it; the
+ * blocks go to the driver and the weights become their values. */
+static lq_status gguf_round(lq_qjob *j, int64_t l, const lq_awq_inputs *in) {
+    lq_linear     *lin = lq_qjob_linear(j, l);
+    const int64_t  n = lin->buf.q.n, k = lin->buf.q.k;
+    const int64_t  src = lq_slot_input(&j->model->cfg, l, j->moe_mode), rows = in->rows[src];
+    const lq_dtype t   = (lq_dtype)j->ggml[l];
+    int            bb;
+    const int64_t  be  = lq_dtype_block(t, &bb);
+    float         *W   = wptr(j->L, l);
+    float         *imp = lq_calloc_n(k, sizeof(float));
+    float         *x   = rows > 0 ? lq_malloc_n(rows * k, sizeof(float)) : NULL;
+    uint8_t       *b   = lq_malloc_n(n * (k / be), (size_t)bb);
+    lq_status      st  = LQ_OK;
+    if (!imp || !b || (rows > 0 && !x)) {
+        st = lq_fail(j->err, LQ_ERR_NOMEM, "awq: out of memory");
+        goto done;
+    }
+    if (rows > 0) {
+        LQ_TRY_GOTO(be_get(j, x, in->x[src], rows * k));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < k; c++)
+                imp[c] += x[r * k + c] * x[r * k + c];
+    } else { /* no input captured (an expert no token reached): plain weights */
+        for (int64_t c = 0; c < k; c++)
+            imp[c] = 1;
+    }
+    const double t0 = lq_now();
+    for (int64_t r = 0; r < n; r++) {
+        lq_ggml_encode_w(t, W + r * k, k / be, imp, lq_ggml_row_sigma2(W + r * k, k),
+                         b + r * (k / be) * bb);
+        lq_ggml_decode(t, b + r * (k / be) * bb, k / be, W + r * k);
+    }
+    lq_qjob_phase(j, LQ_PH_PACK, t0);
+    lq_qjob_changed(j, l);
+    j->quantized[l]   = 1;
+    j->ggml_blocks[l] = b;
+    b                 = NULL;
+done:
+    free(imp), free(x), free(b);
+    return st;
+}
+
 static lq_status awq_layer(lq_qjob *j) {
-    int64_t       g  = j->o->group_size;
+    /* --format gguf: the search rounds on 32-element groups, the sub-blocks of the GGUF types */
+    int64_t       g  = j->ggml ? 32 : j->o->group_size;
     lq_awq_inputs in = {0};
     lq_status     st = LQ_OK;
     if (g <= 0)
@@ -607,6 +660,11 @@ static lq_status awq_layer(lq_qjob *j) {
     for (int64_t l = 0; l < j->nslots; l++) {
         if (!lq_qjob_planned(j, l))
             continue;
+        if (j->ggml) { /* the GGUF type's own search sets the ranges: no AWQ clip */
+            if (j->ggml[l] > 0)
+                LQ_TRY_GOTO(gguf_round(j, l, &in));
+            continue;
+        }
         lq_linear    *lin = lq_qjob_linear(j, l);
         lq_qlinear   *w   = &lin->buf.q;
         int64_t       n = w->n, k = w->k, Gn = k / g;
@@ -678,6 +736,7 @@ const lq_method_traits lq_method_awq = {
     .needs_calib         = 1,
     .propagate_quantized = 0,
     .fp_first_capture    = 1,   /* its first capture is of the unmodified layer */
+    .folds_scales        = 1,
     .default_seqlen      = 512, /* AutoAWQ: 128 samples x 512 tokens */
     .fill_qconfig        = awq_fill,
     .quantize_layer      = awq_layer,

@@ -93,6 +93,9 @@ typedef struct lq_method_traits {
     int         stage_copies;        /* activation-sized stage states it may hold beside the layer's
                                         input and output (--max-memory plan) */
     int fp_first_capture;            /* captures from the layer's input before changing it */
+    /* changes the layer's norms and the weights of linears it does not round (AWQ folds its
+     * scales into them): --format gguf writes those from the layer, not from the input */
+    int folds_scales;
     const char *bits_hint; /* said when --bits is a width the format cannot store, or NULL */
     /* Method options -> quantization_config (format defaults already filled). */
     void (*fill_qconfig)(const lq_opts *o, lq_qconfig *c);

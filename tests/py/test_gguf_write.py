@@ -11,7 +11,10 @@ llama-quantize, which the file must equal byte for byte for every type and mix o
   * gptq on the types' own grids (`gptq --format gguf:Q4_K_M`, `Q2_K`): the header is
     llama-quantize's byte for byte (same types, sizes, offsets, metadata), every tensor GPTQ did
     not make too (embeddings, output, norms: ggml's rounding), GPTQ made every linear, and gguf's
-    Python reader decodes each tensor to exactly what llmquant decodes (test_gguf --dump).
+    Python reader decodes each tensor to exactly what llmquant decodes (test_gguf --dump);
+  * awq (`awq --format gguf:Q4_K_M`): the same, with the norms its scales were folded into;
+  * llama.cpp's own llama-perplexity loads the gptq and awq files and computes a finite
+    perplexity on them (the rtn files are llama-quantize's byte for byte).
 
 llama-quantize comes from the llama.cpp build bench/build_llamacpp.sh makes (CI builds it);
 without it, without the SmolLM2 GGUF or the Python packages: SKIP (FAIL under
@@ -50,6 +53,9 @@ if not os.path.exists(smol):
 if not quantize or not os.access(quantize, os.X_OK):
     lq_oracle.skip(f"no llama-quantize under {llcpp}: run bench/build_llamacpp.sh llama-quantize")
 convert = os.path.join(root[-1], "convert_hf_to_gguf.py")
+perplexity = os.path.join(root[-1], "build", "bin", "llama-perplexity")
+text = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "data",
+                    "tinystories_sample.txt")
 
 tmp = os.environ.get("LQ_TMP") or tempfile.mkdtemp()
 shutil.rmtree(tmp, ignore_errors=True)
@@ -61,6 +67,20 @@ def report(ok, msg):
     global fail
     print(f"{'ok  ' if ok else 'FAIL'} {msg}", flush=True)
     fail += not ok
+
+
+def loads_in_llamacpp(path, label):
+    """llama-perplexity reads the file and scores two 128-token windows."""
+    if not os.access(perplexity, os.X_OK):
+        lq_oracle.skip_part(f"no llama-perplexity under {root[-1]}: run bench/build_llamacpp.sh "
+                            "llama-quantize llama-perplexity")
+        return
+    r = run([perplexity, "-m", path, "-f", text, "-c", "128", "-b", "128", "--chunks", "2",
+             "-t", "2"])
+    m = [ln for ln in (r.stdout + r.stderr).splitlines() if "Final estimate: PPL =" in ln]
+    v = float(m[-1].split("=")[1].split()[0]) if m else float("nan")
+    report(r.returncode == 0 and np.isfinite(v) and v > 1,
+           f"{label}: llama-perplexity loads it and scores {v:.2f} (rc {r.returncode})")
 
 
 def run(cmd):
@@ -143,58 +163,74 @@ for name, g in inputs:
         sizes.append(len(b))
     print(f"{name}: {len(same)} of {len(types)} types byte-identical")
 
-# gptq on the types' own grids
+# calibrated methods on the types' own grids
 tg = os.path.join(build, "tests", "test_gguf")
 try:
     from safetensors.numpy import load_file
 except ImportError as e:
     lq_oracle.skip(f"{e}")
 g16 = dict(inputs).get("random-llama-f16")
-for t in (["Q4_K_M", "Q2_K"] if g16 else []):
+LINEARS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+           "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
+
+
+def calibrated(method, t, folds):
+    """A calibrated method's file against llama-quantize's of the same type: the header and
+    every tensor the method does not make byte for byte (folds: awq's norms differ, carrying
+    its scales), gguf decoding every tensor as llmquant does, llama.cpp loading it."""
     theirs, ours = os.path.join(tmp, "theirs.gguf"), os.path.join(tmp, "ours.gguf")
     for p in (theirs, ours):
         if os.path.exists(p):
             os.unlink(p)
     r1 = run([quantize, g16, theirs, t, "2"])
-    r2 = run([lq, "--json", "gptq", g16, "-o", ours, "--format", "gguf:" + t, "--nsamples", "8",
+    r2 = run([lq, "--json", method, g16, "-o", ours, "--format", "gguf:" + t, "--nsamples", "8",
               "--seqlen", "256"])
     if r1.returncode or r2.returncode:
-        report(False, f"gptq {t}: llama-quantize rc {r1.returncode}, llmquant rc {r2.returncode}")
-        continue
+        report(False, f"{method} {t}: llama-quantize rc {r1.returncode}, llmquant rc {r2.returncode}")
+        return
     rep = json.loads(r2.stdout.strip().splitlines()[-1])
     ra, rb = gguf.GGUFReader(theirs), gguf.GGUFReader(ours)
     a, b = open(theirs, "rb").read(), open(ours, "rb").read()
     hdr = ra.data_offset == rb.data_offset and a[:ra.data_offset] == b[:rb.data_offset]
-    same = [x.name for x, y in zip(ra.tensors, rb.tensors) if x.data.tobytes() == y.data.tobytes()]
-    linears = [x.name for x in ra.tensors if x.name.startswith("blk.") and x.name.endswith(
-        ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-         "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"))]
-    rest_same = all(x.name in same for x in ra.tensors if x.name not in linears)
-    ok = hdr and len(a) == len(b) and rest_same and rep["tensors_from_method"] == len(linears) == 56
-    report(ok, f"gptq {t}: header and the {len(ra.tensors) - len(linears)} other tensors "
-           f"byte-identical to llama-quantize's, {rep['tensors_from_method']} of {len(linears)} "
-           f"linears from GPTQ ({sum(1 for n_ in linears if n_ in same)} equal to round-to-nearest)")
+    same = {x.name for x, y in zip(ra.tensors, rb.tensors) if x.data.tobytes() == y.data.tobytes()}
+    linears = [x.name for x in ra.tensors if x.name.startswith("blk.") and x.name.endswith(LINEARS)]
+    norms = [x.name for x in ra.tensors
+             if folds and x.name.endswith(("attn_norm.weight", "ffn_norm.weight"))]
+    rest_same = all(x.name in same for x in ra.tensors if x.name not in linears + norms)
+    folded = sum(1 for n_ in norms if n_ not in same)
+    ok = (hdr and len(a) == len(b) and rest_same and len(linears) == 56 and
+          folded == len(norms) == (16 if folds else 0) and
+          rep["tensors_from_method"] == len(linears) + len(norms))
+    report(ok, f"{method} {t}: header and the {len(ra.tensors) - len(linears) - len(norms)} other "
+           f"tensors byte-identical to llama-quantize's, {rep['tensors_from_method']} tensors from "
+           f"the method ({sum(1 for n_ in linears if n_ in same)} linears equal to "
+           f"round-to-nearest, {folded} norms carry folded scales)")
     dump = os.path.join(tmp, "dump")
     subprocess.run([tg, "--dump", ours, dump], check=True, capture_output=True)
     mine = load_file(os.path.join(dump, "model.safetensors"))
-    bad = []
-    for x in rb.tensors:
-        ref = gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32)
-        ref = ref.reshape([int(d) for d in reversed(x.shape)])
-        if not np.array_equal(ref.view(np.uint32), mine[x.name].view(np.uint32)):
-            bad.append(x.name)
-    report(not bad, f"gptq {t}: gguf dequantizes all {len(rb.tensors)} tensors bit for bit as "
+    bad = [x.name for x in rb.tensors if not np.array_equal(
+        gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32).reshape(
+            [int(d) for d in reversed(x.shape)]).view(np.uint32), mine[x.name].view(np.uint32))]
+    report(not bad, f"{method} {t}: gguf dequantizes all {len(rb.tensors)} tensors bit for bit as "
            f"llmquant does" + (f"; differ {bad[:3]}" if bad else ""))
     shutil.rmtree(dump, ignore_errors=True)
+    loads_in_llamacpp(ours, f"{method} {t}")
 
-# refusals: an unknown type, a method that does not write GGUF yet, a foreign output
+
+# gptq on the types' own grids; awq folds its scales into the norms (written from the layer)
+# and rounds the linears with ggml's search, the scaled inputs' mean squares as importance
+for method, t, folds in ([("gptq", "Q4_K_M", 0), ("gptq", "Q2_K", 0), ("awq", "Q4_K_M", 1)]
+                         if g16 else []):
+    calibrated(method, t, folds)
+
+# refusals: an unknown type, a method that does not write GGUF, a foreign output
 g = inputs[0][1] if inputs else smol
 bad = os.path.join(tmp, "x.gguf")
 r = run([lq, "rtn", g, "-o", bad, "--format", "gguf:Q7_Z"])
 report(r.returncode == 2 and not os.path.exists(bad) and "Q7_Z" in r.stderr,
        f"unknown type refused (rc {r.returncode}), nothing written")
-r = run([lq, "awq", g, "-o", bad, "--format", "gguf:Q4_K_M"])
-report(r.returncode == 9 and not os.path.exists(bad), f"awq -> GGUF refused for now (rc {r.returncode})")
+r = run([lq, "nf4", g, "-o", bad, "--format", "gguf:Q4_K_M"])
+report(r.returncode == 9 and not os.path.exists(bad), f"nf4 -> GGUF refused (rc {r.returncode})")
 r = run([lq, "gptq", g, "-o", bad, "--format", "gguf:Q4_K_M", "--desc-act"])
 report(r.returncode == 2 and not os.path.exists(bad), f"gptq --desc-act -> GGUF refused (rc {r.returncode})")
 r = run([lq, "rtn", g, "-o", bad, "--format", "gguf:Q4_0", "--group-size", "64"])
