@@ -30,7 +30,8 @@ def table(d):
 def doc(sections):
     out = ["# Quality at equal file size", "",
            "Written by `bench/quality_table.py --doc` from the reports of `bench/quality.sh MODEL "
-           "BUILD WORK` (each section names its run: machine, threads, version, windows). "
+           "BUILD WORK` (rows are resumable: the line under each title names the last run that added "
+           "rows, with the machine, threads, version and windows every row shares). "
            "Perplexity by llama.cpp's protocol on both sides, ctx 512; GGUF files scored by "
            "llama-perplexity, checkpoints by `llmquant ppl --protocol llamacpp`; bits per weight "
            "of the decoder linears; calibration and importance matrix from the same text.", ""]
