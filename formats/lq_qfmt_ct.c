@@ -370,8 +370,15 @@ static lq_status parse_weights(const cJSON *w, const char *label, int *bits, int
     return LQ_OK;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+/* A module target of a config group and its group's scheme. */
+typedef struct ct_target {
+    const char *name;
+    int         bits, sym, act;
+    int64_t     gs;
+} ct_target;
+
+static int cmp_target(const void *a, const void *b) {
+    return strcmp(((const ct_target *)a)->name, ((const ct_target *)b)->name);
 }
 
 /* A target or ignore entry as a "dynamic" pattern: "re:X" -> X (re.match: anchored at the
@@ -440,8 +447,7 @@ lq_status lq_ct_parse_config(const cJSON *qc, const char *label, lq_qconfig *c, 
     }
     /* every target, sorted as compressed-tensors ranks them: names, then "re:" sorted */
     int          nt = 0, base_set = 0;
-    const char  *targets[512];
-    const cJSON *owner[512];
+    ct_target    targets[512];
     const cJSON *g;
     cJSON_ArrayForEach(g, groups) {
         char sub[256];
@@ -455,8 +461,8 @@ lq_status lq_ct_parse_config(const cJSON *qc, const char *label, lq_qconfig *c, 
             LQ_RETURN_IF(!lq_ieq(s, CT_FORMAT), err, LQ_ERR_UNSUPPORTED,
                          "%s: \"format\" = \"%s\" (llmquant reads %s)", sub, s, CT_FORMAT);
         }
-        int     bits, sym, act = 0;
-        int64_t gs;
+        int     bits = 0, sym = 1, act = 0;
+        int64_t gs = 0;
         LQ_TRY(parse_weights(cJSON_GetObjectItemCaseSensitive(g, "weights"), sub, &bits, &gs, &sym,
                              &act, err));
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(g, "targets"), *t;
@@ -467,8 +473,7 @@ lq_status lq_ct_parse_config(const cJSON *qc, const char *label, lq_qconfig *c, 
                          "%s: \"targets\" holds a non-string", sub);
             if (!is_class(t->valuestring)) {
                 LQ_RETURN_IF(nt == 512, err, LQ_ERR_UNSUPPORTED, "%s: over 512 targets", label);
-                owner[nt]     = g;
-                targets[nt++] = t->valuestring;
+                targets[nt++] = (ct_target){t->valuestring, bits, sym, act, gs};
                 continue;
             }
             LQ_RETURN_IF(strcmp(t->valuestring, "Linear"), err, LQ_ERR_UNSUPPORTED,
@@ -481,25 +486,17 @@ lq_status lq_ct_parse_config(const cJSON *qc, const char *label, lq_qconfig *c, 
         }
     }
     /* the order of match_targets: exact names before "re:", each sorted */
-    const char *sorted[512];
-    memcpy(sorted, targets, (size_t)nt * sizeof *sorted);
-    qsort(sorted, (size_t)nt, sizeof *sorted, cmp_str);
+    qsort(targets, (size_t)nt, sizeof *targets, cmp_target);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < nt; i++) {
-            if ((strncmp(sorted[i], "re:", 3) == 0) != pass)
+            const ct_target *tg = &targets[i];
+            char             pat[4096];
+            if ((strncmp(tg->name, "re:", 3) == 0) != pass)
                 continue;
-            int j = 0;
-            while (targets[j] != sorted[i])
-                j++;
-            int     bits, sym, act = 0;
-            int64_t gs;
-            char    pat[4096];
-            LQ_TRY(parse_weights(cJSON_GetObjectItemCaseSensitive(owner[j], "weights"), label,
-                                 &bits, &gs, &sym, &act, err));
-            LQ_TRY(entry_pattern(sorted[i], pat, sizeof pat, label, err));
-            LQ_TRY(lq_qconfig_add_rule(c, pat, 0, bits, gs, sym, act, label, err));
-            if (!base_set) { /* no class target: the first group's scheme is the default */
-                base_set = 1, c->bits = bits, c->group_size = gs, c->sym = sym;
+            LQ_TRY(entry_pattern(tg->name, pat, sizeof pat, label, err));
+            LQ_TRY(lq_qconfig_add_rule(c, pat, 0, tg->bits, tg->gs, tg->sym, tg->act, label, err));
+            if (!base_set) { /* no class target: the first target's scheme is the default */
+                base_set = 1, c->bits = tg->bits, c->group_size = tg->gs, c->sym = tg->sym;
             }
         }
     LQ_RETURN_IF(!base_set, err, LQ_ERR_CONFIG_VALUE, "%s: \"config_groups\" has no targets",

@@ -162,19 +162,24 @@ static lq_status write_rounded(lq_gguf_sink *s, const lq_gguf_tensor *t, uint32_
     return LQ_OK;
 }
 
-/* A method's blocks, in llama.cpp's row order (q/k rows interleaved per rotary head). */
+/* The Hugging Face row that GGUF row p of tensor ti holds: llama.cpp interleaves q/k rows per
+ * rotary head (GGUF row h*hd + 2i + j holds row h*hd + j*hd/2 + i). */
+static int64_t hf_row(const lq_gguf_sink *s, int64_t ti, int64_t n, int64_t p) {
+    const int64_t heads = s->perm[ti], hd = heads > 0 ? n / heads : 0;
+    if (heads <= 0)
+        return p;
+    const int64_t h = p / hd, i = (p % hd) / 2, j = p % 2;
+    return h * hd + j * (hd / 2) + i;
+}
+
+/* A method's blocks, in llama.cpp's row order. */
 static lq_status write_blocks(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err *err) {
     const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, ti);
     int                   bb;
     const int64_t         be = lq_ggml_type_block(type, &bb), row = t->ne[0] / be * bb;
-    const int64_t         n = t->numel / t->ne[0], heads = s->perm[ti];
-    const int64_t         hd = heads > 0 ? n / heads : 0, half = hd / 2;
+    const int64_t         n  = t->numel / t->ne[0];
     for (int64_t p = 0; p < n; p++) {
-        int64_t r = p; /* GGUF row h*hd + 2i + j holds Hugging Face row h*hd + j*half + i */
-        if (heads > 0) {
-            const int64_t h = p / hd, i = (p % hd) / 2, j = p % 2;
-            r               = h * hd + j * half + i;
-        }
+        const int64_t r = hf_row(s, ti, n, p);
         LQ_TRY(lq_gguf_out_write_data(s->o, s->f, s->blocks[ti] + r * row, row, s->out, err));
     }
     free(s->blocks[ti]);
@@ -188,8 +193,7 @@ static lq_status write_floats(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err
     const lq_gguf_tensor *t = lq_gguf_tensor_get(s->g, ti);
     int                   bb;
     const int64_t         be = lq_ggml_type_block(type, &bb), ne0 = t->ne[0];
-    const int64_t         n = t->numel / ne0, heads = s->perm[ti], row = ne0 / be * bb;
-    const int64_t         hd = heads > 0 ? n / heads : 0, half = hd / 2;
+    const int64_t         n = t->numel / ne0, row = ne0 / be * bb;
     float                *x = lq_malloc_n(t->numel, sizeof(float));
     uint8_t              *q = lq_malloc_n(n, (size_t)row);
     lq_status             st = LQ_OK;
@@ -197,14 +201,8 @@ static lq_status write_floats(lq_gguf_sink *s, int64_t ti, uint32_t type, lq_err
         st = lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory", t->name);
         goto done;
     }
-    for (int64_t p = 0; p < n; p++) { /* as write_blocks */
-        int64_t r = p;
-        if (heads > 0) {
-            const int64_t h = p / hd, i = (p % hd) / 2, j = p % 2;
-            r               = h * hd + j * half + i;
-        }
-        memcpy(x + p * ne0, s->fdata[ti] + r * ne0, (size_t)ne0 * sizeof(float));
-    }
+    for (int64_t p = 0; p < n; p++)
+        memcpy(x + p * ne0, s->fdata[ti] + hf_row(s, ti, n, p) * ne0, (size_t)ne0 * sizeof(float));
     st = encode_rows(type, x, n, ne0, row, q, s->nthreads);
     if (st != LQ_OK)
         st = lq_fail(err, st, "%s: cannot encode as %s", t->name, lq_ggml_type_name(type));
