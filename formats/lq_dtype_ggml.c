@@ -408,7 +408,9 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
 }
 
 /* ggml's make_qkx2_quants: an asymmetric grid (scale, min <= 0) searched over nstep + 1
- * candidate ranges with weighted least squares; error in |diff| (use_mad) or diff^2. */
+ * candidate ranges with weighted least squares; error in |diff| (use_mad) or diff^2. ggml's
+ * make_qkx3_quants, which the importance-weighted encoders call, is this one without use_mad
+ * (its max <= min test is max == min once min is clamped to 0 or below). */
 static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
                               float *the_min, float rmin, float rdelta, int nstep, int use_mad) {
     uint8_t Laux[32];
@@ -818,71 +820,6 @@ static void enc_q6_k(const float *x, uint8_t *b) {
  * sigma2 the mean square of the row (32-element types) or of the super-block (k-quants, IQ4).
  * --------------------------------------------------------------------------------------- */
 
-/* ggml's make_qkx3_quants: make_qkx2_quants' search with its own weights and start. */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, float rmin, float rdelta, int nstep) {
-    uint8_t Laux[32];
-    float   mn = x[0], mx = x[0];
-    float   sum_w = weights[0], sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < mn)
-            mn = x[i];
-        if (x[i] > mx)
-            mx = x[i];
-        sum_w += weights[i];
-        sum_x += weights[i] * x[i];
-    }
-    if (mn > 0)
-        mn = 0;
-    if (mx <= mn) {
-        memset(L, 0, (size_t)n);
-        *the_min = -mn;
-        return 0.f;
-    }
-    float iscale = (float)nmax / (mx - mn);
-    float scale  = 1 / iscale;
-    float best   = 0;
-    for (int i = 0; i < n; i++) {
-        L[i]       = (uint8_t)imax(0, imin(nmax, nearest_int(iscale * (x[i] - mn))));
-        float diff = scale * (float)L[i] + mn - x[i];
-        best += weights[i] * (diff * diff);
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale      = (rmin + rdelta * (float)is + (float)nmax) / (mx - mn);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = imax(0, imin(nmax, nearest_int(iscale * (x[i] - mn))));
-            Laux[i]     = (uint8_t)l;
-            const float w = weights[i];
-            sum_l += w * (float)l;
-            sum_l2 += w * (float)l * (float)l;
-            sum_xl += w * (float)l * x[i];
-        }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min   = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min   = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur = 0;
-            for (int i = 0; i < n; i++) {
-                const float diff = this_scale * (float)Laux[i] + this_min - x[i];
-                cur += weights[i] * (diff * diff);
-            }
-            if (cur < best) {
-                memcpy(L, Laux, (size_t)n);
-                best  = cur;
-                scale = this_scale;
-                mn    = this_min;
-            }
-        }
-    }
-    *the_min = -mn;
-    return scale;
-}
-
 /* ggml's make_qp_quants: a scale for non-negative values (the sub-block scales and mins) on
  * [0, nmax], weighted by qw, then coordinate descent on the codes. */
 static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
@@ -986,7 +923,7 @@ static void encw_q_1(const float *x, const float *qw, float sigma2, int nmax, ui
                      uint8_t L[32]) {
     float w[32], mn;
     imp_weights(x, qw, sigma2, 32, w);
-    f16_put(b, make_qkx3_quants(32, nmax, x, w, L, &mn, -0.9f, 0.05f, 36));
+    f16_put(b, make_qkx2_quants(32, nmax, x, w, L, &mn, -0.9f, 0.05f, 36, 0));
     f16_put(b + 2, -mn);
 }
 
@@ -1018,7 +955,7 @@ static void encw_q2_k(const float *x, const float *qw, float sigma2, uint8_t *b)
         sw[j] = 0;
         for (int l = 0; l < 16; l++)
             sw[j] += w[l];
-        scales[j] = make_qkx3_quants(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36);
+        scales[j] = make_qkx2_quants(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36, 0);
     }
     f16_put(b + 80, make_qp_quants(16, 15, scales, Ls, sw));
     f16_put(b + 82, make_qp_quants(16, 15, mins, Lm, sw));
@@ -1051,7 +988,8 @@ static void encw_q3_k(const float *x, const float *qw, float sigma2, uint8_t *b)
     q3_k_pack(x, make_qx_quants(16, 32, scales, Ls, sw), Ls, L, b);
 }
 
-/* Q4_K / Q5_K: sub-block grids by make_qkx3_quants, their scales and mins by make_qp_quants */
+/* Q4_K / Q5_K: sub-block grids by ggml's weighted search, their scales and mins by
+ * make_qp_quants */
 static void encw_k4(const float *x, const float *qw, uint8_t *b, uint8_t *L, int nmax) {
     float       w[32], sw[8], mins[8], scales[8];
     uint8_t     Ls[8], Lm[8];
@@ -1062,7 +1000,7 @@ static void encw_k4(const float *x, const float *qw, uint8_t *b, uint8_t *L, int
         for (int l = 0; l < 32; l++)
             sw[j] += w[l];
         scales[j] =
-            make_qkx3_quants(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
+            make_qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36, 0);
     }
     const float d_block = make_qp_quants(8, 63, scales, Ls, sw);
     const float m_block = make_qp_quants(8, 63, mins, Lm, sw);
