@@ -178,16 +178,15 @@ lq_status lq_ct_read_linear(const lq_st *st, const char *prefix, const lq_qconfi
     q->n          = n;
     q->k          = k;
     q->group_size = gs;
-    int32_t  *qw  = lq_qbuf_alloc(out, (size_t)(W * n) * 4);
-    int32_t  *qz  = lq_qbuf_alloc(out, (size_t)(G * (n * b / 32)) * 4);
-    uint16_t *s16 = lq_qbuf_alloc(out, (size_t)(G * n) * 2);
-    int32_t  *g   = lq_qbuf_alloc(out, (size_t)k * 4);
+    LQ_TRY(lq_qbuf_alloc_layout(out, err)); /* GPTQ's arrays, zeroed */
+    int32_t  *qw  = lq_qbuf_mut(out, q->qweight);
+    int32_t  *qz  = lq_qbuf_mut(out, q->qzeros);
+    uint16_t *s16 = lq_qbuf_mut(out, q->scales);
+    int32_t  *g   = lq_qbuf_mut(out, q->g_idx);
     float    *f   = lq_malloc_n(G * n, sizeof(float));
-    if (!qw || !qz || !s16 || !g || !f) {
-        free(f);
+    if (!f)
         return lq_fail(err, LQ_ERR_NOMEM, "%s: out of memory reading %s", lq_rd_file(&r, pk),
                        prefix);
-    }
     const int32_t *src;
     LQ_TRY(lq_rd_view(&r, pk, (const void **)&src));
     for (int64_t i = 0; i < n; i++)
@@ -220,10 +219,6 @@ lq_status lq_ct_read_linear(const lq_st *st, const char *prefix, const lq_qconfi
         for (int64_t c = 0; c < k; c++)
             g[c] = (int32_t)(c / gs);
     }
-    q->qweight = qw;
-    q->qzeros  = qz;
-    q->scales  = s16;
-    q->g_idx   = g;
     LQ_TRY(lq_rd_bias(&r, n));
     return lq_rd_finish(&r, "weight_packed");
 }
